@@ -1,0 +1,3 @@
+from owl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Where Owl keeps its files.
+
+`OWL_HOME=DIR` puts everything under DIR; without it the platform's own
+locations (platformdirs) are used. Folders are created private to the user
+(0700): prompts, logs and the socket are nobody else's business.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# sun_path is 108 bytes on Linux and 104 on macOS, including the NUL.
+_SOCKET_PATH_MAX = 100
+
+
+@dataclass(frozen=True)
+class Paths:
+    config: Path
+    db: Path
+    socket: Path
+    logs: Path
+    worktrees: Path
+    runtime: Path
+
+    @property
+    def pidfile(self) -> Path:
+        return self.runtime / "owl.pid"
+
+    def ensure(self) -> None:
+        """Create every folder Owl writes to, mode 0700."""
+        for folder in {self.config.parent, self.db.parent, self.logs,
+                       self.worktrees, self.runtime, self.socket.parent}:
+            make_private_dir(folder)
+
+
+def make_private_dir(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        if folder.stat().st_mode & 0o077:
+            folder.chmod(0o700)
+    except PermissionError:
+        pass
+
+
+def _socket_in(runtime: Path) -> Path:
+    """The socket's path, short enough for sun_path.
+
+    A deep OWL_HOME would overflow the limit, so the socket then moves to a
+    short per-user folder, named by a hash of the intended path so that the
+    CLI computes the same place without asking anyone.
+    """
+    wanted = runtime / "owl.sock"
+    if len(os.fsencode(wanted)) <= _SOCKET_PATH_MAX:
+        return wanted
+    digest = hashlib.sha256(os.fsencode(wanted)).hexdigest()[:16]
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
+    return base / f"owl-{os.getuid()}" / f"{digest}.sock"
+
+
+def get_paths() -> Paths:
+    home = os.environ.get("OWL_HOME")
+    if home:
+        root = Path(home).expanduser().absolute()
+        runtime = root / "run"
+        return Paths(
+            config=root / "config.toml",
+            db=root / "owl.db",
+            socket=_socket_in(runtime),
+            logs=root / "logs",
+            worktrees=root / "worktrees",
+            runtime=runtime,
+        )
+    import platformdirs
+
+    dirs = platformdirs.PlatformDirs("owl", appauthor=False)
+    data = Path(dirs.user_data_dir)
+    runtime = Path(dirs.user_runtime_dir)
+    return Paths(
+        config=Path(dirs.user_config_dir) / "config.toml",
+        db=data / "owl.db",
+        socket=_socket_in(runtime),
+        logs=Path(dirs.user_log_dir),
+        worktrees=data / "worktrees",
+        runtime=runtime,
+    )
