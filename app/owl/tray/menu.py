@@ -1,0 +1,267 @@
+"""The tray menu as plain data, built from the daemon's status document.
+
+Keeping the menu a tree of frozen dataclasses (labels, enabled, checked,
+and an `Action` naming what a click does) means every label and every
+greyed-out item is tested without a display; `owl.tray.app` only turns the
+tree into pystray items and carries out the actions.
+
+This module is pure: no clock (the status document carries every duration),
+no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SHIFT_FOR_S = 3600.0
+RECENT_SHOWN = 3
+TITLE_MAX = 40
+
+
+@dataclass(frozen=True)
+class Action:
+    """What a click does.
+
+    kind is one of:
+    ``verb`` (ask the daemon: `verb` with `args`), ``open`` (open `path` with
+    the desktop's opener), ``autostart`` (turn start-at-login on if `args`
+    has on=True, else off), ``config`` (open the config file), ``quit``.
+    """
+
+    kind: str
+    verb: str | None = None
+    args: tuple[tuple[str, Any], ...] = ()
+    path: str | None = None
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.args)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One menu entry. A `submenu` makes it a cascade; `checked` a checkbox."""
+
+    label: str
+    action: Action | None = None
+    enabled: bool = True
+    checked: bool | None = None
+    submenu: tuple["Item", ...] | None = None
+    separator: bool = False
+
+
+SEPARATOR = Item("", separator=True, enabled=False)
+
+
+def verb(name: str, **args: Any) -> Action:
+    return Action("verb", verb=name, args=tuple(sorted(args.items())))
+
+
+# ------------------------------------------------------------------ wording
+
+def clock(seconds: float | None) -> str:
+    """A countdown: 13:42, or 1:02:03 past an hour. Never negative."""
+    s = max(0, int(round(seconds or 0.0)))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def span(seconds: float | None) -> str:
+    """A coarse duration for things that are not counting down: 40 s, 4 m, 1 h 05 m."""
+    s = max(0, int(seconds or 0.0))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} m"
+    h, m = divmod(s // 60, 60)
+    return f"{h} h {m:02d} m"
+
+
+def short(title: str | None, limit: int = TITLE_MAX) -> str:
+    t = " ".join((title or "").split())
+    return t if len(t) <= limit else t[: limit - 1].rstrip() + "…"
+
+
+def _runs(status: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(status.get("runs") or [])
+
+
+def _queue(status: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(status.get("queue") or [], key=lambda q: q.get("position") or 0)
+
+
+def _frozen(status: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in _runs(status) if r.get("state") == "frozen"]
+
+
+def status_line(status: dict[str, Any]) -> str:
+    """The one line at the top of the menu (and in the tooltip)."""
+    runs = _runs(status)
+    counting = [r for r in _frozen(status) if r.get("frozen_by") != "user"
+                and r.get("grace_left_s") is not None]
+    if counting:
+        r = min(counting, key=lambda r: r["grace_left_s"])
+        return f"Frozen · {clock(r['grace_left_s'])} left"
+    if status.get("paused"):
+        return "Paused"
+    if _frozen(status):
+        return "Frozen"
+    working = [r for r in runs if r.get("state") in ("running", "verifying")]
+    if len(working) == 1:
+        r = working[0]
+        what = "Checking" if r.get("state") == "verifying" else "Working on"
+        return f"{what} job {r.get('job_id')} · {span(r.get('running_for_s'))}"
+    if working:
+        return f"Working on {len(working)} jobs"
+    if any(r.get("state") == "ending" for r in runs):
+        return "Ending"
+    machine = status.get("machine") or {}
+    pending = [q for q in _queue(status) if q.get("state") == "pending"]
+    if not pending:
+        return "Nothing to do"
+    shift = status.get("shift") or {}
+    if shift and not shift.get("ended"):
+        return "Working shift · " + (status.get("waiting") or "starting")
+    if machine.get("idle"):
+        return "Waiting: " + (status.get("waiting") or "starting soon")
+    idle_in = machine.get("idle_in_s")
+    reason = machine.get("reason")
+    if idle_in is not None and reason in (None, "in use"):
+        return f"Idle in {span(idle_in)}"
+    return "Waiting: " + (reason or status.get("waiting") or "for the machine")
+
+
+def _run_label(run: dict[str, Any]) -> str:
+    head = f"Job {run.get('job_id')}: {short(run.get('title'), 32)}"
+    state = run.get("state")
+    if state == "frozen":
+        if run.get("frozen_by") == "user" or run.get("grace_left_s") is None:
+            tail = "paused"
+        else:
+            tail = f"frozen · {clock(run['grace_left_s'])} left"
+    elif state == "ending":
+        tail = "ending"
+    elif state == "verifying":
+        tail = "checking"
+    else:
+        tail = f"running · {span(run.get('running_for_s'))}"
+    return f"{head} — {tail}"
+
+
+def outcome_word(entry: dict[str, Any]) -> str:
+    """succeeded / failed / interrupted, or killed when it took a SIGKILL."""
+    if entry.get("ended_by") == "sigkill":
+        return "killed"
+    return str(entry.get("outcome") or "ended")
+
+
+_OUTCOME_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "■", "killed": "✗"}
+
+
+def _recent_item(entry: dict[str, Any]) -> Item:
+    word = outcome_word(entry)
+    label = f"{_OUTCOME_MARK.get(word, '·')} Job {entry.get('job_id')}: {short(entry.get('title'), 32)} — {word}"
+    log = entry.get("log")
+    return Item(label, Action("open", path=log) if log else None, enabled=bool(log))
+
+
+def _job_log(status: dict[str, Any], job: dict[str, Any]) -> str | None:
+    if job.get("log"):
+        return str(job["log"])
+    for entry in status.get("recent") or []:
+        if entry.get("job_id") == job.get("id") and entry.get("log"):
+            return str(entry["log"])
+    return None
+
+
+def _job_item(status: dict[str, Any], job: dict[str, Any]) -> Item:
+    live = {r.get("job_id"): r for r in _runs(status)}
+    run = live.get(job.get("id"))
+    state = run.get("state") if run else job.get("state")
+    if state == "active":
+        state = "running"
+    label = f"{job.get('position')}. {short(job.get('title'), 34)} — {state}"
+    worktree = job.get("worktree")
+    log = _job_log(status, job)
+    active = job.get("state") == "active" or run is not None
+    sub = (
+        Item(f"Job {job.get('id')} · {short(job.get('project'), 48)}", enabled=False),
+        Item("Open worktree", Action("open", path=worktree) if worktree else None, enabled=bool(worktree)),
+        Item("Show log", Action("open", path=log) if log else None, enabled=bool(log)),
+        Item("Drop (stops its Run)" if active else "Drop",
+             verb("drop", job_id=job.get("id"), force=active)),
+    )
+    return Item(label, submenu=sub)
+
+
+def _jobs_submenu(status: dict[str, Any]) -> tuple[Item, ...]:
+    queue = _queue(status)
+    if not queue:
+        return (Item("No jobs queued", enabled=False),)
+    return tuple(_job_item(status, j) for j in queue)
+
+
+def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[Item, ...]:
+    """The whole menu for one status document, top to bottom."""
+    items: list[Item] = [Item(status_line(status), enabled=False)]
+    machine = status.get("machine") or {}
+    shift = status.get("shift") or {}
+    notes = []
+    if shift and not shift.get("ended"):
+        notes.append("Shift · until the queue is empty" if shift.get("until_empty")
+                     else f"Shift · {span(shift.get('left_s'))} left")
+    for note in (status.get("attention"), status.get("config_problem"), machine.get("problem")):
+        if note and note not in notes:
+            notes.append("⚠ " + short(note, 60))
+    items += [Item(n, enabled=False) for n in notes]
+
+    runs = _runs(status)
+    if runs:
+        items.append(SEPARATOR)
+        items += [Item(_run_label(r), enabled=False) for r in runs]
+    recent = list(status.get("recent") or [])[:RECENT_SHOWN]
+    review = list(status.get("review") or [])
+    if recent or review:
+        items.append(SEPARATOR)
+        items += [Item(f"◆ Job {j.get('id')}: {short(j.get('title'), 32)} — ready for review", enabled=False)
+                  for j in review]
+        items += [_recent_item(e) for e in recent]
+
+    paused = bool(status.get("paused"))
+    live = any(r.get("state") in ("running", "frozen", "verifying") for r in runs)
+    pending = any(q.get("state") == "pending" for q in _queue(status))
+    items.append(SEPARATOR)
+    items.append(Item("Start", verb("start"), enabled=pending and not paused))
+    items.append(Item("Resume", verb("resume")) if paused else Item("Pause", verb("pause")))
+    items.append(Item("Work for 1 hour", verb("shift_start", for_s=SHIFT_FOR_S)))
+    items.append(Item("Stop", verb("stop", force=False), enabled=live))
+    items.append(Item(f"Jobs ({len(_queue(status))})", submenu=_jobs_submenu(status)))
+    items.append(SEPARATOR)
+    items.append(Item("Start at login", Action("autostart", args=(("on", not autostart_on),)),
+                      checked=autostart_on))
+    items.append(Item("Open config", Action("config")))
+    items.append(Item("Quit", Action("quit")))
+    return tuple(items)
+
+
+def find(items: tuple[Item, ...], label: str) -> Item | None:
+    """The first item (searching submenus too) whose label is `label`."""
+    for it in items:
+        if it.label == label:
+            return it
+        if it.submenu:
+            hit = find(it.submenu, label)
+            if hit is not None:
+                return hit
+    return None
+
+
+def counting_down(status: dict[str, Any]) -> bool:
+    """True while something in the menu changes every second."""
+    return any(r.get("state") == "frozen" and r.get("grace_left_s") is not None for r in _runs(status))
+
+
+__all__ = ["Action", "Item", "SEPARATOR", "build_menu", "status_line", "outcome_word",
+           "clock", "span", "find", "counting_down"]
