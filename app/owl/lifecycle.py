@@ -1,0 +1,396 @@
+"""The Run lifecycle: every state and transition of a Run, and nothing else.
+
+Theory of operation
+-------------------
+
+A Run is one attempt at a Job: one agent process tree. This module decides
+what happens to live Runs when something happens to the machine or the person
+says something; it does no I/O, reads no clock and sends no signal. The engine
+feeds it events and carries out the actions it returns, in order.
+
+Events in (methods of `Core`, each taking `now`, a monotonic time in seconds):
+
+    started(run, exempt)     the engine started an agent for a Run
+    input()                  the person is at the machine (first input event)
+    idle()                   the idle policy holds again (a full idle.after of quiet)
+    power(ok)                on AC, or on battery where that matters
+    tick()                   time passed; deadlines are checked
+    output(run)              the Run wrote something (for the stall rule)
+    exited(run, code)        the agent (leader) exited
+    gone(run)                no process of the Run is left
+    pause() / resume()       the person's hold
+    stop(force)              the person ends the live Runs
+    shift_on(require_power) / shift_off()   a Shift began or ended
+    shutdown()               the daemon is stopping
+
+Actions out: `Freeze`, `Thaw`, `Term` (SIGTERM then SIGCONT to every process),
+`Kill` (SIGKILL to every process) and `Finish` (the Run is over: record it).
+
+A live Run is in one of three phases:
+
+    running --(machine in use / pause / stop)--> frozen
+    frozen  --(machine idle again, not held by the person)--> running
+    frozen  --(grace window passes)--> ending            [Term]
+    running --(timeout / stall / stop --force)--> ending [Term]
+    running --(agent exits)--> ending                    [Term what is left]
+    ending  --(5 s pass, something left)--> ending       [Kill]
+    ending  --(nothing left)--> (finished)               [Finish]
+
+Who may freeze whom is one rule, `_machine_blocks`, re-evaluated after every
+event (`_settle`): a Run the machine froze thaws as soon as that rule stops
+holding; a Run the person froze (pause, stop) is never thawed by the machine.
+A Run started by `owl start` (exempt) and every Run during a Shift are not
+frozen by input; a Shift that asks for power still freezes on battery. When a
+Shift ends, the Runs it had are let finish: they become exempt.
+
+The 5 s between Term and Kill is not configurable (ADR-0034): it is the
+guarantee behind the grace window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+KILL_DELAY = 5.0
+
+
+class Phase(str, Enum):
+    RUNNING = "running"
+    FROZEN = "frozen"
+    ENDING = "ending"
+
+
+class Outcome(str, Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class EndedBy(str, Enum):
+    EXIT = "exit"
+    SIGTERM = "sigterm"
+    SIGKILL = "sigkill"
+
+
+MACHINE = "machine"
+USER = "user"
+
+GRACE_PASSED = "the grace window passed while the machine was in use"
+PAUSE_GRACE_PASSED = "paused for longer than the grace window"
+STOPPED = "stopped by the user"
+SHUTDOWN = "the daemon stopped"
+
+
+# ------------------------------------------------------------------ actions
+
+@dataclass(frozen=True)
+class Freeze:
+    run: int
+
+
+@dataclass(frozen=True)
+class Thaw:
+    run: int
+
+
+@dataclass(frozen=True)
+class Term:
+    run: int
+
+
+@dataclass(frozen=True)
+class Kill:
+    run: int
+
+
+@dataclass(frozen=True)
+class Finish:
+    run: int
+    outcome: Outcome
+    ended_by: EndedBy
+    reason: str | None
+    exit_code: int | None
+
+
+Action = Freeze | Thaw | Term | Kill | Finish
+
+
+class Refusal(Exception):
+    """A verb with nothing to act on; str() says why in one line."""
+
+
+# -------------------------------------------------------------------- state
+
+@dataclass
+class Timing:
+    grace: float = 900.0
+    timeout: float = 4 * 3600.0
+    stall: float = 900.0
+
+
+@dataclass
+class Run:
+    id: int
+    started_at: float
+    exempt: bool = False
+    phase: Phase = Phase.RUNNING
+    frozen_by: str | None = None
+    frozen_at: float | None = None
+    deadline: float | None = None        # when a frozen Run's grace window ends
+    expiry_reason: str = GRACE_PASSED
+    frozen_total: float = 0.0            # time spent frozen, not counted against timeout
+    last_output: float = 0.0
+    # set once the Run is ending
+    outcome: Outcome | None = None
+    ended_by: EndedBy | None = None
+    reason: str | None = None
+    exit_code: int | None = None
+    exited: bool = False
+    kill_at: float | None = None
+
+    def active_time(self, now: float) -> float:
+        frozen = self.frozen_total
+        if self.phase is Phase.FROZEN and self.frozen_at is not None:
+            frozen += now - self.frozen_at
+        return now - self.started_at - frozen
+
+    def grace_left(self, now: float) -> float | None:
+        if self.phase is Phase.FROZEN and self.deadline is not None:
+            return max(0.0, self.deadline - now)
+        return None
+
+
+@dataclass
+class Shift:
+    require_power: bool = False
+
+
+@dataclass
+class Core:
+    """Every live Run and the facts that decide their fate."""
+
+    timing: Timing = field(default_factory=Timing)
+    paused: bool = False
+    in_use: bool = True          # unknown at start counts as in use: nothing starts unasked
+    on_battery: bool = False     # unplugged where the policy requires AC
+    shift: Shift | None = None
+    runs: dict[int, Run] = field(default_factory=dict)
+
+    # ------------------------------------------------------------ queries
+
+    def may_start(self) -> tuple[bool, str | None]:
+        """Whether the machine lets a new Run start on its own, and if not why."""
+        if self.paused:
+            return False, "paused"
+        if self.shift is not None:
+            if self.shift.require_power and self.on_battery:
+                return False, "on battery"
+            return True, None
+        if self.on_battery:
+            return False, "on battery"
+        if self.in_use:
+            return False, "the machine is in use"
+        return True, None
+
+    def next_deadline(self) -> float | None:
+        """The earliest moment a tick could change something."""
+        moments: list[float] = []
+        for r in self.runs.values():
+            if r.phase is Phase.FROZEN and r.deadline is not None:
+                moments.append(r.deadline)
+            elif r.phase is Phase.RUNNING:
+                moments.append(r.started_at + r.frozen_total + self.timing.timeout)
+                moments.append(r.last_output + self.timing.stall)
+            elif r.phase is Phase.ENDING and r.kill_at is not None:
+                moments.append(r.kill_at)
+        return min(moments) if moments else None
+
+    # ------------------------------------------------------------- events
+
+    def started(self, run: int, now: float, exempt: bool = False) -> list[Action]:
+        self.runs[run] = Run(id=run, started_at=now, exempt=exempt, last_output=now)
+        return self._settle(now)
+
+    def input(self, now: float) -> list[Action]:
+        self.in_use = True
+        return self._settle(now)
+
+    def idle(self, now: float) -> list[Action]:
+        self.in_use = False
+        return self._settle(now)
+
+    def power(self, now: float, ok: bool) -> list[Action]:
+        self.on_battery = not ok
+        return self._settle(now)
+
+    def output(self, run: int, now: float) -> list[Action]:
+        r = self.runs.get(run)
+        if r is not None:
+            r.last_output = now
+        return []
+
+    def tick(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        for r in list(self.runs.values()):
+            if r.phase is Phase.FROZEN and r.deadline is not None and now >= r.deadline:
+                actions += self._end(r, now, Outcome.INTERRUPTED, r.expiry_reason)
+            elif r.phase is Phase.RUNNING and r.active_time(now) >= self.timing.timeout:
+                actions += self._end(r, now, Outcome.FAILED,
+                                     f"ran longer than runs.timeout ({_dur(self.timing.timeout)})")
+            elif r.phase is Phase.RUNNING and now - r.last_output >= self.timing.stall:
+                actions += self._end(r, now, Outcome.FAILED,
+                                     f"no output for runs.stall ({_dur(self.timing.stall)})")
+            elif r.phase is Phase.ENDING and r.kill_at is not None and now >= r.kill_at:
+                if not r.exited:
+                    r.ended_by = EndedBy.SIGKILL
+                r.kill_at = now + KILL_DELAY     # ask again if something is wedged
+                actions.append(Kill(r.id))
+        return actions
+
+    def exited(self, run: int, now: float, code: int) -> list[Action]:
+        r = self.runs.get(run)
+        if r is None:
+            return []
+        r.exit_code = code
+        r.exited = True
+        if r.phase is Phase.ENDING:
+            return []
+        if r.phase is Phase.FROZEN:
+            self._unfreeze(r, now)
+        if code == 0:
+            outcome, reason = Outcome.SUCCEEDED, None
+        else:
+            outcome, reason = Outcome.FAILED, f"the agent exited with code {code}"
+        r.phase = Phase.ENDING
+        r.outcome, r.reason, r.ended_by = outcome, reason, EndedBy.EXIT
+        r.kill_at = now + KILL_DELAY
+        return [Term(r.id)]      # whatever the agent left behind goes the same way
+
+    def gone(self, run: int, now: float) -> list[Action]:
+        r = self.runs.get(run)
+        if r is None:
+            return []
+        if r.phase is not Phase.ENDING:
+            # The tree vanished before the engine saw the agent exit.
+            self.exited(run, now, r.exit_code if r.exit_code is not None else -1)
+        del self.runs[run]
+        assert r.outcome is not None and r.ended_by is not None
+        return [Finish(r.id, r.outcome, r.ended_by, r.reason, r.exit_code)]
+
+    def pause(self, now: float) -> list[Action]:
+        if self.paused:
+            raise Refusal("already paused (owl resume lets work go on)")
+        self.paused = True
+        actions: list[Action] = []
+        for r in self.runs.values():
+            if r.phase is Phase.RUNNING:
+                actions += self._freeze(r, now, USER, PAUSE_GRACE_PASSED)
+            elif r.phase is Phase.FROZEN:
+                r.frozen_by = USER
+                r.expiry_reason = PAUSE_GRACE_PASSED
+        return actions
+
+    def resume(self, now: float) -> list[Action]:
+        held = [r for r in self.runs.values() if r.frozen_by == USER]
+        if not self.paused and not held:
+            raise Refusal("not paused, and no Run is held")
+        self.paused = False
+        for r in held:
+            r.frozen_by = MACHINE      # the machine's rule decides from here
+            r.expiry_reason = GRACE_PASSED
+        return self._settle(now)
+
+    def stop(self, now: float, force: bool = False) -> list[Action]:
+        live = [r for r in self.runs.values() if r.phase is not Phase.ENDING]
+        if not live:
+            raise Refusal("no Run is live")
+        actions: list[Action] = []
+        for r in live:
+            if force:
+                actions += self._end(r, now, Outcome.INTERRUPTED, STOPPED)
+            elif r.phase is Phase.RUNNING:
+                actions += self._freeze(r, now, USER, STOPPED)
+            else:
+                r.frozen_by = USER
+                r.expiry_reason = STOPPED
+                r.deadline = min(r.deadline or now + self.timing.grace, now + self.timing.grace)
+        return actions
+
+    def shift_on(self, now: float, require_power: bool = False) -> list[Action]:
+        self.shift = Shift(require_power=require_power)
+        return self._settle(now)
+
+    def shift_off(self, now: float) -> list[Action]:
+        if self.shift is None:
+            return []
+        self.shift = None
+        for r in self.runs.values():
+            if r.phase is Phase.RUNNING:
+                r.exempt = True         # a Shift's Runs are let finish
+        return self._settle(now)
+
+    def shutdown(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        for r in list(self.runs.values()):
+            if r.phase is not Phase.ENDING:
+                actions += self._end(r, now, Outcome.INTERRUPTED, SHUTDOWN)
+            elif r.kill_at is not None:
+                r.kill_at = min(r.kill_at, now + KILL_DELAY)
+        return actions
+
+    # ------------------------------------------------------------ helpers
+
+    def _machine_blocks(self, r: Run) -> bool:
+        """Whether the machine's state alone keeps this Run frozen."""
+        if r.exempt:
+            return False
+        if self.shift is not None:
+            return self.shift.require_power and self.on_battery
+        return self.in_use or self.on_battery
+
+    def _settle(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        for r in self.runs.values():
+            blocked = self._machine_blocks(r)
+            if r.phase is Phase.RUNNING and blocked:
+                actions += self._freeze(r, now, MACHINE, GRACE_PASSED)
+            elif r.phase is Phase.FROZEN and r.frozen_by == MACHINE and not blocked:
+                actions += self._thaw(r, now)
+        return actions
+
+    def _freeze(self, r: Run, now: float, by: str, expiry_reason: str) -> list[Action]:
+        r.phase = Phase.FROZEN
+        r.frozen_by = by
+        r.frozen_at = now
+        r.deadline = now + self.timing.grace
+        r.expiry_reason = expiry_reason
+        return [Freeze(r.id)]
+
+    def _unfreeze(self, r: Run, now: float) -> None:
+        if r.frozen_at is not None:
+            r.frozen_total += now - r.frozen_at
+        r.phase = Phase.RUNNING
+        r.frozen_by = r.frozen_at = r.deadline = None
+        r.last_output = now            # silence while frozen is not a stall
+
+    def _thaw(self, r: Run, now: float) -> list[Action]:
+        self._unfreeze(r, now)
+        return [Thaw(r.id)]
+
+    def _end(self, r: Run, now: float, outcome: Outcome, reason: str) -> list[Action]:
+        if r.phase is Phase.FROZEN:
+            self._unfreeze(r, now)     # Term carries its own SIGCONT
+        r.phase = Phase.ENDING
+        r.outcome, r.reason = outcome, reason
+        r.ended_by = EndedBy.SIGTERM
+        r.kill_at = now + KILL_DELAY
+        return [Term(r.id)]
+
+
+def _dur(seconds: float) -> str:
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds:g}s"

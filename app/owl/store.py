@@ -1,0 +1,391 @@
+"""The one SQLite file that holds Jobs, Runs and the person's settings.
+
+WAL mode so that readers (the CLI when no daemon runs, the tray) never block
+the daemon, which is the only writer. Every state change is one transaction:
+a Run's end and its Job's new state are written together or not at all.
+
+The queue order is a `sort_key` that never changes on a re-attempt, so a Job
+whose Run was interrupted goes back to `pending` in the place it held; only
+`move` rewrites keys. Positions shown to people count from 1 at the head of
+the queue (pending and active Jobs).
+
+Schema changes are numbered migrations keyed by `PRAGMA user_version`. A file
+from a newer Owl, or one that is not a database, is refused and left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from owl.errors import StoreError
+
+JOB_STATES = ("pending", "active", "blocked", "review", "done", "cancelled", "exhausted")
+QUEUED = ("pending", "active")
+
+MIGRATIONS: list[str] = [
+    # 1: the first schema
+    """
+    CREATE TABLE jobs (
+        id          INTEGER PRIMARY KEY,
+        prompt      TEXT NOT NULL,
+        project     TEXT NOT NULL,
+        agent       TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        sort_key    INTEGER NOT NULL,
+        attempts    INTEGER NOT NULL,
+        failures    INTEGER NOT NULL DEFAULT 0,
+        branch      TEXT,
+        worktree    TEXT,
+        base        TEXT,
+        reason      TEXT,
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL
+    );
+    CREATE INDEX jobs_by_state ON jobs(state, sort_key);
+    CREATE TABLE runs (
+        id          INTEGER PRIMARY KEY,
+        job_id      INTEGER NOT NULL REFERENCES jobs(id),
+        attempt     INTEGER NOT NULL,
+        state       TEXT NOT NULL,
+        frozen_by   TEXT,
+        started_at  REAL NOT NULL,
+        ended_at    REAL,
+        outcome     TEXT,
+        ended_by    TEXT,
+        reason      TEXT,
+        exit_code   INTEGER,
+        pids        TEXT NOT NULL DEFAULT '[]',
+        log         TEXT
+    );
+    CREATE INDEX runs_by_job ON runs(job_id);
+    CREATE INDEX runs_open ON runs(ended_at) WHERE ended_at IS NULL;
+    CREATE TABLE settings (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
+             "worktree, base, reason, created_at, updated_at")
+_RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
+             "ended_by, reason, exit_code, pids, log")
+
+
+def title_of(prompt: str, width: int = 60) -> str:
+    """A Job's prompt cut to one line, for lists and the tray."""
+    line = " ".join(prompt.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+class Store:
+    """The database, opened by one thread (the daemon's engine, or a reader)."""
+
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self.db = self._connect()
+
+    # ---------------------------------------------------------------- open
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.readonly:
+            if not self.path.exists():
+                raise StoreError(f"{self.path}: no database yet (nothing has been queued)")
+            uri = f"file:{self.path}?mode=ro"
+            db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                                 timeout=5.0)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fresh = not self.path.exists()
+            if fresh:
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                 timeout=5.0)
+        db.row_factory = sqlite3.Row
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: written by a newer Owl (schema {version}, this one knows "
+                    f"{SCHEMA_VERSION}); left untouched")
+            if not self.readonly:
+                ok = db.execute("PRAGMA quick_check").fetchone()[0]
+                if ok != "ok":
+                    raise StoreError(f"{self.path}: the database is damaged ({ok}); left untouched")
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            if not self.readonly:
+                self._migrate(db, version)
+            elif version < SCHEMA_VERSION:
+                raise StoreError(f"{self.path}: from an older Owl; start the daemon once to upgrade it")
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise StoreError(f"{self.path}: not a usable Owl database ({e}); left untouched") from None
+        except StoreError:
+            db.close()
+            raise
+        for suffix in ("-wal", "-shm"):
+            side = Path(str(self.path) + suffix)
+            if side.exists() and not self.readonly:
+                try:
+                    side.chmod(0o600)
+                except OSError:
+                    pass
+        return db
+
+    def _migrate(self, db: sqlite3.Connection, version: int) -> None:
+        for number in range(version, SCHEMA_VERSION):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _statements(MIGRATIONS[number]):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number + 1}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        self.db.close()
+
+    def tx(self) -> "_Tx":
+        return _Tx(self.db)
+
+    # ------------------------------------------------------------- settings
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM settings WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def set_setting(self, key: str, value: Any) -> None:
+        with self.tx():
+            self.db.execute("INSERT INTO settings(key, value) VALUES(?, ?) "
+                            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                            (key, json.dumps(value)))
+
+    # ----------------------------------------------------------------- jobs
+
+    def add_job(self, prompt: str, project: str, agent: str, attempts: int,
+                now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        with self.tx():
+            key = self.db.execute("SELECT COALESCE(MAX(sort_key), 0) + 1 FROM jobs").fetchone()[0]
+            cur = self.db.execute(
+                "INSERT INTO jobs(prompt, project, agent, state, sort_key, attempts, "
+                "created_at, updated_at) VALUES(?, ?, ?, 'pending', ?, ?, ?, ?)",
+                (prompt, project, agent, key, attempts, now, now))
+            return int(cur.lastrowid)
+
+    def job(self, job_id: int) -> dict[str, Any] | None:
+        row = self.db.execute(f"SELECT {_JOB_COLS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        if row is None:
+            return None
+        job = _job(row)
+        job["position"] = self.position(job_id) if job["state"] in QUEUED else None
+        return job
+
+    def jobs(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Jobs in queue order, with positions for the queued ones."""
+        if states is None:
+            rows = self.db.execute(f"SELECT {_JOB_COLS} FROM jobs ORDER BY sort_key").fetchall()
+        else:
+            st = tuple(states)
+            rows = self.db.execute(
+                f"SELECT {_JOB_COLS} FROM jobs WHERE state IN ({','.join('?' * len(st))}) "
+                "ORDER BY sort_key", st).fetchall()
+        out, pos = [], 0
+        for row in rows:
+            job = _job(row)
+            if job["state"] in QUEUED:
+                pos += 1
+                job["position"] = pos
+            else:
+                job["position"] = None
+            out.append(job)
+        if states is not None and not set(states) >= set(QUEUED):
+            # positions must count every queued Job, not only the selected ones
+            positions = self.positions()
+            for job in out:
+                job["position"] = positions.get(job["id"])
+        return out
+
+    def positions(self) -> dict[int, int]:
+        rows = self.db.execute(
+            "SELECT id FROM jobs WHERE state IN ('pending','active') ORDER BY sort_key").fetchall()
+        return {row[0]: i for i, row in enumerate(rows, start=1)}
+
+    def position(self, job_id: int) -> int | None:
+        row = self.db.execute(
+            "SELECT j.state, (SELECT COUNT(*) FROM jobs k WHERE k.state IN ('pending','active') "
+            "AND k.sort_key <= j.sort_key) FROM jobs j WHERE j.id=?", (job_id,)).fetchone()
+        if row is None or row[0] not in QUEUED:
+            return None
+        return int(row[1])
+
+    def pending(self) -> list[tuple[int, str]]:
+        """(id, project) of pending Jobs in queue order: what the scheduler reads."""
+        return [(r[0], r[1]) for r in self.db.execute(
+            "SELECT id, project FROM jobs WHERE state='pending' ORDER BY sort_key")]
+
+    def set_job(self, job_id: int, **fields: Any) -> None:
+        if not fields:
+            return
+        fields["updated_at"] = time.time()
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.tx():
+            self.db.execute(f"UPDATE jobs SET {cols} WHERE id=?", (*fields.values(), job_id))
+
+    def move(self, job_id: int, position: int) -> None:
+        """Put a pending Job at a queue position (1 = head), keeping the others' order."""
+        with self.tx():
+            ids = [r[0] for r in self.db.execute(
+                "SELECT id FROM jobs WHERE state IN ('pending','active') ORDER BY sort_key")]
+            keys = [r[0] for r in self.db.execute(
+                "SELECT sort_key FROM jobs WHERE state IN ('pending','active') ORDER BY sort_key")]
+            ids.remove(job_id)
+            ids.insert(position - 1, job_id)
+            self.db.executemany("UPDATE jobs SET sort_key=? WHERE id=?",
+                                [(-(i + 1), jid) for i, jid in enumerate(ids)])
+            self.db.executemany("UPDATE jobs SET sort_key=? WHERE id=?",
+                                list(zip(keys, ids)))
+
+    def queue_length(self) -> int:
+        return self.db.execute(
+            "SELECT COUNT(*) FROM jobs WHERE state IN ('pending','active')").fetchone()[0]
+
+    # ----------------------------------------------------------------- runs
+
+    def start_run(self, job_id: int, log: str | None = None, now: float | None = None) -> int:
+        """Open a Run for a pending Job and make the Job active, in one transaction."""
+        now = time.time() if now is None else now
+        with self.tx():
+            attempt = self.db.execute("SELECT COUNT(*) + 1 FROM runs WHERE job_id=?",
+                                      (job_id,)).fetchone()[0]
+            cur = self.db.execute(
+                "INSERT INTO runs(job_id, attempt, state, started_at, log) "
+                "VALUES(?, ?, 'running', ?, ?)", (job_id, attempt, now, log))
+            self.db.execute("UPDATE jobs SET state='active', reason=NULL, updated_at=? WHERE id=?",
+                            (now, job_id))
+            return int(cur.lastrowid)
+
+    def set_run(self, run_id: int, **fields: Any) -> None:
+        if "pids" in fields and not isinstance(fields["pids"], str):
+            fields["pids"] = json.dumps(fields["pids"])
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.tx():
+            self.db.execute(f"UPDATE runs SET {cols} WHERE id=?", (*fields.values(), run_id))
+
+    def finish_run(self, run_id: int, outcome: str, ended_by: str | None, reason: str | None,
+                   exit_code: int | None, now: float | None = None,
+                   job_state: str | None = None) -> str:
+        """Close a Run and move its Job on, in one transaction; returns the Job's new state.
+
+        interrupted -> pending (no attempt spent); failed -> pending or exhausted
+        (one attempt spent); succeeded -> review. `job_state` overrides the
+        succeeded case (e.g. blocked by checks).
+        """
+        now = time.time() if now is None else now
+        with self.tx():
+            row = self.db.execute(
+                "SELECT j.id, j.state, j.attempts, j.failures FROM runs r JOIN jobs j "
+                "ON j.id = r.job_id WHERE r.id=?", (run_id,)).fetchone()
+            self.db.execute(
+                "UPDATE runs SET state='ended', frozen_by=NULL, ended_at=?, outcome=?, "
+                "ended_by=?, reason=?, exit_code=? WHERE id=?",
+                (now, outcome, ended_by, reason, exit_code, run_id))
+            job_id, current, attempts, failures = row
+            if current != "active":
+                return current        # dropped while ending: leave it as the person said
+            if outcome == "interrupted":
+                new, job_reason = "pending", None
+            elif outcome == "failed":
+                failures += 1
+                new = "pending" if failures < attempts else "exhausted"
+                job_reason = reason if new == "exhausted" else None
+            else:
+                new, job_reason = job_state or "review", None
+            self.db.execute("UPDATE jobs SET state=?, failures=?, reason=?, updated_at=? "
+                            "WHERE id=?", (new, failures, job_reason, now, job_id))
+            return new
+
+    def runs(self, job_id: int) -> list[dict[str, Any]]:
+        return [_run(r) for r in self.db.execute(
+            f"SELECT {_RUN_COLS} FROM runs WHERE job_id=? ORDER BY id", (job_id,))]
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        row = self.db.execute(f"SELECT {_RUN_COLS} FROM runs WHERE id=?", (run_id,)).fetchone()
+        return _run(row) if row else None
+
+    def open_runs(self) -> list[dict[str, Any]]:
+        return [_run(r) for r in self.db.execute(
+            f"SELECT {_RUN_COLS} FROM runs WHERE ended_at IS NULL ORDER BY id")]
+
+    def recent_runs(self, limit: int = 5) -> list[dict[str, Any]]:
+        return [_run(r) for r in self.db.execute(
+            f"SELECT {_RUN_COLS} FROM runs WHERE ended_at IS NOT NULL "
+            "ORDER BY ended_at DESC, id DESC LIMIT ?", (limit,))]
+
+    def recover(self, reason: str, ended_by: dict[int, str | None],
+                now: float | None = None) -> list[int]:
+        """After a crash: close every open Run interrupted, Jobs back to pending in place."""
+        now = time.time() if now is None else now
+        with self.tx():
+            open_ids = [r[0] for r in self.db.execute(
+                "SELECT id FROM runs WHERE ended_at IS NULL")]
+            for rid in open_ids:
+                self.db.execute(
+                    "UPDATE runs SET state='ended', frozen_by=NULL, ended_at=?, "
+                    "outcome='interrupted', ended_by=?, reason=? WHERE id=?",
+                    (now, ended_by.get(rid), reason, rid))
+            self.db.execute("UPDATE jobs SET state='pending', updated_at=? WHERE state='active'",
+                            (now,))
+        return open_ids
+
+    def integrity(self) -> str:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error; nests as a no-op."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.outer = False
+
+    def __enter__(self) -> None:
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.outer = True
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.outer:
+            return
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _job(row: sqlite3.Row) -> dict[str, Any]:
+    job = dict(row)
+    job["attempts_left"] = max(0, job["attempts"] - job["failures"])
+    job["title"] = title_of(job["prompt"])
+    return job
+
+
+def _run(row: sqlite3.Row) -> dict[str, Any]:
+    run = dict(row)
+    run["pids"] = json.loads(run["pids"] or "[]")
+    return run

@@ -1,0 +1,124 @@
+"""A git worktree and branch of its own for every Job.
+
+The worktree lives under Owl's data folder at `worktrees/job-<id>` and the
+branch is `<branch_prefix>job-<id>`: both are made from the Job's number only,
+so nothing a person or an agent types can steer them elsewhere. The worktree
+is kept across Runs, so every Run of a Job continues where the last one
+stopped; it is removed only when the person accepts or drops the Job.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from owl.errors import Refused
+
+_GIT_TIMEOUT = 60
+
+
+class WorkspaceError(Exception):
+    """git could not set up or remove a Job's workspace; str() says why."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    branch: str
+    worktree: Path
+    base: str
+
+
+def git(cwd: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          env=env, timeout=_GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        raise WorkspaceError(f"git {args[0]} failed: {msg[-1] if msg else proc.returncode}")
+    return proc
+
+
+def project_root(path: str | Path) -> Path:
+    """The top of the git repository at `path`, or Refused saying what is wrong."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise Refused(f"project {p} does not exist")
+    if not p.is_dir():
+        raise Refused(f"project {p} is not a folder")
+    try:
+        proc = git(p, "rev-parse", "--show-toplevel", check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise Refused(f"project {p}: git cannot be run ({e})") from None
+    if proc.returncode != 0:
+        raise Refused(f"project {p} is not a git repository")
+    root = Path(proc.stdout.strip()).resolve()
+    if git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).returncode != 0:
+        raise Refused(f"project {root} has no commits yet: make one first")
+    return root
+
+
+def names(job_id: int, prefix: str, worktrees: Path) -> tuple[str, Path]:
+    return f"{prefix}job-{int(job_id)}", Path(worktrees) / f"job-{int(job_id)}"
+
+
+def ensure(project: Path, job_id: int, prefix: str, worktrees: Path,
+           base: str | None = None) -> Workspace:
+    """The Job's worktree, made on first use from the project's current branch."""
+    branch, path = names(job_id, prefix, worktrees)
+    if path.is_dir() and (path / ".git").exists():
+        if base is None:
+            base = git(project, "merge-base", "HEAD", branch).stdout.strip()
+        return Workspace(branch, path, base)
+    if path.exists():
+        raise WorkspaceError(f"{path} exists but is not this Job's worktree")
+    git(project, "worktree", "prune", check=False)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    has_branch = git(project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}",
+                     check=False).returncode == 0
+    if has_branch:
+        git(project, "worktree", "add", str(path), branch)
+        if base is None:
+            base = git(project, "merge-base", "HEAD", branch).stdout.strip()
+    else:
+        head = git(project, "rev-parse", "HEAD").stdout.strip()
+        git(project, "worktree", "add", "-b", branch, str(path), head)
+        base = base or head
+    return Workspace(branch, path, base)
+
+
+def is_dirty(worktree: Path) -> bool:
+    if not Path(worktree).is_dir():
+        return False
+    return bool(git(worktree, "status", "--porcelain", check=False).stdout.strip())
+
+
+def remove(project: Path, worktree: Path | None, *, force: bool = False) -> None:
+    """Remove the worktree (never the branch); refuse uncommitted changes unless forced."""
+    if worktree is None or not Path(worktree).exists():
+        git(project, "worktree", "prune", check=False)
+        return
+    if not force and is_dirty(Path(worktree)):
+        raise Refused(f"{worktree} has uncommitted changes (use --force to discard them)")
+    args = ["worktree", "remove", str(worktree)] + (["--force", "--force"] if force else [])
+    git(project, *args)
+
+
+def delete_branch(project: Path, branch: str) -> None:
+    git(project, "branch", "-D", branch, check=False)
+
+
+def commits_since(repo: Path, base: str, branch: str, limit: int = 50) -> list[str]:
+    out = git(repo, "log", "--oneline", f"-{limit}", f"{base}..{branch}", check=False).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def diff_stat(repo: Path, base: str, branch: str) -> str:
+    return git(repo, "diff", "--shortstat", f"{base}...{branch}", check=False).stdout.strip()
+
+
+def read_base_file(project: Path, name: str, ref: str = "HEAD") -> str | None:
+    """A file as committed on the project's base branch, never from a worktree."""
+    proc = git(project, "show", f"{ref}:{name}", check=False)
+    return proc.stdout if proc.returncode == 0 else None
