@@ -1,0 +1,36 @@
+"""Agent drivers: how to start each kind of agent for one Run, and the handoff.
+
+A driver turns a `RunContext` into an argv and extra environment; the engine
+spawns it. `claude` (Claude Code) is built in; any other agent is a
+`command` template from `[agents.NAME]` in config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from owl.agents.base import Driver, RunContext, run_env
+from owl.agents.claude import ClaudeDriver
+from owl.agents.command import CommandDriver
+from owl.agents.handoff import HANDOFF_PATH, branch_log, build_prompt, contract, read_handoff
+
+__all__ = [
+    "Driver", "RunContext", "ClaudeDriver", "CommandDriver", "HANDOFF_PATH",
+    "get_driver", "build_prompt", "read_handoff", "branch_log", "contract", "run_env",
+]
+
+
+def get_driver(name: str, agent_config: dict[str, Any] | None) -> Driver:
+    """The driver for agent `name` given its `[agents.NAME]` table.
+
+    A table with `command` is always a command agent (so even "claude" can be
+    started some other way); otherwise only the built-in claude driver exists.
+    Raises ValueError with a sentence a person can act on, never KeyError.
+    """
+    cfg = dict(agent_config or {})
+    if cfg.get("command"):
+        return CommandDriver(name, cfg)
+    if name == "claude":
+        return ClaudeDriver(cfg)
+    raise ValueError(f"unknown agent {name!r}: define it in config as "
+                     f"[agents.{name}] with command = [\"...\", \"{{prompt}}\"], or use \"claude\"")

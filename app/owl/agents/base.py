@@ -1,0 +1,64 @@
+"""What every agent driver shares: the facts of one Run, and the driver contract.
+
+A driver only *describes* how to start its agent (argv and extra environment);
+it never spawns anything. The engine owns processes, so drivers stay pure
+enough to test without running an agent, and a new agent is one small module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@dataclass
+class RunContext:
+    """Everything a driver may need to start one Run of a Job."""
+
+    job_id: int
+    run_id: int
+    attempt: int            # 1 for the first Run of the Job
+    job_prompt: str         # what the person typed
+    worktree: Path          # the Job's git worktree (cwd of the agent)
+    branch: str             # e.g. "owl/job-12"
+    base: str               # base commit sha the branch started from
+    agent_config: dict = field(default_factory=dict)   # [agents.NAME] from config
+    failure_note: str | None = None   # why the previous Run failed, or None
+
+
+@runtime_checkable
+class Driver(Protocol):
+    """How to start one kind of agent."""
+
+    name: str
+    stream_json: bool       # True when its stdout is claude's stream-json
+
+    def problem(self) -> str | None:
+        """One line saying why this agent cannot start here, or None when it can."""
+        ...
+
+    def argv(self, ctx: RunContext) -> list[str]:
+        """The command line, one element per argument; never run through a shell."""
+        ...
+
+    def env(self, ctx: RunContext) -> dict[str, str]:
+        """Extra environment variables for the agent (added to the daemon's own)."""
+        ...
+
+
+def run_env(ctx: RunContext) -> dict[str, str]:
+    """The variables every agent gets, whatever its driver.
+
+    OWL_RUN_ID is also the tag the daemon uses to find a Run's survivors after
+    a crash, so it must be on every process the agent starts; the others let
+    an agent's own scripts find the handoff without knowing Owl's layout.
+    """
+    return {
+        "OWL_JOB_ID": str(ctx.job_id),
+        "OWL_RUN_ID": str(ctx.run_id),
+        "OWL_ATTEMPT": str(ctx.attempt),
+        "OWL_BRANCH": ctx.branch,
+        "OWL_WORKTREE": str(ctx.worktree),
+        "OWL_HANDOFF": str(Path(ctx.worktree) / ".owl" / "HANDOFF.md"),
+    }

@@ -1,0 +1,76 @@
+"""The built-in driver for Claude Code (`claude -p`).
+
+Command line, as checked against the real CLI (2.1.x):
+
+    claude -p --output-format stream-json --verbose
+           --allowedTools Bash,Edit,...   --append-system-prompt CONTRACT
+           [agents.claude.args ...]  --  PROMPT
+
+- The prompt comes last, after `--`, so a prompt such as "--help" or "-rf ..."
+  is the prompt and not an option; it is one argv element, so newlines,
+  quotes and `$(...)` reach the model verbatim (no shell is involved).
+- `--allowedTools` takes one comma-separated element: the option is variadic,
+  and a list of separate elements would swallow anything that follows.
+- stream-json (which needs --verbose with -p) gives one JSON event per line,
+  which `owl.agents.render` turns into the readable log.
+- `--dangerously-skip-permissions` is not used: the CLI refuses it as root
+  unless IS_SANDBOX=1, and the allowed-tools list is the narrower grant.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from owl.agents.base import RunContext, run_env
+from owl.agents.handoff import build_prompt, contract
+
+# Enough to edit files, run tests and commit without a person approving each
+# step. Web access is left out on purpose: add it with allowed_tools.
+DEFAULT_ALLOWED_TOOLS = (
+    "Bash", "Edit", "MultiEdit", "Write", "Read", "Glob", "Grep",
+    "NotebookEdit", "TodoWrite", "Task",
+)
+
+
+class ClaudeDriver:
+    """Claude Code in print mode, streaming JSON events."""
+
+    name = "claude"
+    stream_json = True
+
+    def __init__(self, agent_config: dict[str, Any] | None = None) -> None:
+        cfg = agent_config or {}
+        self.path: str = cfg.get("path") or "claude"
+        self.args: list[str] = list(cfg.get("args") or [])
+        self.allowed_tools: list[str] = list(cfg.get("allowed_tools") or DEFAULT_ALLOWED_TOOLS)
+
+    def executable(self) -> str | None:
+        """The full path of the CLI, or None when it cannot be found."""
+        return shutil.which(self.path)
+
+    def problem(self) -> str | None:
+        if self.executable() is not None:
+            return None
+        if os.sep in self.path:
+            if os.path.exists(self.path):
+                return f"claude at {self.path} is not executable (check agents.claude.path)"
+            return f"claude was not found at {self.path} (check agents.claude.path)"
+        return f"{self.path} was not found on PATH (install Claude Code, or set agents.claude.path)"
+
+    def argv(self, ctx: RunContext) -> list[str]:
+        return [
+            self.executable() or self.path,
+            "-p",
+            "--output-format", "stream-json",
+            "--verbose",
+            "--allowedTools", ",".join(self.allowed_tools),
+            "--append-system-prompt", contract(ctx),
+            *self.args,
+            "--",
+            build_prompt(ctx, with_contract=False),
+        ]
+
+    def env(self, ctx: RunContext) -> dict[str, str]:
+        return run_env(ctx)

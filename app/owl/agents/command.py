@@ -1,0 +1,136 @@
+"""Any agent with a command line: an argv template from `[agents.NAME] command`.
+
+Each element of the template is one argument. Placeholders are replaced
+inside each element, and the result is passed to the agent as is: there is
+no shell, so quotes, spaces, `$(...)`, `;` and newlines in a prompt reach the
+agent verbatim and are never run. Write `{{` and `}}` for literal braces.
+
+Placeholders:
+
+    {prompt}    the whole prompt for this Run (the Job's prompt, the contract,
+                and on later attempts the handoff, commits and failure note)
+    {handoff}   the text of .owl/HANDOFF.md, or "" when there is none
+    {worktree}  the Job's worktree (also the agent's working directory)
+    {job_id}    the Job's id
+    {run_id}    the Run's id
+
+An option's value is safest in the `--option={prompt}` form: a prompt that
+starts with "-" cannot then be taken for an option.
+
+Examples (config.toml):
+
+    # Codex CLI: one task, no questions, writes confined to the worktree.
+    # Codex also reads stdin when it is not a terminal; Owl gives agents an
+    # empty stdin.
+    [agents.codex]
+    command = ["codex", "exec", "--sandbox", "workspace-write", "--", "{prompt}"]
+
+    # Gemini CLI in headless mode, approving its own tool calls.
+    [agents.gemini]
+    command = ["gemini", "--approval-mode=yolo", "--prompt={prompt}"]
+
+    # aider: one message, answers yes to its own questions, commits as it goes.
+    [agents.aider]
+    command = ["aider", "--yes-always", "--message={prompt}"]
+
+Use one with `owl add --agent codex "..."`, or make it the default with
+`[agent] default = "codex"`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+from pathlib import Path
+from typing import Any
+
+from owl.agents.base import RunContext, run_env
+from owl.agents.handoff import build_prompt, read_handoff
+
+PLACEHOLDERS = ("prompt", "handoff", "worktree", "job_id", "run_id")
+
+# Parsed template element: literal text, or a placeholder name.
+_Piece = tuple[str, str | None]
+
+
+def parse_element(element: str) -> list[_Piece]:
+    """Split one template element into (literal, placeholder-or-None) pieces.
+
+    string.Formatter's parser handles `{{`/`}}`; anything beyond a bare known
+    name (`{prompt!r}`, `{prompt:>9}`, `{prompt.upper}`, `{0}`) is refused, so
+    the template language stays exactly what the docstring says.
+    """
+    pieces: list[_Piece] = []
+    try:
+        parsed = list(string.Formatter().parse(element))
+    except ValueError as e:
+        raise ValueError(f"{element!r}: {e} (write {{{{ and }}}} for literal braces)") from None
+    for literal, name, spec, conversion in parsed:
+        if name is None:
+            pieces.append((literal, None))
+            continue
+        if name not in PLACEHOLDERS or spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise ValueError(f"{element!r}: unknown placeholder {shown} "
+                             f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; "
+                             "write {{ and }} for literal braces)")
+        pieces.append((literal, name))
+    return pieces
+
+
+def expand(template: list[str], values: dict[str, str]) -> list[str]:
+    """The argv for `template` with placeholders replaced by `values`.
+
+    Built by concatenation, never by str.format on the result, so a value
+    that itself contains braces is left alone.
+    """
+    out = []
+    for element in template:
+        out.append("".join(lit + (values[name] if name else "") for lit, name in parse_element(element)))
+    return out
+
+
+class CommandDriver:
+    """An agent started from an argv template."""
+
+    stream_json = False
+
+    def __init__(self, name: str, agent_config: dict[str, Any]) -> None:
+        self.name = name
+        self.template: list[str] = list(agent_config.get("command") or [])
+
+    def problem(self) -> str | None:
+        if not self.template:
+            return f"agents.{self.name}.command is empty: give the agent's argv, e.g. [\"my-agent\", \"{{prompt}}\"]"
+        for element in self.template:
+            try:
+                parse_element(element)
+            except ValueError as e:
+                return f"agents.{self.name}.command: {e}"
+        exe = self.template[0]
+        if "{" in exe:
+            return None  # decided per Run (e.g. "{worktree}/agent.sh")
+        if shutil.which(exe) is None:
+            if os.sep in exe:
+                return f"agent {self.name}: {exe} is not an executable file (check agents.{self.name}.command)"
+            return f"agent {self.name}: {exe} was not found on PATH (check agents.{self.name}.command)"
+        return None
+
+    def values(self, ctx: RunContext) -> dict[str, str]:
+        """What each placeholder stands for in this Run."""
+        return {
+            "prompt": build_prompt(ctx),
+            "handoff": read_handoff(Path(ctx.worktree)) or "",
+            "worktree": str(ctx.worktree),
+            "job_id": str(ctx.job_id),
+            "run_id": str(ctx.run_id),
+        }
+
+    def argv(self, ctx: RunContext) -> list[str]:
+        if not self.template:
+            raise ValueError(f"agents.{self.name}.command is empty")
+        return expand(self.template, self.values(ctx))
+
+    def env(self, ctx: RunContext) -> dict[str, str]:
+        return run_env(ctx)

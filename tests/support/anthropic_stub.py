@@ -1,0 +1,287 @@
+"""A Messages API stub on 127.0.0.1 that plays a script, for the real Claude Code CLI.
+
+Why a stub and not a mock of the CLI: the facts Owl relies on (how the CLI
+passes the prompt, that its Bash tool runs in a new session, that SIGTERM ends
+it with 143) are the CLI's own behaviour, so the tests run the real binary and
+replace only the model behind it.
+
+A *script* is a list of turns. Each request the agent loop makes (one that
+offers tools) takes the next turn: `Text("...")` ends the loop, `Bash("cmd")`
+(or any `ToolUse`) asks the CLI to run a tool, after which it sends another
+request with the tool's result. When the script runs out the stub says
+"Done." and ends the turn. Requests without tools are the CLI's side calls
+(titles, topic checks, quota probes); they get a short text reply and do not
+consume the script.
+
+Every request is recorded (`stub.requests`: path, headers, parsed body) so a
+test can read the prompt and the system prompt exactly as the agent sent them.
+
+    with AnthropicStub([Bash("git commit -am x"), Text("ok")]) as stub:
+        subprocess.run(argv, env={**os.environ, **stub.env(home)})
+        stub.main_requests()[0].user_text()
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+MODEL = "claude-stub-1"
+
+
+@dataclass(frozen=True)
+class Text:
+    """A turn that answers with text and ends the agent loop."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A turn that asks the CLI to run one tool with this input."""
+
+    name: str
+    input: dict[str, Any]
+
+
+def Bash(command: str, timeout_ms: int | None = None, description: str = "run a command") -> ToolUse:
+    """A turn that runs `command` with the CLI's Bash tool."""
+    args: dict[str, Any] = {"command": command, "description": description}
+    if timeout_ms is not None:
+        args["timeout"] = timeout_ms
+    return ToolUse("Bash", args)
+
+
+Turn = Text | ToolUse
+
+
+@dataclass
+class Request:
+    """One request the CLI made, as received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any                      # parsed JSON, or the raw text when not JSON
+    turn: Turn | None = None       # the script turn it was answered with
+
+    @property
+    def has_tools(self) -> bool:
+        return isinstance(self.body, dict) and bool(self.body.get("tools"))
+
+    def system_text(self) -> str:
+        """The system prompt, joined from its blocks."""
+        system = self.body.get("system", "") if isinstance(self.body, dict) else ""
+        if isinstance(system, str):
+            return system
+        return "\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+
+    def user_texts(self) -> list[str]:
+        """Every text block of every user message, in order."""
+        out: list[str] = []
+        for msg in self.body.get("messages", []) if isinstance(self.body, dict) else []:
+            if msg.get("role") != "user":
+                continue
+            content = msg.get("content")
+            if isinstance(content, str):
+                out.append(content)
+                continue
+            for block in content or []:
+                if isinstance(block, dict) and block.get("type") == "text":
+                    out.append(block.get("text", ""))
+        return out
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks the CLI sent back."""
+        out = []
+        for msg in self.body.get("messages", []) if isinstance(self.body, dict) else []:
+            content = msg.get("content")
+            if msg.get("role") == "user" and isinstance(content, list):
+                out.extend(b for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+        return out
+
+
+@dataclass
+class _State:
+    script: list[Turn]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: list[Request] = field(default_factory=list)
+    next_turn: int = 0
+    ids: Any = field(default_factory=lambda: itertools.count(1))
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
+    """The SSE stream for one turn: message_start … message_stop."""
+    start = {"type": "message_start", "message": {
+        "id": msg_id, "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1,
+                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}
+    out = [_sse("message_start", start)]
+    if isinstance(turn, Text):
+        block = {"type": "text", "text": ""}
+        delta = {"type": "text_delta", "text": turn.text}
+        stop = "end_turn"
+    else:
+        block = {"type": "tool_use", "id": f"toolu_{msg_id}", "name": turn.name, "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(turn.input)}
+        stop = "tool_use"
+    out += [
+        _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+        _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+        _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        _sse("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": stop, "stop_sequence": None},
+                               "usage": {"output_tokens": 5}}),
+        _sse("message_stop", {"type": "message_stop"}),
+    ]
+    return out
+
+
+def _message(turn: Turn, msg_id: str, model: str) -> dict[str, Any]:
+    """The same turn as a non-streaming response."""
+    if isinstance(turn, Text):
+        content: dict[str, Any] = {"type": "text", "text": turn.text}
+        stop = "end_turn"
+    else:
+        content = {"type": "tool_use", "id": f"toolu_{msg_id}", "name": turn.name, "input": turn.input}
+        stop = "tool_use"
+    return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
+            "content": [content], "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: _State  # set on the subclass made per server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        pass  # keep test output clean; requests are recorded instead
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return raw.decode("utf-8", "replace")
+
+    def _json(self, code: int, data: Any) -> None:
+        body = json.dumps(data).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _record(self, body: Any) -> Request:
+        req = Request(self.command, self.path, dict(self.headers.items()), body)
+        with self.state.lock:
+            self.state.requests.append(req)
+        return req
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        self._record(None)
+        self._json(200, {})
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        req = self._record(self._read_body())
+        path = self.path.split("?", 1)[0]
+        if path.endswith("/count_tokens"):
+            self._json(200, {"input_tokens": 10})
+            return
+        if not path.endswith("/v1/messages"):
+            self._json(200, {})
+            return
+        body = req.body if isinstance(req.body, dict) else {}
+        with self.state.lock:
+            msg_id = f"msg_{next(self.state.ids)}"
+            if req.has_tools:
+                i = self.state.next_turn
+                turn: Turn = self.state.script[i] if i < len(self.state.script) else Text("Done.")
+                self.state.next_turn += 1
+            else:
+                turn = Text("ok")
+            req.turn = turn
+        model = body.get("model") or MODEL
+        if not body.get("stream"):
+            self._json(200, _message(turn, msg_id, model))
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for chunk in _events(turn, msg_id, model):
+            self.wfile.write(chunk)
+            self.wfile.flush()
+
+
+class AnthropicStub:
+    """The stub server; a context manager that serves on a random local port."""
+
+    def __init__(self, script: list[Turn] | None = None) -> None:
+        self._state = _State(list(script or []))
+        handler = type("Handler", (_Handler,), {"state": self._state})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="anthropic-stub", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def requests(self) -> list[Request]:
+        with self._state.lock:
+            return list(self._state.requests)
+
+    def main_requests(self) -> list[Request]:
+        """The agent loop's requests (those offering tools), in order."""
+        return [r for r in self.requests if r.path.split("?")[0].endswith("/v1/messages") and r.has_tools]
+
+    @property
+    def turns_served(self) -> int:
+        with self._state.lock:
+            return self._state.next_turn
+
+    def env(self, home: Path) -> dict[str, str]:
+        """What the CLI needs to talk to this stub, offline, with a throwaway HOME."""
+        return {
+            "ANTHROPIC_BASE_URL": self.url,
+            "ANTHROPIC_API_KEY": "test",
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "NO_COLOR": "1",
+        }
+
+    def start(self) -> "AnthropicStub":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> "AnthropicStub":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
