@@ -20,6 +20,7 @@ Events in (methods of `Core`, each taking `now`, a monotonic time in seconds):
     gone(run)                no process of the Run is left
     pause() / resume()       the person's hold
     stop(force)              the person ends the live Runs
+    end(run, reason)         one Run ends now (its Job was dropped)
     shift_on(require_power) / shift_off()   a Shift began or ended
     shutdown()               the daemon is stopping
 
@@ -316,6 +317,13 @@ class Core:
                 r.expiry_reason = STOPPED
                 r.deadline = min(r.deadline or now + self.timing.grace, now + self.timing.grace)
         return actions
+
+    def end(self, run: int, now: float, reason: str) -> list[Action]:
+        """End one Run now (its Job was dropped): interrupted, through Term and Kill."""
+        r = self.runs.get(run)
+        if r is None or r.phase is Phase.ENDING:
+            return []
+        return self._end(r, now, Outcome.INTERRUPTED, reason)
 
     def shift_on(self, now: float, require_power: bool = False) -> list[Action]:
         self.shift = Shift(require_power=require_power)

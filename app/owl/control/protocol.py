@@ -1,0 +1,56 @@
+"""The control socket's wire format: one JSON object a line, one request, one reply.
+
+Request:  {"v": 1, "verb": "jobs.show", "args": {"id": 12}}
+Reply:    {"v": 1, "ok": true, "data": {...}}
+          {"v": 1, "ok": false, "error": "no job 12", "exit": 1}
+
+`v` lets an older `owl` talking to a newer daemon (or the reverse) fail with a
+sentence that says so, instead of a wrong answer. This module is imported by
+the CLI, so it stays light: json only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+VERSION = 1
+MAX_REQUEST = 1 << 20          # bytes in one request line
+MAX_REPLY = 64 << 20
+
+
+class ProtocolError(Exception):
+    """A message that is not a request of this protocol; str() is one line."""
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def request(verb: str, args: dict[str, Any] | None = None) -> bytes:
+    return encode({"v": VERSION, "verb": verb, "args": args or {}})
+
+
+def ok(data: Any) -> bytes:
+    return encode({"v": VERSION, "ok": True, "data": data})
+
+
+def error(message: str, exit_code: int = 1) -> bytes:
+    return encode({"v": VERSION, "ok": False, "error": message, "exit": exit_code})
+
+
+def parse_request(line: bytes) -> tuple[str, dict[str, Any]]:
+    try:
+        msg = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ProtocolError("not a JSON request line") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("a request is a JSON object")
+    v = msg.get("v")
+    if v != VERSION:
+        raise ProtocolError(f"this daemon speaks protocol {VERSION} and the request is "
+                            f"protocol {v!r}: restart the daemon with the same Owl as the command")
+    verb, args = msg.get("verb"), msg.get("args", {})
+    if not isinstance(verb, str) or not isinstance(args, dict):
+        raise ProtocolError("a request needs a verb (string) and args (object)")
+    return verb, args

@@ -1,0 +1,259 @@
+"""The daemon: wires the engine, the machine, the control socket; start, stop, recovery.
+
+Start-up refuses early and in one line when it cannot do its job: a config
+that does not check, a database it cannot use, another daemon on the same
+OWL_HOME (named by pid). Then it cleans up after a crash before anything new
+starts: every Run the database still calls open is closed `interrupted`, its
+Job goes back to `pending` in its place, and every process that survived the
+crash (found by its recorded identity, or by `OWL_RUN_ID` plus this home's
+instance tag) is killed.
+
+Stopping (SIGTERM, SIGINT, Quit in the tray) ends every live Run through the
+lifecycle's own path (Term, then Kill 5 s later) and returns within about 6 s.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from owl import config as configmod
+from owl import tree
+from owl.engine import Engine
+from owl.errors import Refused, StoreError
+from owl.paths import Paths, get_paths
+from owl.store import Store
+
+log = logging.getLogger("owl.daemon")
+
+CRASH_REASON = "the daemon stopped before this Run ended"
+
+
+class StartupError(Exception):
+    """The daemon will not start; str() is one line saying why."""
+
+
+class Daemon:
+    def __init__(self, paths: Paths | None = None) -> None:
+        self.paths = paths or get_paths()
+        self._lock_fd: int | None = None
+        self.server = None
+        self.engine: Engine | None = None
+        self.store: Store | None = None
+
+    # ------------------------------------------------------------------ start
+
+    def start(self) -> None:
+        paths = self.paths
+        try:
+            cfg = configmod.load(paths.config)
+        except configmod.ConfigError as e:
+            raise StartupError(str(e)) from None
+        paths.ensure()
+        self._take_lock()
+        try:
+            self.store = Store(paths.db)
+        except StoreError as e:
+            raise StartupError(str(e)) from None
+        instance = self.store.setting("instance")
+        if not instance:
+            instance = uuid.uuid4().hex
+            self.store.set_setting("instance", instance)
+        tree.become_subreaper()
+        self._recover(instance)
+        self.engine = Engine(store=self.store, paths=paths, cfg=cfg, machine=self._machine(),
+                             inhibitor=self._inhibitor(cfg), instance=instance)
+        from owl.control.server import Server
+
+        self.server = Server(paths.socket, self.dispatch)
+        self.server.listen()
+        self.engine.start()
+        log.info("owl daemon %s started (pid %s, home %s)", instance[:8], os.getpid(),
+                 paths.db.parent)
+
+    def _take_lock(self) -> None:
+        lock = self.paths.runtime / "owl.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StartupError(f"another Owl daemon is already running for "
+                               f"{self.paths.db.parent} (pid {other})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _recover(self, instance: str) -> None:
+        assert self.store is not None
+        open_runs = self.store.open_runs()
+        if not open_runs:
+            return
+        identities = [tuple(p) for r in open_runs for p in r["pids"]]
+        survivors = tree.find_survivors("OWL_RUN_ID", [str(r["id"]) for r in open_runs],
+                                        identities, instance=("OWL_INSTANCE", instance))
+        killed = tree.kill_processes(survivors) if survivors else 0
+        ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}
+        ids = self.store.recover(CRASH_REASON, ended_by)
+        log.warning("recovered from a crash: %d Run(s) recorded interrupted, %d survivor "
+                    "process(es) killed", len(ids), killed)
+
+    def _machine(self) -> Any:
+        from owl.machine import ManualMachine
+
+        if os.environ.get("OWL_MACHINE") == "manual":
+            return ManualMachine()
+        try:
+            from owl.machine import RealMachine
+
+            return RealMachine()
+        except Exception as e:  # no backend at all: the machine cannot be read
+            log.warning("idle detection unavailable: %s", e)
+            return _Unreadable(str(e))
+
+    def _inhibitor(self, cfg: configmod.Config) -> Any:
+        try:
+            from owl.power import make_inhibitor
+        except ImportError:
+            return None
+        try:
+            return make_inhibitor(cfg.keep_awake)
+        except Exception as e:
+            log.warning("cannot keep the machine awake: %s", e)
+            return None
+
+    # ------------------------------------------------------------------- stop
+
+    def request_stop(self) -> None:
+        if self.engine is not None:
+            threading.Thread(target=self.engine.stop, daemon=True).start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert self.engine is not None
+        return self.engine._stopped.wait(timeout)
+
+    def close(self) -> None:
+        if self.engine is not None and not self.engine.stopped:
+            self.engine.stop()
+        if self.server is not None:
+            self.server.close()
+        if self.store is not None:
+            self.store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -------------------------------------------------------------- interface
+
+    def status(self) -> dict:
+        assert self.engine is not None
+        return self.engine.call(self.engine.status)
+
+    def call(self, verb: str, **args: Any) -> Any:
+        return self.dispatch(verb, args)
+
+    def dispatch(self, verb: str, args: dict[str, Any]) -> Any:
+        """Every verb the socket and the tray may ask; runs on the engine thread."""
+        e = self.engine
+        assert e is not None
+        table = {
+            "status": lambda: e.status(),
+            "add": lambda: e.add_job(_str(args, "prompt"), _str(args, "project"),
+                                     args.get("agent"), args.get("attempts")),
+            "jobs.list": lambda: _jobs_list(e.store, bool(args.get("all"))),
+            "jobs.show": lambda: e.job_view(_int(args, "id")),
+            "jobs.drop": lambda: e.drop(_int(args, "id"), bool(args.get("force"))),
+            "drop": lambda: e.drop(_int(args, "job_id"), bool(args.get("force"))),
+            "jobs.accept": lambda: e.accept(_int(args, "id")),
+            "jobs.extend": lambda: e.extend(_int(args, "id"), args.get("attempts")),
+            "jobs.move": lambda: e.move(_int(args, "id"), _int(args, "position")),
+            "start": lambda: e.start_now(),
+            "pause": lambda: e.pause(),
+            "resume": lambda: e.resume(),
+            "stop": lambda: e.stop_runs(bool(args.get("force"))),
+            "machine": lambda: e.machine_event(_str(args, "event")),
+            "ping": lambda: {"pid": os.getpid()},
+        }
+        fn = table.get(verb)
+        if fn is None:
+            raise Refused(f"unknown verb {verb!r}")
+        return e.call(fn)
+
+
+class _Unreadable:
+    """The machine when no idle backend could be loaded at all."""
+
+    def __init__(self, problem: str) -> None:
+        from owl.machine import Reading
+
+        self._reading = Reading(idle_for=None, on_ac=None, problem=problem)
+
+    def start(self, on_input: Any) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def read(self) -> Any:
+        return self._reading
+
+
+def _str(args: dict[str, Any], key: str) -> str:
+    v = args.get(key)
+    if not isinstance(v, str):
+        raise Refused(f"{key} must be a string")
+    return v
+
+
+def _int(args: dict[str, Any], key: str) -> int:
+    v = args.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise Refused(f"{key} must be a whole number, not {v!r}")
+    return v
+
+
+def _jobs_list(store: Store, everything: bool) -> list[dict]:
+    states = None if everything else ("pending", "active", "blocked", "review", "exhausted")
+    return [{k: j[k] for k in ("id", "state", "position", "title", "project", "agent",
+                                "attempts_left", "branch", "reason")}
+            for j in store.jobs(states)]
+
+
+def run_foreground() -> int:
+    """`owl daemon`: serve until SIGTERM or SIGINT, then end every Run and exit."""
+    _setup_logging()
+    d = Daemon()
+    try:
+        d.start()
+    except StartupError as e:
+        print(f"owl: {e}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    try:
+        while not stop.is_set() and not d.engine.stopped:  # type: ignore[union-attr]
+            stop.wait(30.0)
+    finally:
+        d.close()
+    return 0
+
+
+def _setup_logging() -> None:
+    level = os.environ.get("OWL_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=getattr(logging, level, logging.INFO),
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)

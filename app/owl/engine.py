@@ -1,0 +1,689 @@
+"""The engine: one worker thread that feeds the lifecycle core and carries out its actions.
+
+Everything that changes state happens on this thread, in order: events from
+the machine (input, idle, power), from the agents (exit, output, tree gone),
+from the clock (deadlines) and from people (verbs through the control socket
+or the tray, queued as calls with a reply). The core decides; this module
+signals process trees, starts agents and writes the store.
+
+It sleeps until the next thing that can change something: the core's next
+deadline, the moment the machine would count as idle, an agent's exit, an
+input event (only while the machine counts as idle, so mouse moves during the
+day cost one timestamp each), or a config edit. With nothing live and nothing
+queued it wakes every few seconds only to notice config edits.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from owl import config as configmod
+from owl import lifecycle, scheduler, tree, workspace
+from owl.errors import Refused
+from owl.lifecycle import Phase
+from owl.machine import Reading
+from owl.paths import Paths
+from owl.store import Store, title_of
+
+log = logging.getLogger("owl.engine")
+
+MAX_PROMPT = 100_000
+LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated past this size
+IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
+WATCH = 1.0                        # while Runs are live: output, stall and new processes
+ENDING_WATCH = 0.05                # while an exited agent's tree drains
+
+
+@dataclass
+class Live:
+    """What the engine holds for a live Run besides the core's view of it."""
+
+    run_id: int
+    job_id: int
+    project: str
+    title: str
+    popen: Any
+    tree: Any
+    log_path: Path
+    log_fd: int
+    log_size: int = 0
+    exited: bool = False
+    pids: list[int] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, *, store: Store, paths: Paths, cfg: configmod.Config, machine: Any,
+                 inhibitor: Any = None, instance: str = "", clock: Callable[[], float] = time.monotonic):
+        self.store = store
+        self.paths = paths
+        self.cfg = cfg
+        self.config_problem: str | None = None
+        self._config_mtime = self._mtime()
+        self.machine = machine
+        self.inhibitor = inhibitor
+        self.instance = instance
+        self.clock = clock
+        self.core = lifecycle.Core(timing=self._timing(cfg), paused=bool(store.setting("paused", False)))
+        self.live: dict[int, Live] = {}
+        self.reading = Reading(idle_for=None, on_ac=None)
+        self.waiting: str | None = None
+        self._q: queue.Queue[Any] = queue.Queue()
+        self._armed = True               # wake on input: only while the machine counts as idle
+        self._thread = threading.Thread(target=self._main, name="owl-engine", daemon=True)
+        self._stopping = False
+        self._stopped = threading.Event()
+        self._next_power = 0.0
+        self.on_change: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.machine.start(self._on_input)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """End every live Run the way ADR-0011 says, then stop the thread."""
+        self._q.put(("shutdown",))
+        return self._stopped.wait(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+        """Run fn on the engine thread and return its result (or raise its error)."""
+        if self._stopped.is_set():
+            raise Refused("the daemon is stopping")
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._q.put(("call", fn, fut))
+        return fut.result(timeout)
+
+    def _on_input(self) -> None:
+        # Runs on the input hook's thread for every event: keep it to a flag check.
+        if self._armed:
+            self._armed = False
+            self._q.put(("input",))
+
+    # ------------------------------------------------------------ main loop
+
+    def _main(self) -> None:
+        try:
+            self._settle_machine(self.clock())
+            while True:
+                try:
+                    item = self._q.get(timeout=self._wait())
+                except queue.Empty:
+                    item = None
+                while item is not None:
+                    self._handle(item)
+                    try:
+                        item = self._q.get_nowait()
+                    except queue.Empty:
+                        item = None
+                now = self.clock()
+                self._reload_config()
+                self._settle_machine(now)
+                self._do(self.core.tick(now))
+                self._watch(now)
+                if self._stopping:
+                    if not self.live:
+                        break
+                else:
+                    self._maybe_start(now)
+                self._hold_awake()
+        except Exception:  # pragma: no cover - a bug; end what we started
+            log.exception("engine failed; ending live Runs")
+            for lv in list(self.live.values()):
+                try:
+                    lv.tree.kill()
+                except Exception:
+                    pass
+        finally:
+            if self.inhibitor is not None:
+                self.inhibitor.release()
+            self.machine.stop()
+            self._stopped.set()
+            # answer whoever is still waiting
+            while True:
+                try:
+                    item = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if item[0] == "call":
+                    item[2].set_exception(Refused("the daemon is stopping"))
+
+    def _wait(self) -> float:
+        now = self.clock()
+        moments = [now + IDLE_WAKE]
+        deadline = self.core.next_deadline()
+        if deadline is not None:
+            moments.append(deadline)
+        if self.live:
+            moments.append(now + WATCH)
+            if any(lv.exited for lv in self.live.values()):
+                moments.append(now + ENDING_WATCH)
+        moments.append(self._machine_recheck(now))
+        return max(0.0, min(moments) - now)
+
+    def _handle(self, item: tuple) -> None:
+        kind = item[0]
+        if kind == "call":
+            _, fn, fut = item
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # delivered to the caller
+                    fut.set_exception(e)
+        elif kind == "exited":
+            _, run_id, code = item
+            lv = self.live.get(run_id)
+            if lv is not None:
+                lv.exited = True
+                self._do(self.core.exited(run_id, self.clock(), code))
+        elif kind == "input":
+            self._settle_machine(self.clock(), force_input=True)
+        elif kind == "shutdown":
+            if not self._stopping:
+                self._stopping = True
+                self._do(self.core.shutdown(self.clock()))
+
+    # --------------------------------------------------------------- machine
+
+    def _settle_machine(self, now: float, force_input: bool = False) -> None:
+        r = self.machine.read()
+        self.reading = r
+        cfg = self.cfg
+        if now >= self._next_power or force_input:
+            self._next_power = now + (5.0 if (self.live or self._has_pending()) else 30.0)
+        power_ok = (not cfg.require_ac_power) or r.on_ac is True
+        if power_ok == self.core.on_battery:
+            self._do(self.core.power(now, power_ok))
+        quiet = r.idle_for
+        in_use = force_input or quiet is None or quiet < cfg.idle_after
+        if in_use and not self.core.in_use:
+            self._do(self.core.input(now))
+        elif not in_use and self.core.in_use:
+            self._do(self.core.idle(now))
+        self._armed = not self.core.in_use or not r.hooks_live
+
+    def _machine_recheck(self, now: float) -> float:
+        r = self.reading
+        if self.core.in_use and r.idle_for is not None:
+            return now + max(0.05, self.cfg.idle_after - r.idle_for)
+        if not r.hooks_live and any(x.phase is Phase.RUNNING for x in self.core.runs.values()):
+            return now + 1.0          # no input events here: look for the person's return
+        if self.live or self._pending_cache:
+            return now + 5.0          # power changes have no event
+        return now + 30.0
+
+    def machine_event(self, event: str) -> None:
+        """Drive a ManualMachine (tests, scripts); the engine re-reads it at once."""
+        setter = getattr(self.machine, "set", None)
+        if setter is None:
+            raise Refused("the machine is read from its own input here, not set by hand "
+                          "(start the daemon with OWL_MACHINE=manual)")
+        try:
+            setter(event)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        self._settle_machine(self.clock())
+
+    # --------------------------------------------------------------- actions
+
+    def _do(self, actions: list[lifecycle.Action]) -> None:
+        for action in actions:
+            lv = self.live.get(action.run)
+            if lv is None:
+                continue
+            if isinstance(action, lifecycle.Freeze):
+                lv.tree.freeze()
+                r = self.core.runs[action.run]
+                self.store.set_run(lv.run_id, state="frozen", frozen_by=r.frozen_by)
+                log.info("run %s frozen by %s", lv.run_id, r.frozen_by)
+            elif isinstance(action, lifecycle.Thaw):
+                lv.tree.thaw()
+                self.store.set_run(lv.run_id, state="running", frozen_by=None)
+                log.info("run %s thawed", lv.run_id)
+            elif isinstance(action, lifecycle.Term):
+                lv.tree.term()
+                self.store.set_run(lv.run_id, state="ending", frozen_by=None)
+                log.info("run %s asked to stop", lv.run_id)
+            elif isinstance(action, lifecycle.Kill):
+                lv.tree.kill()
+                log.info("run %s killed", lv.run_id)
+            elif isinstance(action, lifecycle.Finish):
+                self._finish(lv, action)
+        if actions and self.on_change is not None:
+            self.on_change()
+
+    def _finish(self, lv: Live, f: lifecycle.Finish) -> None:
+        try:
+            os.close(lv.log_fd)
+        except OSError:
+            pass
+        new_state = self.store.finish_run(lv.run_id, f.outcome.value, f.ended_by.value,
+                                          f.reason, f.exit_code)
+        del self.live[lv.run_id]
+        log.info("run %s %s (%s); job %s is %s", lv.run_id, f.outcome.value, f.ended_by.value,
+                 lv.job_id, new_state)
+
+    # ----------------------------------------------------------------- watch
+
+    def _watch(self, now: float) -> None:
+        if not self.live:
+            return
+        tree.reap_orphans(self._owned)
+        for lv in list(self.live.values()):
+            self._watch_log(lv, now)
+            if lv.exited and not lv.tree.alive():
+                self._do(self.core.gone(lv.run_id, now))
+                continue
+            pids = sorted(p for p, _ in lv.tree.identities())
+            if pids != lv.pids and self.core.runs.get(lv.run_id) is not None:
+                lv.pids = pids
+                self.store.set_run(lv.run_id, pids=lv.tree.identities())
+
+    def _owned(self, pid: int) -> bool:
+        return any(lv.popen.pid == pid and lv.popen.returncode is None for lv in self.live.values())
+
+    def _watch_log(self, lv: Live, now: float) -> None:
+        try:
+            size = os.fstat(lv.log_fd).st_size
+        except OSError:
+            return
+        if size != lv.log_size:
+            if size > lv.log_size:
+                self.core.output(lv.run_id, now)
+            lv.log_size = size
+            if size > LOG_CAP:
+                self._rotate(lv)
+
+    def _rotate(self, lv: Live) -> None:
+        """Keep the last LOG_CAP bytes in `<log>.1` and start the log afresh.
+
+        The agent writes with O_APPEND, so truncating in place is safe: its next
+        write lands at the new end."""
+        try:
+            with open(lv.log_path, "rb") as src:
+                src.seek(max(0, lv.log_size - LOG_CAP))
+                tail = src.read(LOG_CAP)
+            old = lv.log_path.with_name(lv.log_path.name + ".1")
+            fd = os.open(old, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as dst:
+                dst.write(tail)
+            os.ftruncate(lv.log_fd, 0)
+            lv.log_size = 0
+        except OSError as e:
+            log.warning("could not rotate %s: %s", lv.log_path, e)
+
+    # ------------------------------------------------------------- starting
+
+    _pending_cache: bool = False
+
+    def _has_pending(self) -> bool:
+        return self._pending_cache
+
+    def _maybe_start(self, now: float) -> None:
+        pending = self.store.pending()
+        self._pending_cache = bool(pending)
+        if not pending:
+            self.waiting = None
+            return
+        ok, why = self.core.may_start()
+        if not ok:
+            self.waiting = why if why != "the machine is in use" or self.reading.problem is None \
+                else f"the machine cannot be read: {self.reading.problem}"
+            return
+        while True:
+            decision = self._decide(pending)
+            self.waiting = decision.waiting
+            if decision.job is None:
+                return
+            self._start_job(decision.job.id, exempt=False)
+            pending = self.store.pending()
+            self._pending_cache = bool(pending)
+
+    def _decide(self, pending: list[tuple[int, str]]) -> scheduler.Decision:
+        return scheduler.pick(
+            [scheduler.QueuedJob(jid, project) for jid, project in pending],
+            [lv.project for lv in self.live.values()],
+            max_parallel=self.cfg.max_parallel,
+            project_cap=self.cfg.project_cap)
+
+    def _start_job(self, job_id: int, *, exempt: bool) -> int | None:
+        """Set up the worktree and start the agent; a setup failure blocks the Job."""
+        from owl import agents
+
+        job = self.store.job(job_id)
+        assert job is not None
+        project = Path(job["project"])
+        try:
+            driver = agents.get_driver(job["agent"], self.cfg.agent(job["agent"]))
+            problem = driver.problem()
+            if problem:
+                raise workspace.WorkspaceError(problem)
+            ws = workspace.ensure(project, job_id, self.cfg.branch_prefix, self.paths.worktrees,
+                                  base=job["base"])
+        except (workspace.WorkspaceError, ValueError, OSError) as e:
+            self.store.set_job(job_id, state="blocked", reason=f"setup failed: {e}")
+            log.warning("job %s blocked: %s", job_id, e)
+            return None
+        self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base)
+        run_id = self.store.start_run(job_id)
+        log_path = self.paths.logs / f"{run_id}.log"
+        self.store.set_run(run_id, log=str(log_path))
+        attempt = len(self.store.runs(job_id))
+        ctx = agents.RunContext(
+            job_id=job_id, run_id=run_id, attempt=attempt, job_prompt=job["prompt"],
+            worktree=ws.worktree, branch=ws.branch, base=ws.base,
+            agent_config=self.cfg.agent(job["agent"]),
+            failure_note=self._failure_note(job_id, run_id))
+        env = dict(os.environ)
+        env.update(driver.env(ctx))
+        env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id),
+                    "OWL_INSTANCE": self.instance})
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            popen = tree.spawn(driver.argv(ctx), cwd=str(ws.worktree), env=env,
+                               stdout=fd, stderr=fd, nice=self.cfg.nice)
+        except OSError as e:
+            os.close(fd)
+            self.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}",
+                                  None)
+            self.store.set_job(job_id, state="blocked",
+                               reason=f"the agent could not be started: {e}")
+            return None
+        pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid)
+        lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
+                  popen=popen, tree=pt, log_path=log_path, log_fd=fd)
+        self.live[run_id] = lv
+        threading.Thread(target=self._wait_agent, args=(lv,), daemon=True,
+                         name=f"owl-run-{run_id}").start()
+        self.store.set_run(run_id, pids=pt.identities())
+        log.info("run %s of job %s started (pid %s)", run_id, job_id, popen.pid)
+        self._do(self.core.started(run_id, self.clock(), exempt=exempt))
+        return run_id
+
+    def _failure_note(self, job_id: int, run_id: int) -> str | None:
+        runs = [r for r in self.store.runs(job_id) if r["id"] != run_id]
+        if runs and runs[-1]["outcome"] == "failed" and runs[-1]["reason"]:
+            return f"The previous Run failed: {runs[-1]['reason']}"
+        return None
+
+    def _wait_agent(self, lv: Live) -> None:
+        code = lv.popen.wait()
+        self._q.put(("exited", lv.run_id, code))
+
+    def _hold_awake(self) -> None:
+        if self.inhibitor is None or not self.cfg.keep_awake:
+            if self.inhibitor is not None and self.inhibitor.held:
+                self.inhibitor.release()
+            return
+        working = [r for r in self.core.runs.values() if r.phase is Phase.RUNNING]
+        if working:
+            n = len(working)
+            self.inhibitor.hold(f"{n} agent Run{'s' if n > 1 else ''} working")
+        else:
+            self.inhibitor.release()
+
+    # ----------------------------------------------------------------- config
+
+    def _mtime(self) -> float | None:
+        try:
+            return self.paths.config.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    @staticmethod
+    def _timing(cfg: configmod.Config) -> lifecycle.Timing:
+        return lifecycle.Timing(grace=cfg.grace_window, timeout=cfg.timeout, stall=cfg.stall)
+
+    def _reload_config(self) -> None:
+        mtime = self._mtime()
+        if mtime == self._config_mtime:
+            return
+        self._config_mtime = mtime
+        try:
+            cfg = configmod.load(self.paths.config)
+        except configmod.ConfigError as e:
+            self.config_problem = f"{e} (the last good config stays in force)"
+            log.warning("config not applied: %s", e)
+            return
+        self.cfg = cfg
+        self.config_problem = None
+        self.core.timing = self._timing(cfg)
+        log.info("config reloaded")
+
+    # ================================================================= verbs
+    # Each runs on the engine thread (through `call`) and raises Refused.
+
+    def add_job(self, prompt: str, project: str, agent: str | None, attempts: int | None) -> dict:
+        from owl import agents
+
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise Refused("the prompt is empty: say what the agent should do")
+        if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT:
+            raise Refused(f"the prompt is {len(prompt.encode('utf-8', 'surrogatepass')):,} bytes; "
+                          f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
+        root = workspace.project_root(project)
+        name = agent or self.cfg.projects.get(str(root), {}).get("agent") or self.cfg.default_agent
+        try:
+            driver = agents.get_driver(name, self.cfg.agent(name))
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        problem = driver.problem()
+        if problem:
+            raise Refused(problem)
+        if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
+            raise Refused("--attempts must be a whole number, 1 or more")
+        job_id = self.store.add_job(prompt, str(root), name, attempts or self.cfg.attempts)
+        self._pending_cache = True
+        return self.job_view(job_id)
+
+    def start_now(self) -> dict:
+        pending = self.store.pending()
+        if not pending:
+            raise Refused("no Job is waiting to start")
+        decision = self._decide(pending)
+        if decision.job is None:
+            raise Refused(f"cannot start now: {decision.waiting}")
+        run_id = self._start_job(decision.job.id, exempt=True)
+        if run_id is None:
+            job = self.store.job(decision.job.id)
+            raise Refused(f"job {decision.job.id} could not start: {job['reason'] if job else ''}")
+        return {"run_id": run_id, "job_id": decision.job.id}
+
+    def pause(self) -> dict:
+        try:
+            self._do(self.core.pause(self.clock()))
+        except lifecycle.Refusal as e:
+            raise Refused(str(e)) from None
+        self.store.set_setting("paused", True)
+        frozen = [r.id for r in self.core.runs.values() if r.frozen_by == lifecycle.USER]
+        msg = (f"paused; {len(frozen)} Run{'s' if len(frozen) != 1 else ''} frozen"
+               if frozen else "paused; nothing was running, and nothing will start until owl resume")
+        return {"paused": True, "frozen": frozen, "message": msg}
+
+    def resume(self) -> dict:
+        try:
+            self._do(self.core.resume(self.clock()))
+        except lifecycle.Refusal as e:
+            raise Refused(str(e)) from None
+        self.store.set_setting("paused", False)
+        return {"paused": False, "message": "resumed"}
+
+    def stop_runs(self, force: bool) -> dict:
+        try:
+            self._do(self.core.stop(self.clock(), force=force))
+        except lifecycle.Refusal as e:
+            raise Refused(str(e)) from None
+        ids = list(self.core.runs)
+        if force:
+            msg = f"stopping {len(ids)} Run{'s' if len(ids) != 1 else ''} now"
+        else:
+            msg = (f"{len(ids)} Run{'s' if len(ids) != 1 else ''} frozen; ending in "
+                   f"{configmod.format_duration(self.cfg.grace_window)} unless resumed")
+        return {"runs": ids, "message": msg}
+
+    def drop(self, job_id: int, force: bool) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] in ("done", "cancelled"):
+            raise Refused(f"job {job_id} is already {job['state']}")
+        live = [lv for lv in self.live.values() if lv.job_id == job_id]
+        if live and not force:
+            raise Refused(f"job {job_id} has a Run going (use --force to end it and drop the job)")
+        project = Path(job["project"])
+        if job["worktree"] and not force and workspace.is_dirty(Path(job["worktree"])):
+            raise Refused(f"job {job_id}'s worktree {job['worktree']} has uncommitted changes "
+                          "(use --force to discard them)")
+        for lv in live:
+            self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
+        self.store.set_job(job_id, state="cancelled")
+        try:
+            workspace.remove(project, Path(job["worktree"]) if job["worktree"] else None, force=True)
+            if job["branch"]:
+                workspace.delete_branch(project, job["branch"])
+        except (workspace.WorkspaceError, OSError) as e:
+            log.warning("job %s dropped, but its workspace stays: %s", job_id, e)
+        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped"}
+
+    def accept(self, job_id: int) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] != "review":
+            raise Refused(f"job {job_id} is {job['state']}, not in review")
+        workspace.remove(Path(job["project"]), Path(job["worktree"]) if job["worktree"] else None)
+        self.store.set_job(job_id, state="done", worktree=None)
+        return {"id": job_id, "state": "done", "branch": job["branch"],
+                "message": f"job {job_id} accepted; branch {job['branch']} kept"}
+
+    def extend(self, job_id: int, attempts: int | None) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] not in ("exhausted", "blocked", "pending"):
+            raise Refused(f"job {job_id} is {job['state']}; only an exhausted, blocked or "
+                          "pending job takes more attempts")
+        more = 1 if attempts is None else attempts
+        if not isinstance(more, int) or more < 1:
+            raise Refused("--attempts must be a whole number, 1 or more")
+        self.store.set_job(job_id, state="pending", reason=None,
+                           attempts=job["attempts"] + more)
+        self._pending_cache = True
+        return self.job_view(job_id)
+
+    def move(self, job_id: int, position: int) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] != "pending":
+            raise Refused(f"job {job_id} is {job['state']}; only pending jobs move")
+        n = self.store.queue_length()
+        if not isinstance(position, int) or position < 1 or position > n:
+            raise Refused(f"position {position} is outside the queue (1 to {n})")
+        self.store.move(job_id, position)
+        return self.job_view(job_id)
+
+    def _job_or_refuse(self, job_id: Any) -> dict:
+        job = self.store.job(job_id) if isinstance(job_id, int) else None
+        if job is None:
+            raise Refused(f"no job {job_id}")
+        return job
+
+    # ================================================================= views
+
+    def job_view(self, job_id: int) -> dict:
+        return job_view(self.store, self._job_or_refuse(job_id))
+
+    def status(self) -> dict:
+        now = self.clock()
+        r = self.reading
+        cfg = self.cfg
+        idle_in = None
+        if r.idle_for is not None and r.idle_for < cfg.idle_after:
+            idle_in = cfg.idle_after - r.idle_for
+        machine_reason = None
+        if self.core.on_battery:
+            machine_reason = "on battery"
+        elif r.problem:
+            machine_reason = f"input cannot be read: {r.problem}"
+        elif self.core.in_use:
+            machine_reason = "in use"
+        elif cfg.require_ac_power and r.on_ac is None:
+            machine_reason = "power unknown"
+        runs = []
+        for run in self.core.runs.values():
+            lv = self.live.get(run.id)
+            if lv is None:
+                continue
+            runs.append({
+                "id": run.id, "job_id": lv.job_id, "title": lv.title, "state": run.phase.value,
+                "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
+                "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
+                "exempt": run.exempt, "log": str(lv.log_path)})
+        queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
+                   "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
+                  for j in self.store.jobs(("pending", "active"))[:50]]
+        recent = []
+        for run in self.store.recent_runs(5):
+            job = self.store.job(run["job_id"])
+            recent.append({"run_id": run["id"], "job_id": run["job_id"],
+                           "title": job["title"] if job else "", "outcome": run["outcome"],
+                           "ended_by": run["ended_by"], "reason": run["reason"],
+                           "ended_at": _iso(run["ended_at"]), "log": run["log"]})
+        review = [{"id": j["id"], "title": j["title"], "branch": j["branch"]}
+                  for j in self.store.jobs(("review",))]
+        attention = None
+        if r.problem:
+            attention = f"the machine cannot be read: {r.problem}"
+        elif recent and recent[0]["outcome"] == "failed":
+            attention = f"job {recent[0]['job_id']} failed: {recent[0]['reason']}"
+        elif recent and recent[0]["ended_by"] == "sigkill":
+            attention = f"job {recent[0]['job_id']}'s agent was killed"
+        awake = {"held": False, "backend": "none", "problem": None, "why": None}
+        if self.inhibitor is not None:
+            awake = {"held": self.inhibitor.held, "backend": self.inhibitor.backend,
+                     "problem": self.inhibitor.problem,
+                     "why": "an agent is working" if self.inhibitor.held else None}
+        from owl import __version__
+        return {
+            "version": __version__,
+            "machine": {"idle": not self.core.in_use and not self.core.on_battery,
+                        "idle_for_s": None if r.idle_for is None else round(min(r.idle_for, 1e7), 1),
+                        "on_ac_power": r.on_ac, "reason": machine_reason,
+                        "idle_in_s": None if idle_in is None else round(idle_in, 1),
+                        "detectors": r.backends, "problem": r.problem},
+            "paused": self.core.paused,
+            "shift": None,
+            "awake": awake,
+            "runs": runs,
+            "queue": queue_,
+            "queue_length": self.store.queue_length(),
+            "waiting": self.waiting if self._pending_cache else None,
+            "recent": recent,
+            "review": review,
+            "attention": attention,
+            "config_problem": self.config_problem,
+        }
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def job_view(store: Store, job: dict) -> dict:
+    """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
+    runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
+             "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
+             "exit_code": r["exit_code"], "started_at": _iso(r["started_at"]),
+             "ended_at": _iso(r["ended_at"]), "log": r["log"]} for r in store.runs(job["id"])]
+    view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
+                                "attempts", "prompt", "project", "agent", "base", "reason", "title")}
+    view["created_at"] = _iso(job["created_at"])
+    view["runs"] = runs
+    return view

@@ -1,0 +1,95 @@
+"""The machine as the engine sees it: how long it has been quiet, and its power.
+
+`RealMachine` wraps the idle monitor (input hooks and idle readers) and the
+power reader. `ManualMachine` is the same interface driven by hand: the daemon
+uses it when `OWL_MACHINE=manual`, so that scripts and tests can say "input"
+and "idle" through the control socket on machines whose input cannot be read.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Reading:
+    idle_for: float | None          # seconds since the last input; None: cannot be read
+    on_ac: bool | None              # None: unknown (does not count as AC)
+    hooks_live: bool = False        # input arrives as events, no need to poll for it
+    backends: list[str] = field(default_factory=list)
+    problem: str | None = None      # why the machine cannot be read
+
+
+class ManualMachine:
+    """A machine whose input and power are set by `owl` commands, for tests and scripts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._quiet = False
+        self._on_ac: bool | None = True
+        self._on_input: Callable[[], None] | None = None
+
+    def start(self, on_input: Callable[[], None]) -> None:
+        self._on_input = on_input
+
+    def stop(self) -> None:
+        pass
+
+    def set(self, event: str) -> None:
+        with self._lock:
+            if event == "input":
+                self._quiet = False
+            elif event == "idle":
+                self._quiet = True
+            elif event == "battery":
+                self._on_ac = False
+            elif event == "ac":
+                self._on_ac = True
+            elif event == "power-unknown":
+                self._on_ac = None
+            else:
+                raise ValueError(f"unknown machine event {event!r} (input, idle, battery, ac)")
+        if event == "input" and self._on_input is not None:
+            self._on_input()
+
+    def read(self) -> Reading:
+        with self._lock:
+            # Told "input", the machine stays in use until told "idle".
+            idle_for = 1e9 if self._quiet else 0.0
+            return Reading(idle_for=idle_for, on_ac=self._on_ac, hooks_live=True,
+                           backends=["manual"])
+
+
+class RealMachine:
+    """Input hooks, idle readers and power, as chosen for this platform at start."""
+
+    def __init__(self) -> None:
+        from owl import idle
+
+        self._idle = idle
+        self._monitor = idle.IdleMonitor(self._input)
+        self._power = idle.Power()
+        self._on_input: Callable[[], None] | None = None
+
+    def _input(self) -> None:
+        cb = self._on_input
+        if cb is not None:
+            cb()
+
+    def start(self, on_input: Callable[[], None]) -> None:
+        self._on_input = on_input
+        self._monitor.start()
+
+    def stop(self) -> None:
+        self._monitor.stop()
+
+    def read(self) -> Reading:
+        return Reading(
+            idle_for=self._monitor.idle_seconds(),
+            on_ac=self._power.on_ac(),
+            hooks_live=self._monitor.hooks_live,
+            backends=list(self._monitor.backends),
+            problem=self._monitor.problem,
+        )
