@@ -37,6 +37,7 @@ _BODY = {
     "frozen": (140, 215, 250),
     "paused": (242, 166, 35),
     "attention": (230, 60, 50),
+    "app": (164, 112, 72),  # the application icon: a plain brown owl
 }
 _WHITE = (255, 255, 255)
 _INK = (28, 30, 38)
@@ -55,7 +56,7 @@ def draw_icon(state: str, size: int, progress: float | None = None) -> Image.Ima
     already passed, 0..1 (None draws a full ring). The ring shows what is
     *left*, so it drains clockwise from twelve o'clock as time runs out.
     """
-    if state not in _BODY:
+    if state not in STATES:
         raise ValueError(f"unknown icon state {state!r}; one of {', '.join(STATES)}")
     if size < 8:
         raise ValueError("an icon smaller than 8 px cannot show an owl")
@@ -72,6 +73,14 @@ def draw_icon(state: str, size: int, progress: float | None = None) -> Image.Ima
         _owl(d, k, state, scale=1.0, cx=32.0, cy=32.0)
         if state == "attention":
             _badge_bang(d, k)
+    return img.resize((size, size), Image.LANCZOS)
+
+
+def draw_app_icon(size: int) -> Image.Image:
+    """The application's own icon (menus, login items): a wide-eyed brown owl."""
+    big = size * _SUPERSAMPLE
+    img = Image.new("RGBA", (big, big), (0, 0, 0, 0))
+    _owl(ImageDraw.Draw(img), big / _GRID, "app", scale=1.0, cx=32.0, cy=32.0)
     return img.resize((size, size), Image.LANCZOS)
 
 

@@ -1,0 +1,37 @@
+"""The command line that starts this installed Owl, for login items.
+
+A login item must start the Owl the user turned it on from, not whichever
+`owl` comes first on a PATH that a login session may not even share (pipx
+and venvs put it in their own bin folder). So the `owl` script beside this
+interpreter wins, and `python -m owl` with this interpreter is the fallback.
+OWL_HOME, when set, travels along so the login item uses the same files.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def owl_command() -> list[str]:
+    """argv that starts Owl's tray with this installation."""
+    here = Path(sys.executable).parent
+    for name in ("owl", "owl.exe"):
+        script = here / name
+        if script.is_file() and os.access(script, os.X_OK):
+            return [str(script)]
+    return [sys.executable, "-m", "owl"]
+
+
+def owl_environment() -> dict[str, str]:
+    """Environment the login item must carry (only OWL_HOME, if set)."""
+    home = os.environ.get("OWL_HOME")
+    return {"OWL_HOME": str(Path(home).expanduser().absolute())} if home else {}
+
+
+def template(name: str) -> bytes:
+    """A file from `owl/autostart/templates/`, found inside a wheel too."""
+    from importlib.resources import files
+
+    return files("owl.autostart").joinpath("templates", name).read_bytes()

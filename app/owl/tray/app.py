@@ -1,0 +1,382 @@
+"""The tray app: a pystray icon on the main thread over a running daemon.
+
+`run_tray(daemon)` blocks in the toolkit's loop until Quit (or SIGTERM /
+SIGINT), then asks the daemon to end its Runs the way `owl daemon` does.
+A refresher thread reads `daemon.status()` every second while something
+counts down and every few seconds otherwise; it redraws the icon, tooltip
+and menu only when they changed, and hands every change to the main thread
+(GTK and AppKit are not thread-safe). Menu clicks that ask the daemon run
+on a short-lived thread so a slow verb never freezes the menu.
+
+Backends, chosen before pystray is imported (it picks one at import and
+raises with no display):
+
+- macOS: ``darwin``; Windows: ``win32``.
+- Linux/BSD: ``appindicator`` when a StatusNotifier host is on the session
+  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``.
+  ``xorg`` is refused: it has no menu and ignores clicks, so Owl would be
+  uncontrollable. No display or no tray host within a short wait raises
+  `TrayUnavailable`, and the caller runs the daemon headless instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from owl.errors import Refused
+from owl.tray.art import draw_icon, icon_state, tooltip
+from owl.tray.menu import Action, Item, build_menu, counting_down
+from owl.tray.notices import Notices
+
+log = logging.getLogger("owl.tray")
+
+FAST_S = 1.0  # refresh period while a countdown is on screen
+SLOW_S = 4.0  # otherwise
+HOST_WAIT_S = 10.0  # a login item may start before the panel does
+ICON_SIZE = 64  # hosts scale down; 64 keeps 2x panels sharp
+PROGRESS_STEPS = 60  # redraw the frozen ring at most this many times per window
+
+
+class DaemonLike(Protocol):
+    def status(self) -> dict: ...
+    def call(self, verb: str, **args: Any) -> dict: ...
+    def request_stop(self) -> None: ...
+
+
+class TrayUnavailable(RuntimeError):
+    """No usable tray here; str() is one line saying why."""
+
+
+# ------------------------------------------------------------------ backend
+
+def _x_tray_owned(display_name: str | None = None) -> bool:
+    """True when an XEmbed system tray owns this screen's tray selection."""
+    try:
+        from Xlib import X, display as xdisplay
+    except ImportError:
+        return False
+    try:
+        d = xdisplay.Display(display_name)
+    except Exception:
+        return False
+    try:
+        atom = d.intern_atom(f"_NET_SYSTEM_TRAY_S{d.get_default_screen()}")
+        return d.get_selection_owner(atom) != X.NONE
+    except Exception:
+        return False
+    finally:
+        d.close()
+
+
+def _sni_host_present() -> bool:
+    """True when a StatusNotifier watcher (KDE, GNOME's extension...) is on the bus."""
+    if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        return False
+    try:
+        from jeepney import DBus, new_method_call  # noqa: F401
+        from jeepney.io.blocking import open_dbus_connection
+    except ImportError:
+        return False
+    try:
+        with open_dbus_connection(bus="SESSION") as conn:
+            reply = conn.send_and_get_reply(DBus().NameHasOwner("org.kde.StatusNotifierWatcher"), timeout=2)
+            return bool(reply.body[0])
+    except Exception:
+        return False
+
+
+def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S) -> str:
+    """The pystray backend to use here, or TrayUnavailable saying why not."""
+    name = requested or os.environ.get("PYSTRAY_BACKEND") or None
+    if name == "xorg":
+        raise TrayUnavailable("the xorg tray backend has no menu; use gtk or appindicator")
+    if name == "dummy":
+        return name
+    if sys.platform == "darwin":
+        return name or "darwin"
+    if sys.platform == "win32":
+        return name or "win32"
+    if not os.environ.get("DISPLAY") and not (name == "appindicator" and os.environ.get("WAYLAND_DISPLAY")):
+        raise TrayUnavailable("no display (DISPLAY is not set)")
+    try:
+        import gi
+
+        gi.require_version("Gtk", "3.0")
+    except (ImportError, ValueError) as e:
+        raise TrayUnavailable(f"PyGObject with GTK 3 is not available: {e}") from None
+    if name:
+        return name
+    deadline = time.monotonic() + wait_s
+    while True:
+        if _sni_host_present():
+            return "appindicator"
+        if _x_tray_owned():
+            return "gtk"
+        if time.monotonic() >= deadline:
+            raise TrayUnavailable("no system tray on this desktop (no StatusNotifier host, no XEmbed tray)")
+        time.sleep(0.25)
+
+
+def _main_thread_caller(backend: str) -> Callable[[Callable[[], None]], None]:
+    """How to run a function on the toolkit's thread for this backend."""
+    if backend in ("gtk", "appindicator"):
+        from gi.repository import GLib
+
+        # Window class "owl" (not the script's name), for window managers
+        # and for finding the icon on screen.
+        GLib.set_prgname("owl")
+        GLib.set_application_name("Owl")
+
+        def on_gtk(fn: Callable[[], None]) -> None:
+            def once() -> bool:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("tray update failed")
+                return False
+            GLib.idle_add(once)
+        return on_gtk
+    if backend == "darwin":
+        from PyObjCTools import AppHelper  # shipped with pyobjc, which pystray needs there
+
+        return lambda fn: AppHelper.callAfter(fn)
+    return lambda fn: fn()
+
+
+# ------------------------------------------------------------------ the app
+
+def open_path(path: str) -> None:
+    """Open a file or folder with the desktop's opener, detached from Owl."""
+    opener = "open" if sys.platform == "darwin" else "xdg-open"
+    subprocess.Popen([opener, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def to_pystray(items: tuple[Item, ...], on_action: Callable[[Action], None]) -> Any:
+    """The plain menu model as a pystray.Menu."""
+    from pystray import Menu, MenuItem
+
+    def one(it: Item) -> Any:
+        if it.separator:
+            return Menu.SEPARATOR
+        if it.submenu is not None:
+            return MenuItem(it.label, Menu(*[one(s) for s in it.submenu]), enabled=it.enabled)
+        action = it.action
+        return MenuItem(
+            it.label,
+            (lambda icon, item: on_action(action)) if action else None,
+            enabled=it.enabled,
+            checked=(lambda item, c=it.checked: c) if it.checked is not None else None,
+        )
+
+    return Menu(*[one(it) for it in items])
+
+
+class TrayApp:
+    """Keeps the icon in step with the daemon and carries out menu actions."""
+
+    def __init__(self, daemon: DaemonLike, backend: str, *, grace_window_s: float = 900.0,
+                 autostart: Any = None) -> None:
+        import pystray
+
+        self.daemon = daemon
+        self.backend = backend
+        self.grace_window_s = grace_window_s
+        self._autostart = autostart
+        self._main = _main_thread_caller(backend)
+        self._stopping = threading.Event()
+        self._poke = threading.Event()
+        self._notices = Notices()
+        self._shown: dict[str, Any] = {}
+        self.icon = pystray.Icon("owl", draw_icon("idle", ICON_SIZE), "Owl")
+        self._left_click_opens_menu()
+
+    # -- lifecycle
+
+    def run(self) -> int:
+        self._install_signal_handlers()
+        grace_error: tuple[type[BaseException], ...] = ()
+        if self.backend in ("gtk", "appindicator"):
+            from gi.repository import GLib
+
+            grace_error = (GLib.GError,)
+        try:
+            self.icon.run(setup=self._refresher)
+        except grace_error as e:
+            # Stopping the gtk icon after the notification daemon has gone
+            # raises; the Runs must still be ended below.
+            log.warning("tray stopped with an error: %s", e)
+        finally:
+            self._stopping.set()
+            self.daemon.request_stop()
+        return 0
+
+    def stop(self) -> None:
+        """End the loop (from any thread); `run` then ends the Runs."""
+        self._stopping.set()
+        self._poke.set()
+        self._main(self.icon.stop)
+
+    def _install_signal_handlers(self) -> None:
+        if self.backend in ("gtk", "appindicator"):
+            from gi.repository import GLib
+
+            def on_signal(*_: Any) -> bool:
+                self.stop()
+                return False
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                GLib.unix_signal_add(GLib.PRIORITY_HIGH, sig, on_signal)
+        elif threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self.stop())
+
+    def _left_click_opens_menu(self) -> None:
+        # GtkStatusIcon only pops the menu up on a right click; people click
+        # tray icons with the left button too.
+        status_icon = getattr(self.icon, "_status_icon", None)
+        popup = getattr(self.icon, "_on_status_icon_popup_menu", None)
+        if status_icon is not None and popup is not None:
+            status_icon.connect("activate", lambda si: popup(si, 1, 0))
+
+    # -- refreshing
+
+    def _refresher(self, icon: Any) -> None:
+        icon.visible = True
+        while not self._stopping.is_set():
+            status = self.refresh()
+            fast = status is not None and counting_down(status)
+            self._poke.wait(FAST_S if fast else SLOW_S)
+            self._poke.clear()
+
+    def refresh(self) -> dict | None:
+        """Read the status once and push whatever changed to the icon."""
+        try:
+            status = self.daemon.status()
+        except Exception as e:  # the tray must outlive a bad status read
+            log.warning("status failed: %s", e)
+            status = {"attention": f"status cannot be read: {e}"}
+        state, progress = icon_state(status, self.grace_window_s)
+        if progress is not None:
+            progress = round(progress * PROGRESS_STEPS) / PROGRESS_STEPS
+        look = (state, progress)
+        if self._shown.get("look") != look:
+            self._shown["look"] = look
+            image = draw_icon(state, ICON_SIZE, progress)
+            self._main(lambda: setattr(self.icon, "icon", image))
+        tip = tooltip(status, self.grace_window_s)
+        if self._shown.get("tip") != tip:
+            self._shown["tip"] = tip
+            self._main(lambda: self._set_tooltip(tip))
+        model = build_menu(status, autostart_on=self._autostart_on())
+        if self._shown.get("menu") != model:
+            self._shown["menu"] = model
+            menu = to_pystray(model, self.on_action)
+            self._main(lambda: setattr(self.icon, "menu", menu))
+        for title, message in self._notices.update(status):
+            self._main(lambda t=title, m=message: self._notify(t, m))
+        self._shown["status"] = status
+        return status
+
+    def _set_tooltip(self, text: str) -> None:
+        self.icon.title = text
+        status_icon = getattr(self.icon, "_status_icon", None)
+        if status_icon is not None:  # gtk: title is not the hover text
+            status_icon.set_tooltip_text(text)
+
+    def _notify(self, title: str, message: str) -> None:
+        try:
+            self.icon.notify(message, title)
+        except Exception as e:  # no notification daemon: the menu still says it
+            log.info("notification not shown: %s", e)
+
+    def _autostart_on(self) -> bool:
+        try:
+            return bool(self._autostart_module().status()[0])
+        except Exception:
+            return False
+
+    def _autostart_module(self) -> Any:
+        if self._autostart is None:
+            from owl import autostart
+
+            self._autostart = autostart
+        return self._autostart
+
+    # -- actions
+
+    def on_action(self, action: Action) -> None:
+        """Carry out a menu click. Runs on the toolkit's thread: stay quick."""
+        if action.kind == "quit":
+            self.stop()
+        elif action.kind == "verb":
+            threading.Thread(target=self._call, args=(action,), name="owl-tray-verb", daemon=True).start()
+        elif action.kind == "open" and action.path:
+            self._open(action.path)
+        elif action.kind == "config":
+            from owl.paths import get_paths
+
+            config = get_paths().config
+            self._open(str(config if config.exists() else config.parent))
+        elif action.kind == "autostart":
+            mod = self._autostart_module()
+            try:
+                mod.enable() if action.kwargs.get("on") else mod.disable()
+            except OSError as e:
+                self._notify("Start at login", f"cannot change it: {e}")
+            self._poke.set()
+
+    def _call(self, action: Action) -> None:
+        try:
+            self.daemon.call(action.verb or "", **action.kwargs)
+        except Refused as e:
+            self._main(lambda: self._notify("Owl", str(e)))
+        except Exception as e:
+            log.exception("verb %s failed", action.verb)
+            self._main(lambda: self._notify("Owl", f"{action.verb} failed: {e}"))
+        self._poke.set()
+
+    def _open(self, path: str) -> None:
+        if not Path(path).exists():
+            self._notify("Owl", f"{path} does not exist")
+            return
+        try:
+            open_path(path)
+        except OSError as e:
+            self._notify("Owl", f"cannot open {path}: {e}")
+
+
+def _configured_grace_window() -> float:
+    try:
+        from owl import config
+        from owl.paths import get_paths
+
+        path = get_paths().config
+        return config.load(path).grace_window if path.exists() else config.Config().grace_window
+    except Exception:
+        return 900.0
+
+
+def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: float = HOST_WAIT_S) -> int:
+    """Show Owl in the tray over `daemon` until Quit; returns the exit code.
+
+    Must be called on the main thread (macOS requires it, and GTK's signal
+    handling lives there). Raises TrayUnavailable, before touching the
+    daemon, when this desktop has no usable tray: run headless then.
+    """
+    name = choose_backend(backend, wait_s=host_wait_s)
+    os.environ["PYSTRAY_BACKEND"] = name
+    # GTK would otherwise wait on an accessibility bus that may not exist.
+    os.environ.setdefault("NO_AT_BRIDGE", "1")
+    try:
+        app = TrayApp(daemon, name, grace_window_s=_configured_grace_window())
+    except Exception as e:
+        raise TrayUnavailable(f"the {name} tray cannot start: {e}") from e
+    return app.run()

@@ -1,0 +1,63 @@
+"""Which desktop notifications a new status document calls for.
+
+Pure and stateful only in what it has already said, so the rules are tested
+without a display:
+
+- a Run frozen by the machine is announced once per *spell* at the machine
+  (the spell ends when the machine is idle again), with the time it has left;
+- a Run killed (ended by SIGKILL) is announced once;
+- a Job reaching review is announced once.
+
+What was already there when the tray started is not news and is not shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from owl.tray.menu import clock, short
+
+
+class Notices:
+    def __init__(self) -> None:
+        self._primed = False
+        self._frozen_said: set[int] = set()
+        self._killed_said: set[int] = set()
+        self._review_said: set[int] = set()
+
+    def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
+        """(title, message) pairs to show for this status document."""
+        out: list[tuple[str, str]] = []
+        machine = status.get("machine") or {}
+        if machine.get("idle"):
+            self._frozen_said.clear()  # the person left: a new spell starts
+        for run in status.get("runs") or []:
+            if run.get("state") != "frozen" or run.get("frozen_by") == "user":
+                continue
+            rid = run.get("id")
+            if rid in self._frozen_said:
+                continue
+            self._frozen_said.add(rid)
+            left = run.get("grace_left_s")
+            when = f"It stops in {clock(left)} unless you step away." if left is not None \
+                else "It goes on when you step away."
+            out.append((f"Job {run.get('job_id')} frozen", f"{short(run.get('title'), 60)}\n{when}"))
+        for entry in status.get("recent") or []:
+            rid = entry.get("run_id")
+            if entry.get("ended_by") != "sigkill" or rid in self._killed_said:
+                continue
+            self._killed_said.add(rid)
+            reason = entry.get("reason") or "it did not end within 5 s of being asked"
+            out.append((f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}"))
+        for job in status.get("review") or []:
+            jid = job.get("id")
+            if jid in self._review_said:
+                continue
+            self._review_said.add(jid)
+            out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {job.get('branch')}"))
+        if not self._primed:
+            # Startup: remember what is there, announce none of it, except a
+            # Run frozen right now (its countdown is running).
+            self._primed = True
+            out = [n for n in out if n[0].endswith(" frozen")]
+        return out
