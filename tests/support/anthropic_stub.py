@@ -8,8 +8,8 @@ replace only the model behind it.
 A *script* is a list of turns. Each request the agent loop makes (one that
 offers tools) takes the next turn: `Text("...")` ends the loop, `Bash("cmd")`
 (or any `ToolUse`) asks the CLI to run a tool, after which it sends another
-request with the tool's result. When the script runs out the stub says
-"Done." and ends the turn. Requests without tools are the CLI's side calls
+request with the tool's result, and `ApiError()` fails the request. When the
+script runs out the stub says "Done." and ends the turn. Requests without tools are the CLI's side calls
 (titles, topic checks, quota probes); they get a short text reply and do not
 consume the script.
 
@@ -18,7 +18,7 @@ test can read the prompt and the system prompt exactly as the agent sent them.
 
     with AnthropicStub([Bash("git commit -am x"), Text("ok")]) as stub:
         subprocess.run(argv, env={**os.environ, **stub.env(home)})
-        stub.main_requests()[0].user_text()
+        stub.main_requests()[0].user_texts()
 """
 
 from __future__ import annotations
@@ -49,6 +49,15 @@ class ToolUse:
     input: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ApiError:
+    """A turn that fails the request with an API error (status 400 is not retried)."""
+
+    status: int = 400
+    message: str = "stub refused this request"
+    kind: str = "invalid_request_error"
+
+
 def Bash(command: str, timeout_ms: int | None = None, description: str = "run a command") -> ToolUse:
     """A turn that runs `command` with the CLI's Bash tool."""
     args: dict[str, Any] = {"command": command, "description": description}
@@ -57,7 +66,9 @@ def Bash(command: str, timeout_ms: int | None = None, description: str = "run a 
     return ToolUse("Bash", args)
 
 
-Turn = Text | ToolUse
+# A turn is one block, or a tuple of blocks sent as one message
+# (e.g. `(Text("Running the tests."), Bash("pytest -q"))`).
+Turn = Text | ToolUse | ApiError | tuple
 
 
 @dataclass
@@ -119,6 +130,14 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+def _blocks(turn: Turn) -> list[Text | ToolUse]:
+    return list(turn) if isinstance(turn, tuple) else [turn]  # type: ignore[list-item]
+
+
+def _stop_reason(blocks: list[Text | ToolUse]) -> str:
+    return "tool_use" if any(isinstance(b, ToolUse) for b in blocks) else "end_turn"
+
+
 def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
     """The SSE stream for one turn: message_start … message_stop."""
     start = {"type": "message_start", "message": {
@@ -127,20 +146,22 @@ def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
         "usage": {"input_tokens": 10, "output_tokens": 1,
                   "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}
     out = [_sse("message_start", start)]
-    if isinstance(turn, Text):
-        block = {"type": "text", "text": ""}
-        delta = {"type": "text_delta", "text": turn.text}
-        stop = "end_turn"
-    else:
-        block = {"type": "tool_use", "id": f"toolu_{msg_id}", "name": turn.name, "input": {}}
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(turn.input)}
-        stop = "tool_use"
+    blocks = _blocks(turn)
+    for i, b in enumerate(blocks):
+        if isinstance(b, Text):
+            block: dict[str, Any] = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": b.text}
+        else:
+            block = {"type": "tool_use", "id": f"toolu_{msg_id}_{i}", "name": b.name, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(b.input)}
+        out += [
+            _sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}),
+            _sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
+            _sse("content_block_stop", {"type": "content_block_stop", "index": i}),
+        ]
     out += [
-        _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
-        _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-        _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
         _sse("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": stop, "stop_sequence": None},
+                               "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
                                "usage": {"output_tokens": 5}}),
         _sse("message_stop", {"type": "message_stop"}),
     ]
@@ -149,14 +170,12 @@ def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
 
 def _message(turn: Turn, msg_id: str, model: str) -> dict[str, Any]:
     """The same turn as a non-streaming response."""
-    if isinstance(turn, Text):
-        content: dict[str, Any] = {"type": "text", "text": turn.text}
-        stop = "end_turn"
-    else:
-        content = {"type": "tool_use", "id": f"toolu_{msg_id}", "name": turn.name, "input": turn.input}
-        stop = "tool_use"
+    blocks = _blocks(turn)
+    content = [{"type": "text", "text": b.text} if isinstance(b, Text) else
+               {"type": "tool_use", "id": f"toolu_{msg_id}_{i}", "name": b.name, "input": b.input}
+               for i, b in enumerate(blocks)]
     return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
-            "content": [content], "stop_reason": stop, "stop_sequence": None,
+            "content": content, "stop_reason": _stop_reason(blocks), "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5}}
 
 
@@ -213,6 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
                 turn = Text("ok")
             req.turn = turn
         model = body.get("model") or MODEL
+        if isinstance(turn, ApiError):
+            self._json(turn.status, {"type": "error", "error": {"type": turn.kind, "message": turn.message}})
+            return
         if not body.get("stream"):
             self._json(200, _message(turn, msg_id, model))
             return

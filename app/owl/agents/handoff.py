@@ -64,10 +64,12 @@ def read_handoff(worktree: Path, limit: int = 64_000) -> str | None:
             os.close(d)
     finally:
         os.close(root)
+    # Checked on the open file, not the path, so it cannot change in between.
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        log.warning("not reading %s/%s: not a regular file", worktree, HANDOFF_PATH)
+        return None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            log.warning("not reading %s/%s: not a regular file", worktree, HANDOFF_PATH)
-            return None
         data = f.read(limit + 1)
     cut = len(data) > limit
     # An incremental decoder with final=False drops a multi-byte character

@@ -157,6 +157,7 @@ def _result(event: dict[str, Any]) -> str:
         stats.append(f"${event['total_cost_usd']:.4f}")
     tail = f" ({', '.join(stats)})" if stats else ""
     if event.get("is_error") or (sub and sub != "success"):
-        return f"✗ result ({sub or 'error'}): {shorten(text, DETAIL_LIMIT)}{tail}".replace(": (", " (", 1) \
-            if not text else f"✗ result ({sub or 'error'}): {shorten(text, DETAIL_LIMIT)}{tail}"
+        label = sub if sub and sub != "success" else "error"
+        body = f": {shorten(text, DETAIL_LIMIT)}" if text else ""
+        return f"✗ result ({label}){body}{tail}"
     return f"✓ result: {shorten(text, DETAIL_LIMIT)}{tail}"
