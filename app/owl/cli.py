@@ -1,0 +1,447 @@
+"""The `owl` command: parse the verb, ask the daemon, print the answer.
+
+Exit codes: 0 done; 1 refused (one line on stderr says why); 2 usage;
+3 no daemon running (read verbs still answer from the database first).
+
+This module is on the path of every `owl` call, so it imports only what the
+verb needs: argparse, json and the socket client at the top, the rest inside
+the verb (no pynput or pystray: they need a display just to import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable
+
+from owl import __version__
+from owl.errors import NoDaemon, Refused, StoreError
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_NO_DAEMON = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors exit 2 with one line
+        self.print_usage(sys.stderr)
+        print(f"owl: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _paths():
+    from owl.paths import get_paths
+
+    return get_paths()
+
+
+def _ask(verb: str, args: dict[str, Any] | None = None) -> Any:
+    from owl.control.client import ask
+
+    return ask(_paths().socket, verb, args)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _fmt_secs(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(round(s))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60} m"
+    if s >= 60:
+        return f"{s // 60} m"
+    return f"{s} s"
+
+
+def _clock(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(s)
+    return f"{s // 60}:{s % 60:02d}"
+
+
+# ------------------------------------------------------------------- verbs
+
+def cmd_daemon(a: argparse.Namespace) -> int:
+    from owl.daemon import run_foreground
+
+    return run_foreground()
+
+
+def cmd_tray(a: argparse.Namespace) -> int:
+    from owl.trayd import run
+
+    return run()
+
+
+def cmd_add(a: argparse.Namespace) -> int:
+    prompt = a.prompt
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    project = os.path.abspath(a.project or os.getcwd())
+    job = _ask("add", {"prompt": prompt, "project": project, "agent": a.agent,
+                       "attempts": a.attempts})
+    if a.json:
+        _print_json(job)
+    else:
+        print(job["id"])
+    return EXIT_OK
+
+
+def _local_store():
+    from owl.store import Store
+
+    return Store(_paths().db, readonly=True)
+
+
+def cmd_jobs(a: argparse.Namespace) -> int:
+    action = a.action or "list"
+    if action == "list":
+        try:
+            jobs = _ask("jobs.list", {"all": a.all})
+        except NoDaemon:
+            try:
+                from owl.daemon import _jobs_list
+
+                jobs = _jobs_list(_local_store(), a.all)
+            except StoreError:
+                jobs = []
+        if a.json:
+            _print_json(jobs)
+        elif not jobs:
+            print("no jobs")
+        else:
+            for j in jobs:
+                pos = f"#{j['position']}" if j["position"] else "  "
+                extra = f"  ({j['reason']})" if j.get("reason") else ""
+                print(f"{j['id']:>5}  {pos:>5}  {j['state']:<10} {j['title']}{extra}")
+        return EXIT_OK
+    if a.id is None:
+        print(f"owl: jobs {action} needs a job id", file=sys.stderr)
+        return EXIT_USAGE
+    if action == "show":
+        try:
+            job = _ask("jobs.show", {"id": a.id})
+        except NoDaemon:
+            from owl.engine import job_view
+
+            try:
+                store = _local_store()
+            except StoreError as e:
+                raise Refused(str(e)) from None
+            row = store.job(a.id)
+            if row is None:
+                raise Refused(f"no job {a.id}") from None
+            job = job_view(store, row)
+        _show_job(job, a.json)
+        return EXIT_OK
+    if action == "drop":
+        out = _ask("jobs.drop", {"id": a.id, "force": a.force})
+    elif action == "accept":
+        out = _ask("jobs.accept", {"id": a.id})
+    elif action == "extend":
+        out = _ask("jobs.extend", {"id": a.id, "attempts": a.attempts})
+    elif action == "move":
+        if a.position is None:
+            print("owl: jobs move needs a position (1 is the head of the queue)", file=sys.stderr)
+            return EXIT_USAGE
+        out = _ask("jobs.move", {"id": a.id, "position": a.position})
+    else:  # verify
+        out = _ask("jobs.verify", {"id": a.id})
+    if a.json:
+        _print_json(out)
+    else:
+        print(out.get("message") or f"job {out['id']} is {out['state']}"
+              + (f" at position {out['position']}" if out.get("position") else ""))
+    return EXIT_OK
+
+
+def _show_job(job: dict, as_json: bool) -> None:
+    if as_json:
+        _print_json(job)
+        return
+    print(f"job {job['id']} · {job['state']}"
+          + (f" · position {job['position']}" if job.get("position") else ""))
+    print(f"  prompt:   {job['title']}")
+    print(f"  project:  {job['project']}   agent: {job['agent']}")
+    if job.get("branch"):
+        print(f"  branch:   {job['branch']}" + (f"   worktree: {job['worktree']}"
+                                                 if job.get("worktree") else ""))
+    print(f"  attempts: {job['attempts_left']} of {job['attempts']} left")
+    if job.get("reason"):
+        print(f"  why:      {job['reason']}")
+    for c in job.get("commits") or []:
+        print(f"  commit    {c}")
+    if job.get("diffstat"):
+        print(f"  changes:  {job['diffstat']}")
+    if not job["runs"]:
+        print("  no runs yet")
+    for r in job["runs"]:
+        outcome = r["outcome"] or r["state"]
+        if r["ended_by"] == "sigkill" and outcome == "interrupted":
+            outcome = "killed"
+        how = f" ({r['ended_by']})" if r["ended_by"] and r["ended_by"] != "exit" else ""
+        code = f" exit {r['exit_code']}" if r["exit_code"] is not None else ""
+        why = f" — {r['reason']}" if r["reason"] else ""
+        print(f"  run {r['id']} attempt {r['attempt']}: {outcome}{how}{code}{why}  "
+              f"[{r['started_at']} → {r['ended_at'] or 'now'}]")
+
+
+def cmd_simple(verb: str) -> Callable[[argparse.Namespace], int]:
+    def run(a: argparse.Namespace) -> int:
+        args = {"force": a.force} if verb == "stop" else {}
+        out = _ask(verb, args)
+        if getattr(a, "json", False):
+            _print_json(out)
+        else:
+            print(out.get("message") if isinstance(out, dict) and out.get("message")
+                  else json.dumps(out))
+        return EXIT_OK
+    return run
+
+
+def cmd_machine(a: argparse.Namespace) -> int:
+    _ask("machine", {"event": a.event})
+    return EXIT_OK
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    try:
+        st = _ask("status")
+    except NoDaemon:
+        return _status_offline(a)
+    if a.json:
+        _print_json(st)
+        return EXIT_OK
+    print(_status_text(st))
+    return EXIT_OK
+
+
+def _status_offline(a: argparse.Namespace) -> int:
+    try:
+        store = _local_store()
+        queued = store.queue_length()
+        paused = bool(store.setting("paused", False))
+        open_runs = len(store.open_runs())
+    except StoreError:
+        queued, paused, open_runs = 0, False, 0
+    if a.json:
+        _print_json({"daemon": False, "paused": paused, "queue_length": queued,
+                     "open_runs": open_runs})
+    else:
+        print(f"no daemon is running · {queued} job{'s' if queued != 1 else ''} queued"
+              + (" · paused" if paused else ""))
+    print("owl: no Owl daemon is running (start it with: owl daemon)", file=sys.stderr)
+    return EXIT_NO_DAEMON
+
+
+def _status_text(st: dict) -> str:
+    m = st["machine"]
+    lines = []
+    if m["idle"]:
+        machine = f"idle for {_fmt_secs(m['idle_for_s'])}"
+    else:
+        machine = m["reason"] or "in use"
+        if m.get("idle_in_s") is not None and m["reason"] == "in use":
+            machine += f" (idle in {_fmt_secs(m['idle_in_s'])})"
+    power = {True: "on AC", False: "on battery", None: "power unknown"}[m["on_ac_power"]]
+    det = ", ".join(m["detectors"]) or "none"
+    lines.append(f"machine  {machine} · {power} · detectors: {det}")
+    lines.append(f"paused   {'yes (owl resume lets work go on)' if st['paused'] else 'no'}")
+    if st.get("shift"):
+        sh = st["shift"]
+        lines.append(f"shift    {'ended' if sh.get('ended') else 'on'} · "
+                     f"{_fmt_secs(sh.get('left_s'))} left")
+    aw = st.get("awake") or {}
+    if aw.get("held"):
+        lines.append(f"awake    keeping the machine awake ({aw.get('backend')}): an agent is working")
+    elif aw.get("problem"):
+        lines.append(f"awake    {aw['problem']}")
+    if not st["runs"]:
+        lines.append("runs     none live")
+    for r in st["runs"]:
+        state = r["state"]
+        if state == "frozen":
+            state = f"frozen by {r['frozen_by']} · {_clock(r['grace_left_s'])} left"
+        lines.append(f"run {r['id']:<4} job {r['job_id']} · {state} · "
+                     f"{_fmt_secs(r['running_for_s'])} · {r['title']}")
+    n = st.get("queue_length", len(st["queue"]))
+    pending = [q for q in st["queue"] if q["state"] == "pending"]
+    if not n:
+        lines.append("queue    empty")
+    else:
+        head = pending[0] if pending else None
+        text = f"queue    {n} job{'s' if n != 1 else ''}"
+        if head:
+            text += f" · next: job {head['id']} {head['title']!r}"
+            if st.get("waiting"):
+                text += f" · waiting: {st['waiting']}"
+        lines.append(text)
+    for r in st.get("review") or []:
+        lines.append(f"review   job {r['id']} on {r['branch']} · {r['title']}")
+    if st.get("attention"):
+        lines.append(f"note     {st['attention']}")
+    if st.get("config_problem"):
+        lines.append(f"config   {st['config_problem']}")
+    return "\n".join(lines)
+
+
+def cmd_logs(a: argparse.Namespace) -> int:
+    from owl.logs import show
+
+    return show(_paths(), a.run, follow=a.follow, raw=a.raw)
+
+
+def cmd_config(a: argparse.Namespace) -> int:
+    from owl import config as configmod
+
+    paths = _paths()
+    if a.action == "path":
+        print(paths.config)
+        return EXIT_OK
+    try:
+        cfg = configmod.load(paths.config)
+    except configmod.ConfigError as e:
+        raise Refused(str(e)) from None
+    if a.action == "check":
+        print(f"{paths.config}: ok" if paths.config.exists()
+              else f"{paths.config}: not there; defaults in force")
+        return EXIT_OK
+    doc = configmod.effective_document(cfg)
+    if a.json:
+        _print_json(doc)
+    else:
+        import tomli_w
+
+        sys.stdout.write(tomli_w.dumps(doc))
+    return EXIT_OK
+
+
+def cmd_autostart(a: argparse.Namespace) -> int:
+    from owl import autostart
+
+    if a.action == "on":
+        print(f"Owl will start at login ({autostart.enable()})")
+    elif a.action == "off":
+        print(f"Owl will not start at login (removed {autostart.disable()})")
+    else:
+        on, path = autostart.status()
+        print(f"{'on' if on else 'off'} ({path})")
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------ parser
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="owl", description="Owl runs coding agents while you are away from the "
+                "machine, and gives it back the moment you return.")
+    p.add_argument("--version", action="version", version=f"owl {__version__}")
+    sub = p.add_subparsers(dest="verb", parser_class=_Parser)
+
+    s = sub.add_parser("tray", help="the tray icon, with the daemon in the same process "
+                       "(what plain `owl` runs)")
+    s.set_defaults(fn=cmd_tray)
+    s = sub.add_parser("daemon", help="run the daemon in the foreground, without a tray")
+    s.set_defaults(fn=cmd_daemon)
+
+    s = sub.add_parser("add", help="queue a Job: a prompt for an agent, in a project (git repo)",
+                       description="Queue a Job. It runs in a git worktree and branch of its own "
+                       "when the machine is idle. Prints the new Job's id.")
+    s.add_argument("prompt", help="what the agent should do ('-' reads it from stdin)")
+    s.add_argument("--project", help="the git repository to work in (default: here)")
+    s.add_argument("--agent", help="an agent from config (default: agent.default)")
+    s.add_argument("--attempts", type=int, help="how many failed Runs before the Job is "
+                   "exhausted (default: jobs.attempts)")
+    s.add_argument("--json", action="store_true", help="print the Job as `jobs show --json`")
+    s.set_defaults(fn=cmd_add)
+
+    s = sub.add_parser("jobs", help="list, show, drop, accept, extend, move or verify Jobs",
+                       description="list: the Jobs; show ID: one Job with every Run; drop ID: "
+                       "cancel it and remove its worktree and branch; accept ID: keep the "
+                       "branch of a Job in review and remove its worktree; extend ID: give an "
+                       "exhausted or blocked Job more attempts, in the place it kept; move ID "
+                       "POS: reorder the queue (1 is the head); verify ID: run its checks again.")
+    s.add_argument("action", nargs="?", choices=["list", "show", "drop", "accept", "extend",
+                                                  "move", "verify"])
+    s.add_argument("id", nargs="?", type=int)
+    s.add_argument("position", nargs="?", type=int)
+    s.add_argument("--all", action="store_true", help="list: include done and cancelled Jobs")
+    s.add_argument("--force", action="store_true",
+                   help="drop: end a live Run and discard uncommitted changes")
+    s.add_argument("--attempts", type=int, help="extend: how many more attempts (default 1)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_jobs)
+
+    for verb, text in (
+        ("start", "start one Run now, for the head of the queue, even though the machine is "
+                  "in use; input does not freeze a Run started this way"),
+        ("pause", "freeze every live Run and hold: nothing new starts until `owl resume`; a "
+                  "paused Run still ends when its grace window passes"),
+        ("resume", "lift the hold: Runs you paused go on (or wait, frozen, for the machine "
+                   "to be idle again)"),
+    ):
+        s = sub.add_parser(verb, help=text, description=text)
+        s.add_argument("--json", action="store_true")
+        s.set_defaults(fn=cmd_simple(verb))
+    s = sub.add_parser("stop", help="end this work: freeze the live Runs and end them when "
+                       "the grace window passes (--force: now); queued Jobs stay queued",
+                       description="End the live Runs (this work, not work in general): they "
+                       "are frozen and asked to stop when the grace window passes, or at once "
+                       "with --force; an agent still there 5 s later is killed. Their Jobs go "
+                       "back to the queue in their place.")
+    s.add_argument("--force", action="store_true", help="end them now")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_simple("stop"))
+
+    s = sub.add_parser("status", help="the machine, the hold, live Runs and the queue, at a glance")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_status)
+
+    s = sub.add_parser("logs", help="print a Run's log (claude's stream-json as readable lines)")
+    s.add_argument("run", type=int, help="the Run's id (see `owl jobs show ID`)")
+    s.add_argument("-f", "--follow", action="store_true", help="keep printing until the Run ends")
+    s.add_argument("--raw", action="store_true", help="print the log as written")
+    s.set_defaults(fn=cmd_logs)
+
+    s = sub.add_parser("config", help="path: where the config is; show: the config in force; "
+                       "check: check it")
+    s.add_argument("action", choices=["path", "show", "check"])
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_config)
+
+    s = sub.add_parser("autostart", help="start Owl at login: on, off, or status")
+    s.add_argument("action", choices=["on", "off", "status"])
+    s.set_defaults(fn=cmd_autostart)
+
+    s = sub.add_parser("machine", help=argparse.SUPPRESS)
+    s.add_argument("event", choices=["input", "idle", "battery", "ac", "power-unknown"])
+    s.set_defaults(fn=cmd_machine)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.verb is None:
+        args.fn = cmd_tray
+    try:
+        return args.fn(args)
+    except Refused as e:
+        print(f"owl: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    except NoDaemon as e:
+        print(f"owl: {e}", file=sys.stderr)
+        return EXIT_NO_DAEMON
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # the daemon said something unreadable, and the like
+        from owl.control.client import DaemonError
+
+        if isinstance(e, DaemonError):
+            print(f"owl: {e}", file=sys.stderr)
+            return EXIT_USAGE if "protocol" in str(e) else EXIT_REFUSED
+        raise

@@ -1,0 +1,367 @@
+"""The pure Run core, driven with a fake clock: every transition, as tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from owl.lifecycle import (
+    KILL_DELAY, MACHINE, USER, Core, EndedBy, Finish, Freeze, Kill, Outcome, Phase, Refusal,
+    Term, Thaw, Timing,
+)
+
+GRACE = 60.0
+
+
+def core(*, idle: bool = True, **kw) -> Core:
+    c = Core(timing=Timing(grace=GRACE, timeout=3600.0, stall=600.0), **kw)
+    if idle:
+        c.idle(0.0)
+    return c
+
+
+def running(exempt: bool = False, idle: bool = True) -> Core:
+    c = core(idle=idle)
+    c.started(1, 0.0, exempt=exempt)
+    return c
+
+
+def finish(c: Core, now: float, code: int | None = None) -> Finish:
+    if code is not None:
+        c.exited(1, now, code)
+    [f] = c.gone(1, now)
+    assert isinstance(f, Finish)
+    return f
+
+
+# --------------------------------------------------------------- may_start
+
+@pytest.mark.parametrize("setup, expected", [
+    (lambda c: None, (True, None)),
+    (lambda c: c.input(1), (False, "the machine is in use")),
+    (lambda c: c.power(1, False), (False, "on battery")),
+    (lambda c: c.pause(1), (False, "paused")),
+    (lambda c: (c.input(1), c.shift_on(1)), (True, None)),
+    (lambda c: (c.power(1, False), c.shift_on(1)), (True, None)),
+    (lambda c: (c.power(1, False), c.shift_on(1, require_power=True)), (False, "on battery")),
+    (lambda c: (c.shift_on(1), c.pause(2)), (False, "paused")),
+])
+def test_may_start(setup, expected):
+    c = core()
+    setup(c)
+    assert c.may_start() == expected
+
+
+def test_nothing_starts_before_the_machine_is_known_idle():
+    assert Core().may_start() == (False, "the machine is in use")
+
+
+# ------------------------------------------------------ the machine's rule
+
+@pytest.mark.parametrize("event, frozen", [
+    (lambda c, t: c.input(t), True),
+    (lambda c, t: c.power(t, False), True),
+    (lambda c, t: c.power(t, True), False),
+    (lambda c, t: c.idle(t), False),
+    (lambda c, t: c.tick(t), False),
+    (lambda c, t: c.output(1, t), False),
+])
+def test_events_on_a_running_run(event, frozen):
+    c = running()
+    actions = event(c, 5.0)
+    r = c.runs[1]
+    if frozen:
+        assert actions == [Freeze(1)]
+        assert r.phase is Phase.FROZEN and r.frozen_by == MACHINE
+        assert r.grace_left(5.0) == GRACE
+    else:
+        assert actions == []
+        assert r.phase is Phase.RUNNING
+
+
+def test_input_freezes_then_idle_inside_the_window_thaws_the_same_run():
+    c = running()
+    assert c.input(10.0) == [Freeze(1)]
+    assert c.input(11.0) == []                       # already frozen: nothing more
+    assert c.tick(10.0 + GRACE - 0.1) == []
+    assert c.idle(10.0 + GRACE - 0.1) == [Thaw(1)]
+    assert c.runs[1].phase is Phase.RUNNING
+    f = finish(c, 100.0, code=0)
+    assert (f.outcome, f.ended_by, f.reason) == (Outcome.SUCCEEDED, EndedBy.EXIT, None)
+
+
+def test_grace_expiry_terms_then_kills_a_run_that_stays():
+    c = running()
+    c.input(10.0)
+    deadline = 10.0 + GRACE
+    assert c.tick(deadline - 0.001) == []
+    assert c.tick(deadline) == [Term(1)]
+    assert c.runs[1].phase is Phase.ENDING
+    assert c.idle(deadline + 1) == []                # too late: ending is ending
+    assert c.tick(deadline + KILL_DELAY - 0.001) == []
+    assert c.tick(deadline + KILL_DELAY) == [Kill(1)]
+    f = finish(c, deadline + KILL_DELAY + 0.1, code=-9)
+    assert (f.outcome, f.ended_by) == (Outcome.INTERRUPTED, EndedBy.SIGKILL)
+    assert "grace window" in f.reason
+    assert f.exit_code == -9
+
+
+def test_grace_expiry_for_a_run_that_stops_when_asked_is_sigterm():
+    c = running()
+    c.input(10.0)
+    c.tick(10.0 + GRACE)
+    assert c.exited(1, 10.0 + GRACE + 0.2, 143) == []
+    f = finish(c, 10.0 + GRACE + 0.3)
+    assert (f.outcome, f.ended_by, f.exit_code) == (Outcome.INTERRUPTED, EndedBy.SIGTERM, 143)
+
+
+def test_leftovers_of_an_exited_agent_are_killed_but_it_ended_by_exit():
+    c = running()
+    assert c.exited(1, 5.0, 0) == [Term(1)]          # what it left behind goes too
+    assert c.tick(5.0 + KILL_DELAY) == [Kill(1)]
+    f = finish(c, 5.0 + KILL_DELAY + 0.1)
+    assert (f.outcome, f.ended_by) == (Outcome.SUCCEEDED, EndedBy.EXIT)
+
+
+@pytest.mark.parametrize("code, outcome, reason", [
+    (0, Outcome.SUCCEEDED, None),
+    (1, Outcome.FAILED, "the agent exited with code 1"),
+    (7, Outcome.FAILED, "the agent exited with code 7"),
+])
+def test_exit_codes(code, outcome, reason):
+    c = running()
+    f = finish(c, 5.0, code=code)
+    assert (f.outcome, f.reason, f.exit_code, f.ended_by) == (outcome, reason, code, EndedBy.EXIT)
+
+
+def test_battery_freezes_and_ac_thaws_inside_the_window():
+    c = running()
+    assert c.power(5.0, False) == [Freeze(1)]
+    assert c.may_start() == (False, "on battery")
+    assert c.power(6.0, True) == [Thaw(1)]
+
+
+def test_ac_alone_does_not_thaw_while_the_person_is_at_the_machine():
+    c = running()
+    c.input(5.0)
+    c.power(6.0, False)
+    assert c.power(7.0, True) == []
+    assert c.idle(8.0) == [Thaw(1)]
+
+
+# ------------------------------------------------------------- the person
+
+def test_pause_freezes_and_the_machine_never_thaws_it():
+    c = running()
+    assert c.pause(5.0) == [Freeze(1)]
+    assert c.runs[1].frozen_by == USER
+    assert c.idle(6.0) == []
+    assert c.power(6.0, True) == []
+    assert c.may_start() == (False, "paused")
+
+
+def test_pause_takes_over_a_machine_freeze_and_keeps_its_deadline():
+    c = running()
+    c.input(5.0)
+    assert c.pause(20.0) == []
+    assert c.runs[1].frozen_by == USER
+    assert c.runs[1].deadline == 5.0 + GRACE
+    assert c.idle(21.0) == []
+
+
+def test_a_forgotten_pause_still_ends_the_run():
+    c = running()
+    c.pause(5.0)
+    assert c.tick(5.0 + GRACE) == [Term(1)]
+    c.exited(1, 5.0 + GRACE + 0.1, 143)
+    f = finish(c, 5.0 + GRACE + 0.2)
+    assert f.outcome is Outcome.INTERRUPTED and "paused" in f.reason
+    assert c.paused                                   # the hold outlives the Run
+
+
+def test_pause_twice_is_refused_and_pause_with_nothing_running_holds():
+    c = core()
+    assert c.pause(1.0) == []
+    assert c.paused
+    with pytest.raises(Refusal, match="already paused"):
+        c.pause(2.0)
+
+
+def test_resume_while_idle_thaws():
+    c = running()
+    c.pause(5.0)
+    assert c.resume(6.0) == [Thaw(1)]
+    assert not c.paused
+
+
+def test_resume_while_in_use_hands_the_run_back_to_the_machine():
+    c = running()
+    c.pause(5.0)
+    c.input(6.0)
+    assert c.resume(7.0) == []
+    r = c.runs[1]
+    assert r.phase is Phase.FROZEN and r.frozen_by == MACHINE
+    assert r.deadline == 5.0 + GRACE                  # the window keeps running
+    assert c.idle(8.0) == [Thaw(1)]
+
+
+def test_resume_without_a_hold_is_refused():
+    with pytest.raises(Refusal, match="not paused"):
+        running().resume(1.0)
+
+
+def test_started_with_owl_start_is_not_frozen_by_input_but_is_by_pause():
+    c = running(exempt=True, idle=False)
+    assert c.runs[1].phase is Phase.RUNNING
+    assert c.input(5.0) == []
+    assert c.power(5.0, False) == []
+    assert c.pause(6.0) == [Freeze(1)]
+    assert c.resume(7.0) == [Thaw(1)]                 # exempt: resume lets it go on
+
+
+def test_stop_freezes_and_ends_after_the_grace_window():
+    c = running()
+    assert c.stop(5.0) == [Freeze(1)]
+    assert c.idle(6.0) == []                          # the machine does not undo a stop
+    assert c.tick(5.0 + GRACE) == [Term(1)]
+    c.exited(1, 5.0 + GRACE, 0)
+    f = finish(c, 5.0 + GRACE)
+    assert f.outcome is Outcome.INTERRUPTED and f.reason == "stopped by the user"
+    assert not c.paused                               # stop ends this work, not work
+
+
+def test_stop_force_ends_at_once():
+    c = running()
+    c.input(1.0)
+    assert c.stop(5.0, force=True) == [Term(1)]
+    assert c.tick(5.0 + KILL_DELAY) == [Kill(1)]
+    f = finish(c, 10.1)
+    assert (f.outcome, f.ended_by, f.reason) == (Outcome.INTERRUPTED, EndedBy.SIGKILL,
+                                                 "stopped by the user")
+
+
+def test_stop_with_nothing_live_is_refused():
+    with pytest.raises(Refusal, match="no Run is live"):
+        core().stop(1.0)
+
+
+def test_stop_shortens_but_never_lengthens_a_window():
+    c = running()
+    c.input(0.0)
+    c.stop(GRACE - 1)
+    assert c.runs[1].deadline == GRACE
+
+
+# ------------------------------------------------------- time-based ends
+
+def test_timeout_ends_failed_and_frozen_time_does_not_count():
+    c = running()
+    c.input(100.0)
+    c.idle(400.0)                                     # 300 s frozen
+    c.output(1, 3600.0)
+    assert c.tick(3650.0) == []                       # 3350 s active
+    c.output(1, 3899.0)
+    assert c.tick(3900.0) == [Term(1)]
+    f = finish(c, 3900.1, code=143)
+    assert f.outcome is Outcome.FAILED and "runs.timeout" in f.reason
+
+
+def test_stall_ends_failed_and_silence_while_frozen_is_not_a_stall():
+    c = running()
+    c.input(100.0)
+    c.idle(650.0)                                     # silent 650 s, but frozen
+    assert c.tick(700.0) == []
+    assert c.tick(650.0 + 600.0) == [Term(1)]
+    f = finish(c, 1300.0, code=143)
+    assert f.outcome is Outcome.FAILED and "runs.stall" in f.reason
+
+
+def test_output_keeps_a_run_from_stalling():
+    c = running()
+    for t in range(100, 2000, 100):
+        c.output(1, float(t))
+        assert c.tick(float(t)) == []
+
+
+def test_kill_is_repeated_for_a_wedged_tree():
+    c = running()
+    c.stop(0.0, force=True)
+    assert c.tick(KILL_DELAY) == [Kill(1)]
+    assert c.tick(KILL_DELAY + 1) == []
+    assert c.tick(2 * KILL_DELAY) == [Kill(1)]
+
+
+def test_next_deadline_follows_the_state():
+    c = running()
+    assert c.next_deadline() == 600.0                 # stall before timeout
+    c.input(10.0)
+    assert c.next_deadline() == 10.0 + GRACE
+    c.tick(10.0 + GRACE)
+    assert c.next_deadline() == 10.0 + GRACE + KILL_DELAY
+    assert core().next_deadline() is None
+
+
+# --------------------------------------------------------------- shifts
+
+def test_a_shift_thaws_machine_frozen_runs_and_input_freezes_nothing():
+    c = running()
+    c.input(5.0)
+    assert c.shift_on(6.0) == [Thaw(1)]
+    assert c.input(7.0) == []
+    assert c.power(8.0, False) == []
+
+
+def test_a_shift_that_requires_power_freezes_on_battery():
+    c = running()
+    c.shift_on(1.0, require_power=True)
+    assert c.input(2.0) == []
+    assert c.power(3.0, False) == [Freeze(1)]
+    assert c.power(4.0, True) == [Thaw(1)]
+
+
+def test_when_a_shift_ends_its_runs_are_let_finish():
+    c = core(idle=False)
+    c.shift_on(0.0)
+    c.started(1, 1.0)
+    assert c.shift_off(2.0) == []
+    assert c.input(3.0) == []
+    assert c.runs[1].exempt
+    c.started(2, 4.0)                                 # started after: the machine's rule
+    assert c.runs[2].phase is Phase.FROZEN
+
+
+def test_pause_holds_a_shift():
+    c = core(idle=False)
+    c.shift_on(0.0)
+    c.started(1, 1.0)
+    assert c.pause(2.0) == [Freeze(1)]
+    assert c.may_start() == (False, "paused")
+    assert c.resume(3.0) == [Thaw(1)]
+
+
+# ------------------------------------------------------------- shutdown
+
+def test_shutdown_ends_every_live_run_frozen_ones_included():
+    c = core()
+    c.started(1, 0.0)
+    c.started(2, 0.0)
+    c.input(1.0)
+    actions = c.shutdown(2.0)
+    assert sorted(actions, key=lambda a: a.run) == [Term(1), Term(2)]
+    assert all(r.phase is Phase.ENDING for r in c.runs.values())
+    assert c.tick(2.0 + KILL_DELAY) == [Kill(1), Kill(2)]
+    f = finish(c, 8.0, code=-9)
+    assert f.outcome is Outcome.INTERRUPTED and f.reason == "the daemon stopped"
+
+
+def test_end_one_run_for_a_dropped_job():
+    c = running()
+    assert c.end(1, 5.0, "the job was dropped") == [Term(1)]
+    assert c.end(1, 5.0, "again") == []
+    assert c.end(99, 5.0, "none") == []
+
+
+def test_events_for_unknown_runs_are_ignored():
+    c = core()
+    assert c.exited(5, 1.0, 0) == []
+    assert c.gone(5, 1.0) == []
+    assert c.output(5, 1.0) == []
