@@ -13,7 +13,8 @@ descriptor, exactly as logind does. This module is both:
   dies) - the same FIFO trick logind itself uses. It also answers
   ``Calls()`` on the interface ``owl.test.LogindStandIn``: every Inhibit
   call ever made, held or not, so a test can tell "one lock" from "two locks,
-  one already gone".
+  one already gone"; and ``SetRefuse(b)``, to make it start or stop refusing
+  Inhibit the way a logind behind a strict polkit policy would.
 * a test helper (:class:`StandIn`) that starts a private ``dbus-daemon`` and
   the script on it, and asks the script what it holds.
 """
@@ -142,6 +143,10 @@ def _handle(conn, service: _Service, msg):
             ]
         return new_method_return(msg, "a(ssssb)", (rows,))
 
+    if (iface, member) == (STANDIN_IFACE, "SetRefuse"):
+        (service.refuse,) = msg.body
+        return new_method_return(msg)
+
     return new_error(
         msg, "org.freedesktop.DBus.Error.UnknownMethod", "s", (f"{iface}.{member}",)
     )
@@ -151,8 +156,10 @@ def serve(refuse: bool = False) -> None:
     """Claim the logind name on the session bus and answer calls forever."""
     service = _Service(refuse)
     conn = open_dbus_connection(bus="SESSION", enable_fds=True)
-    bus = message_bus
-    reply = unwrap_msg(conn.send_and_get_reply(bus.RequestName(LOGIND_NAME, 4), timeout=5))
+    # Flag 4: fail rather than queue if the name is taken.
+    reply = unwrap_msg(
+        conn.send_and_get_reply(message_bus.RequestName(LOGIND_NAME, 4), timeout=5)
+    )
     if reply[0] != 1:  # 1 = primary owner
         sys.exit(f"could not own {LOGIND_NAME}: {reply[0]}")
     print("ready", flush=True)
@@ -223,12 +230,19 @@ class StandIn:
             if proc is not None and proc.stdout is not None:
                 proc.stdout.close()
 
-    def _call(self, iface: str, member: str):
+    def _call(self, iface: str, member: str, signature: str | None = None, body=()):
         addr = DBusAddress(LOGIND_PATH, bus_name=LOGIND_NAME, interface=iface)
         with open_dbus_connection(bus=self.address) as conn:
-            return unwrap_msg(
-                conn.send_and_get_reply(new_method_call(addr, member), timeout=5)
-            )[0]
+            reply = unwrap_msg(
+                conn.send_and_get_reply(
+                    new_method_call(addr, member, signature, body), timeout=5
+                )
+            )
+        return reply[0] if reply else None
+
+    def set_refuse(self, refuse: bool) -> None:
+        """From now on, refuse (or grant) every Inhibit call."""
+        self._call(STANDIN_IFACE, "SetRefuse", "b", (refuse,))
 
     def held(self) -> list[tuple[str, str, str, str, int, int]]:
         """The locks held right now: (what, who, why, mode, uid, pid)."""

@@ -74,6 +74,7 @@ def unavailable() -> str | None:
     """None if logind can be asked for a lock; otherwise one line saying why."""
     bus = bus_name()
     try:
+        # With fd passing, as Inhibit needs: a bus that refuses it is no use.
         with open_dbus_connection(bus, enable_fds=True, auth_timeout=AUTH_TIMEOUT_S) as conn:
             owned = unwrap_msg(
                 conn.send_and_get_reply(

@@ -87,21 +87,26 @@ class SystemdInhibitInhibitor(Inhibitor[subprocess.Popen]):
         if ready and proc.stdout.readline() == b"\n":
             return proc
         # No "taken" line: the tool failed (it says why on stderr) or hung.
-        self._drop(proc)
-        reason = _first_line(proc.stderr.read().decode(errors="replace"))
-        proc.stderr.close()
+        reason = _first_line(_stop(proc))
         raise InhibitError(f"{TOOL}: {reason}")
 
     def _drop(self, proc: subprocess.Popen) -> None:
-        if proc.stdin is not None and not proc.stdin.closed:
-            proc.stdin.close()  # cat sees EOF, the tool lets the lock go
-        try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _stop(proc)
 
     def _alive(self, proc: subprocess.Popen) -> bool:
         return proc.poll() is None
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    """End the tool (and with it the lock); return what it said on stderr."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.close()  # cat sees EOF, the tool lets the lock go
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    said = proc.stderr.read().decode(errors="replace")
+    proc.stdout.close()
+    proc.stderr.close()
+    return said
