@@ -236,14 +236,17 @@ def run_foreground() -> int:
     except StartupError as e:
         print(f"owl: {e}", file=sys.stderr)
         return 1
+    return serve_until_signal(d)
+
+
+def serve_until_signal(d: Daemon) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
     try:
         while not stop.is_set() and not d.engine.stopped:  # type: ignore[union-attr]
             stop.wait(30.0)
