@@ -1,0 +1,257 @@
+"""IdleMonitor: input hooks and idle readers behind one object.
+
+Hooks say "input, now" as it happens (so the engine can freeze at once and
+needs no polling); readers say "idle for N seconds" when asked (they know
+about input from before Owl started, and stand in when hooks cannot run).
+`last_input` is the later of the two.
+
+Backends are chosen once, at `start`, from the platform and the session
+(`choose`). A backend that fails later is logged once and the next one is
+used; with none left the machine "cannot be read", which the policy treats as
+not idle. Nothing here raises into the caller, and no timer runs: a machine
+that cannot be read is looked at again only when asked, at most every
+`state.RETRY` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from .base import BackendError, Hooks, Reader
+from .state import RETRY
+
+log = logging.getLogger("owl.idle")
+
+
+@dataclass
+class Plan:
+    """What to try on this machine, best first, and why it may not be readable."""
+
+    hooks: Hooks | None
+    readers: list[Reader] = field(default_factory=list)
+    limit: str | None = None   # said when nothing works, e.g. "no DISPLAY"
+
+
+def choose(platform: str | None = None, environ: Mapping[str, str] | None = None) -> Plan:
+    """Pick backends for this platform and session (nothing is opened here)."""
+    from .ioreg import IoregReader
+    from .mutter import MutterReader
+    from .pynput_hooks import PynputHooks
+    from .xscreensaver import XScreenSaverReader
+
+    platform = platform or sys.platform
+    env = os.environ if environ is None else environ
+    if platform == "darwin":
+        return Plan(PynputHooks("darwin"), [IoregReader()])
+    if platform == "win32":
+        return Plan(PynputHooks("win32"), [])
+    display = env.get("DISPLAY")
+    if env.get("XDG_SESSION_TYPE") == "wayland" or (env.get("WAYLAND_DISPLAY") and not display):
+        # pynput and XScreenSaver only see XWayland windows there: worse than nothing.
+        return Plan(None, [MutterReader()], "Wayland session without GNOME's idle monitor")
+    if not display:
+        readers: list[Reader] = [MutterReader()] if env.get("DBUS_SESSION_BUS_ADDRESS") else []
+        return Plan(None, readers, "no DISPLAY")
+    return Plan(PynputHooks("x11"), [XScreenSaverReader(display), MutterReader()])
+
+
+class IdleMonitor:
+    """Input hooks + idle readers, behind one object the engine uses."""
+
+    def __init__(self, on_input: Callable[[], None], *,
+                 on_change: Callable[[], None] | None = None,
+                 plan: Callable[[], Plan] = choose, retry_every: float = RETRY) -> None:
+        """`on_input` runs on the hook thread for every event and must stay cheap.
+
+        `on_change` (optional) runs on a hook thread when the hooks die, so a
+        caller that waits only for input learns that it must look again.
+        `plan` picks the backends; `retry_every` is how often, at most, a
+        machine that cannot be read is tried again (only when asked).
+        """
+        self._on_input = on_input
+        self._on_change = on_change
+        self._plan_fn = plan
+        self._plan: Plan | None = None
+        self._lock = threading.RLock()
+        self._hooks: Hooks | None = None
+        self._hooks_since: float | None = None
+        self._last_hook: float | None = None
+        self._reader: Reader | None = None
+        self._error: str | None = None     # the last failure, for `problem`
+        self._next_retry = 0.0
+        self._retry_every = retry_every
+        self._callback_failed = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Choose backends, start the hooks, open the first reader that works."""
+        with self._lock:
+            self.stop()
+            try:
+                self._plan = self._plan_fn()
+            except Exception as exc:  # a broken environment must not take the daemon down
+                log.warning("idle backends cannot be chosen: %s", exc)
+                self._plan = Plan(None, [], f"idle backends cannot be chosen: {exc}")
+            self._start_hooks()
+            self._open_reader(0)
+            if self.problem:
+                log.warning("input cannot be read: %s", self.problem)
+            else:
+                log.info("idle backends: %s", ", ".join(self.backends))
+
+    def stop(self) -> None:
+        with self._lock:
+            hooks, self._hooks = self._hooks, None
+            if hooks is not None:
+                hooks.stop()
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                reader.close()
+
+    # --------------------------------------------------------------- reading
+
+    def last_input(self) -> float | None:
+        """time.monotonic() of the last known input, or None if nothing can be read."""
+        idle = self._read()
+        now = time.monotonic()
+        live = self.hooks_live
+        from_reader = None if idle is None else now - idle
+        if from_reader is None and not live:
+            return None   # old hook stamps say nothing about now
+        from_hooks = self._last_hook
+        if from_hooks is None and from_reader is None:
+            # Hooks alone, no event yet: quiet at least since they started.
+            from_hooks = self._hooks_since
+        stamps = [t for t in (from_hooks, from_reader) if t is not None]
+        return max(stamps) if stamps else None
+
+    def idle_seconds(self) -> float | None:
+        """Seconds since the last known input, or None if nothing can be read."""
+        last = self.last_input()
+        return None if last is None else max(0.0, time.monotonic() - last)
+
+    @property
+    def backends(self) -> list[str]:
+        """Names of the backends working now, e.g. ["pynput-x11", "xscreensaver"]."""
+        names = []
+        if self.hooks_live:
+            names.append(self._hooks.name)  # type: ignore[union-attr]
+        if self._reader is not None:
+            names.append(self._reader.name)
+        return names
+
+    @property
+    def hooks_live(self) -> bool:
+        """True when input arrives as events (no polling needed)."""
+        hooks = self._hooks
+        return hooks is not None and hooks.alive
+
+    @property
+    def problem(self) -> str | None:
+        """Why the machine cannot be read, one line, or None if it can."""
+        if self.hooks_live or self._reader is not None:
+            return None
+        if self._plan is None:
+            return "not started"
+        return self._plan.limit or self._error or "no idle source on this system"
+
+    # -------------------------------------------------------------- internals
+
+    def _hook_event(self, *_args: object) -> None:
+        # The hot path: runs for every mouse move. Stamp, hand on, nothing else.
+        self._last_hook = time.monotonic()
+        try:
+            self._on_input()
+        except Exception:
+            # A raising callback would stop pynput's listener; log it once instead.
+            if not self._callback_failed:
+                self._callback_failed = True
+                log.exception("on_input failed (further failures are not logged)")
+
+    def _hooks_died(self, why: str) -> None:
+        log.warning("input hooks stopped: %s", why)
+        self._error = why
+        if self._on_change is not None:
+            try:
+                self._on_change()
+            except Exception:
+                log.exception("on_change failed")
+
+    def _start_hooks(self) -> None:
+        plan = self._plan
+        if plan is None or plan.hooks is None:
+            return
+        try:
+            plan.hooks.start(self._hook_event, self._hooks_died)
+        except BackendError as exc:
+            log.warning("input hooks %s unavailable: %s", plan.hooks.name, exc)
+            self._error = str(exc)
+            return
+        except Exception as exc:
+            log.warning("input hooks %s failed: %s: %s", plan.hooks.name, type(exc).__name__, exc)
+            self._error = f"{plan.hooks.name} failed: {exc}"
+            return
+        self._hooks = plan.hooks
+        self._hooks_since = time.monotonic()
+        self._last_hook = None
+
+    def _open_reader(self, first: int, *, quiet: bool = False) -> None:
+        """Open the first reader from index `first` on that works."""
+        self._reader = None
+        readers = self._plan.readers if self._plan else []
+        for reader in readers[first:]:
+            try:
+                reader.open()
+            except Exception as exc:
+                if not quiet:
+                    log.info("idle reader %s unavailable: %s", reader.name, exc)
+                self._error = self._error or str(exc)  # the first failure is the cause
+                continue
+            self._reader = reader
+            self._error = None
+            return
+
+    def _read(self) -> float | None:
+        """Idle seconds from the current reader, falling back or retrying as needed."""
+        with self._lock:
+            if self._plan is None:
+                return None
+            if self._reader is None and not self.hooks_live:
+                self._retry()
+            for _ in range(len(self._plan.readers) + 1):
+                reader = self._reader
+                if reader is None:
+                    return None
+                try:
+                    return reader.idle_seconds()
+                except Exception as exc:
+                    log.warning("idle reader %s failed: %s", reader.name, exc)
+                    self._error = str(exc)
+                    if not isinstance(exc, BackendError):
+                        self._error = f"{reader.name} failed: {type(exc).__name__}: {exc}"
+                    reader.close()
+                    index = self._plan.readers.index(reader)
+                    self._open_reader(index + 1)
+                    if self._reader is None:
+                        self._next_retry = time.monotonic() + self._retry_every
+            return None
+
+    def _retry(self) -> None:
+        """Nothing works: try again from the top, at most every `retry_every` seconds."""
+        now = time.monotonic()
+        if now < self._next_retry:
+            return
+        self._next_retry = now + self._retry_every
+        self._open_reader(0, quiet=True)
+        if self._reader is not None:
+            log.info("idle reader %s is back", self._reader.name)
+            # The session is back (e.g. a new X server on the same display): hooks too.
+            if self._plan and self._plan.hooks is not None and not self.hooks_live:
+                self._start_hooks()
