@@ -9,6 +9,7 @@ and "idle" through the control socket on machines whose input cannot be read.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -22,12 +23,16 @@ class Reading:
     problem: str | None = None      # why the machine cannot be read
 
 
+QUIET = 86400.0
+
+
 class ManualMachine:
     """A machine whose input and power are set by `owl` commands, for tests and scripts."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._quiet = False
+        self._quiet_since = 0.0
         self._on_ac: bool | None = True
         self._on_input: Callable[[], None] | None = None
 
@@ -42,6 +47,8 @@ class ManualMachine:
             if event == "input":
                 self._quiet = False
             elif event == "idle":
+                if not self._quiet:
+                    self._quiet_since = time.monotonic()
                 self._quiet = True
             elif event == "battery":
                 self._on_ac = False
@@ -56,8 +63,9 @@ class ManualMachine:
 
     def read(self) -> Reading:
         with self._lock:
-            # Told "input", the machine stays in use until told "idle".
-            idle_for = 1e9 if self._quiet else 0.0
+            # Told "input", the machine stays in use until told "idle"; told
+            # "idle", it has been quiet for a day (longer than any idle.after).
+            idle_for = (QUIET + time.monotonic() - self._quiet_since) if self._quiet else 0.0
             return Reading(idle_for=idle_for, on_ac=self._on_ac, hooks_live=True,
                            backends=["manual"])
 

@@ -1,0 +1,206 @@
+"""The real daemon and the real `owl` command, as subprocesses, for tests.
+
+    with OwlDaemon(tmp_path, config={...}) as d:
+        job = d.add("sleep=1 exit=0", project)
+        d.machine("idle")
+        d.wait_job(job, "review")
+
+The daemon runs with OWL_MACHINE=manual unless told otherwise, so `d.machine
+("input")` / `("idle")` / `("battery")` drive the machine through the control
+socket; tests of the real input hooks use a virtual display instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+import tomli_w
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = str(ROOT / "tests" / "agents" / "agent.py")
+OWL = [sys.executable, "-m", "owl"]
+
+
+def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    run = lambda *a: subprocess.run(["git", "-C", str(path), *a], check=True,  # noqa: E731
+                                    capture_output=True)
+    run("init", "-q", "-b", "main")
+    run("config", "user.name", "Test")
+    run("config", "user.email", "test@example.invalid")
+    for name, text in (files or {"README": "a project\n"}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    run("add", "-A")
+    run("commit", "-q", "-m", "first")
+    return path
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05,
+             what: str = "condition") -> Any:
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class OwlDaemon:
+    def __init__(self, home: Path, config: dict | None = None, *, manual: bool = True,
+                 env: dict[str, str] | None = None, agent: bool = True) -> None:
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.pids_file = self.home / "agent-pids"
+        cfg: dict = {"idle": {"after": "1s", "require_ac_power": True},
+                     "interruption": {"grace_window": "3s"}}
+        if agent:
+            cfg["agents"] = {"script": {"command": [sys.executable, AGENT, "{prompt}"]}}
+            cfg["agent"] = {"default": "script"}
+        for section, body in (config or {}).items():
+            if isinstance(body, dict):
+                cfg.setdefault(section, {}).update(body)
+            else:
+                cfg[section] = body
+        self.write_config(cfg)
+        self.env = dict(os.environ, OWL_HOME=str(self.home), AGENT_PIDS=str(self.pids_file),
+                        PYTHONUNBUFFERED="1", OWL_LOG_LEVEL="INFO")
+        if manual:
+            self.env["OWL_MACHINE"] = "manual"
+        self.env.update(env or {})
+        self.proc: subprocess.Popen | None = None
+        self.log = self.home / "daemon.log"
+
+    def write_config(self, cfg: dict) -> None:
+        with open(self.home / "config.toml", "wb") as f:
+            tomli_w.dump(cfg, f)
+
+    # ------------------------------------------------------------ process
+
+    def start(self, wait: bool = True) -> "OwlDaemon":
+        logf = open(self.log, "ab")
+        self.proc = subprocess.Popen([*OWL, "daemon"], env=self.env, stdout=logf, stderr=logf,
+                                     stdin=subprocess.DEVNULL)
+        logf.close()
+        if wait:
+            wait_for(lambda: self.owl("status", "--json").returncode == 0 or self._died(),
+                     timeout=15, what="the daemon to answer")
+            if self._died():
+                raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.log_text()}")
+        return self
+
+    def _died(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def stop(self, timeout: float = 10.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(5)
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def __enter__(self) -> "OwlDaemon":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.stop(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.kill_leftovers()
+
+    def agent_pids(self) -> list[int]:
+        try:
+            return [int(x) for x in self.pids_file.read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    def alive_agent_pids(self) -> list[int]:
+        alive = []
+        for pid in self.agent_pids():
+            try:
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE and \
+                        p.environ().get("AGENT_PIDS") == str(self.pids_file):
+                    alive.append(pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return alive
+
+    def kill_leftovers(self) -> None:
+        for pid in self.alive_agent_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    # ------------------------------------------------------------ the CLI
+
+    def owl(self, *args: str, input: str | None = None, timeout: float = 30.0
+            ) -> subprocess.CompletedProcess:
+        return subprocess.run([*OWL, *args], env=self.env, capture_output=True, text=True,
+                              input=input, timeout=timeout)
+
+    def ok(self, *args: str) -> str:
+        p = self.owl(*args)
+        assert p.returncode == 0, f"owl {' '.join(args)} exited {p.returncode}: {p.stderr}"
+        return p.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok(*args, "--json"))
+
+    def status(self) -> dict:
+        return self.json("status")
+
+    def job(self, job_id: int) -> dict:
+        return self.json("jobs", "show", str(job_id))
+
+    def add(self, prompt: str, project: Path, *extra: str) -> int:
+        return int(self.ok("add", "--project", str(project), *extra, "--", prompt).strip())
+
+    def machine(self, event: str) -> None:
+        self.ok("machine", event)
+
+    def run_of(self, job_id: int) -> dict | None:
+        for r in self.status()["runs"]:
+            if r["job_id"] == job_id:
+                return r
+        return None
+
+    def wait_run(self, job_id: int, state: str, timeout: float = 15.0) -> dict:
+        return wait_for(lambda: (r := self.run_of(job_id)) and r["state"] == state and r,
+                        timeout, what=f"job {job_id}'s Run to be {state}")
+
+    def wait_job(self, job_id: int, state: str, timeout: float = 20.0) -> dict:
+        return wait_for(lambda: (j := self.job(job_id))["state"] == state and j, timeout,
+                        what=f"job {job_id} to be {state}")
+
+
+def process_states(pids: list[int]) -> dict[int, str]:
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            out[pid] = "gone"
+    return out
