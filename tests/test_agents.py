@@ -113,10 +113,10 @@ def test_command_problem_names_a_missing_executable(tmp_path: Path) -> None:
                        "(check agents.codex.command)")
     plain = tmp_path / "agent.sh"
     plain.write_text("#!/bin/sh\n")  # not executable
-    assert "is not an executable file" in CommandDriver("x", {"command": [str(plain)]}).problem()
+    assert "is not an executable file" in (CommandDriver("x", {"command": [str(plain)]}).problem() or "")
     # Decided per Run: the executable depends on the worktree.
     assert CommandDriver("x", {"command": ["{worktree}/agent.sh"]}).problem() is None
-    assert "empty" in CommandDriver("x", {"command": []}).problem()
+    assert "empty" in (CommandDriver("x", {"command": []}).problem() or "")
 
 
 # ------------------------------------------------------------- claude driver
@@ -129,7 +129,7 @@ def test_claude_missing_executable_problem(tmp_path: Path, monkeypatch: pytest.M
         f"claude was not found at {tmp_path / 'nope' / 'claude'} (check agents.claude.path)"
     fake = tmp_path / "claude"
     fake.write_text("#!/bin/sh\n")
-    assert "is not executable" in ClaudeDriver({"path": str(fake)}).problem()
+    assert "is not executable" in (ClaudeDriver({"path": str(fake)}).problem() or "")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     assert ClaudeDriver({}).problem() is None          # found on PATH now
     assert ClaudeDriver({}).argv(ctx_for(tmp_path))[0] == str(fake)
@@ -352,7 +352,7 @@ def test_render_shortens_and_summarises_tools() -> None:
         {"type": "tool_use", "name": "TodoWrite", "input": {"todos": [
             {"status": "completed"}, {"status": "pending"}]}},
         {"type": "tool_use", "name": "Mystery", "input": {"b": 1, "a": "z"}}]}})
-    bash, todo, mystery = render_line(line).split("\n")
+    bash, todo, mystery = (render_line(line) or "").split("\n")
     assert bash.startswith("→ Bash: pytest -q xxx") and bash.endswith("…") and len(bash) < 200
     assert todo == "→ TodoWrite: 1/2 done"
     assert mystery == '→ Mystery: {"a": "z", "b": 1}'

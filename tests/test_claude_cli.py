@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -38,7 +39,10 @@ def git(cwd: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
-def wait_for(what: str, check: Callable[[], object], timeout: float = 20.0) -> object:
+T = TypeVar("T")
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 20.0) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
@@ -72,7 +76,10 @@ def agent_env(stub: AnthropicStub, home: Path, driver: ClaudeDriver, ctx: RunCon
     return {**os.environ, **GIT_ENV, **stub.env(home), **driver.env(ctx)}
 
 
-def run_claude(tmp: Path, prompt: str, script: list) -> tuple[subprocess.CompletedProcess, list[Request], RunContext]:
+Outcome = tuple[subprocess.CompletedProcess, list[Request], RunContext]
+
+
+def run_claude(tmp: Path, prompt: str, script: list) -> Outcome:
     claude = require_claude()
     worktree, base = make_worktree(tmp)
     ctx = make_ctx(worktree, base, prompt, claude)
@@ -109,11 +116,11 @@ NASTY = ('Fix the "parser"; don\'t touch $(rm -rf ~) or `id` $HOME *\n'
 
 
 @pytest.fixture(scope="module")
-def nasty_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.CompletedProcess, list[Request], RunContext]]:
-    yield run_claude(tmp_path_factory.mktemp("nasty"), NASTY, [Text("Understood.")])
+def nasty_run(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    return run_claude(tmp_path_factory.mktemp("nasty"), NASTY, [Text("Understood.")])
 
 
-def test_prompt_reaches_the_model_verbatim(nasty_run) -> None:
+def test_prompt_reaches_the_model_verbatim(nasty_run: Outcome) -> None:
     done, requests, ctx = nasty_run
     assert done.returncode == 0, done.stderr
     sent = build_prompt(ctx, with_contract=False)
@@ -129,7 +136,7 @@ def test_prompt_that_is_only_an_option_is_still_the_prompt(tmp_path: Path) -> No
     assert requests[0].user_texts()[-1] == "--help\n"
 
 
-def test_system_prompt_carries_the_contract(nasty_run) -> None:
+def test_system_prompt_carries_the_contract(nasty_run: Outcome) -> None:
     done, requests, ctx = nasty_run
     system = requests[0].system_text()
     assert contract(ctx) in system

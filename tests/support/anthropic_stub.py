@@ -109,7 +109,7 @@ class Request:
 
     def tool_results(self) -> list[dict[str, Any]]:
         """The tool_result blocks the CLI sent back."""
-        out = []
+        out: list[dict[str, Any]] = []
         for msg in self.body.get("messages", []) if isinstance(self.body, dict) else []:
             content = msg.get("content")
             if msg.get("role") == "user" and isinstance(content, list):
@@ -261,8 +261,8 @@ class AnthropicStub:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     @property
     def requests(self) -> list[Request]:
@@ -293,7 +293,7 @@ class AnthropicStub:
             "NO_COLOR": "1",
         }
 
-    def start(self) -> "AnthropicStub":
+    def start(self) -> AnthropicStub:
         self._thread.start()
         return self
 
@@ -302,7 +302,7 @@ class AnthropicStub:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "AnthropicStub":
+    def __enter__(self) -> AnthropicStub:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

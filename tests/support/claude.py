@@ -49,4 +49,4 @@ def require_claude() -> str:
     path = find_claude()
     if path is None:
         pytest.fail(INSTALL_HINT, pytrace=False)
-    return path
+    return path  # type: ignore[return-value]  # pytest.fail does not return
