@@ -13,6 +13,9 @@ Command line, as checked against the real CLI (2.1.x):
   and a list of separate elements would swallow anything that follows.
 - stream-json (which needs --verbose with -p) gives one JSON event per line,
   which `owl.agents.render` turns into the readable log.
+- The contract (the rules of an unattended Run) is the appended system
+  prompt, so the prompt itself carries only the task and what earlier Runs
+  left (see `build_prompt`).
 - `--dangerously-skip-permissions` is not used: the CLI refuses it as root
   unless IS_SANDBOX=1, and the allowed-tools list is the narrower grant.
 """
