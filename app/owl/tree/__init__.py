@@ -1,0 +1,27 @@
+"""The process tree of a Run: sweep, freeze, thaw, term, kill (per OS).
+
+One interface, one backend module per platform, chosen at import the way
+psutil chooses its own: ``linux`` (/proc, pidfds, child subreaper),
+``macos`` (psutil, taskpolicy), ``posix`` (psutil only, anywhere else).
+This package knows nothing of Jobs or Runs beyond a tag in the environment.
+
+    become_subreaper()
+    popen = spawn(argv, cwd=..., env={..., "OWL_RUN_ID": "42"},
+                  stdout=log, stderr=log, nice=10)
+    tree = ProcessTree(("OWL_RUN_ID", "42"), popen.pid)
+    tree.freeze(); tree.thaw(); tree.term(); tree.kill()
+    reap_orphans(lambda pid: pid in popens_by_pid)
+"""
+
+from __future__ import annotations
+
+from ._platform import backend
+from .process_tree import ProcessTree, find_survivors, kill_processes
+from .launch import SPAWN_LOCK, become_subreaper, reap_orphans, spawn
+
+BACKEND: str = backend.NAME
+
+__all__ = [
+    "BACKEND", "SPAWN_LOCK", "ProcessTree", "become_subreaper",
+    "find_survivors", "kill_processes", "reap_orphans", "spawn",
+]

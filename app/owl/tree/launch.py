@@ -1,0 +1,130 @@
+"""Starting an agent, and reaping the orphans it leaves behind.
+
+Both live here because they share one lock. A child subreaper inherits every
+orphan of its descendants as a zombie it must reap; a blanket
+``os.waitpid(-1)`` would also take the exit status that ``subprocess`` is
+waiting for, and ``Popen`` would then report 0 for an agent that failed.
+So orphans are reaped one by one, only those nobody owns, and never while a
+spawn is half done (a Popen whose pid its owner has not yet recorded).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import _platform
+
+SPAWN_LOCK = threading.Lock()
+
+# Every Popen started by spawn() whose exit status has not been collected:
+# reap_orphans leaves these alone even before the caller records them.
+_spawned: dict[int, subprocess.Popen[Any]] = {}
+
+
+def _resolve(program: str, env: dict[str, str], cwd: str) -> str:
+    """The absolute path of the program argv[0] names, as the child would
+    find it (the child's PATH, relative paths from the child's cwd)."""
+    if not program:
+        raise FileNotFoundError("no agent program given (empty command)")
+    if os.sep in program:
+        path = os.path.join(cwd, program)    # join keeps an absolute path
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"agent program not found: {path}")
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise PermissionError(f"agent program is not executable: {path}")
+        return os.path.abspath(path)
+    search = env.get("PATH", os.defpath)
+    found = shutil.which(program, path=search)
+    if found is not None:
+        return os.path.abspath(found)
+    for folder in search.split(os.pathsep):
+        candidate = os.path.join(folder or ".", program)
+        if os.path.isfile(candidate):
+            raise PermissionError(
+                f"agent program is not executable: {candidate}")
+    raise FileNotFoundError(
+        f"agent program {program!r} not found on PATH ({search})")
+
+
+def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
+          stderr: Any, nice: int = 10,
+          stdin: Any = subprocess.DEVNULL) -> subprocess.Popen[Any]:
+    """Start ``argv`` in a new session at low priority, never through a shell.
+
+    The program runs at niceness ``nice`` and (Linux) in the idle I/O class,
+    and so does everything it starts: the priority is set by exec'ing
+    through ``nice``/``ionice`` (macOS: ``taskpolicy``), before the
+    program's first instruction, instead of a ``preexec_fn`` that is unsafe
+    in a threaded process. The program sees its resolved absolute path as
+    argv[0].
+
+    Raises FileNotFoundError or PermissionError, with a message a person
+    can act on, if the program or the working directory cannot be used.
+    """
+    if not os.path.isdir(cwd):
+        raise FileNotFoundError(f"working directory does not exist: {cwd}")
+    program = _resolve(argv[0] if argv else "", env, cwd)
+    command = _platform.backend.priority_prefix(nice) + [program, *argv[1:]]
+    with SPAWN_LOCK:
+        popen = subprocess.Popen(
+            command, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
+            stderr=stderr, start_new_session=True, close_fds=True)
+        _spawned[popen.pid] = popen
+    return popen
+
+
+def become_subreaper() -> bool:
+    """Linux: prctl(PR_SET_CHILD_SUBREAPER) via ctypes; False elsewhere.
+
+    Afterwards orphans of our descendants are re-parented to this process,
+    where sweeps find them and reap_orphans must reap them.
+    """
+    ok = bool(_platform.backend.become_subreaper())
+    if ok:
+        _platform.adopting = True
+    return ok
+
+
+def reap_orphans(owned: Callable[[int], bool]) -> list[int]:
+    """Reap zombie children of this process that no Popen owns; returns
+    their pids.
+
+    A zombie child is left alone if ``owned(pid)`` is True, if spawn()
+    started it and its status has not been collected, or if it is in this
+    process's own session (started by a plain ``subprocess`` call, which
+    will wait for it; an adopted orphan of a Run never is, since every Run
+    starts in a session of its own). ``owned`` is called under SPAWN_LOCK
+    and must not spawn.
+    """
+    if not hasattr(os, "waitid"):
+        return []
+    with SPAWN_LOCK:
+        for pid in [p for p, popen in _spawned.items()
+                    if popen.returncode is not None]:
+            del _spawned[pid]
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        try:
+            # Cheap test first: is any child waiting to be reaped at all?
+            if os.waitid(os.P_ALL, 0, flags) is None:
+                return []
+        except ChildProcessError:
+            return []
+        own_session = os.getsid(0)
+        reaped = []
+        for pid, sid in _platform.backend.zombie_children(os.getpid()):
+            if pid in _spawned or sid == own_session or owned(pid):
+                continue
+            try:
+                # Peek without reaping: is this still our exited child?
+                if os.waitid(os.P_PID, pid, flags) is None:
+                    continue
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            reaped.append(pid)
+        return reaped

@@ -1,0 +1,208 @@
+"""The Linux backend: /proc read directly, pidfds, the child subreaper.
+
+Why not psutil here: a freeze sweeps the whole process table several times
+and must finish in milliseconds. One ``/proc/PID/stat`` read per process
+gives parent, state, session and start time at once (about 13 us each);
+psutil would read the same file once per attribute. Signals go through
+pidfds (Linux >= 5.3), which name one process for good, so a PID reused
+between the sweep and the signal can never be hit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import signal
+
+import psutil
+
+from . import posix
+from .posix import DEAD, RUNNING, STOPPED, CREATE_TIME_TOLERANCE
+
+NAME = "linux"
+
+_PROC = "/proc"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PR_SET_CHILD_SUBREAPER = 36
+
+_STATE = {ord("Z"): DEAD, ord("X"): DEAD, ord("x"): DEAD,
+          ord("T"): STOPPED, ord("t"): STOPPED}
+
+
+class Stat(posix.Stat):
+    """As posix.Stat, but ``start`` is the start time in clock ticks since
+    boot (an int, compared exactly)."""
+
+
+def _parse(data: bytes) -> Stat | None:
+    # The command name (field 2) may contain spaces and parentheses; every
+    # field after the last ')' is plain.
+    close = data.rfind(b")")
+    if close < 0:
+        return None
+    fields = data[close + 2:].split(b" ", 20)
+    if len(fields) < 20:
+        return None
+    return Stat(int(fields[1]), int(fields[19]),
+                _STATE.get(fields[0][0], RUNNING), int(fields[3]))
+
+
+def _read_stat(pid: int | str) -> Stat | None:
+    try:
+        fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 2048)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _parse(data)
+
+
+def snapshot() -> dict[int, Stat]:
+    """The whole process table: pid -> Stat, one read per process."""
+    table: dict[int, Stat] = {}
+    for name in os.listdir(_PROC):
+        if not name.isdigit():
+            continue
+        row = _read_stat(name)
+        if row is not None:
+            table[int(name)] = row
+    return table
+
+
+def stat(pid: int) -> Stat | None:
+    """One process's row, or None if there is no such process."""
+    return _read_stat(pid)
+
+
+def zombie_children(pid: int) -> list[tuple[int, int]]:
+    """(pid, session id) of every zombie child of ``pid``."""
+    return [(child, row.sid) for child, row in snapshot().items()
+            if row.ppid == pid and row.state == DEAD]
+
+
+def create_time(start: int) -> float:
+    """psutil's create_time() for a start key: the same arithmetic, so the
+    two compare equal."""
+    return start / _CLOCK_TICKS + psutil.boot_time()
+
+
+def same_start(a: int, b: int) -> bool:
+    return a == b
+
+
+def matches(start: int, create_time_: float) -> bool:
+    """Whether a start key names the process psutil dates ``create_time_``."""
+    return abs(create_time(start) - create_time_) <= CREATE_TIME_TOLERANCE
+
+
+class Handle:
+    """An open pidfd on one process start."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, sig: int) -> bool:
+        """Signal the process; False if it has exited (never an error)."""
+        if self.fd < 0:
+            return False
+        try:
+            signal.pidfd_send_signal(self.fd, sig)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_pidfds = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
+
+
+def open_handle(pid: int, start: int) -> Handle | posix.Handle | None:
+    """A handle on the process ``pid`` that started at ``start``, or None
+    if that process is gone (its PID free or reused).
+
+    The pidfd is opened first and the start time read after: if the two
+    disagree the PID was reused and nothing is signalled; if they agree, the
+    fd was opened on the remembered process (a PID cannot be reused by a
+    process that started before the fd was opened).
+    """
+    global _pidfds
+    if _pidfds:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ENOSYS:
+                _pidfds = False        # kernel older than 5.3
+            fd = -1
+        if fd >= 0:
+            row = _read_stat(pid)
+            if row is None or row.start != start:
+                os.close(fd)
+                return None
+            return Handle(fd)
+    # No pidfds, or out of file descriptors: psutil checks the create time
+    # right before signalling, a small window instead of none.
+    row = _read_stat(pid)
+    if row is None or row.start != start:
+        return None
+    try:
+        return posix.Handle(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        return None
+
+
+def environ(pid: int) -> dict[str, str] | None:
+    """The environment a process started with; None if unreadable (gone,
+    a zombie, or someone else's)."""
+    try:
+        with open(f"{_PROC}/{pid}/environ", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    env: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def become_subreaper() -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER, 1): orphans of our descendants are
+    re-parented to us instead of init, so a sweep still finds them."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def priority_prefix(nice: int) -> list[str]:
+    """``nice -n K ionice -c 3 -t --``: low CPU priority and the idle I/O
+    class, both inherited by every process the program starts.
+
+    Exec'ing through the two tools sets the priority before the program's
+    first instruction, so even a grandchild started at once inherits it;
+    this avoids ``preexec_fn``, which is unsafe in a threaded daemon.
+    ``-t`` runs the program even where the idle class cannot be set.
+    """
+    prefix = posix._nice_prefix(nice)
+    tool = shutil.which("ionice")
+    if tool is not None:
+        prefix += [tool, "-c", "3", "-t"]
+    if prefix:
+        prefix.append("--")
+    return prefix

@@ -1,0 +1,452 @@
+"""Every process of one Run, whatever its process group or session.
+
+Why a tree and not a process group: agents (Claude Code's Bash tool, test
+runners, language servers) start their tools with setsid, so signalling the
+agent's group misses them. A Run is therefore everything descended from the
+agent, found by walking parent links over the whole process table, plus
+orphans: a process whose parent died is re-parented to this daemon (the
+child subreaper) or to init, where it is recognised by the Run's tag in its
+environment, or by having been seen before.
+
+Identities are (pid, start) pairs; a remembered pid is only ever signalled
+after its start time has been checked (pidfds on Linux), so a PID that was
+reused by someone else's process is never hit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+import psutil
+
+from . import _platform
+
+# A freeze that has not converged after this many sweeps is facing a process
+# that outruns the sweep (fork, exit, fork...); stop trying and report.
+_MAX_ROUNDS = 200
+_KILL_TIMEOUT = 5.0
+# How long freeze() waits for signalled processes to actually stop. A
+# process only stops when it next runs; one in uninterruptible I/O stops
+# when that ends, and cannot run before it either, so this stays short.
+_SETTLE_TIMEOUT = 0.25
+
+
+class _Member:
+    """One process start seen in the Run, and the open handle to signal it."""
+
+    __slots__ = ("pid", "start", "handle", "proc")
+
+    def __init__(self, pid: int, start: Any) -> None:
+        self.pid = pid
+        self.start = start
+        self.handle: Any = None
+        self.proc: psutil.Process | None = None
+
+
+class ProcessTree:
+    """Every process of one Run, whatever its process group or session.
+
+    ``tag`` is the (name, value) environment variable every process of the
+    Run carries (``("OWL_RUN_ID", "42")``); ``None`` means: only what
+    descends from the leaders. Methods are thread-safe.
+    """
+
+    def __init__(self, tag: tuple[str, str] | None,
+                 leader: int | None = None, *,
+                 backend: ModuleType | None = None) -> None:
+        self._tag = tag
+        self._b = backend or _platform.backend
+        self._lock = threading.RLock()
+        self._members: dict[int, _Member] = {}
+        self._order: list[_Member] = []       # live, parents first
+        self._rows: dict[int, Any] = {}        # the last sweep's table
+        self._not_ours: set[tuple[int, Any]] = set()
+        self._epoch: Any = None                # earliest leader start
+        self._me = os.getpid()
+        if leader is not None:
+            self.add_leader(leader)
+
+    # -- membership -------------------------------------------------------
+
+    def add_leader(self, pid: int, create_time: float | None = None) -> None:
+        """Make ``pid`` (and all it starts) part of the Run.
+
+        With ``create_time`` (as psutil reports it, e.g. from the database),
+        the pid is only taken if it is still that same process.
+        """
+        row = self._b.stat(pid)
+        if row is None or row.state == self._b.DEAD:
+            return
+        if create_time is not None and not self._b.matches(row.start, create_time):
+            return
+        with self._lock:
+            self._remember(pid, row.start)
+            if self._epoch is None or row.start < self._epoch:
+                self._epoch = row.start
+
+    def _remember(self, pid: int, start: Any) -> _Member:
+        m = self._members.get(pid)
+        if m is not None and self._b.same_start(m.start, start):
+            return m
+        if m is not None:
+            self._forget(m)
+        m = _Member(pid, start)
+        self._members[pid] = m
+        return m
+
+    def _forget(self, m: _Member) -> None:
+        if self._members.get(m.pid) is m:
+            del self._members[m.pid]
+        if m.handle is not None:
+            m.handle.close()
+            m.handle = None
+
+    # -- the sweep --------------------------------------------------------
+
+    def _sweep(self) -> list[_Member]:
+        """Read the process table once; return the live members, parents
+        first, remembering every new one."""
+        b = self._b
+        rows = b.snapshot()
+        children: dict[int, list[int]] = {}
+        for pid, row in rows.items():
+            children.setdefault(row.ppid, []).append(pid)
+
+        queue: list[tuple[int, Any]] = []
+        for pid, m in list(self._members.items()):
+            row = rows.get(pid)
+            if row is None:
+                # Gone since the last sweep. Its children may still be listed
+                # under it in this table (read before they were re-parented),
+                # so walk it once more, then let it go.
+                self._forget(m)
+                queue.append((pid, m.start))
+            elif not b.same_start(row.start, m.start):
+                self._forget(m)        # PID reused: not ours any more
+            else:
+                queue.append((pid, m.start))
+        if self._tag is not None:
+            queue.extend(self._adopted(rows, children))
+
+        seen: set[int] = set()
+        live: list[_Member] = []
+        i = 0
+        while i < len(queue):
+            pid, start = queue[i]
+            i += 1
+            if pid in seen:
+                continue
+            seen.add(pid)
+            row = rows.get(pid)
+            if row is not None:
+                m = self._remember(pid, row.start)
+                if row.state != b.DEAD:
+                    live.append(m)
+            for child in children.get(pid, ()):
+                crow = rows[child]
+                # A child cannot start before its parent: such an edge is a
+                # stale read across a PID reuse.
+                if child not in seen and crow.start >= start:
+                    queue.append((child, crow.start))
+        self._order = live
+        self._rows = rows
+        return live
+
+    def _adopted(self, rows: dict[int, Any],
+                 children: dict[int, list[int]]) -> list[tuple[int, Any]]:
+        """Orphans of the Run: our own direct children (we are the subreaper)
+        or init's, carrying the Run's tag. Each process's environment is read
+        at most once: a miss is remembered by identity."""
+        assert self._tag is not None
+        name, value = self._tag
+        candidates = list(children.get(self._me, ()))
+        if not _platform.adopting and self._me != 1:
+            candidates += children.get(1, ())
+        found = []
+        for pid in candidates:
+            row = rows[pid]
+            key = (pid, row.start)
+            m = self._members.get(pid)
+            if m is not None and self._b.same_start(m.start, row.start):
+                continue
+            if row.state == self._b.DEAD or key in self._not_ours:
+                continue
+            if self._epoch is not None and row.start < self._epoch:
+                self._not_ours.add(key)      # older than the Run itself
+                continue
+            env = self._b.environ(pid)
+            if env is not None and env.get(name) == value:
+                found.append(key)
+            else:
+                self._not_ours.add(key)
+        if len(self._not_ours) > 4 * len(rows) + 64:
+            self._not_ours = {k for k in self._not_ours
+                              if k[0] in rows and rows[k[0]].start == k[1]}
+        return found
+
+    # -- signals ------------------------------------------------------------
+
+    def _send(self, m: _Member, sig: int) -> bool:
+        if m.handle is None:
+            m.handle = self._b.open_handle(m.pid, m.start)
+            if m.handle is None:
+                return False
+        return m.handle.send(sig)
+
+    def freeze(self) -> int:
+        """SIGSTOP every process; sweep again until a sweep finds nothing
+        running that has not been stopped. Returns how many are frozen.
+
+        Converges because a stopped process cannot fork: each new sweep can
+        only find children started before their parent's stop. The processes
+        already known are stopped first, before any sweep, so a known tree
+        freezes in the time of one sweep.
+        """
+        with self._lock:
+            sent: set[_Member] = set()
+            for m in self._order:
+                self._send(m, signal.SIGSTOP)
+                sent.add(m)
+            live: list[_Member] = []
+            for _ in range(_MAX_ROUNDS):
+                live = self._sweep()
+                new = [m for m in live if m not in sent]
+                if not new:
+                    break
+                for m in new:
+                    self._send(m, signal.SIGSTOP)
+                    sent.add(m)
+            self._settle(live)
+            return len(live)
+
+    def _settle(self, live: list[_Member]) -> None:
+        """Wait (briefly) until every signalled process has stopped.
+
+        SIGSTOP is acted on by the target itself when it is next scheduled,
+        so right after the signals some are still 'running'. Convergence
+        does not depend on this (a pending stop already blocks fork); it is
+        so that a frozen tree is frozen when freeze() returns.
+        """
+        b = self._b
+        pending = live
+        deadline = time.monotonic() + _SETTLE_TIMEOUT
+        pause = 0.0001
+        while True:
+            still = []
+            for m in pending:
+                row = b.stat(m.pid)
+                if (row is not None and b.same_start(row.start, m.start)
+                        and row.state == b.RUNNING):
+                    still.append(m)
+            pending = still
+            if not pending or time.monotonic() >= deadline:
+                return
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+
+    def thaw(self) -> int:
+        """SIGCONT every process, children before parents (so a parent that
+        wakes sees its children running). Returns how many."""
+        with self._lock:
+            sent: set[_Member] = set()
+            for m in reversed(self._order):
+                self._send(m, signal.SIGCONT)
+                sent.add(m)
+            live = self._sweep()
+            for m in reversed(live):
+                if m not in sent:
+                    self._send(m, signal.SIGCONT)
+            return len(live)
+
+    def term(self) -> int:
+        """SIGTERM to every process, then SIGCONT to every process, so a
+        frozen process wakes with the TERM already pending and acts on it."""
+        with self._lock:
+            live = self._sweep()
+            for m in live:
+                self._send(m, signal.SIGTERM)
+            for m in live:
+                self._send(m, signal.SIGCONT)
+            return len(live)
+
+    def kill(self, timeout: float = _KILL_TIMEOUT) -> int:
+        """SIGKILL every process and sweep until none is left (or
+        ``timeout`` seconds pass, e.g. for a process stuck in the kernel).
+        Returns how many were killed.
+
+        The tree is frozen first: nothing can fork while the kill goes
+        round, and no parent dies before its children are known (its
+        orphans might otherwise land beyond this daemon's reach).
+        """
+        with self._lock:
+            self.freeze()
+            killed: set[_Member] = set()
+            deadline = time.monotonic() + timeout
+            pause = 0.0005
+            while True:
+                live = self._sweep()
+                if not live:
+                    break
+                fresh = [m for m in live if m not in killed]
+                for m in fresh:
+                    self._send(m, signal.SIGKILL)
+                    killed.add(m)
+                if not fresh:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(pause)   # the kernel is tearing them down
+                    pause = min(pause * 2, 0.02)
+            return len(killed)
+
+    # -- questions ----------------------------------------------------------
+
+    def sweep(self) -> list[psutil.Process]:
+        """All live (non-zombie) processes of the Run, as psutil objects
+        checked to be the very process seen (never a reused PID)."""
+        with self._lock:
+            out = []
+            for m in self._sweep():
+                if m.proc is None:
+                    try:
+                        proc = psutil.Process(m.pid)
+                        if not self._b.matches(m.start, proc.create_time()):
+                            continue
+                    except psutil.Error:
+                        continue
+                    m.proc = proc
+                out.append(m.proc)
+            return out
+
+    def alive(self) -> bool:
+        """Whether any live (non-zombie) process of the Run is left."""
+        with self._lock:
+            return bool(self._sweep())
+
+    def identities(self) -> list[tuple[int, float]]:
+        """(pid, create_time) of every live process, create_time as psutil
+        reports it, for the database (find_survivors takes them back)."""
+        with self._lock:
+            return [(m.pid, self._b.create_time(m.start)) for m in self._sweep()]
+
+    def is_frozen(self) -> bool:
+        """Whether every live process is stopped. False if none is left."""
+        with self._lock:
+            live = self._sweep()
+            rows = self._rows
+            return bool(live) and all(rows[m.pid].state == self._b.STOPPED
+                                      for m in live)
+
+    def close(self) -> None:
+        """Release the open pidfds (the processes are not touched)."""
+        with self._lock:
+            for m in list(self._members.values()):
+                self._forget(m)
+            self._order = []
+
+    def __enter__(self) -> ProcessTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            for m in self._members.values():
+                if m.handle is not None:
+                    m.handle.close()
+        except Exception:
+            pass
+
+
+def find_survivors(tag_name: str, tag_values: Iterable[str],
+                   identities: Iterable[tuple[int, float]] = (),
+                   instance: tuple[str, str] | None = None,
+                   ) -> list[psutil.Process]:
+    """After a daemon crash: live processes left from earlier Runs.
+
+    A process is a survivor if it is a recorded identity (pid and create
+    time both match), or its environment has ``tag_name`` set to one of
+    ``tag_values`` and, when ``instance`` is given, that variable set to
+    that value too (several Owl homes may run on one machine: another's
+    processes are never touched). Everything descended from a survivor is a
+    survivor too (a tool started with ``env -i`` loses the tag, not its
+    parent).
+    """
+    values = set(tag_values)
+    me = os.getpid()
+    found: dict[int, psutil.Process] = {}
+
+    def foreign(env: dict[str, str] | None) -> bool:
+        return (instance is not None and env is not None
+                and instance[0] in env and env[instance[0]] != instance[1])
+
+    for pid, created in identities:
+        try:
+            proc = psutil.Process(pid)
+            if (pid == me or abs(proc.create_time() - created) > 0.005
+                    or proc.status() == psutil.STATUS_ZOMBIE):
+                continue
+        except psutil.Error:
+            continue
+        if not foreign(_platform.backend.environ(pid)):
+            found[pid] = proc
+
+    if values:
+        for proc in psutil.process_iter():
+            if proc.pid == me or proc.pid in found:
+                continue
+            env = _platform.backend.environ(proc.pid)
+            if env is None or env.get(tag_name) not in values or foreign(env):
+                continue
+            if instance is not None and env.get(instance[0]) != instance[1]:
+                continue
+            found[proc.pid] = proc
+
+    if found:
+        children: dict[int, list[int]] = {}
+        for pid, ppid in _ppids().items():
+            children.setdefault(ppid, []).append(pid)
+        queue = list(found)
+        while queue:
+            for child in children.get(queue.pop(), ()):
+                if child in found or child == me:
+                    continue
+                try:
+                    found[child] = psutil.Process(child)
+                except psutil.Error:
+                    continue
+                queue.append(child)
+
+    out = []
+    for proc in found.values():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except psutil.Error:
+            continue
+    return out
+
+
+def _ppids() -> dict[int, int]:
+    return {pid: row.ppid for pid, row in _platform.backend.snapshot().items()}
+
+
+def kill_processes(procs: list[psutil.Process], timeout: float = _KILL_TIMEOUT) -> int:
+    """Kill these processes and all they started, PID-reuse safe: each is
+    signalled only while it is still the process ``procs`` names (its create
+    time). Waits until they are gone (at most ``timeout`` seconds); returns
+    how many were killed."""
+    with ProcessTree(None) as tree:
+        for proc in procs:
+            try:
+                created = proc.create_time()
+            except psutil.Error:
+                continue
+            tree.add_leader(proc.pid, create_time=created)
+        return tree.kill(timeout)
