@@ -83,7 +83,9 @@ class IdleMonitor:
         self._hooks_since: float | None = None
         self._last_hook: float | None = None
         self._reader: Reader | None = None
-        self._error: str | None = None     # the last failure, for `problem`
+        # The last failures, for `problem`: a reader's words are the more telling.
+        self._error: str | None = None
+        self._hooks_error: str | None = None
         self._next_retry = 0.0
         self._retry_every = retry_every
         self._callback_failed = False
@@ -94,6 +96,8 @@ class IdleMonitor:
         """Choose backends, start the hooks, open the first reader that works."""
         with self._lock:
             self.stop()
+            self._error = self._hooks_error = None
+            self._next_retry = 0.0
             try:
                 self._plan = self._plan_fn()
             except Exception as exc:  # a broken environment must not take the daemon down
@@ -160,7 +164,8 @@ class IdleMonitor:
             return None
         if self._plan is None:
             return "not started"
-        return self._plan.limit or self._error or "no idle source on this system"
+        return (self._plan.limit or self._error or self._hooks_error
+                or "no idle source on this system")
 
     # -------------------------------------------------------------- internals
 
@@ -177,7 +182,7 @@ class IdleMonitor:
 
     def _hooks_died(self, why: str) -> None:
         log.warning("input hooks stopped: %s", why)
-        self._error = why
+        self._hooks_error = why
         if self._on_change is not None:
             try:
                 self._on_change()
@@ -192,13 +197,14 @@ class IdleMonitor:
             plan.hooks.start(self._hook_event, self._hooks_died)
         except BackendError as exc:
             log.warning("input hooks %s unavailable: %s", plan.hooks.name, exc)
-            self._error = str(exc)
+            self._hooks_error = str(exc)
             return
         except Exception as exc:
             log.warning("input hooks %s failed: %s: %s", plan.hooks.name, type(exc).__name__, exc)
-            self._error = f"{plan.hooks.name} failed: {exc}"
+            self._hooks_error = f"{plan.hooks.name} failed: {exc}"
             return
         self._hooks = plan.hooks
+        self._hooks_error = None
         self._hooks_since = time.monotonic()
         self._last_hook = None
 

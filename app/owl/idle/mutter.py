@@ -33,7 +33,11 @@ class MutterReader:
             self._conn = open_dbus_connection(bus=self.bus)
         except Exception as exc:
             raise BackendError(f"no session D-Bus: {one_line(exc)}") from None
-        self.idle_seconds()
+        try:
+            self.idle_seconds()
+        except BackendError:
+            self.close()
+            raise
 
     def idle_seconds(self) -> float:
         from jeepney import DBusAddress, MessageType, new_method_call
