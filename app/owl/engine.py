@@ -371,6 +371,8 @@ class Engine:
             if problem:
                 raise workspace.WorkspaceError(problem)
             ws = workspace.ensure(project, job_id, self.cfg.branch_prefix, self.paths.worktrees,
+                                  branch=job["branch"],
+                                  worktree=Path(job["worktree"]) if job["worktree"] else None,
                                   base=job["base"])
         except (workspace.WorkspaceError, ValueError, OSError) as e:
             self.store.set_job(job_id, state="blocked", reason=f"setup failed: {e}")

@@ -59,14 +59,31 @@ def project_root(path: str | Path) -> Path:
     return root
 
 
-def names(job_id: int, prefix: str, worktrees: Path) -> tuple[str, Path]:
-    return f"{prefix}job-{int(job_id)}", Path(worktrees) / f"job-{int(job_id)}"
+def fresh_names(project: Path, job_id: int, prefix: str, worktrees: Path) -> tuple[str, Path]:
+    """A branch and worktree path for a new Job, never an existing one.
+
+    `job-<id>` normally; if that branch or folder is already there (a database
+    that was reset, two Owl homes on one project), `job-<id>-2` and so on, so a
+    new Job never inherits someone else's commits."""
+    n = 1
+    while True:
+        suffix = f"job-{int(job_id)}" + (f"-{n}" if n > 1 else "")
+        branch, path = f"{prefix}{suffix}", Path(worktrees) / suffix
+        taken = git(project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}",
+                    check=False).returncode == 0
+        if not taken and not path.exists():
+            return branch, path
+        n += 1
 
 
 def ensure(project: Path, job_id: int, prefix: str, worktrees: Path,
+           branch: str | None = None, worktree: Path | None = None,
            base: str | None = None) -> Workspace:
-    """The Job's worktree, made on first use from the project's current branch."""
-    branch, path = names(job_id, prefix, worktrees)
+    """The Job's worktree: made on first use from the project's current branch,
+    and the same one (re-added if it was removed) on every later Run."""
+    if branch is None or worktree is None:
+        branch, worktree = fresh_names(project, job_id, prefix, worktrees)
+    path = Path(worktree)
     if path.is_dir() and (path / ".git").exists():
         if base is None:
             base = git(project, "merge-base", "HEAD", branch).stdout.strip()
