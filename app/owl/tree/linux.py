@@ -63,16 +63,36 @@ def _read_stat(pid: int | str) -> Stat | None:
     return _parse(data)
 
 
-def snapshot() -> dict[int, Stat]:
-    """The whole process table: pid -> Stat, one read per process."""
+def snapshot(since: int | None = None) -> dict[int, Stat]:
+    """The process table: pid -> Stat, one read per process; with
+    ``since``, only processes with a higher pid (see last_pid)."""
     table: dict[int, Stat] = {}
     for name in os.listdir(_PROC):
         if not name.isdigit():
             continue
+        pid = int(name)
+        if since is not None and pid <= since:
+            continue
         row = _read_stat(name)
         if row is not None:
-            table[int(name)] = row
+            table[pid] = row
     return table
+
+
+def last_pid() -> int | None:
+    """The pid the kernel handed out last (in our pid namespace).
+
+    PIDs are handed out in increasing order until they wrap around, so a
+    process created after this call has a higher pid: a sweep that already
+    knows the table as of this mark need only read the processes above it.
+    A lower value later means the counter wrapped (or was set back), and
+    the caller must read everything again.
+    """
+    try:
+        with open(f"{_PROC}/loadavg", "rb") as fh:
+            return int(fh.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def stat(pid: int) -> Stat | None:
@@ -118,6 +138,19 @@ class Handle:
             return True
         except ProcessLookupError:
             return False
+
+    def alive(self) -> bool:
+        """Whether the very process this fd was opened on still exists
+        (a zombie counts): exact, unlike a start time in clock ticks."""
+        if self.fd < 0:
+            return False
+        try:
+            signal.pidfd_send_signal(self.fd, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
 
     def close(self) -> None:
         if self.fd >= 0:

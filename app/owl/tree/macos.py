@@ -13,7 +13,8 @@ import shutil
 
 from .posix import (  # noqa: F401  (the backend interface, re-exported)
     DEAD, RUNNING, STOPPED, Handle, Stat, _nice_prefix, become_subreaper,
-    create_time, environ, matches, open_handle, same_start, snapshot, stat,
+    create_time, environ, last_pid, matches, open_handle, same_start,
+    snapshot, stat,
     zombie_children,
 )
 

@@ -61,8 +61,14 @@ def _sid(pid: int) -> int:
         return -1
 
 
-def snapshot() -> dict[int, Stat]:
-    """The whole process table: pid -> Stat, read in one pass."""
+def last_pid() -> int | None:
+    """Unknown here (only Linux tells), so every sweep reads everything."""
+    return None
+
+
+def snapshot(since: int | None = None) -> dict[int, Stat]:
+    """The whole process table: pid -> Stat, read in one pass. (``since``
+    is for backends that have last_pid; here it is never given.)"""
     table: dict[int, Stat] = {}
     for proc in psutil.process_iter(["ppid", "create_time", "status"]):
         info = proc.info
@@ -135,6 +141,10 @@ class Handle:
         except (psutil.NoSuchProcess, ProcessLookupError):
             return False
 
+    def alive(self) -> bool:
+        """Whether the process still exists (psutil compares create times)."""
+        return self.proc.is_running()
+
     def close(self) -> None:
         pass
 
@@ -188,6 +198,7 @@ def _nice_prefix(nice: int) -> list[str]:
 
 __all__ = [
     "NAME", "RUNNING", "STOPPED", "DEAD", "Stat", "Handle", "snapshot", "stat",
+    "last_pid",
     "zombie_children", "create_time", "same_start", "matches", "open_handle", "environ",
     "become_subreaper", "priority_prefix",
 ]

@@ -68,6 +68,7 @@ class ProcessTree:
         self._rows: dict[int, Any] = {}        # the last sweep's table
         self._not_ours: set[tuple[int, Any]] = set()
         self._epoch: Any = None                # earliest leader start
+        self._mark: int | None = None          # last_pid() at the last sweep
         self._me = os.getpid()
         if leader is not None:
             self.add_leader(leader)
@@ -109,19 +110,41 @@ class ProcessTree:
 
     # -- the sweep --------------------------------------------------------
 
-    def _sweep(self) -> list[_Member]:
-        """Read the process table once; return the live members, parents
-        first, remembering every new one."""
+    def _sweep(self, partial: bool = False) -> list[_Member]:
+        """Read the process table; return the live members, parents first,
+        remembering every new one.
+
+        ``partial``: read only processes started since the previous sweep
+        (pids above its last_pid mark) and take the members already known
+        to be alive on trust; a caller that needs them checked does so
+        itself (freeze does, when it waits for them to stop). Falls back
+        to a full read when the backend cannot tell or the pids wrapped.
+        """
         b = self._b
-        rows = b.snapshot()
+        mark = b.last_pid()
+        if partial and (mark is None or self._mark is None or mark < self._mark):
+            partial = False
+        rows = b.snapshot(self._mark) if partial else b.snapshot()
+        self._mark = mark
         children: dict[int, list[int]] = {}
         for pid, row in rows.items():
             children.setdefault(row.ppid, []).append(pid)
 
         queue: list[tuple[int, Any]] = []
+        live: list[_Member] = []
+        seen: set[int] = set()
+        if partial:
+            # Known live members: on trust, unless this read covers them.
+            for m in self._order:
+                if m.pid not in rows and self._members.get(m.pid) is m:
+                    live.append(m)
+                    seen.add(m.pid)
         for pid, m in list(self._members.items()):
             row = rows.get(pid)
             if row is None:
+                if partial:
+                    queue.append((pid, m.start))   # not read this time
+                    continue
                 # Gone since the last sweep. Its children may still be listed
                 # under it in this table (read before they were re-parented),
                 # so walk it once more, then let it go.
@@ -129,22 +152,24 @@ class ProcessTree:
                 queue.append((pid, m.start))
             elif not b.same_start(row.start, m.start):
                 self._forget(m)        # PID reused: not ours any more
+            elif m.handle is not None and not m.handle.alive():
+                # Same start tick, yet the process the handle holds is gone:
+                # a PID reused within one clock tick (only a pidfd can tell).
+                self._forget(m)
             else:
                 queue.append((pid, m.start))
         if self._tag is not None:
             queue.extend(self._adopted(rows, children))
 
-        seen: set[int] = set()
-        live: list[_Member] = []
         i = 0
         while i < len(queue):
             pid, start = queue[i]
             i += 1
-            if pid in seen:
-                continue
-            seen.add(pid)
             row = rows.get(pid)
             if row is not None:
+                if pid in seen:
+                    continue
+                seen.add(pid)
                 m = self._remember(pid, row.start)
                 if row.state != b.DEAD:
                     live.append(m)
@@ -185,7 +210,7 @@ class ProcessTree:
                 found.append(key)
             else:
                 self._not_ours.add(key)
-        if len(self._not_ours) > 4 * len(rows) + 64:
+        if len(self._not_ours) > 4 * len(rows) + 256:
             self._not_ours = {k for k in self._not_ours
                               if k[0] in rows and rows[k[0]].start == k[1]}
         return found
@@ -201,12 +226,15 @@ class ProcessTree:
 
     def freeze(self) -> int:
         """SIGSTOP every process; sweep again until a sweep finds nothing
-        running that has not been stopped. Returns how many are frozen.
+        running that has not been stopped; wait (briefly) until all have
+        actually stopped. Returns how many are frozen.
 
-        Converges because a stopped process cannot fork: each new sweep can
-        only find children started before their parent's stop. The processes
-        already known are stopped first, before any sweep, so a known tree
-        freezes in the time of one sweep.
+        Converges because a stopped process cannot fork (a fork with a stop
+        pending is undone by the kernel): each new sweep can only find
+        children started before their parent's stop. The processes already
+        known are stopped first, before any sweep, and later sweeps read
+        only processes started since the previous one, so a known tree
+        freezes in well under the time of one full sweep.
         """
         with self._lock:
             sent: set[_Member] = set()
@@ -215,18 +243,18 @@ class ProcessTree:
                 sent.add(m)
             live: list[_Member] = []
             for _ in range(_MAX_ROUNDS):
-                live = self._sweep()
+                live = self._sweep(partial=True)
                 new = [m for m in live if m not in sent]
                 if not new:
                     break
                 for m in new:
                     self._send(m, signal.SIGSTOP)
                     sent.add(m)
-            self._settle(live)
-            return len(live)
+            return len(self._settle(live))
 
-    def _settle(self, live: list[_Member]) -> None:
-        """Wait (briefly) until every signalled process has stopped.
+    def _settle(self, members: list[_Member]) -> list[_Member]:
+        """Check each member, then wait (briefly) until every live one has
+        stopped; returns the live ones.
 
         SIGSTOP is acted on by the target itself when it is next scheduled,
         so right after the signals some are still 'running'. Convergence
@@ -234,10 +262,25 @@ class ProcessTree:
         so that a frozen tree is frozen when freeze() returns.
         """
         b = self._b
-        pending = live
+        live: list[_Member] = []
+        pending: list[_Member] = []
+        for m in members:
+            row = b.stat(m.pid)
+            if (row is None or not b.same_start(row.start, m.start)
+                    or (m.handle is not None and not m.handle.alive())):
+                self._forget(m)
+                continue
+            if row.state == b.DEAD:
+                continue
+            live.append(m)
+            if row.state == b.RUNNING:
+                pending.append(m)
+        self._order = live
         deadline = time.monotonic() + _SETTLE_TIMEOUT
         pause = 0.0001
-        while True:
+        while pending and time.monotonic() < deadline:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
             still = []
             for m in pending:
                 row = b.stat(m.pid)
@@ -245,24 +288,26 @@ class ProcessTree:
                         and row.state == b.RUNNING):
                     still.append(m)
             pending = still
-            if not pending or time.monotonic() >= deadline:
-                return
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
+        return live
 
     def thaw(self) -> int:
         """SIGCONT every process, children before parents (so a parent that
-        wakes sees its children running). Returns how many."""
+        wakes sees its children running). Returns how many were continued.
+
+        Nothing of a frozen tree can have started since the freeze, so the
+        processes known are the tree; a partial sweep afterwards still
+        catches anything that was not (its own read covers only what
+        started since the freeze's last sweep)."""
         with self._lock:
             sent: set[_Member] = set()
+            count = 0
             for m in reversed(self._order):
-                self._send(m, signal.SIGCONT)
+                count += self._send(m, signal.SIGCONT)
                 sent.add(m)
-            live = self._sweep()
-            for m in reversed(live):
+            for m in reversed(self._sweep(partial=True)):
                 if m not in sent:
-                    self._send(m, signal.SIGCONT)
-            return len(live)
+                    count += self._send(m, signal.SIGCONT)
+            return count
 
     def term(self) -> int:
         """SIGTERM to every process, then SIGCONT to every process, so a

@@ -1,0 +1,139 @@
+"""Freeze and thaw latency of a 100-process tree spread over 10 sessions.
+
+Latency is measured from the call to the moment every process of the tree
+is seen stopped (freeze) or no longer stopped (thaw), checked here by
+reading each process's state independently of the module under test.
+
+"warm" reuses one ProcessTree (a Run frozen again: every process already
+known); "cold" builds a new one per trial from the agent's pid alone (the
+first freeze of a Run, which must discover the whole tree).
+
+Target: freeze median <= 10 ms, p99 <= 50 ms.
+
+    python bench/freeze.py [--trials 200] [--sessions 10] [--per 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+import psutil
+
+from owl import tree
+
+AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                     "agents", "tree_agent.py")
+
+
+def state(pid: int) -> str:
+    """One process's state letter, read straight from the kernel."""
+    if sys.platform.startswith("linux"):
+        try:
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+            try:
+                data = os.read(fd, 2048)
+            finally:
+                os.close(fd)
+        except OSError:
+            return "X"
+        return chr(data[data.rfind(b")") + 2])
+    try:
+        return "T" if psutil.Process(pid).status() == psutil.STATUS_STOPPED else "S"
+    except psutil.Error:
+        return "X"
+
+
+def until(cond, timeout: float = 5.0) -> float:
+    """Spin until cond() holds; the perf_counter time when it first did."""
+    deadline = time.perf_counter() + timeout
+    while not cond():
+        if time.perf_counter() > deadline:
+            raise SystemExit("timed out: a process did not change state")
+    return time.perf_counter()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def report(name: str, values: list[float]) -> None:
+    ms = [v * 1000 for v in values]
+    print(f"  {name:<28} median {statistics.median(ms):7.2f} ms   "
+          f"p99 {pct(ms, 0.99):7.2f} ms   max {max(ms):7.2f} ms")
+
+
+def trial(run: tree.ProcessTree, pids: list[int], out: dict[str, list[float]]) -> None:
+    t0 = time.perf_counter()
+    frozen = run.freeze()
+    t1 = time.perf_counter()
+    t2 = until(lambda: all(state(p) == "T" for p in pids))
+    assert frozen == len(pids), (frozen, len(pids))
+    out["freeze returned"].append(t1 - t0)
+    out["freeze, all seen stopped"].append(t2 - t0)
+    time.sleep(0.002)
+    t0 = time.perf_counter()
+    run.thaw()
+    t1 = time.perf_counter()
+    t2 = until(lambda: all(state(p) != "T" for p in pids))
+    out["thaw returned"].append(t1 - t0)
+    out["thaw, all seen running"].append(t2 - t0)
+    time.sleep(0.005)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--per", type=int, default=10)
+    ap.add_argument("--nice", type=int, default=10)
+    args = ap.parse_args()
+
+    tree.become_subreaper()
+    tag = f"bench-{uuid.uuid4().hex[:8]}"
+    total = args.sessions * args.per
+    with tempfile.TemporaryDirectory() as ready:
+        popen = tree.spawn([sys.executable, AGENT, "--ready", ready, "--fanout",
+                            str(args.sessions), str(args.per)],
+                           cwd=ready, env=dict(os.environ, OWL_RUN_ID=tag),
+                           stdout=None, stderr=None, nice=args.nice)
+        try:
+            until(lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")])
+                  >= total, timeout=60)
+            pids = [int(n.rpartition("-")[2]) for n in os.listdir(ready)]
+            sessions = {os.getsid(p) for p in pids}
+            print(f"tree: {len(pids)} processes in {len(sessions)} sessions, "
+                  f"{len(psutil.pids())} processes on the machine, "
+                  f"backend {tree.BACKEND}, {os.cpu_count()} cores")
+
+            for label, fresh in (("warm", False), ("cold", True)):
+                out: dict[str, list[float]] = {k: [] for k in (
+                    "freeze returned", "freeze, all seen stopped",
+                    "thaw returned", "thaw, all seen running")}
+                run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
+                run.sweep()
+                for _ in range(args.trials):
+                    if fresh:
+                        run.close()
+                        run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
+                    trial(run, pids, out)
+                run.close()
+                print(f"{label} ({args.trials} trials):")
+                for name, values in out.items():
+                    report(name, values)
+        finally:
+            run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
+            run.kill()
+            popen.wait(5)
+            tree.reap_orphans(lambda pid: False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
