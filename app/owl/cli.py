@@ -203,6 +203,40 @@ def cmd_simple(verb: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def cmd_shift(a: argparse.Namespace) -> int:
+    if a.action == "start":
+        from owl.config import parse_duration
+
+        try:
+            length = parse_duration(a.for_)
+        except ValueError as e:
+            print(f"owl: --for: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        out = _ask("shift.start", {"for_s": length, "until_empty": a.until_empty,
+                                   "require_power": a.require_power, "replace": a.replace})
+    elif a.action == "stop":
+        out = _ask("shift.stop")
+    else:
+        out = _ask("shift.status")
+        if a.json:
+            _print_json(out)
+        elif out is None:
+            print("no Shift")
+        elif out.get("ended"):
+            print(out["text"])
+        else:
+            print(f"Shift on · {_fmt_secs(out['left_s'])} left (until {out['ends_at']})"
+                  + (" · until the queue is empty" if out["until_empty"] else "")
+                  + (" · needs AC power" if out["require_power"] else "")
+                  + (" · held by pause" if out["held"] else ""))
+        return EXIT_OK
+    if a.json:
+        _print_json(out)
+    else:
+        print(out["message"])
+    return EXIT_OK
+
+
 def cmd_machine(a: argparse.Namespace) -> int:
     _ask("machine", {"event": a.event})
     return EXIT_OK
@@ -251,10 +285,12 @@ def _status_text(st: dict) -> str:
     det = ", ".join(m["detectors"]) or "none"
     lines.append(f"machine  {machine} · {power} · detectors: {det}")
     lines.append(f"paused   {'yes (owl resume lets work go on)' if st['paused'] else 'no'}")
-    if st.get("shift"):
-        sh = st["shift"]
-        lines.append(f"shift    {'ended' if sh.get('ended') else 'on'} · "
-                     f"{_fmt_secs(sh.get('left_s'))} left")
+    sh = st.get("shift")
+    if sh and sh.get("ended"):
+        lines.append(f"shift    {sh['text']}")
+    elif sh:
+        lines.append(f"shift    on · {_fmt_secs(sh['left_s'])} left"
+                     + (" · held by pause" if sh.get("held") else ""))
     aw = st.get("awake") or {}
     if aw.get("held"):
         lines.append(f"awake    keeping the machine awake ({aw.get('backend')}): an agent is working")
@@ -395,6 +431,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="end them now")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_simple("stop"))
+
+    s = sub.add_parser("shift", help="work while you are here: start, stop, or status of a "
+                       "Shift", description="A Shift is a bounded time in which Runs start and "
+                       "are not frozen although the machine is in use. Caps still apply; power "
+                       "is ignored unless --require-power. Starting one while one is on extends "
+                       "it to the later end (unless --replace). When it ends, its Runs are let "
+                       "finish. `owl pause` holds a Shift; its clock keeps running.")
+    s.add_argument("action", choices=["start", "stop", "status"])
+    s.add_argument("--for", dest="for_", default="1h", help="how long (default 1h)")
+    s.add_argument("--until-empty", action="store_true", help="end early once the queue is empty")
+    s.add_argument("--require-power", action="store_true", help="freeze and start nothing on battery")
+    s.add_argument("--replace", action="store_true", help="replace the current Shift instead of "
+                   "extending it")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_shift)
 
     s = sub.add_parser("status", help="the machine, the hold, live Runs and the queue, at a glance")
     s.add_argument("--json", action="store_true")

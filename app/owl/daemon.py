@@ -180,6 +180,14 @@ class Daemon:
             "resume": lambda: e.resume(),
             "stop": lambda: e.stop_runs(bool(args.get("force"))),
             "machine": lambda: e.machine_event(_str(args, "event")),
+            "shift.start": lambda: e.shift_start(_seconds(args, "for_s", 3600.0),
+                                                 bool(args.get("until_empty")),
+                                                 bool(args.get("require_power")),
+                                                 bool(args.get("replace"))),
+            "shift_start": lambda: e.shift_start(_seconds(args, "for_s", 3600.0), False, False,
+                                                 False),
+            "shift.stop": lambda: e.shift_stop(),
+            "shift.status": lambda: e.shift_view(),
             "ping": lambda: {"pid": os.getpid()},
         }
         fn = table.get(verb)
@@ -218,6 +226,13 @@ def _int(args: dict[str, Any], key: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise Refused(f"{key} must be a whole number, not {v!r}")
     return v
+
+
+def _seconds(args: dict[str, Any], key: str, default: float) -> float:
+    v = args.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+        raise Refused(f"{key} must be a number of seconds")
+    return float(v)
 
 
 def _jobs_list(store: Store, everything: bool) -> list[dict]:

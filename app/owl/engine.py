@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from owl import config as configmod
-from owl import lifecycle, scheduler, tree, workspace
+from owl import lifecycle, project as projectmod, scheduler, shifts, tree, workspace
 from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
@@ -81,6 +81,10 @@ class Engine:
         self._stopping = False
         self._stopped = threading.Event()
         self._next_power = 0.0
+        self._pending_cache = bool(store.pending())
+        self.shift: shifts.Shift | None = None
+        self.shift_runs: set[int] = set()        # live Runs that a Shift let run
+        self._projects: dict[str, tuple[float, Any]] = {}
         self.on_change: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -116,6 +120,7 @@ class Engine:
 
     def _main(self) -> None:
         try:
+            self._load_shift()
             self._settle_machine(self.clock())
             while True:
                 try:
@@ -133,6 +138,7 @@ class Engine:
                 self._settle_machine(now)
                 self._do(self.core.tick(now))
                 self._watch(now)
+                self._check_shift()
                 if self._stopping:
                     if not self.live:
                         break
@@ -171,6 +177,8 @@ class Engine:
             if any(lv.exited for lv in self.live.values()):
                 moments.append(now + ENDING_WATCH)
         moments.append(self._machine_recheck(now))
+        if self.shift is not None:
+            moments.append(now + self.shift.left(time.time()))
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple) -> None:
@@ -202,7 +210,7 @@ class Engine:
         self.reading = r
         cfg = self.cfg
         if now >= self._next_power or force_input:
-            self._next_power = now + (5.0 if (self.live or self._has_pending()) else 30.0)
+            self._next_power = now + (5.0 if (self.live or self._pending_cache) else 30.0)
         power_ok = (not cfg.require_ac_power) or r.on_ac is True
         if power_ok == self.core.on_battery:
             self._do(self.core.power(now, power_ok))
@@ -326,11 +334,6 @@ class Engine:
 
     # ------------------------------------------------------------- starting
 
-    _pending_cache: bool = False
-
-    def _has_pending(self) -> bool:
-        return self._pending_cache
-
     def _maybe_start(self, now: float) -> None:
         pending = self.store.pending()
         self._pending_cache = bool(pending)
@@ -356,7 +359,36 @@ class Engine:
             [scheduler.QueuedJob(jid, project) for jid, project in pending],
             [lv.project for lv in self.live.values()],
             max_parallel=self.cfg.max_parallel,
-            project_cap=self.cfg.project_cap)
+            project_cap=self._project_cap)
+
+    def project_settings(self, project: str) -> projectmod.ProjectSettings:
+        """A project's `.owl.toml` from its base branch, cached for a few seconds.
+
+        Raises ProjectError when the file is broken."""
+        now = self.clock()
+        hit = self._projects.get(project)
+        if hit is None or now - hit[0] > 10.0:
+            try:
+                value: Any = projectmod.load(Path(project))
+            except projectmod.ProjectError as e:
+                value = e
+            except (OSError, workspace.WorkspaceError) as e:
+                value = projectmod.ProjectSettings()
+                log.warning("cannot read %s's settings: %s", project, e)
+            hit = (now, value)
+            self._projects[project] = hit
+        if isinstance(hit[1], projectmod.ProjectError):
+            raise hit[1]
+        return hit[1]
+
+    def _project_cap(self, project: str) -> int | None:
+        caps = [self.cfg.project_cap(project)]
+        try:
+            caps.append(self.project_settings(project).max_parallel)
+        except projectmod.ProjectError:
+            pass              # reported when its Job tries to start
+        caps = [c for c in caps if c is not None]
+        return min(caps) if caps else None
 
     def _start_job(self, job_id: int, *, exempt: bool) -> int | None:
         """Set up the worktree and start the agent; a setup failure blocks the Job."""
@@ -366,6 +398,7 @@ class Engine:
         assert job is not None
         project = Path(job["project"])
         try:
+            self.project_settings(str(project))
             driver = agents.get_driver(job["agent"], self.cfg.agent(job["agent"]))
             problem = driver.problem()
             if problem:
@@ -374,7 +407,7 @@ class Engine:
                                   branch=job["branch"],
                                   worktree=Path(job["worktree"]) if job["worktree"] else None,
                                   base=job["base"])
-        except (workspace.WorkspaceError, ValueError, OSError) as e:
+        except (workspace.WorkspaceError, projectmod.ProjectError, ValueError, OSError) as e:
             self.store.set_job(job_id, state="blocked", reason=f"setup failed: {e}")
             log.warning("job %s blocked: %s", job_id, e)
             return None
@@ -464,6 +497,78 @@ class Engine:
         self.core.timing = self._timing(cfg)
         log.info("config reloaded")
 
+    # ----------------------------------------------------------------- shifts
+
+    def _load_shift(self) -> None:
+        sh = shifts.Shift.from_dict(self.store.setting("shift"))
+        if sh is not None and sh.over(time.time(), False):
+            log.info("the stored Shift ended while the daemon was down")
+            sh = None
+            self.store.set_setting("shift", None)
+        self._set_shift(sh)
+
+    def _set_shift(self, sh: shifts.Shift | None) -> None:
+        now = self.clock()
+        self.shift = sh
+        if sh is not None:
+            self._do(self.core.shift_on(now, require_power=sh.require_power))
+        else:
+            self._do(self.core.shift_off(now))
+
+    def _check_shift(self) -> None:
+        if self.shift is None:
+            self.shift_runs &= set(self.live)
+            return
+        self.shift_runs |= set(self.live)
+        why = self.shift.over(time.time(), queue_empty=not self._pending_cache)
+        if why is not None:
+            log.info("the Shift ended: %s", why)
+            self.store.set_setting("shift", None)
+            self._set_shift(None)
+            self.shift_runs &= set(self.live)
+
+    def shift_start(self, length: float, until_empty: bool, require_power: bool,
+                    replace: bool) -> dict:
+        try:
+            sh = shifts.begin(self.shift, time.time(), length, until_empty=until_empty,
+                              require_power=require_power, replace=replace)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        extended = self.shift is not None and not replace
+        self.store.set_setting("shift", sh.to_dict())
+        self._set_shift(sh)
+        view = self.shift_view()
+        left = configmod.format_duration(round(sh.left(time.time())))
+        view["message"] = (f"Shift {'extended' if extended else 'started'}: Runs start and "
+                           f"are not frozen for the next {left}"
+                           + (", or until the queue is empty" if sh.until_empty else ""))
+        return view
+
+    def shift_stop(self) -> dict:
+        if self.shift is None:
+            raise Refused("no Shift is on")
+        self.store.set_setting("shift", None)
+        self._set_shift(None)
+        view = self.shift_view()
+        n = view.get("finishing", 0)
+        view["message"] = ("Shift ended" + (f", {n} Run{'s' if n != 1 else ''} finishing"
+                                             if n else ""))
+        return view
+
+    def shift_view(self) -> dict | None:
+        if self.shift is None:
+            finishing = len(self.shift_runs & set(self.live))
+            if not finishing:
+                return None
+            return {"on": False, "ended": True, "finishing": finishing,
+                    "text": f"Shift ended, {finishing} Run{'s' if finishing != 1 else ''} finishing"}
+        sh, now = self.shift, time.time()
+        return {"on": True, "ended": False, "started_at": _iso(sh.started_at),
+                "ends_at": _iso(sh.ends_at), "left_s": round(sh.left(now), 1),
+                "until_empty": sh.until_empty, "require_power": sh.require_power,
+                "held": self.core.paused,
+                "finishing": 0}
+
     # ================================================================= verbs
     # Each runs on the engine thread (through `call`) and raises Refused.
 
@@ -476,7 +581,13 @@ class Engine:
             raise Refused(f"the prompt is {len(prompt.encode('utf-8', 'surrogatepass')):,} bytes; "
                           f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
         root = workspace.project_root(project)
-        name = agent or self.cfg.projects.get(str(root), {}).get("agent") or self.cfg.default_agent
+        self._projects.pop(str(root), None)
+        try:
+            settings = self.project_settings(str(root))
+        except projectmod.ProjectError as e:
+            raise Refused(str(e)) from None
+        name = (agent or self.cfg.projects.get(str(root), {}).get("agent") or settings.agent
+                or self.cfg.default_agent)
         try:
             driver = agents.get_driver(name, self.cfg.agent(name))
         except ValueError as e:
@@ -659,7 +770,7 @@ class Engine:
                         "idle_in_s": None if idle_in is None else round(idle_in, 1),
                         "detectors": r.backends, "problem": r.problem},
             "paused": self.core.paused,
-            "shift": None,
+            "shift": self.shift_view(),
             "awake": awake,
             "runs": runs,
             "queue": queue_,
