@@ -174,6 +174,7 @@ def to_pystray(items: tuple[Item, ...], on_action: Callable[[Action], None]) -> 
             it.label,
             (lambda icon, item: on_action(action)) if action else None,
             enabled=it.enabled,
+            default=it.default,
             checked=(lambda item, c=it.checked: c) if it.checked is not None else None,
         )
 
@@ -184,12 +185,13 @@ class TrayApp:
     """Keeps the icon in step with the daemon and carries out menu actions."""
 
     def __init__(self, daemon: DaemonLike, backend: str, *, grace_window_s: float = 900.0,
-                 autostart: Any = None) -> None:
+                 autostart: Any = None, slow_s: float = SLOW_S) -> None:
         import pystray
 
         self.daemon = daemon
         self.backend = backend
         self.grace_window_s = grace_window_s
+        self.slow_s = slow_s
         self._autostart = autostart
         self._main = _main_thread_caller(backend)
         self._stopping = threading.Event()
@@ -253,7 +255,7 @@ class TrayApp:
         while not self._stopping.is_set():
             status = self.refresh()
             fast = status is not None and counting_down(status)
-            self._poke.wait(FAST_S if fast else SLOW_S)
+            self._poke.wait(min(FAST_S, self.slow_s) if fast else self.slow_s)
             self._poke.clear()
 
     def refresh(self) -> dict | None:
@@ -271,15 +273,18 @@ class TrayApp:
             self._shown["look"] = look
             image = draw_icon(state, ICON_SIZE, progress)
             self._main(lambda: setattr(self.icon, "icon", image))
-        tip = tooltip(status, self.grace_window_s)
-        if self._shown.get("tip") != tip:
-            self._shown["tip"] = tip
-            self._main(lambda: self._set_tooltip(tip))
         model = build_menu(status, autostart_on=self._autostart_on())
         if self._shown.get("menu") != model:
             self._shown["menu"] = model
             menu = to_pystray(model, self.on_action)
             self._main(lambda: setattr(self.icon, "menu", menu))
+        tip = tooltip(status, self.grace_window_s)
+        if self._shown.get("tip") != tip:
+            self._shown["tip"] = tip
+            # Two hops: pystray's gtk backend itself defers the menu rebuild
+            # by one hop, so the hover text changes only after the menu has,
+            # and what it says can already be found in the menu.
+            self._main(lambda: self._main(lambda: self._set_tooltip(tip)))
         for title, message in self._notices.update(status):
             self._main(lambda t=title, m=message: self._notify(t, m))
         self._shown["status"] = status
@@ -337,10 +342,12 @@ class TrayApp:
         try:
             self.daemon.call(action.verb or "", **action.kwargs)
         except Refused as e:
-            self._main(lambda: self._notify("Owl", str(e)))
+            reason = str(e)
+            self._main(lambda: self._notify("Owl", reason))
         except Exception as e:
             log.exception("verb %s failed", action.verb)
-            self._main(lambda: self._notify("Owl", f"{action.verb} failed: {e}"))
+            reason = f"{action.verb} failed: {e}"
+            self._main(lambda: self._notify("Owl", reason))
         self._poke.set()
 
     def _open(self, path: str) -> None:
@@ -364,8 +371,13 @@ def _configured_grace_window() -> float:
         return 900.0
 
 
-def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: float = HOST_WAIT_S) -> int:
+def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: float = HOST_WAIT_S,
+             slow_s: float = SLOW_S) -> int:
     """Show Owl in the tray over `daemon` until Quit; returns the exit code.
+
+    `slow_s` is how often the status is read when nothing counts down (once
+    a second when something does). `host_wait_s` is how long to wait for a
+    tray host to appear (a login item may start before the panel).
 
     Must be called on the main thread (macOS requires it, and GTK's signal
     handling lives there). Raises TrayUnavailable, before touching the
@@ -376,7 +388,7 @@ def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: flo
     # GTK would otherwise wait on an accessibility bus that may not exist.
     os.environ.setdefault("NO_AT_BRIDGE", "1")
     try:
-        app = TrayApp(daemon, name, grace_window_s=_configured_grace_window())
+        app = TrayApp(daemon, name, grace_window_s=_configured_grace_window(), slow_s=slow_s)
     except Exception as e:
         raise TrayUnavailable(f"the {name} tray cannot start: {e}") from e
     return app.run()

@@ -49,6 +49,7 @@ class Item:
     checked: bool | None = None
     submenu: tuple["Item", ...] | None = None
     separator: bool = False
+    default: bool = False  # shown bold; the heading of the menu
 
 
 SEPARATOR = Item("", separator=True, enabled=False)
@@ -205,7 +206,7 @@ def _jobs_submenu(status: dict[str, Any]) -> tuple[Item, ...]:
 
 def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[Item, ...]:
     """The whole menu for one status document, top to bottom."""
-    items: list[Item] = [Item(status_line(status), enabled=False)]
+    items: list[Item] = [Item(status_line(status), enabled=False, default=True)]
     machine = status.get("machine") or {}
     shift = status.get("shift") or {}
     notes = []
