@@ -10,13 +10,14 @@ feeds it events and carries out the actions it returns, in order.
 
 Events in (methods of `Core`, each taking `now`, a monotonic time in seconds):
 
-    started(run, exempt)     the engine started an agent for a Run
+    started(run, exempt, checks)  the engine started an agent for a Run; `checks`
+                             is (name, timeout) of each check that gates review
     input()                  the person is at the machine (first input event)
     idle()                   the idle policy holds again (a full idle.after of quiet)
     power(ok)                on AC, or on battery where that matters
     tick()                   time passed; deadlines are checked
     output(run)              the Run wrote something (for the stall rule)
-    exited(run, code)        the agent (leader) exited
+    exited(run, code)        the agent (leader), or the check now running, exited
     gone(run)                no process of the Run is left
     pause() / resume()       the person's hold
     stop(force)              the person ends the live Runs
@@ -25,7 +26,8 @@ Events in (methods of `Core`, each taking `now`, a monotonic time in seconds):
     shutdown()               the daemon is stopping
 
 Actions out: `Freeze`, `Thaw`, `Term` (SIGTERM then SIGCONT to every process),
-`Kill` (SIGKILL to every process) and `Finish` (the Run is over: record it).
+`Kill` (SIGKILL to every process), `StartCheck` (start check i of the Run in a
+process tree of its own) and `Finish` (the Run is over: record it).
 
 A live Run is in one of three phases:
 
@@ -36,6 +38,21 @@ A live Run is in one of three phases:
     running --(agent exits)--> ending                    [Term what is left]
     ending  --(5 s pass, something left)--> ending       [Kill]
     ending  --(nothing left)--> (finished)               [Finish]
+
+Verification. A Run whose agent exited 0 and that has checks is not finished
+when the agent's tree is gone: it goes on as check 0, then 1, ... each in its
+own process tree (`StartCheck`), and is `verifying` while one runs. A check is
+frozen, thawed and ended exactly like the agent (input freezes it; the grace
+window interrupts the Run, no attempt spent); its own timeout, not
+runs.timeout or runs.stall, bounds it. A check that exits non-zero, or
+outlives its timeout, fails the Run naming the check; the last check passing
+finishes the Run succeeded. A check is never started while the machine or
+the person would freeze it at once: the Run waits frozen, and thawing it
+starts the check.
+
+    ending(agent or check passed) --(nothing left, check i next)--> verifying [StartCheck i]
+    verifying --(check exits 0)--> ending --(nothing left)--> next check or [Finish succeeded]
+    verifying --(check exits non-zero / timeout)--> ending --> [Finish failed]
 
 Who may freeze whom is one rule, `_machine_blocks`, re-evaluated after every
 event (`_settle`): a Run the machine froze thaws as soon as that rule stops
@@ -106,6 +123,12 @@ class Kill:
 
 
 @dataclass(frozen=True)
+class StartCheck:
+    run: int
+    index: int
+
+
+@dataclass(frozen=True)
 class Finish:
     run: int
     outcome: Outcome
@@ -114,7 +137,7 @@ class Finish:
     exit_code: int | None
 
 
-Action = Freeze | Thaw | Term | Kill | Finish
+Action = Freeze | Thaw | Term | Kill | StartCheck | Finish
 
 
 class Refusal(Exception):
@@ -149,6 +172,28 @@ class Run:
     exit_code: int | None = None
     exited: bool = False
     kill_at: float | None = None
+    # verification: (name, timeout) of every check; which one runs; which is next
+    checks: tuple[tuple[str, float], ...] = ()
+    check: int | None = None             # index of the check this Run is on, None: the agent
+    check_live: bool = False             # its process was started (not waiting frozen)
+    check_began: float = 0.0
+    check_frozen_before: float = 0.0     # frozen_total when the check began
+    next_check: int | None = None        # start this check once the tree is gone
+    hold: str | None = None              # `owl stop` while between steps: freeze the next one
+
+    @property
+    def state(self) -> str:
+        """What `owl status` calls it: a Run working on a check is `verifying`."""
+        if self.phase is Phase.RUNNING and self.check is not None:
+            return "verifying"
+        return self.phase.value
+
+    def check_time(self, now: float) -> float:
+        """Time the current check has worked, frozen time left out."""
+        frozen = self.frozen_total - self.check_frozen_before
+        if self.phase is Phase.FROZEN and self.frozen_at is not None:
+            frozen += now - self.frozen_at
+        return now - self.check_began - frozen
 
     def active_time(self, now: float) -> float:
         frozen = self.frozen_total
@@ -200,6 +245,8 @@ class Core:
         for r in self.runs.values():
             if r.phase is Phase.FROZEN and r.deadline is not None:
                 moments.append(r.deadline)
+            elif r.phase is Phase.RUNNING and r.check is not None:
+                moments.append(now_free_deadline(r))
             elif r.phase is Phase.RUNNING:
                 moments.append(r.started_at + r.frozen_total + self.timing.timeout)
                 moments.append(r.last_output + self.timing.stall)
@@ -209,8 +256,11 @@ class Core:
 
     # ------------------------------------------------------------- events
 
-    def started(self, run: int, now: float, exempt: bool = False) -> list[Action]:
-        self.runs[run] = Run(id=run, started_at=now, exempt=exempt, last_output=now)
+    def started(self, run: int, now: float, exempt: bool = False,
+                checks: tuple[tuple[str, float], ...] | list[tuple[str, float]] = ()
+                ) -> list[Action]:
+        self.runs[run] = Run(id=run, started_at=now, exempt=exempt, last_output=now,
+                             checks=tuple((str(n), float(t)) for n, t in checks))
         return self._settle(now)
 
     def input(self, now: float) -> list[Action]:
@@ -236,6 +286,11 @@ class Core:
         for r in list(self.runs.values()):
             if r.phase is Phase.FROZEN and r.deadline is not None and now >= r.deadline:
                 actions += self._end(r, now, Outcome.INTERRUPTED, r.expiry_reason)
+            elif r.phase is Phase.RUNNING and r.check is not None:
+                name, limit = r.checks[r.check]
+                if r.check_time(now) >= limit:
+                    actions += self._end(r, now, Outcome.FAILED,
+                                         f"check {name} ran longer than its timeout ({_dur(limit)})")
             elif r.phase is Phase.RUNNING and r.active_time(now) >= self.timing.timeout:
                 actions += self._end(r, now, Outcome.FAILED,
                                      f"ran longer than runs.timeout ({_dur(self.timing.timeout)})")
@@ -253,14 +308,24 @@ class Core:
         r = self.runs.get(run)
         if r is None:
             return []
-        r.exit_code = code
+        if r.check is None:
+            r.exit_code = code          # the Run's exit code is its agent's
         r.exited = True
         if r.phase is Phase.ENDING:
             return []
         if r.phase is Phase.FROZEN:
             self._unfreeze(r, now)
-        if code == 0:
+        if r.check is not None:
+            name = r.checks[r.check][0]
+            if code == 0:
+                outcome, reason = Outcome.SUCCEEDED, None
+                nxt = r.check + 1
+                r.next_check = nxt if nxt < len(r.checks) else None
+            else:
+                outcome, reason = Outcome.FAILED, check_failed(name, code)
+        elif code == 0:
             outcome, reason = Outcome.SUCCEEDED, None
+            r.next_check = 0 if r.checks else None
         else:
             outcome, reason = Outcome.FAILED, f"the agent exited with code {code}"
         r.phase = Phase.ENDING
@@ -272,9 +337,14 @@ class Core:
         r = self.runs.get(run)
         if r is None:
             return []
+        if r.check is not None and not r.check_live and r.phase is not Phase.ENDING:
+            return []                   # its check has not begun: nothing there to be gone
         if r.phase is not Phase.ENDING:
-            # The tree vanished before the engine saw the agent exit.
-            self.exited(run, now, r.exit_code if r.exit_code is not None else -1)
+            # The tree vanished before the engine saw the agent (or check) exit.
+            known = r.exit_code if r.check is None and r.exit_code is not None else -1
+            self.exited(run, now, known)
+        if r.next_check is not None and r.outcome is Outcome.SUCCEEDED:
+            return self._begin_check(r, now, r.next_check)
         del self.runs[run]
         assert r.outcome is not None and r.ended_by is not None
         return [Finish(r.id, r.outcome, r.ended_by, r.reason, r.exit_code)]
@@ -294,19 +364,27 @@ class Core:
 
     def resume(self, now: float) -> list[Action]:
         held = [r for r in self.runs.values() if r.frozen_by == USER]
-        if not self.paused and not held:
+        if not self.paused and not held and not any(r.hold for r in self.runs.values()):
             raise Refusal("not paused, and no Run is held")
         self.paused = False
         for r in held:
             r.frozen_by = MACHINE      # the machine's rule decides from here
             r.expiry_reason = GRACE_PASSED
+        for r in self.runs.values():
+            r.hold = None
         return self._settle(now)
 
     def stop(self, now: float, force: bool = False) -> list[Action]:
+        between = [r for r in self.runs.values() if _between_steps(r)]
         live = [r for r in self.runs.values() if r.phase is not Phase.ENDING]
-        if not live:
+        if not live and not between:
             raise Refusal("no Run is live")
         actions: list[Action] = []
+        for r in between:
+            if force:
+                self._cancel_next(r, STOPPED)
+            else:
+                r.hold = STOPPED        # its next check waits frozen, as if stopped running
         for r in live:
             if force:
                 actions += self._end(r, now, Outcome.INTERRUPTED, STOPPED)
@@ -321,7 +399,11 @@ class Core:
     def end(self, run: int, now: float, reason: str) -> list[Action]:
         """End one Run now (its Job was dropped): interrupted, through Term and Kill."""
         r = self.runs.get(run)
-        if r is None or r.phase is Phase.ENDING:
+        if r is None:
+            return []
+        if r.phase is Phase.ENDING:
+            if _between_steps(r):
+                self._cancel_next(r, reason)
             return []
         return self._end(r, now, Outcome.INTERRUPTED, reason)
 
@@ -343,7 +425,9 @@ class Core:
         for r in list(self.runs.values()):
             if r.phase is not Phase.ENDING:
                 actions += self._end(r, now, Outcome.INTERRUPTED, SHUTDOWN)
-            elif r.kill_at is not None:
+            elif _between_steps(r):
+                self._cancel_next(r, SHUTDOWN)
+            if r.kill_at is not None and r.phase is Phase.ENDING:
                 r.kill_at = min(r.kill_at, now + KILL_DELAY)
         return actions
 
@@ -384,7 +468,34 @@ class Core:
 
     def _thaw(self, r: Run, now: float) -> list[Action]:
         self._unfreeze(r, now)
+        if r.check is not None and not r.check_live:
+            r.check_live = True         # it waited frozen before it began: begin it now
+            return [StartCheck(r.id, r.check)]
         return [Thaw(r.id)]
+
+    def _begin_check(self, r: Run, now: float, index: int) -> list[Action]:
+        """Move a Run whose previous step passed (and whose tree is gone) to check `index`."""
+        r.check, r.next_check = index, None
+        r.phase = Phase.RUNNING
+        r.outcome = r.reason = r.ended_by = r.kill_at = None
+        r.exited = False
+        r.check_began = now
+        r.check_frozen_before = r.frozen_total
+        r.last_output = now
+        r.check_live = False
+        if self.paused or r.hold is not None:
+            why = r.hold or PAUSE_GRACE_PASSED
+            r.hold = None
+            return self._freeze(r, now, USER, why)
+        if self._machine_blocks(r):
+            return self._freeze(r, now, MACHINE, GRACE_PASSED)
+        r.check_live = True
+        return [StartCheck(r.id, index)]
+
+    def _cancel_next(self, r: Run, reason: str) -> None:
+        """A Run between steps is ended: no further check starts; it is interrupted."""
+        r.next_check = None
+        r.outcome, r.reason = Outcome.INTERRUPTED, reason
 
     def _end(self, r: Run, now: float, outcome: Outcome, reason: str) -> list[Action]:
         if r.phase is Phase.FROZEN:
@@ -394,6 +505,27 @@ class Core:
         r.ended_by = EndedBy.SIGTERM
         r.kill_at = now + KILL_DELAY
         return [Term(r.id)]
+
+
+def _between_steps(r: Run) -> bool:
+    """Ending only to make room for its next check: still live in the person's eyes."""
+    return r.phase is Phase.ENDING and r.next_check is not None \
+        and r.outcome is Outcome.SUCCEEDED
+
+
+def now_free_deadline(r: Run) -> float:
+    """When the check a Run is on reaches its timeout, if it is not frozen first."""
+    assert r.check is not None
+    return r.check_began + (r.frozen_total - r.check_frozen_before) + r.checks[r.check][1]
+
+
+def check_failed(name: str, code: int) -> str:
+    """The reason a Run failed on a check, in words."""
+    if code == 127:
+        return f"check {name} failed: command not found (exit 127)"
+    if code < 0:
+        return f"check {name} failed: killed by signal {-code}"
+    return f"check {name} failed (exit {code})"
 
 
 def _dur(seconds: float) -> str:

@@ -69,6 +69,26 @@ MIGRATIONS: list[str] = [
         value TEXT NOT NULL
     );
     """,
+    # 2: the outcome of every check a Run (or `owl jobs verify`) ran
+    """
+    CREATE TABLE checks (
+        id          INTEGER PRIMARY KEY,
+        job_id      INTEGER NOT NULL REFERENCES jobs(id),
+        run_id      INTEGER REFERENCES runs(id),
+        position    INTEGER NOT NULL,
+        name        TEXT NOT NULL,
+        command     TEXT NOT NULL,
+        outcome     TEXT NOT NULL,
+        exit_code   INTEGER,
+        duration_s  REAL,
+        output      TEXT NOT NULL DEFAULT '',
+        log         TEXT,
+        batch       TEXT,
+        ended_at    REAL NOT NULL
+    );
+    CREATE INDEX checks_by_run ON checks(run_id);
+    CREATE INDEX checks_by_job ON checks(job_id, batch);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -192,15 +212,22 @@ class Store:
         job["position"] = self.position(job_id) if job["state"] in QUEUED else None
         return job
 
-    def jobs(self, states: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Jobs in queue order, with positions for the queued ones."""
+    def jobs(self, states: Iterable[str] | None = None,
+             limit: int | None = None) -> list[dict[str, Any]]:
+        """Jobs in queue order, with positions for the queued ones.
+
+        `limit` keeps views (the status document) from reading the whole table
+        when the queue is long; the LIMIT goes to SQLite, which walks the
+        (state, sort_key) index and stops early."""
+        cap = -1 if limit is None else int(limit)
         if states is None:
-            rows = self.db.execute(f"SELECT {_JOB_COLS} FROM jobs ORDER BY sort_key").fetchall()
+            rows = self.db.execute(f"SELECT {_JOB_COLS} FROM jobs ORDER BY sort_key LIMIT ?",
+                                   (cap,)).fetchall()
         else:
             st = tuple(states)
             rows = self.db.execute(
                 f"SELECT {_JOB_COLS} FROM jobs WHERE state IN ({','.join('?' * len(st))}) "
-                "ORDER BY sort_key", st).fetchall()
+                "ORDER BY sort_key LIMIT ?", (*st, cap)).fetchall()
         out, pos = [], 0
         for row in rows:
             job = _job(row)
@@ -210,7 +237,8 @@ class Store:
             else:
                 job["position"] = None
             out.append(job)
-        if states is not None and not set(states) >= set(QUEUED):
+        if states is not None and not set(states) >= set(QUEUED) \
+                and any(job["state"] in QUEUED for job in out):
             # positions must count every queued Job, not only the selected ones
             positions = self.positions()
             for job in out:
@@ -256,6 +284,11 @@ class Store:
                                 [(-(i + 1), jid) for i, jid in enumerate(ids)])
             self.db.executemany("UPDATE jobs SET sort_key=? WHERE id=?",
                                 list(zip(keys, ids)))
+
+    def counts(self) -> dict[str, int]:
+        """How many Jobs are in each state (for `owl status` with no daemon)."""
+        return {r[0]: r[1] for r in self.db.execute(
+            "SELECT state, COUNT(*) FROM jobs GROUP BY state")}
 
     def queue_length(self) -> int:
         return self.db.execute(
@@ -348,6 +381,38 @@ class Store:
             self.db.execute("UPDATE jobs SET state='pending', updated_at=? WHERE state='active'",
                             (now,))
         return open_ids
+
+    # --------------------------------------------------------------- checks
+
+    def add_check(self, *, job_id: int, run_id: int | None, position: int, name: str,
+                  command: str, outcome: str, exit_code: int | None, duration_s: float | None,
+                  output: str, log: str | None = None, batch: str | None = None,
+                  now: float | None = None) -> int:
+        """Record one check's result: of a Run (run_id) or of `owl jobs verify` (batch)."""
+        now = time.time() if now is None else now
+        with self.tx():
+            cur = self.db.execute(
+                "INSERT INTO checks(job_id, run_id, position, name, command, outcome, exit_code, "
+                "duration_s, output, log, batch, ended_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                (job_id, run_id, position, name, command, outcome, exit_code, duration_s,
+                 output, log, batch, now))
+            return int(cur.lastrowid)
+
+    def checks(self, run_id: int) -> list[dict[str, Any]]:
+        """A Run's checks, in the order they ran."""
+        return [dict(r) for r in self.db.execute(
+            "SELECT * FROM checks WHERE run_id=? ORDER BY position, id", (run_id,))]
+
+    def verification(self, job_id: int) -> list[dict[str, Any]]:
+        """The checks of the latest `owl jobs verify` of a Job (none if never asked)."""
+        row = self.db.execute(
+            "SELECT batch FROM checks WHERE job_id=? AND run_id IS NULL "
+            "ORDER BY id DESC LIMIT 1", (job_id,)).fetchone()
+        if row is None:
+            return []
+        return [dict(r) for r in self.db.execute(
+            "SELECT * FROM checks WHERE job_id=? AND run_id IS NULL AND batch=? "
+            "ORDER BY position, id", (job_id, row[0]))]
 
     def integrity(self) -> str:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0]
