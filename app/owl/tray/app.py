@@ -45,6 +45,10 @@ ICON_SIZE = 64  # hosts scale down; 64 keeps 2x panels sharp
 PROGRESS_STEPS = 60  # redraw the frozen ring at most this many times per window
 
 
+_VERB_WORDS = {"start": "Start", "pause": "Pause", "resume": "Resume", "stop": "Stop",
+               "shift_start": "Work for 1 hour", "drop": "Drop"}
+
+
 class DaemonLike(Protocol):
     def status(self) -> dict: ...
     def call(self, verb: str, **args: Any) -> dict: ...
@@ -343,7 +347,8 @@ class TrayApp:
             self.daemon.call(action.verb or "", **action.kwargs)
         except Refused as e:
             reason = str(e)
-            self._main(lambda: self._notify("Owl", reason))
+            title = _VERB_WORDS.get(action.verb or "", action.verb or "Owl") + ": refused"
+            self._main(lambda: self._notify(title, reason))
         except Exception as e:
             log.exception("verb %s failed", action.verb)
             reason = f"{action.verb} failed: {e}"
