@@ -293,9 +293,14 @@ def _status_text(st: dict) -> str:
                      + (" · held by pause" if sh.get("held") else ""))
     aw = st.get("awake") or {}
     if aw.get("held"):
-        lines.append(f"awake    keeping the machine awake ({aw.get('backend')}): an agent is working")
+        lines.append(f"awake    held: the machine will not idle-sleep while "
+                     f"{aw.get('why') or 'an agent is working'} ({aw.get('backend')})")
     elif aw.get("problem"):
         lines.append(f"awake    {aw['problem']}")
+    elif aw.get("enabled") is False:
+        lines.append("awake    off (power.keep_awake = false): the machine may sleep during a Run")
+    elif st["runs"]:
+        lines.append("awake    not held: no Run is working, the machine may sleep")
     if not st["runs"]:
         lines.append("runs     none live")
     for r in st["runs"]:

@@ -31,6 +31,7 @@ from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
 from owl.paths import Paths
+from owl.power.policy import should_hold
 from owl.store import Store, title_of
 
 log = logging.getLogger("owl.engine")
@@ -40,6 +41,7 @@ LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated past this size
 IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
 ENDING_WATCH = 0.05                # while an exited agent's tree drains
+AWAKE_WHY = "an agent is working"  # the reason the sleep inhibitor is held under
 
 
 @dataclass
@@ -457,17 +459,35 @@ class Engine:
         code = lv.popen.wait()
         self._q.put(("exited", lv.run_id, code))
 
+    def _working_runs(self) -> list[int]:
+        """Live Runs whose agents are doing work (not frozen, not ending)."""
+        return [r.id for r in self.core.runs.values()
+                if r.id in self.live and should_hold([r.phase.value])]
+
     def _hold_awake(self) -> None:
-        if self.inhibitor is None or not self.cfg.keep_awake:
-            if self.inhibitor is not None and self.inhibitor.held:
-                self.inhibitor.release()
+        """Hold the sleep inhibitor exactly while some Run works.
+
+        Called after every pass of the loop, so a freeze or an end lets the
+        machine sleep again within that pass, not at the next tick. The
+        reason handed to the backend stays the same whatever the Runs are:
+        one lock serves them all, and tools that list inhibitors would
+        otherwise show a count that went stale."""
+        inh = self.inhibitor
+        if inh is None:
             return
-        working = [r for r in self.core.runs.values() if r.phase is Phase.RUNNING]
-        if working:
-            n = len(working)
-            self.inhibitor.hold(f"{n} agent Run{'s' if n > 1 else ''} working")
+        if not self.cfg.keep_awake:
+            inh.release()
+            return
+        if inh.backend == "none" and inh.problem is None:
+            # Built while power.keep_awake was false; it was turned on since.
+            from owl.power import make_inhibitor
+
+            inh.close()
+            inh = self.inhibitor = make_inhibitor(True)
+        if self._working_runs():
+            inh.hold(AWAKE_WHY)
         else:
-            self.inhibitor.release()
+            inh.release()
 
     # ----------------------------------------------------------------- config
 
@@ -756,11 +776,14 @@ class Engine:
             attention = f"job {recent[0]['job_id']} failed: {recent[0]['reason']}"
         elif recent and recent[0]["ended_by"] == "sigkill":
             attention = f"job {recent[0]['job_id']}'s agent was killed"
-        awake = {"held": False, "backend": "none", "problem": None, "why": None}
-        if self.inhibitor is not None:
-            awake = {"held": self.inhibitor.held, "backend": self.inhibitor.backend,
-                     "problem": self.inhibitor.problem,
-                     "why": "an agent is working" if self.inhibitor.held else None}
+        awake: dict[str, Any] = {"enabled": cfg.keep_awake, "held": False, "backend": "none",
+                                 "problem": None, "why": None, "runs": []}
+        if self.inhibitor is not None and cfg.keep_awake:
+            held = self.inhibitor.held
+            working = self._working_runs() if held else []
+            awake.update(held=held, backend=self.inhibitor.backend,
+                         problem=self.inhibitor.problem, runs=working,
+                         why=_awake_why(working) if held else None)
         from owl import __version__
         return {
             "version": __version__,
@@ -781,6 +804,15 @@ class Engine:
             "attention": attention,
             "config_problem": self.config_problem,
         }
+
+
+def _awake_why(run_ids: list[int]) -> str:
+    """Why the machine is kept awake, in words, for `owl status`."""
+    if not run_ids:
+        return AWAKE_WHY
+    if len(run_ids) == 1:
+        return f"run {run_ids[0]} is working"
+    return f"runs {', '.join(map(str, run_ids))} are working"
 
 
 def _iso(ts: float | None) -> str | None:
