@@ -184,7 +184,10 @@ def virtual_display(*, tray: bool = False, notify: bool = False, dbus: bool = Tr
         rfd, wfd = os.pipe()
         try:
             xvfb = subprocess.Popen(
-                ["Xvfb", "-displayfd", str(wfd), "-screen", "0", size, "-nolisten", "tcp"],
+                # -noreset: by default X resets when its last client leaves, and a
+                # client connecting during the reset is refused.
+                ["Xvfb", "-displayfd", str(wfd), "-screen", "0", size, "-nolisten", "tcp",
+                 "-noreset"],
                 pass_fds=(wfd,), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             started.append(xvfb)
