@@ -212,6 +212,20 @@ def test_battery_status_alone_decides_without_ac_folder(tmp_path: Path) -> None:
     assert Power(str(tmp_path)).on_ac() is True
 
 
+def test_charger_under_another_name_is_found(tmp_path: Path) -> None:
+    # psutil knows only AC/AC0; a laptop's charger may be ADP1, and a battery
+    # held at its charge limit says "Not charging" while plugged in.
+    make_supply(tmp_path, battery="Not charging", ac_online=None)
+    adp = tmp_path / "ADP1"
+    adp.mkdir()
+    (adp / "type").write_text("Mains\n")
+    (adp / "online").write_text("1\n")
+    power = Power(str(tmp_path))
+    assert power.on_ac() is True
+    (adp / "online").write_text("0\n")
+    assert power.on_ac() is False
+
+
 def test_power_env_does_not_leak_into_psutil(tmp_path: Path) -> None:
     make_supply(tmp_path, battery="Discharging", ac_online=0)
     Power(str(tmp_path)).on_ac()

@@ -74,4 +74,33 @@ class Power:
         if battery is None:
             return True
         plugged = battery.power_plugged
+        if plugged is None and sys.platform.startswith("linux"):
+            plugged = self._linux_mains_online()
         return None if plugged is None else bool(plugged)
+
+    def _linux_mains_online(self) -> bool | None:
+        """Any supply of type "Mains" online? None if there is no mains supply.
+
+        psutil only looks at supplies named AC or AC0, then at the battery's
+        status; many laptops name the charger ADP1 or ACAD, and a battery held
+        at a charge limit says "Not charging" while plugged in.
+        """
+        root = self.supply_path or "/sys/class/power_supply"
+        seen = False
+        try:
+            names = os.listdir(root)
+        except OSError:
+            return None
+        for name in names:
+            try:
+                with open(os.path.join(root, name, "type")) as f:
+                    if f.read().strip() != "Mains":
+                        continue
+                with open(os.path.join(root, name, "online")) as f:
+                    online = f.read().strip()
+            except OSError:
+                continue
+            seen = True
+            if online == "1":
+                return True
+        return False if seen else None
