@@ -19,12 +19,14 @@ import concurrent.futures
 import logging
 import os
 import queue
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from owl import checks as checksmod
 from owl import config as configmod
 from owl import lifecycle, project as projectmod, scheduler, shifts, tree, workspace
 from owl.errors import Refused
@@ -59,6 +61,13 @@ class Live:
     log_size: int = 0
     exited: bool = False
     pids: list[int] = field(default_factory=list)
+    # verification: the checks read from the base branch when the Run started
+    worktree: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    checks: tuple = ()
+    check_proc: Any = None                # the check running now (a checks.CheckProcess)
+    results: list = field(default_factory=list)
+    waiting: bool = False                 # its next check waits, frozen, to begin
 
 
 class Engine:
@@ -83,11 +92,12 @@ class Engine:
         self._stopping = False
         self._stopped = threading.Event()
         self._next_power = 0.0
-        self._pending_cache = bool(store.pending())
+        self._pending_cache = store.first_pending() is not None
         self.shift: shifts.Shift | None = None
         self.shift_runs: set[int] = set()        # live Runs that a Shift let run
         self._projects: dict[str, tuple[float, Any]] = {}
         self.on_change: Callable[[], None] | None = None
+        self._verifications: dict[int, checksmod.Verification] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -142,7 +152,7 @@ class Engine:
                 self._watch(now)
                 self._check_shift()
                 if self._stopping:
-                    if not self.live:
+                    if not self.live and not self._verifications:
                         break
                 else:
                     self._maybe_start(now)
@@ -193,16 +203,20 @@ class Engine:
                 except BaseException as e:  # delivered to the caller
                     fut.set_exception(e)
         elif kind == "exited":
-            _, run_id, code = item
+            _, run_id, code, popen = item
             lv = self.live.get(run_id)
-            if lv is not None:
+            if lv is not None and popen is lv.popen:      # not a step that ended before
                 lv.exited = True
+                if lv.check_proc is not None and lv.check_proc.popen is popen:
+                    self._check_exited(lv, code)
                 self._do(self.core.exited(run_id, self.clock(), code))
         elif kind == "input":
             self._settle_machine(self.clock(), force_input=True)
         elif kind == "shutdown":
             if not self._stopping:
                 self._stopping = True
+                for v in self._verifications.values():
+                    v.cancel(wait=0)
                 self._do(self.core.shutdown(self.clock()))
 
     # --------------------------------------------------------------- machine
@@ -260,9 +274,14 @@ class Engine:
                 log.info("run %s frozen by %s", lv.run_id, r.frozen_by)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
-                self.store.set_run(lv.run_id, state="running", frozen_by=None)
+                self.store.set_run(lv.run_id, state=self.core.runs[action.run].state,
+                                   frozen_by=None)
                 log.info("run %s thawed", lv.run_id)
+            elif isinstance(action, lifecycle.StartCheck):
+                self._start_check(lv, action.index)
             elif isinstance(action, lifecycle.Term):
+                if lv.waiting:
+                    lv.exited = True      # its check never began: nothing is left to end
                 lv.tree.term()
                 self.store.set_run(lv.run_id, state="ending", frozen_by=None)
                 log.info("run %s asked to stop", lv.run_id)
@@ -279,8 +298,22 @@ class Engine:
             os.close(lv.log_fd)
         except OSError:
             pass
+        reason = f.reason
+        failed = [r for r in lv.results if r.outcome == "failed"]
+        if f.outcome is lifecycle.Outcome.FAILED and failed and reason:
+            line = checksmod.last_line(failed[-1].output)
+            if line and failed[-1].exit_code not in (None, 0) and failed[-1].exit_code > 0:
+                reason = f"{reason}: {line}"      # e.g. the shell's "not found"
         new_state = self.store.finish_run(lv.run_id, f.outcome.value, f.ended_by.value,
-                                          f.reason, f.exit_code)
+                                          reason, f.exit_code)
+        if new_state == "exhausted" and failed:
+            # The agent's work exists but does not pass: a person must look.
+            new_state = "blocked"
+            self.store.set_job(lv.job_id, state="blocked",
+                               reason=f"its checks failed on every attempt: {reason}")
+        elif new_state == "review":
+            passed = sum(1 for r in lv.results if r.passed)
+            log.info("%s", checksmod.review_message(lv.job_id, passed))
         del self.live[lv.run_id]
         log.info("run %s %s (%s); job %s is %s", lv.run_id, f.outcome.value, f.ended_by.value,
                  lv.job_id, new_state)
@@ -293,8 +326,13 @@ class Engine:
         tree.reap_orphans(self._owned)
         for lv in list(self.live.values()):
             self._watch_log(lv, now)
+            if lv.check_proc is not None:
+                lv.check_proc.trim()
             if lv.exited and not lv.tree.alive():
                 self._do(self.core.gone(lv.run_id, now))
+                r = self.core.runs.get(lv.run_id)
+                if r is not None and r.check is not None and not r.check_live:
+                    lv.exited, lv.waiting = False, True   # frozen before its check began
                 continue
             pids = sorted(p for p, _ in lv.tree.identities())
             if pids != lv.pids and self.core.runs.get(lv.run_id) is not None:
@@ -337,9 +375,9 @@ class Engine:
     # ------------------------------------------------------------- starting
 
     def _maybe_start(self, now: float) -> None:
-        pending = self.store.pending()
-        self._pending_cache = bool(pending)
-        if not pending:
+        head = self.store.first_pending()
+        self._pending_cache = head is not None
+        if head is None:
             self.waiting = None
             return
         ok, why = self.core.may_start()
@@ -348,20 +386,22 @@ class Engine:
                 else f"the machine cannot be read: {self.reading.problem}"
             return
         while True:
-            decision = self._decide(pending)
+            decision = self._decide()
             self.waiting = decision.waiting
             if decision.job is None:
                 return
             self._start_job(decision.job.id, exempt=False)
-            pending = self.store.pending()
-            self._pending_cache = bool(pending)
 
-    def _decide(self, pending: list[tuple[int, str]]) -> scheduler.Decision:
-        return scheduler.pick(
-            [scheduler.QueuedJob(jid, project) for jid, project in pending],
-            [lv.project for lv in self.live.values()],
-            max_parallel=self.cfg.max_parallel,
-            project_cap=self._project_cap)
+    def _decide(self) -> scheduler.Decision:
+        def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
+            row = self.store.first_pending(skip)
+            return scheduler.QueuedJob(*row) if row else None
+
+        head = first()
+        self._pending_cache = head is not None
+        return scheduler.decide(head, first, [lv.project for lv in self.live.values()],
+                                max_parallel=self.cfg.max_parallel,
+                                project_cap=self._project_cap)
 
     def project_settings(self, project: str) -> projectmod.ProjectSettings:
         """A project's `.owl.toml` from its base branch, cached for a few seconds.
@@ -399,8 +439,10 @@ class Engine:
         job = self.store.job(job_id)
         assert job is not None
         project = Path(job["project"])
+        if job_id in self._verifications:
+            self._verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
         try:
-            self.project_settings(str(project))
+            settings = self.project_settings(str(project))
             driver = agents.get_driver(job["agent"], self.cfg.agent(job["agent"]))
             problem = driver.problem()
             if problem:
@@ -440,24 +482,83 @@ class Engine:
             return None
         pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid)
         lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
-                  popen=popen, tree=pt, log_path=log_path, log_fd=fd)
+                  popen=popen, tree=pt, log_path=log_path, log_fd=fd, worktree=ws.worktree,
+                  env=env, checks=settings.checks)
         self.live[run_id] = lv
         threading.Thread(target=self._wait_agent, args=(lv,), daemon=True,
                          name=f"owl-run-{run_id}").start()
         self.store.set_run(run_id, pids=pt.identities())
         log.info("run %s of job %s started (pid %s)", run_id, job_id, popen.pid)
-        self._do(self.core.started(run_id, self.clock(), exempt=exempt))
+        self._do(self.core.started(run_id, self.clock(), exempt=exempt,
+                                   checks=[(c.name, c.timeout) for c in settings.checks]))
         return run_id
 
     def _failure_note(self, job_id: int, run_id: int) -> str | None:
         runs = [r for r in self.store.runs(job_id) if r["id"] != run_id]
         if runs and runs[-1]["outcome"] == "failed" and runs[-1]["reason"]:
-            return f"The previous Run failed: {runs[-1]['reason']}"
+            note = f"The previous Run failed: {runs[-1]['reason']}"
+            failed = [c for c in self.store.checks(runs[-1]["id"]) if c["outcome"] == "failed"]
+            if failed:
+                note += "\n\n" + checksmod.failure_note(failed[-1])
+            return note
         return None
 
     def _wait_agent(self, lv: Live) -> None:
-        code = lv.popen.wait()
-        self._q.put(("exited", lv.run_id, code))
+        self._wait_proc(lv.run_id, lv.popen)
+
+    def _wait_proc(self, run_id: int, popen: Any) -> None:
+        code = popen.wait()
+        self._q.put(("exited", run_id, code, popen))
+
+    # ---------------------------------------------------------------- checks
+
+    def _start_check(self, lv: Live, index: int) -> None:
+        """Start check `index` of a Run in a process tree of its own (the core said so)."""
+        check = lv.checks[index]
+        assert lv.worktree is not None
+        env = checksmod.env_for(lv.env, check, index, lv.worktree, {})
+        lv.waiting = False
+        try:
+            cp = checksmod.CheckProcess(
+                check, index, worktree=lv.worktree, env=env,
+                log_file=checksmod.log_path(self.paths.logs, lv.run_id, index),
+                tag=("OWL_RUN_ID", str(lv.run_id)), nice=self.cfg.nice)
+        except OSError as e:
+            result = checksmod.Result(index, check.name, check.run, "failed", 127, 0.0,
+                                      f"the check could not be started: {e}")
+            self._record_check(lv, result)
+            lv.exited = True
+            self._do(self.core.exited(lv.run_id, self.clock(), 127))
+            return
+        lv.check_proc, lv.popen, lv.tree, lv.exited = cp, cp.popen, cp.tree, False
+        self.store.set_run(lv.run_id, state="verifying", frozen_by=None,
+                           pids=cp.tree.identities())
+        threading.Thread(target=self._wait_proc, args=(lv.run_id, cp.popen), daemon=True,
+                         name=f"owl-check-{lv.run_id}-{index}").start()
+        log.info("run %s: check %s (%s) started (pid %s)", lv.run_id, index + 1, check.name,
+                 cp.popen.pid)
+
+    def _check_exited(self, lv: Live, code: int) -> None:
+        """Record the check that just exited, before the core hears of it."""
+        cp, now = lv.check_proc, self.clock()
+        r = self.core.runs.get(lv.run_id)
+        duration = r.check_time(now) if r is not None else None
+        if r is not None and r.phase is Phase.ENDING:
+            # ended by the core (timeout, grace window, stop): not the check's own verdict
+            outcome = "interrupted" if r.outcome is lifecycle.Outcome.INTERRUPTED else "failed"
+        else:
+            outcome = "passed" if code == 0 else "failed"
+        result = cp.finish(outcome, code, duration)
+        lv.check_proc = None
+        self._record_check(lv, result)
+        log.info("run %s: check %s %s (exit %s)", lv.run_id, result.name, outcome, code)
+
+    def _record_check(self, lv: Live, result: checksmod.Result) -> None:
+        lv.results.append(result)
+        self.store.add_check(job_id=lv.job_id, run_id=lv.run_id, position=result.position,
+                             name=result.name, command=result.command, outcome=result.outcome,
+                             exit_code=result.exit_code, duration_s=result.duration_s,
+                             output=result.output, log=result.log)
 
     def _working_runs(self) -> list[int]:
         """Live Runs whose agents are doing work (not frozen, not ending)."""
@@ -622,10 +723,9 @@ class Engine:
         return self.job_view(job_id)
 
     def start_now(self) -> dict:
-        pending = self.store.pending()
-        if not pending:
+        if self.store.first_pending() is None:
             raise Refused("no Job is waiting to start")
-        decision = self._decide(pending)
+        decision = self._decide()
         if decision.job is None:
             raise Refused(f"cannot start now: {decision.waiting}")
         run_id = self._start_job(decision.job.id, exempt=True)
@@ -720,6 +820,69 @@ class Engine:
         self.store.move(job_id, position)
         return self.job_view(job_id)
 
+    def verify(self, job_id: int) -> dict:
+        """`owl jobs verify`: run the Job's checks again on its branch, in its worktree.
+
+        The checks come from the project's base branch, as for a Run. They run
+        on a thread of their own and the answer comes at once; `owl jobs show`
+        gives the results. A Job whose checks all pass goes to review."""
+        job = self._job_or_refuse(job_id)
+        if any(lv.job_id == job_id for lv in self.live.values()):
+            raise Refused(f"job {job_id} has a Run going; its checks run when its agent finishes")
+        if job_id in self._verifications:
+            raise Refused(f"job {job_id}'s checks are already running")
+        if job["state"] not in ("review", "blocked", "exhausted"):
+            raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
+                          "exhausted is verified on demand (a queued Job's checks run after its "
+                          "next Run)")
+        worktree = Path(job["worktree"]) if job["worktree"] else None
+        if worktree is None or not worktree.is_dir():
+            raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
+        self._projects.pop(job["project"], None)
+        try:
+            settings = self.project_settings(job["project"])
+        except projectmod.ProjectError as e:
+            raise Refused(str(e)) from None
+        if not settings.checks:
+            raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
+                          "base branch)")
+        env = dict(os.environ, OWL_INSTANCE=self.instance)
+
+        def record(result: checksmod.Result) -> None:
+            self._from_thread(lambda: self.store.add_check(
+                job_id=job_id, run_id=None, position=result.position, name=result.name,
+                command=result.command, outcome=result.outcome, exit_code=result.exit_code,
+                duration_s=result.duration_s, output=result.output, log=result.log,
+                batch=v.batch))
+
+        def done(results: list[checksmod.Result]) -> None:
+            self._from_thread(lambda: self._verified(job_id, len(settings.checks), results))
+
+        v = checksmod.Verification(job_id, settings.checks, worktree=worktree,
+                                   logs=self.paths.logs, env=env, nice=self.cfg.nice,
+                                   record=record, done=done)
+        self._verifications[job_id] = v
+        v.start()
+        n = len(settings.checks)
+        return {"id": job_id, "state": job["state"], "verifying": True, "checks": n,
+                "message": f"job {job_id}: running {n} check{'s' if n != 1 else ''} on "
+                           f"{job['branch']} (owl jobs show {job_id} gives the results)"}
+
+    def _from_thread(self, fn: Callable[[], Any]) -> None:
+        try:
+            self.call(fn)
+        except Exception as e:        # the daemon is stopping: the results are lost
+            log.warning("could not record a verification: %s", e)
+
+    def _verified(self, job_id: int, declared: int, results: list[checksmod.Result]) -> None:
+        self._verifications.pop(job_id, None)
+        ok = len(results) == declared and all(r.passed for r in results)
+        job = self.store.job(job_id)
+        if ok and job is not None and job["state"] in ("blocked", "exhausted"):
+            self.store.set_job(job_id, state="review", reason=None)
+        log.info("job %s verified on demand: %s", job_id,
+                 "all checks passed" if ok else "a check failed")
+
     def _job_or_refuse(self, job_id: Any) -> dict:
         job = self.store.job(job_id) if isinstance(job_id, int) else None
         if job is None:
@@ -753,20 +916,22 @@ class Engine:
             if lv is None:
                 continue
             runs.append({
-                "id": run.id, "job_id": lv.job_id, "title": lv.title, "state": run.phase.value,
+                "id": run.id, "job_id": lv.job_id, "title": lv.title, "state": run.state,
+                "check": run.checks[run.check][0] if run.check is not None else None,
                 "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
                 "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
                 "exempt": run.exempt, "log": str(lv.log_path)})
         queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
                    "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
-                  for j in self.store.jobs(("pending", "active"))[:50]]
+                  for j in self.store.jobs(("pending", "active"), limit=50)]
         recent = []
         for run in self.store.recent_runs(5):
             job = self.store.job(run["job_id"])
             recent.append({"run_id": run["id"], "job_id": run["job_id"],
                            "title": job["title"] if job else "", "outcome": run["outcome"],
                            "ended_by": run["ended_by"], "reason": run["reason"],
-                           "ended_at": _iso(run["ended_at"]), "log": run["log"]})
+                           "ended_at": _iso(run["ended_at"]), "log": run["log"],
+                           "message": _run_message(self.store, run)})
         review = [{"id": j["id"], "title": j["title"], "branch": j["branch"]}
                   for j in self.store.jobs(("review",))]
         attention = None
@@ -802,6 +967,7 @@ class Engine:
             "recent": recent,
             "review": review,
             "attention": attention,
+            "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
             "config_problem": self.config_problem,
         }
 
@@ -830,5 +996,34 @@ def job_view(store: Store, job: dict) -> dict:
     view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
                                 "attempts", "prompt", "project", "agent", "base", "reason", "title")}
     view["created_at"] = _iso(job["created_at"])
+    for r in runs:
+        r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
     view["runs"] = runs
+    last = next((r for r in reversed(runs) if r["outcome"] == "succeeded"), None)
+    if last is not None:
+        n = len(last["checks"])
+        view["verified"] = n > 0
+        view["verification"] = (f"{n} check{'s' if n != 1 else ''} passed on run {last['id']}"
+                                if n else "not verified: the project declares no checks "
+                                "(.owl.toml on its base branch)")
+    again = store.verification(job["id"])
+    if again:
+        view["verify"] = {"checks": [checksmod.view(c) for c in again],
+                          "passed": all(c["outcome"] == "passed" for c in again),
+                          "ended_at": _iso(max(c["ended_at"] for c in again))}
+    if job["branch"] and job["base"]:
+        try:
+            project = Path(job["project"])
+            view["commits"] = workspace.commits_since(project, job["base"], job["branch"])
+            view["diffstat"] = workspace.diff_stat(project, job["base"], job["branch"])
+        except (OSError, workspace.WorkspaceError, subprocess.SubprocessError):
+            pass        # the project moved or is gone: the Job's record still shows
     return view
+
+
+def _run_message(store: Store, run: dict) -> str | None:
+    """What a finished Run means to the person, in one line (the tray's notice)."""
+    if run["outcome"] != "succeeded":
+        return None
+    passed = sum(1 for c in store.checks(run["id"]) if c["outcome"] == "passed")
+    return checksmod.review_message(run["job_id"], passed)

@@ -4,7 +4,7 @@ The queue is first in, first out by position. A Job that a cap holds back keeps
 its place; the first runnable Job behind it starts instead. The smallest cap
 that applies binds: the global `runs.max_parallel` and, per project, the
 `max_parallel` from the config's project section or the project's `.owl.toml`.
-When nothing can start, `pick` says why in words a person reads in
+When nothing can start, `decide` says why in words a person reads in
 `owl status` ("project ~/code/api is at its cap of 1").
 """
 
@@ -33,28 +33,39 @@ def _short(path: str) -> str:
     return "~" + path[len(home):] if home != "/" and path.startswith(home + os.sep) else path
 
 
-def pick(pending: Sequence[QueuedJob], live_projects: Iterable[str], *,
-         max_parallel: int, project_cap: Callable[[str], int | None]) -> Decision:
-    """The first pending Job (in queue order) that no cap holds back.
+def decide(head: QueuedJob | None, first_runnable: Callable[[set[str]], QueuedJob | None],
+           live_projects: Iterable[str], *, max_parallel: int,
+           project_cap: Callable[[str], int | None]) -> Decision:
+    """The Job to start next, or why none can.
 
-    `pending` is in queue order; `live_projects` has one entry per live Run.
+    `head` is the first pending Job; `first_runnable(skip)` returns the first
+    pending Job whose project is not in `skip`. Only a project with a live Run
+    can be at its cap (caps are 1 or more), so the projects to skip are found
+    from the few live Runs, and the queue itself is never walked here: the
+    store answers `first_runnable` with one indexed query, whatever its length.
     """
-    live = Counter(live_projects)
-    total = sum(live.values())
-    if not pending:
+    if head is None:
         return Decision(None, None)
-    if total >= max_parallel:
+    live = Counter(live_projects)
+    if sum(live.values()) >= max_parallel:
         n = "Run" if max_parallel == 1 else "Runs"
         return Decision(None, f"at the cap of {max_parallel} running {n} (runs.max_parallel)")
-    caps: dict[str, int | None] = {}
-    head_reason: str | None = None
-    for job in pending:
-        if job.project not in caps:
-            caps[job.project] = project_cap(job.project)
-        cap = caps[job.project]
-        if cap is not None and live[job.project] >= cap:
-            if head_reason is None:
-                head_reason = f"project {_short(job.project)} is at its cap of {cap}"
-            continue
-        return Decision(job, head_reason)
-    return Decision(None, head_reason)
+    capped: dict[str, int] = {}
+    for project, count in live.items():
+        cap = project_cap(project)
+        if cap is not None and count >= cap:
+            capped[project] = cap
+    waiting = None
+    if head.project in capped:
+        waiting = f"project {_short(head.project)} is at its cap of {capped[head.project]}"
+    return Decision(first_runnable(set(capped)), waiting)
+
+
+def pick(pending: Sequence[QueuedJob], live_projects: Iterable[str], *,
+         max_parallel: int, project_cap: Callable[[str], int | None]) -> Decision:
+    """`decide` over a queue held in memory (in queue order)."""
+    def first_runnable(skip: set[str]) -> QueuedJob | None:
+        return next((j for j in pending if j.project not in skip), None)
+
+    return decide(pending[0] if pending else None, first_runnable, live_projects,
+                  max_parallel=max_parallel, project_cap=project_cap)
