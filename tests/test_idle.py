@@ -19,8 +19,7 @@ from typing import Callable
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from display import DisplayEnv, display_fixture, virtual_display, xdotool  # noqa: E402
+from display import DisplayEnv, display_fixture, virtual_display, xdotool
 
 from owl.idle import (INPUT_POLL, POWER_POLL, RETRY, IdleMonitor, MachineState, Plan,  # noqa: E402
                       Power, choose, read_machine)
