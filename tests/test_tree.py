@@ -28,6 +28,7 @@ AGENTS = Path(__file__).parent / "agents"
 AGENT = AGENTS / "tree_agent.py"
 SUPERVISOR = AGENTS / "tree_supervisor.py"
 LINUX = sys.platform.startswith("linux")
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 
 # The platform backend, and on Linux the portable psutil one (what macOS
 # runs) as well, so both paths are exercised here.
@@ -242,9 +243,6 @@ def test_a_stale_identity_is_never_signalled(agents):
         stranger.wait()
 
 
-NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
-
-
 @pytest.mark.skipif(not LINUX, reason="needs /proc/sys/kernel/ns_last_pid")
 def test_a_really_reused_pid_is_never_signalled(agents):
     """The tree saw process A; A dies and its pid goes to an unrelated B
@@ -310,16 +308,29 @@ def test_find_survivors_includes_untagged_descendants(agents):
     assert sleeper in found and popen.pid in found
 
 
-def test_a_process_that_changes_group_between_sweeps_is_caught(agents):
+@pytest.mark.parametrize("history", ["one-sweep", "two-sweeps", "pids-wrapped"])
+def test_a_process_that_changes_group_between_sweeps_is_caught(agents, history):
+    """A process moves to a new group and starts a child in a new session
+    after the tree was swept. With two full sweeps behind it, freeze reads
+    only the pids started since; when the pid counter has gone back (it
+    wrapped, or was set back), it must notice and read everything."""
     popen, ready = agents.start("--hop", expect={"agent": 1, "hopper": 1})
     run = tree.ProcessTree(("OWL_RUN_ID", agents.tag), popen.pid)
     assert len(run.sweep()) == 2
+    if history != "one-sweep":
+        assert run.alive()
     (hopper,) = pids_of(ready, "hopper")
     group = os.getpgid(hopper)
+    if history == "pids-wrapped":
+        if not (LINUX and os.access(NS_LAST_PID, os.W_OK)):
+            pytest.skip("cannot set the pid counter back here (needs root)")
+        NS_LAST_PID.write_text("1000")
     os.kill(hopper, signal.SIGUSR1)
     wait_for(lambda: "hop" in roles(ready) and "hopped" in roles(ready), what="the hop")
     (hopped,) = pids_of(ready, "hopped")
     assert os.getpgid(hopper) != group and os.getsid(hopped) == hopped
+    if history == "pids-wrapped":
+        assert hopped < min(pids_of(ready, "agent", "hopper"))
 
     assert run.freeze() == 3
     assert status(hopper) == status(hopped) == psutil.STATUS_STOPPED
@@ -331,6 +342,7 @@ def test_freeze_converges_on_a_tree_that_keeps_forking(agents):
     popen, ready = agents.start("--churn", "--setsid", "1",
                                 expect={"agent": 1, "churner": 1, "sess": 1, "sessgc": 1})
     run = tree.ProcessTree(("OWL_RUN_ID", agents.tag), popen.pid)
+    assert run.alive() and run.alive()    # so freeze reads only what is new
     time.sleep(0.05)        # let the churn get going: the point of the test
     frozen = run.freeze()
     assert frozen >= 4

@@ -69,6 +69,7 @@ class ProcessTree:
         self._not_ours: set[tuple[int, Any]] = set()
         self._epoch: Any = None                # earliest leader start
         self._mark: int | None = None          # last_pid() at the last sweep
+        self._full_marks: list[int] = []       # ... at the last two full ones
         self._me = os.getpid()
         if leader is not None:
             self.add_leader(leader)
@@ -88,6 +89,8 @@ class ProcessTree:
             return
         with self._lock:
             self._remember(pid, row.start)
+            self._mark = None       # its descendants: the next sweep reads all
+            self._full_marks = []
             if self._epoch is None or row.start < self._epoch:
                 self._epoch = row.start
 
@@ -110,22 +113,22 @@ class ProcessTree:
 
     # -- the sweep --------------------------------------------------------
 
-    def _sweep(self, partial: bool = False) -> list[_Member]:
+    def _sweep(self, since: int | None = None) -> list[_Member]:
         """Read the process table; return the live members, parents first,
         remembering every new one.
 
-        ``partial``: read only processes started since the previous sweep
-        (pids above its last_pid mark) and take the members already known
-        to be alive on trust; a caller that needs them checked does so
-        itself (freeze does, when it waits for them to stop). Falls back
-        to a full read when the backend cannot tell or the pids wrapped.
+        ``since`` (a last_pid mark): read only processes started after it
+        and take the members already known to be alive on trust; a caller
+        that needs them checked does so itself (freeze does, when it waits
+        for them to stop). Falls back to a full read when the pids wrapped.
         """
         b = self._b
         mark = b.last_pid()
-        if partial and (mark is None or self._mark is None or mark < self._mark):
-            partial = False
-        rows = b.snapshot(self._mark) if partial else b.snapshot()
+        partial = since is not None and mark is not None and mark >= since
+        rows = b.snapshot(since) if partial else b.snapshot()
         self._mark = mark
+        if not partial and mark is not None:
+            self._full_marks = [*self._full_marks[-1:], mark]
         children: dict[int, list[int]] = {}
         for pid, row in rows.items():
             children.setdefault(row.ppid, []).append(pid)
@@ -232,29 +235,55 @@ class ProcessTree:
         Converges because a stopped process cannot fork (a fork with a stop
         pending is undone by the kernel): each new sweep can only find
         children started before their parent's stop. The processes already
-        known are stopped first, before any sweep, and later sweeps read
-        only processes started since the previous one, so a known tree
-        freezes in well under the time of one full sweep.
+        known are stopped first, before any sweep, and a tree the daemon
+        keeps sweeping needs only the processes started since to be read.
         """
         with self._lock:
-            sent: set[_Member] = set()
-            for m in self._order:
+            live, first_rows, late = self._stop_all()
+            return len(self._settle(live, first_rows, late))
+
+    def _stop_all(self) -> tuple[list[_Member], dict[int, Any], set[_Member]]:
+        """Send SIGSTOP until a sweep finds nothing new. Returns the members
+        (alive as far as the sweeps know), the table the first sweep read
+        (after the known ones were signalled) and the members signalled
+        only after that read.
+
+        Every sweep after the known processes are stopped finds all their
+        children: the kernel undoes a fork that a stop overtakes, so each
+        child is visible by the time the stop is sent. What a sweep must
+        find besides is only what started since the tree was last read in
+        full, and PIDs rise: so when two full sweeps were made before this
+        freeze, the sweeps here read only pids above the mark of the older
+        one. (Only a fork left half-done in the kernel, pid given but not
+        yet visible, across both full sweeps could hide below it.) A tree
+        not read in full twice yet is read in full each time.
+        """
+        sent: set[_Member] = set()
+        for m in self._order:
+            self._send(m, signal.SIGSTOP)
+            sent.add(m)
+        since = self._full_marks[0] if len(self._full_marks) == 2 else None
+        live: list[_Member] = []
+        first_rows: dict[int, Any] = {}
+        late: set[_Member] = set()
+        for round_ in range(_MAX_ROUNDS):
+            live = self._sweep(since)
+            if not round_:
+                first_rows = self._rows
+            new = [m for m in live if m not in sent]
+            if not new:
+                break
+            for m in new:
                 self._send(m, signal.SIGSTOP)
                 sent.add(m)
-            live: list[_Member] = []
-            for _ in range(_MAX_ROUNDS):
-                live = self._sweep(partial=True)
-                new = [m for m in live if m not in sent]
-                if not new:
-                    break
-                for m in new:
-                    self._send(m, signal.SIGSTOP)
-                    sent.add(m)
-            return len(self._settle(live))
+                late.add(m)
+        return live, first_rows, late
 
-    def _settle(self, members: list[_Member]) -> list[_Member]:
+    def _settle(self, members: list[_Member], rows: dict[int, Any],
+                late: set[_Member]) -> list[_Member]:
         """Check each member, then wait (briefly) until every live one has
-        stopped; returns the live ones.
+        stopped; returns the live ones. ``rows`` were read after the
+        members not in ``late`` were signalled: those need no new read.
 
         SIGSTOP is acted on by the target itself when it is next scheduled,
         so right after the signals some are still 'running'. Convergence
@@ -265,11 +294,13 @@ class ProcessTree:
         live: list[_Member] = []
         pending: list[_Member] = []
         for m in members:
-            row = b.stat(m.pid)
-            if (row is None or not b.same_start(row.start, m.start)
-                    or (m.handle is not None and not m.handle.alive())):
-                self._forget(m)
-                continue
+            row = None if m in late else rows.get(m.pid)
+            if row is None:
+                row = b.stat(m.pid)
+                if (row is None or not b.same_start(row.start, m.start)
+                        or (m.handle is not None and not m.handle.alive())):
+                    self._forget(m)
+                    continue
             if row.state == b.DEAD:
                 continue
             live.append(m)
@@ -295,16 +326,15 @@ class ProcessTree:
         wakes sees its children running). Returns how many were continued.
 
         Nothing of a frozen tree can have started since the freeze, so the
-        processes known are the tree; a partial sweep afterwards still
-        catches anything that was not (its own read covers only what
-        started since the freeze's last sweep)."""
+        processes known are the tree; a sweep of what started since the
+        freeze's last sweep catches anything else, cheaply."""
         with self._lock:
             sent: set[_Member] = set()
             count = 0
             for m in reversed(self._order):
                 count += self._send(m, signal.SIGCONT)
                 sent.add(m)
-            for m in reversed(self._sweep(partial=True)):
+            for m in reversed(self._sweep(self._mark)):
                 if m not in sent:
                     count += self._send(m, signal.SIGCONT)
             return count
@@ -330,7 +360,7 @@ class ProcessTree:
         orphans might otherwise land beyond this daemon's reach).
         """
         with self._lock:
-            self.freeze()
+            self._stop_all()    # no need to wait until they have stopped
             killed: set[_Member] = set()
             deadline = time.monotonic() + timeout
             pause = 0.0005
@@ -393,6 +423,8 @@ class ProcessTree:
             for m in list(self._members.values()):
                 self._forget(m)
             self._order = []
+            self._mark = None
+            self._full_marks = []
 
     def __enter__(self) -> ProcessTree:
         return self
