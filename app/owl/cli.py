@@ -188,6 +188,24 @@ def _show_job(job: dict, as_json: bool) -> None:
         why = f" — {r['reason']}" if r["reason"] else ""
         print(f"  run {r['id']} attempt {r['attempt']}: {outcome}{how}{code}{why}  "
               f"[{r['started_at']} → {r['ended_at'] or 'now'}]")
+        for c in r.get("checks") or []:
+            print("    " + _check_line(c))
+    if job.get("verification"):
+        print(f"  verified: {job['verification']}")
+    again = job.get("verify")
+    if again:
+        print(f"  checks run again ({again['ended_at']}): "
+              + ("all passed" if again["passed"] else "not all passed"))
+        for c in again["checks"]:
+            print("    " + _check_line(c))
+
+
+def _check_line(c: dict) -> str:
+    """One check of a Run: pass/fail, name, exit code, duration, command."""
+    mark = {"passed": "pass", "failed": "FAIL"}.get(c.get("outcome") or "", c.get("outcome"))
+    code = f"exit {c['exit_code']}" if c.get("exit_code") is not None else "no exit code"
+    took = f"{c['duration_s']:.1f} s" if c.get("duration_s") is not None else "?"
+    return f"check {mark}  {c['name']}  ({code}, {took})  $ {c['run']}"
 
 
 def cmd_simple(verb: str) -> Callable[[argparse.Namespace], int]:
@@ -196,9 +214,13 @@ def cmd_simple(verb: str) -> Callable[[argparse.Namespace], int]:
         out = _ask(verb, args)
         if getattr(a, "json", False):
             _print_json(out)
+        elif isinstance(out, dict) and out.get("message"):
+            print(out["message"])
+        elif verb == "start" and isinstance(out, dict) and "run_id" in out:
+            print(f"run {out['run_id']} of job {out['job_id']} started; input does not "
+                  "freeze it")
         else:
-            print(out.get("message") if isinstance(out, dict) and out.get("message")
-                  else json.dumps(out))
+            print(json.dumps(out))
         return EXIT_OK
     return run
 
@@ -255,19 +277,35 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def _status_offline(a: argparse.Namespace) -> int:
+    """No daemon: say what the database holds (read-only), then exit 3."""
+    problem = None
     try:
         store = _local_store()
-        queued = store.queue_length()
+        counts = store.counts()
         paused = bool(store.setting("paused", False))
         open_runs = len(store.open_runs())
-    except StoreError:
-        queued, paused, open_runs = 0, False, 0
+        head = store.jobs(("pending", "active"), limit=1)
+    except StoreError as e:
+        counts, paused, open_runs, head = {}, False, 0, []
+        problem = str(e)
+    queued = counts.get("pending", 0) + counts.get("active", 0)
     if a.json:
         _print_json({"daemon": False, "paused": paused, "queue_length": queued,
-                     "open_runs": open_runs})
+                     "jobs": counts, "open_runs": open_runs,
+                     "head": head[0]["id"] if head else None, "problem": problem})
     else:
-        print(f"no daemon is running · {queued} job{'s' if queued != 1 else ''} queued"
-              + (" · paused" if paused else ""))
+        parts = [f"{queued} job{'s' if queued != 1 else ''} queued"]
+        parts += [f"{counts[s]} {s}" for s in ("review", "blocked", "exhausted") if counts.get(s)]
+        if paused:
+            parts.append("paused")
+        print("no daemon is running · " + " · ".join(parts))
+        if head:
+            print(f"next     job {head[0]['id']} {head[0]['title']!r}")
+        if open_runs:
+            print(f"runs     {open_runs} Run{'s' if open_runs != 1 else ''} were live when the "
+                  "daemon stopped; the next start records them interrupted")
+        if problem:
+            print(f"database {problem}")
     print("owl: no Owl daemon is running (start it with: owl daemon)", file=sys.stderr)
     return EXIT_NO_DAEMON
 
@@ -333,7 +371,7 @@ def _status_text(st: dict) -> str:
 def cmd_logs(a: argparse.Namespace) -> int:
     from owl.logs import show
 
-    return show(_paths(), a.run, follow=a.follow, raw=a.raw)
+    return show(_paths(), a.run, follow=a.follow, raw=a.raw, as_json=a.json)
 
 
 def cmd_config(a: argparse.Namespace) -> int:
@@ -341,15 +379,21 @@ def cmd_config(a: argparse.Namespace) -> int:
 
     paths = _paths()
     if a.action == "path":
-        print(paths.config)
+        if a.json:
+            _print_json({"path": str(paths.config), "exists": paths.config.exists()})
+        else:
+            print(paths.config)
         return EXIT_OK
     try:
         cfg = configmod.load(paths.config)
     except configmod.ConfigError as e:
         raise Refused(str(e)) from None
     if a.action == "check":
-        print(f"{paths.config}: ok" if paths.config.exists()
-              else f"{paths.config}: not there; defaults in force")
+        if a.json:
+            _print_json({"path": str(paths.config), "exists": paths.config.exists(), "ok": True})
+        else:
+            print(f"{paths.config}: ok" if paths.config.exists()
+                  else f"{paths.config}: not there; defaults in force")
         return EXIT_OK
     doc = configmod.effective_document(cfg)
     if a.json:
@@ -370,7 +414,10 @@ def cmd_autostart(a: argparse.Namespace) -> int:
         print(f"Owl will not start at login (removed {autostart.disable()})")
     else:
         on, path = autostart.status()
-        print(f"{'on' if on else 'off'} ({path})")
+        if a.json:
+            _print_json({"on": on, "path": str(path)})
+        else:
+            print(f"{'on' if on else 'off'} ({path})")
     return EXIT_OK
 
 
@@ -460,6 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run", type=int, help="the Run's id (see `owl jobs show ID`)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the Run ends")
     s.add_argument("--raw", action="store_true", help="print the log as written")
+    s.add_argument("--json", action="store_true",
+                   help="one JSON object a line: {\"run\": ID, \"line\": TEXT}")
     s.set_defaults(fn=cmd_logs)
 
     s = sub.add_parser("config", help="path: where the config is; show: the config in force; "
@@ -470,6 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("autostart", help="start Owl at login: on, off, or status")
     s.add_argument("action", choices=["on", "off", "status"])
+    s.add_argument("--json", action="store_true", help="status: {\"on\": ..., \"path\": ...}")
     s.set_defaults(fn=cmd_autostart)
 
     s = sub.add_parser("machine", help=argparse.SUPPRESS)
@@ -499,5 +549,5 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(e, DaemonError):
             print(f"owl: {e}", file=sys.stderr)
-            return EXIT_USAGE if "protocol" in str(e) else EXIT_REFUSED
+            return e.exit_code
         raise

@@ -73,7 +73,11 @@ class Daemon:
         from owl.control.server import Server
 
         self.server = Server(paths.socket, self.dispatch)
-        self.server.listen()
+        try:
+            self.server.listen()
+        except OSError as err:
+            self.engine = None
+            raise StartupError(f"cannot listen on {paths.socket}: {err}") from None
         self.engine.start()
         log.info("owl daemon %s started (pid %s, home %s)", instance[:8], os.getpid(),
                  paths.db.parent)
@@ -175,6 +179,7 @@ class Daemon:
             "jobs.accept": lambda: e.accept(_int(args, "id")),
             "jobs.extend": lambda: e.extend(_int(args, "id"), args.get("attempts")),
             "jobs.move": lambda: e.move(_int(args, "id"), _int(args, "position")),
+            "jobs.verify": lambda: _verify(e, _int(args, "id")),
             "start": lambda: e.start_now(),
             "pause": lambda: e.pause(),
             "resume": lambda: e.resume(),
@@ -212,6 +217,14 @@ class _Unreadable:
 
     def read(self) -> Any:
         return self._reading
+
+
+def _verify(e: Engine, job_id: int) -> Any:
+    """Run a Job's checks again, where this engine can run checks."""
+    verify = getattr(e, "verify", None)
+    if verify is None:
+        raise Refused("this Owl cannot run checks yet")
+    return verify(job_id)
 
 
 def _str(args: dict[str, Any], key: str) -> str:

@@ -22,7 +22,14 @@ def _lines(chunk: str, stream_json: bool, raw: bool):
                 yield out
 
 
-def show(paths: Paths, run_id: int, *, follow: bool = False, raw: bool = False) -> int:
+def show(paths: Paths, run_id: int, *, follow: bool = False, raw: bool = False,
+         as_json: bool = False) -> int:
+    """Print a Run's log; with `follow`, keep printing until the Run has ended.
+
+    Reads the database read-only: it works with no daemon running, and never
+    competes with the daemon for a write lock."""
+    import json
+
     from owl.store import Store
 
     try:
@@ -40,6 +47,13 @@ def show(paths: Paths, run_id: int, *, follow: bool = False, raw: bool = False) 
             raise Refused(f"run {run_id} has no log at {path}")
     pos, pending = 0, ""
     out = sys.stdout
+
+    def emit(lines) -> None:
+        for line in lines:
+            if as_json:
+                out.write(json.dumps({"run": run_id, "line": line}, ensure_ascii=False) + "\n")
+            else:
+                out.write(line + "\n")
     while True:
         try:
             with open(path, "r", encoding="utf-8", errors="replace") as f:
@@ -54,19 +68,18 @@ def show(paths: Paths, run_id: int, *, follow: bool = False, raw: bool = False) 
             data = ""
         if data:
             text = pending + data
-            complete, _, pending = text.rpartition("\n")
-            for line in _lines(complete, stream_json, raw):
-                out.write(line + "\n")
+            complete, sep, pending = text.rpartition("\n")
+            if sep:
+                emit(_lines(complete, stream_json, raw))
             out.flush()
         if not follow:
             if pending:
-                for line in _lines(pending, stream_json, raw):
-                    out.write(line + "\n")
+                emit(_lines(pending, stream_json, raw))
             return 0
         run = store.run(run_id)
         if run is not None and run["ended_at"] is not None and not data:
             if pending:
-                for line in _lines(pending, stream_json, raw):
-                    out.write(line + "\n")
+                emit(_lines(pending, stream_json, raw))
+            out.flush()
             return 0
         time.sleep(0.2)

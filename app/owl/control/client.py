@@ -12,30 +12,52 @@ from owl.errors import NoDaemon, Refused
 
 
 class DaemonError(Exception):
-    """The daemon answered something this command cannot read."""
+    """The daemon answered something this command cannot read; str() is one line.
+
+    `exit_code` is what the command exits with: 2 when the daemon calls the
+    request malformed (a protocol mismatch), 1 otherwise."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def ask(sock_path: Path, verb: str, args: dict[str, Any] | None = None,
         timeout: float = 60.0) -> Any:
-    """Send one request; return the reply's data, or raise Refused / NoDaemon."""
+    """Send one request; return the reply's data, or raise Refused / NoDaemon / DaemonError."""
+    data = protocol.request(verb, args)
+    if len(data) > protocol.MAX_REQUEST:
+        # The daemon would stop reading at its limit; say so here, in words.
+        raise Refused(f"the request is {len(data):,} bytes; the daemon reads at most "
+                      f"{protocol.MAX_REQUEST:,}")
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
+    buf = bytearray()
     try:
         try:
             s.connect(str(sock_path))
         except (FileNotFoundError, ConnectionRefusedError):
+            # No file, or a socket file left behind by a daemon that was killed.
             raise NoDaemon("no Owl daemon is running (start it with: owl daemon)") from None
         except PermissionError:
             raise Refused(f"{sock_path} belongs to another user") from None
-        s.sendall(protocol.request(verb, args))
-        buf = bytearray()
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(1 << 16)
-            if not chunk:
-                break
-            buf += chunk
-            if len(buf) > protocol.MAX_REPLY:
-                raise DaemonError("the daemon's reply is too large")
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass          # the daemon may have answered (refused) before reading it all
+        try:
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+                if len(buf) > protocol.MAX_REPLY:
+                    raise DaemonError("the daemon's reply is too large")
+        except socket.timeout:
+            raise DaemonError(f"the daemon did not answer {verb!r} within {timeout:g} s") from None
+        except ConnectionResetError:
+            if not buf:
+                raise DaemonError("the daemon closed the connection without answering") from None
     finally:
         s.close()
     if not buf:
@@ -44,11 +66,14 @@ def ask(sock_path: Path, verb: str, args: dict[str, Any] | None = None,
         reply = json.loads(buf)
     except ValueError:
         raise DaemonError("the daemon's reply is not JSON") from None
+    if not isinstance(reply, dict):
+        raise DaemonError("the daemon's reply is not a JSON object")
     if reply.get("v") != protocol.VERSION:
         raise DaemonError(f"the daemon speaks protocol {reply.get('v')!r}, this command "
                           f"{protocol.VERSION}: restart the daemon with the same Owl")
     if not reply.get("ok"):
+        message = str(reply.get("error") or "refused").splitlines()[0]
         if reply.get("exit") == 2:
-            raise DaemonError(reply.get("error", "refused"))
-        raise Refused(reply.get("error", "refused"))
+            raise DaemonError(message, 2)
+        raise Refused(message)
     return reply.get("data")

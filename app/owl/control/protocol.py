@@ -46,6 +46,12 @@ def parse_request(line: bytes) -> tuple[str, dict[str, Any]]:
         raise ProtocolError("not a JSON request line") from None
     if not isinstance(msg, dict):
         raise ProtocolError("a request is a JSON object")
+    try:
+        # JSON escapes can carry lone surrogates ("\\ud800") that no file,
+        # log or database can hold: refuse them here, not deep in a verb.
+        json.dumps(msg, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError("the request carries text that is not valid Unicode") from None
     v = msg.get("v")
     if v != VERSION:
         raise ProtocolError(f"this daemon speaks protocol {VERSION} and the request is "

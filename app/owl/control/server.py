@@ -16,6 +16,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,8 +25,9 @@ from owl.errors import Refused
 
 log = logging.getLogger("owl.control")
 
-READ_TIMEOUT = 5.0
+READ_TIMEOUT = 5.0          # a whole request must arrive within this, however slowly sent
 MAX_CLIENTS = 64
+DRAIN_LIMIT = 16 << 20      # after refusing an oversized request, read at most this much more
 
 
 def peer_uid(conn: socket.socket) -> int | None:
@@ -57,7 +59,11 @@ class Server:
     def listen(self) -> None:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if folder.stat().st_mode & 0o077:
+        st = os.lstat(folder)
+        if st.st_uid != os.getuid() or not os.path.isdir(folder) or os.path.islink(folder):
+            # e.g. /tmp/owl-<uid> made by someone else first: they could swap our socket
+            raise PermissionError(f"{folder} is not a folder of this user's own")
+        if st.st_mode & 0o077:
             folder.chmod(0o700)
         if self.path.exists() or self.path.is_symlink():
             self.path.unlink()          # stale: the daemon lock says no one else serves it
@@ -131,17 +137,26 @@ class Server:
             self._slots.release()
 
     def _read_line(self, conn: socket.socket) -> bytes | None:
-        conn.settimeout(READ_TIMEOUT)
+        """One request line, or None when it was refused or never came.
+
+        The deadline covers the whole request, so a client that trickles a
+        byte now and then cannot hold a thread for longer than READ_TIMEOUT."""
+        deadline = time.monotonic() + READ_TIMEOUT
         buf = bytearray()
         try:
             while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout
+                conn.settimeout(left)
                 chunk = conn.recv(1 << 16)
                 if not chunk:
                     break
                 buf += chunk
                 if len(buf) > protocol.MAX_REQUEST:
                     self._reply(conn, protocol.error(
-                        f"request larger than {protocol.MAX_REQUEST} bytes", 2))
+                        f"request larger than {protocol.MAX_REQUEST:,} bytes", 2))
+                    self._drain(conn, deadline)
                     return None
         except socket.timeout:
             self._reply(conn, protocol.error("no request within 5 s", 2))
@@ -151,6 +166,27 @@ class Server:
         if not buf.strip():
             return None
         return bytes(buf.split(b"\n", 1)[0])
+
+    @staticmethod
+    def _drain(conn: socket.socket, deadline: float) -> None:
+        """Read (and drop) what the client is still sending, within bounds.
+
+        Closing a Unix socket with unread data makes the peer's next read fail
+        with ECONNRESET, and the refusal already sent would be lost."""
+        try:
+            conn.shutdown(socket.SHUT_WR)
+            dropped = 0
+            while dropped < DRAIN_LIMIT:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                conn.settimeout(left)
+                chunk = conn.recv(1 << 16)
+                if not chunk:
+                    return
+                dropped += len(chunk)
+        except OSError:
+            return
 
     @staticmethod
     def _reply(conn: socket.socket, data: bytes) -> None:
