@@ -20,12 +20,13 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from owl import config as configmod
-from owl import tree
+from owl import tree, watchdog
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
 from owl.paths import Paths, get_paths
@@ -33,7 +34,8 @@ from owl.store import Store
 
 log = logging.getLogger("owl.daemon")
 
-CRASH_REASON = "the daemon stopped before this Run ended"
+CRASH_REASON = watchdog.CRASH_REASON
+LOCK_WAIT = 15.0          # how long a start waits for a dead daemon's watchdog
 
 
 class StartupError(Exception):
@@ -47,6 +49,7 @@ class Daemon:
         self.server = None
         self.engine: Engine | None = None
         self.store: Store | None = None
+        self.guard: watchdog.Guard | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -78,6 +81,8 @@ class Daemon:
         except OSError as err:
             self.engine = None
             raise StartupError(f"cannot listen on {paths.socket}: {err}") from None
+        # Before any Run starts: should this process die, the guard ends its Runs.
+        self.guard = watchdog.start(paths.db, paths.runtime / "owl.lock", instance)
         self.engine.start()
         log.info("owl daemon %s started (pid %s, home %s)", instance[:8], os.getpid(),
                  paths.db.parent)
@@ -85,30 +90,29 @@ class Daemon:
     def _take_lock(self) -> None:
         lock = self.paths.runtime / "owl.lock"
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StartupError(f"another Owl daemon is already running for "
-                               f"{self.paths.db.parent} (pid {other})") from None
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                os.lseek(fd, 0, os.SEEK_SET)
+                other = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+                # The daemon named in the file is dead, yet the lock is held:
+                # its watchdog is ending its Runs. Wait for that, then start.
+                if not _alive(other) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                os.close(fd)
+                raise StartupError(f"another Owl daemon is already running for "
+                                   f"{self.paths.db.parent} (pid {other})") from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd
 
     def _recover(self, instance: str) -> None:
         assert self.store is not None
-        open_runs = self.store.open_runs()
-        if not open_runs:
-            return
-        identities = [tuple(p) for r in open_runs for p in r["pids"]]
-        survivors = tree.find_survivors("OWL_RUN_ID", [str(r["id"]) for r in open_runs],
-                                        identities, instance=("OWL_INSTANCE", instance))
-        killed = tree.kill_processes(survivors) if survivors else 0
-        ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}
-        ids = self.store.recover(CRASH_REASON, ended_by)
-        log.warning("recovered from a crash: %d Run(s) recorded interrupted, %d survivor "
-                    "process(es) killed", len(ids), killed)
+        watchdog.recover(self.store, instance)
 
     def _machine(self) -> Any:
         from owl.machine import ManualMachine
@@ -151,6 +155,14 @@ class Daemon:
             self.server.close()
         if self.store is not None:
             self.store.close()
+        if self.guard is not None:
+            # Every Run ended: the guard may go. If not, closing our end
+            # without the clean word makes it end what is left.
+            if self.engine is None or (self.engine.stopped and not self.engine.live):
+                self.guard.release()
+            else:
+                self.guard.abandon()
+            self.guard = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -225,6 +237,16 @@ def _verify(e: Engine, job_id: int) -> Any:
     if verify is None:
         raise Refused("this Owl cannot run checks yet")
     return verify(job_id)
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process a lock file names is still running (not a zombie)."""
+    import psutil
+
+    try:
+        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
+    except (ValueError, psutil.Error):
+        return False
 
 
 def _str(args: dict[str, Any], key: str) -> str:

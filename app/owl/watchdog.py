@@ -1,0 +1,197 @@
+"""The guard that ends a dead daemon's Runs, and crash recovery itself.
+
+A daemon killed with SIGKILL (the OOM killer, `kill -9`, a crash in the
+interpreter) cannot end its Runs. Worse, a Run that was frozen stays stopped
+for ever: nobody sends it SIGCONT, SIGTERM or SIGKILL. Recovery at the next
+start handles that, but the next start may be days away.
+
+So every daemon starts one small watchdog process. The daemon holds the write
+end of a pipe (close-on-exec, so no agent ever inherits it); the watchdog
+blocks reading the other end. The kernel closes the write end however the
+daemon dies, and the watchdog sees end-of-file at once:
+
+- after the line ``bye`` (a clean stop: the daemon already ended every Run)
+  it just exits;
+- without it, the daemon died with Runs possibly alive. The watchdog takes
+  the daemon's lock (so no new daemon of the same home starts Runs under the
+  same instance tag meanwhile), kills every process tagged with this home's
+  `OWL_INSTANCE` or recorded as a Run's process, records the open Runs
+  interrupted, and exits.
+
+The watchdog is a child of the daemon but carries neither `OWL_RUN_ID` nor
+`OWL_INSTANCE`, so it is never part of a Run tree, never found as a
+survivor, and never killed with one. It runs in a session of its own and
+ignores SIGINT/SIGHUP/SIGTERM, so a Ctrl-C or a hang-up that reaches the
+daemon's terminal group stops the daemon cleanly (which then says ``bye``)
+instead of killing the guard first.
+
+`recover` is the same clean-up the daemon runs at start: one function, so the
+guard and a restart can never disagree about what a leftover is.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("owl.watchdog")
+
+CRASH_REASON = "the daemon stopped before this Run ended"
+CLEAN = b"bye\n"
+# The env vars that make a process part of a Run; the guard must carry none.
+_TAGS = ("OWL_RUN_ID", "OWL_INSTANCE", "OWL_JOB_ID")
+_LOCK_WAIT = 10.0
+
+
+def recover(store: Any, instance: str) -> tuple[list[int], int]:
+    """Kill every leftover process of this home's Runs; close open Runs interrupted.
+
+    A leftover is any live process tagged `OWL_INSTANCE=instance` (every process
+    of every Run carries it), any process whose (pid, create time) the
+    database recorded for an open Run, and everything descended from those.
+    Must run while holding the daemon lock: then no live Run of this home
+    exists, so every tagged process is a leftover. Returns (the Run ids
+    recorded interrupted, how many processes were killed).
+    """
+    from owl import tree
+
+    open_runs = store.open_runs()
+    identities = [tuple(p) for r in open_runs for p in r["pids"]]
+    survivors = tree.find_survivors("OWL_INSTANCE", [instance], identities)
+    killed = tree.kill_processes(survivors) if survivors else 0
+    ids: list[int] = []
+    if open_runs:
+        ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}
+        ids = store.recover(CRASH_REASON, ended_by)
+    if ids or killed:
+        log.warning("recovered from a crash: %d Run(s) recorded interrupted, %d leftover "
+                    "process(es) killed", len(ids), killed)
+    return ids, killed
+
+
+class Guard:
+    """The daemon's end of the watchdog: its pid, and the clean-stop word."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], wfd: int) -> None:
+        self.popen = popen
+        self._wfd: int | None = wfd
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def release(self) -> None:
+        """Tell the watchdog the daemon stopped cleanly; it exits without touching anything.
+
+        Call only after every Run has ended: a daemon that could not end its
+        Runs should just close (or die), and the watchdog ends them."""
+        if self._wfd is None:
+            return
+        try:
+            os.write(self._wfd, CLEAN)
+        except OSError:
+            pass
+        self.abandon()
+        try:
+            self.popen.wait(5.0)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a wedged guard
+            log.warning("the watchdog (pid %s) did not exit", self.popen.pid)
+
+    def abandon(self) -> None:
+        """Close our end without the clean word: the watchdog then cleans up."""
+        if self._wfd is not None:
+            try:
+                os.close(self._wfd)
+            except OSError:
+                pass
+            self._wfd = None
+
+
+def start(db: Path, lock: Path, instance: str) -> Guard:
+    """Start the watchdog for a daemon whose lock is `lock` and database `db`."""
+    rfd, wfd = os.pipe()          # both close-on-exec; only rfd is passed on
+    env = {k: v for k, v in os.environ.items() if k not in _TAGS}
+    try:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "owl.watchdog", str(rfd), str(db), str(lock), instance],
+            pass_fds=(rfd,), env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+            close_fds=True)
+    finally:
+        os.close(rfd)
+    return Guard(popen, wfd)
+
+
+def _take_lock(lock: Path) -> int | None:
+    """The daemon lock, once the dead daemon's hold on it is gone; None if a new
+    daemon took it first (it recovers by itself)."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + _LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.02)
+
+
+def _after_death(db: Path, lock: Path, instance: str) -> None:
+    fd = _take_lock(lock)
+    if fd is None:
+        log.warning("another daemon holds %s: it recovers the Runs itself", lock)
+        return
+    try:
+        from owl.store import Store
+        from owl.errors import StoreError
+
+        try:
+            store = Store(db)
+        except (StoreError, OSError) as e:
+            # Without the database, the tag alone still finds every process.
+            log.warning("cannot record the Runs interrupted (%s); killing by tag only", e)
+            from owl import tree
+
+            found = tree.find_survivors("OWL_INSTANCE", [instance])
+            tree.kill_processes(found)
+            return
+        try:
+            recover(store, instance)
+        finally:
+            store.close()
+    finally:
+        os.close(fd)      # releases the lock
+
+
+def main(argv: list[str]) -> int:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s owl.watchdog %(levelname)s %(message)s")
+    rfd, db, lock, instance = int(argv[0]), Path(argv[1]), Path(argv[2]), argv[3]
+    said = b""
+    while True:
+        try:
+            chunk = os.read(rfd, 64)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries
+            continue
+        if not chunk:
+            break
+        said += chunk
+    if CLEAN in said:
+        return 0
+    log.warning("the daemon died; ending its Runs")
+    _after_death(db, lock, instance)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
