@@ -15,7 +15,6 @@ process's alone. Budgets: callback median <= 20 us, quiet <= 0.2 % of a core,
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
