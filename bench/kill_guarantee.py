@@ -109,7 +109,8 @@ def main() -> int:
     gone_after = [r["term_to_gone"] for r in results]
     kill_ms = [r["kill_call"] * 1000 for r in results]
     limit = args.wait + 0.25
-    print(f"kill() call:        median {statistics.median(kill_ms):6.1f} ms, max {max(kill_ms):6.1f} ms")
+    print(f"kill() call:        median {statistics.median(kill_ms):6.1f} ms, "
+          f"max {max(kill_ms):6.1f} ms")
     print(f"term -> all gone:   median {statistics.median(gone_after):.3f} s, "
           f"max {max(gone_after):.3f} s (target <= {limit:.2f} s: "
           f"{'met' if max(gone_after) <= limit else 'NOT met'})")

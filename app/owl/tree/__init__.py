@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from ._platform import backend
 from .process_tree import ProcessTree, find_survivors, kill_processes
-from .launch import SPAWN_LOCK, become_subreaper, reap_orphans, spawn
+from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
 
 BACKEND: str = backend.NAME
 
 __all__ = [
     "BACKEND", "SPAWN_LOCK", "ProcessTree", "become_subreaper",
-    "find_survivors", "kill_processes", "reap_orphans", "spawn",
+    "find_survivors", "kill_processes", "own", "reap_orphans", "spawn",
 ]

@@ -78,6 +78,18 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
     return popen
 
 
+def own(popen: subprocess.Popen[Any]) -> None:
+    """Leave this Popen's exit status to it: reap_orphans will not reap its
+    pid until its returncode is known.
+
+    For children started outside spawn() in a session of their own (a
+    plain ``subprocess`` call in ours needs nothing). Do not call while
+    holding SPAWN_LOCK.
+    """
+    with SPAWN_LOCK:
+        _spawned[popen.pid] = popen
+
+
 def become_subreaper() -> bool:
     """Linux: prctl(PR_SET_CHILD_SUBREAPER) via ctypes; False elsewhere.
 

@@ -479,7 +479,7 @@ def find_survivors(tag_name: str, tag_values: Iterable[str],
             if proc.pid == me or proc.pid in found:
                 continue
             env = _platform.backend.environ(proc.pid)
-            if env is None or env.get(tag_name) not in values or foreign(env):
+            if env is None or env.get(tag_name) not in values:
                 continue
             if instance is not None and env.get(instance[0]) != instance[1]:
                 continue
