@@ -234,12 +234,14 @@ class Verification:
         self._thread.start()
 
     def cancel(self, wait: float = 7.0) -> None:
+        """End what runs and start nothing more; wait up to `wait` s (0: do not wait)."""
         self._cancelled.set()
         with self._lock:
             cur = self._current
         if cur is not None:
-            _end(cur)
-        self._thread.join(wait)
+            threading.Thread(target=_end, args=(cur,), daemon=True).start()
+        if wait:
+            self._thread.join(wait)
 
     def _main(self) -> None:
         results: list[Result] = []

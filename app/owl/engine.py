@@ -102,7 +102,7 @@ class Engine:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self.machine.start(self._on_input)
+        self.machine.start(self._on_input, lambda: self._q.put(("wake",)))
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> bool:
