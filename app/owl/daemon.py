@@ -221,7 +221,7 @@ class _Unreadable:
 
         self._reading = Reading(idle_for=None, on_ac=None, problem=problem)
 
-    def start(self, on_input: Any) -> None:
+    def start(self, on_input: Any, on_change: Any = None) -> None:
         pass
 
     def stop(self) -> None:

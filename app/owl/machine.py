@@ -36,7 +36,8 @@ class ManualMachine:
         self._on_ac: bool | None = True
         self._on_input: Callable[[], None] | None = None
 
-    def start(self, on_input: Callable[[], None]) -> None:
+    def start(self, on_input: Callable[[], None],
+              on_change: Callable[[], None] | None = None) -> None:
         self._on_input = on_input
 
     def stop(self) -> None:
@@ -77,17 +78,27 @@ class RealMachine:
         from owl import idle
 
         self._idle = idle
-        self._monitor = idle.IdleMonitor(self._input)
+        self._monitor = idle.IdleMonitor(self._input, on_change=self._changed)
         self._power = idle.Power()
         self._on_input: Callable[[], None] | None = None
+        self._on_change: Callable[[], None] | None = None
 
     def _input(self) -> None:
         cb = self._on_input
         if cb is not None:
             cb()
 
-    def start(self, on_input: Callable[[], None]) -> None:
+    def _changed(self) -> None:
+        # The hooks died (the X server went away): the engine must look again
+        # rather than wait for input that will never come.
+        cb = self._on_change
+        if cb is not None:
+            cb()
+
+    def start(self, on_input: Callable[[], None],
+              on_change: Callable[[], None] | None = None) -> None:
         self._on_input = on_input
+        self._on_change = on_change
         self._monitor.start()
 
     def stop(self) -> None:
