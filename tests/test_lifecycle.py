@@ -365,3 +365,149 @@ def test_events_for_unknown_runs_are_ignored():
     assert c.exited(5, 1.0, 0) == []
     assert c.gone(5, 1.0) == []
     assert c.output(5, 1.0) == []
+
+
+# ------------------------------------------------------------ verification
+
+from owl.lifecycle import StartCheck  # noqa: E402
+
+CHECKS = (("tests", 100.0), ("lint", 50.0))
+
+
+def verifying(checks=CHECKS, idle: bool = True) -> Core:
+    """A Run whose agent exited 0 and whose tree is gone: check 0 is running."""
+    c = core(idle=idle)
+    c.started(1, 0.0, checks=checks)
+    assert c.exited(1, 10.0, 0) == [Term(1)]
+    return c
+
+
+def test_checks_run_in_order_after_the_agent_and_the_last_pass_finishes_succeeded():
+    c = verifying()
+    assert c.runs[1].state == "ending"
+    assert c.gone(1, 10.5) == [StartCheck(1, 0)]
+    assert c.runs[1].state == "verifying" and c.runs[1].phase is Phase.RUNNING
+    assert c.exited(1, 20.0, 0) == [Term(1)]       # what the check left goes too
+    assert c.gone(1, 20.1) == [StartCheck(1, 1)]
+    assert c.exited(1, 30.0, 0) == [Term(1)]
+    assert c.gone(1, 30.1) == [Finish(1, Outcome.SUCCEEDED, EndedBy.EXIT, None, 0)]
+    assert c.runs == {}
+
+
+@pytest.mark.parametrize("code, reason", [
+    (1, "check tests failed (exit 1)"),
+    (127, "check tests failed: command not found (exit 127)"),
+    (-9, "check tests failed: killed by signal 9"),
+])
+def test_a_failing_check_fails_the_run_naming_it_and_no_later_check_runs(code, reason):
+    c = verifying()
+    c.gone(1, 10.5)
+    assert c.exited(1, 20.0, code) == [Term(1)]
+    assert c.gone(1, 20.1) == [Finish(1, Outcome.FAILED, EndedBy.EXIT, reason, 0)]
+
+
+def test_no_checks_finishes_at_once_and_a_failed_agent_runs_none():
+    c = core()
+    c.started(1, 0.0)
+    assert finish(c, 5.0, 0).outcome is Outcome.SUCCEEDED
+    c = core()
+    c.started(1, 0.0, checks=CHECKS)
+    f = finish(c, 5.0, 2)
+    assert (f.outcome, f.reason) == (Outcome.FAILED, "the agent exited with code 2")
+
+
+def test_a_check_that_vanishes_without_an_exit_does_not_pass():
+    c = verifying()
+    c.gone(1, 10.5)
+    [f] = c.gone(1, 12.0)
+    assert (f.outcome, f.reason) == (Outcome.FAILED, "check tests ended without an exit status")
+
+
+def test_a_check_outliving_its_timeout_fails_and_frozen_time_does_not_count():
+    c = verifying()
+    c.gone(1, 10.0)                       # check 0 (100 s) begins at 10
+    assert c.next_deadline() == 110.0
+    c.input(50.0)                         # frozen 50..70: 20 s not counted
+    c.idle(70.0)
+    assert c.tick(119.0) == []
+    assert c.runs[1].check_time(119.0) == pytest.approx(89.0)
+    assert c.tick(130.0) == [Term(1)]
+    assert c.runs[1].reason == "check tests ran longer than its timeout (100s)"
+    c.exited(1, 131.0, -15)
+    [f] = c.gone(1, 131.0)
+    assert (f.outcome, f.ended_by) == (Outcome.FAILED, EndedBy.SIGTERM)
+
+
+def test_runs_timeout_and_stall_do_not_apply_to_a_check():
+    c = verifying(checks=(("slow", 10_000.0),))
+    c.gone(1, 10.0)
+    assert c.tick(3000.0) == []           # silent past runs.stall (600 s)
+    assert c.tick(5000.0) == []           # longer than runs.timeout (3600 s)
+    assert 1 in c.runs and c.runs[1].state == "verifying"
+
+
+def test_input_freezes_a_check_and_idle_thaws_it():
+    c = verifying()
+    c.gone(1, 10.0)
+    assert c.input(11.0) == [Freeze(1)]
+    assert c.runs[1].state == "frozen"
+    assert c.idle(12.0) == [Thaw(1)]
+    assert c.runs[1].state == "verifying"
+
+
+def test_grace_expiry_during_a_check_interrupts_the_run():
+    c = verifying()
+    c.gone(1, 10.0)
+    c.input(11.0)
+    assert c.tick(11.0 + GRACE) == [Term(1)]
+    c.exited(1, 72.0, -15)
+    [f] = c.gone(1, 72.0)
+    assert (f.outcome, f.ended_by, f.reason) == \
+        (Outcome.INTERRUPTED, EndedBy.SIGTERM,
+         "the grace window passed while the machine was in use")
+
+
+def test_a_check_never_begins_while_the_machine_is_in_use_thawing_begins_it():
+    c = verifying()
+    c.input(10.2)                          # the person came back while the agent's tree drained
+    assert c.gone(1, 10.5) == [Freeze(1)]
+    r = c.runs[1]
+    assert r.phase is Phase.FROZEN and not r.check_live and r.frozen_by == MACHINE
+    assert c.gone(1, 11.0) == []           # nothing began, so nothing can be gone
+    assert c.idle(20.0) == [StartCheck(1, 0)]
+    assert r.check_live and r.state == "verifying"
+
+
+def test_grace_expiry_before_a_check_began_finishes_interrupted():
+    c = verifying()
+    c.input(10.2)
+    c.gone(1, 10.5)
+    assert c.tick(10.5 + GRACE) == [Term(1)]
+    [f] = c.gone(1, 10.5 + GRACE)
+    assert f.outcome is Outcome.INTERRUPTED
+
+
+@pytest.mark.parametrize("act, by, reason", [
+    (lambda c: c.pause(10.2), USER, "paused for longer than the grace window"),
+    (lambda c: c.stop(10.2), USER, "stopped by the user"),
+])
+def test_pause_or_stop_between_steps_holds_the_next_check(act, by, reason):
+    c = verifying()
+    act(c)
+    assert c.gone(1, 10.5) == [Freeze(1)]
+    r = c.runs[1]
+    assert (r.frozen_by, r.expiry_reason, r.check_live) == (by, reason, False)
+    assert c.idle(11.0) == []              # the machine does not undo the person's hold
+    assert c.resume(12.0) == [StartCheck(1, 0)]
+
+
+@pytest.mark.parametrize("act, reason", [
+    (lambda c: c.shutdown(10.2), "the daemon stopped"),
+    (lambda c: c.end(1, 10.2, "the job was dropped"), "the job was dropped"),
+    (lambda c: c.stop(10.2, force=True), "stopped by the user"),
+])
+def test_ending_a_run_between_steps_starts_no_check(act, reason):
+    c = verifying()
+    act(c)
+    [f] = c.gone(1, 10.5)
+    assert (f.outcome, f.reason) == (Outcome.INTERRUPTED, reason)

@@ -343,6 +343,8 @@ class Core:
             # The tree vanished before the engine saw the agent (or check) exit.
             known = r.exit_code if r.check is None and r.exit_code is not None else -1
             self.exited(run, now, known)
+            if r.check is not None and r.outcome is Outcome.FAILED:
+                r.reason = f"check {r.checks[r.check][0]} ended without an exit status"
         if r.next_check is not None and r.outcome is Outcome.SUCCEEDED:
             return self._begin_check(r, now, r.next_check)
         del self.runs[run]
