@@ -526,5 +526,6 @@ class FakeDaemon:
 if __name__ == "__main__":
     from owl.tray.app import run_tray
 
-    raise SystemExit(run_tray(FakeDaemon(Path(sys.argv[1]), Path(sys.argv[2])), host_wait_s=5,
-                              slow_s=0.25))
+    # argv: STATUS_JSON CALLS_JSONL [SLOW_S] — tests refresh fast, benchmarks as shipped.
+    slow = float(sys.argv[3]) if len(sys.argv) > 3 else 0.25
+    raise SystemExit(run_tray(FakeDaemon(Path(sys.argv[1]), Path(sys.argv[2])), host_wait_s=5, slow_s=slow))

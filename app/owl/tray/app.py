@@ -21,6 +21,7 @@ raises with no display):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
@@ -389,11 +390,36 @@ def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: flo
     daemon, when this desktop has no usable tray: run headless then.
     """
     name = choose_backend(backend, wait_s=host_wait_s)
-    os.environ["PYSTRAY_BACKEND"] = name
-    # GTK would otherwise wait on an accessibility bus that may not exist.
-    os.environ.setdefault("NO_AT_BRIDGE", "1")
     try:
-        app = TrayApp(daemon, name, grace_window_s=_configured_grace_window(), slow_s=slow_s)
+        with _toolkit_environment(name):
+            app = TrayApp(daemon, name, grace_window_s=_configured_grace_window(), slow_s=slow_s)
     except Exception as e:
         raise TrayUnavailable(f"the {name} tray cannot start: {e}") from e
     return app.run()
+
+
+@contextlib.contextmanager
+def _toolkit_environment(backend: str) -> Iterator[None]:
+    """Settings the toolkit reads once, at start-up, and then restored.
+
+    pystray picks its backend from PYSTRAY_BACKEND at import. GTK would wait
+    on an accessibility bus that may not exist (NO_AT_BRIDGE), and would set
+    up OpenGL, which loads Mesa and LLVM (about 50 MB resident) for an icon
+    and a menu that never draw with it (GDK_GL=disable). All are read while
+    the icon is created; putting the old values back afterwards keeps them
+    out of the environment that Runs inherit.
+    """
+    wanted = {"PYSTRAY_BACKEND": backend}
+    if backend in ("gtk", "appindicator"):
+        wanted |= {"NO_AT_BRIDGE": os.environ.get("NO_AT_BRIDGE", "1"),
+                   "GDK_GL": os.environ.get("GDK_GL", "disable")}
+    saved = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
