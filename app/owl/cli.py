@@ -423,19 +423,27 @@ def cmd_autostart(a: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ parser
 
+def _verb(sub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
+    """A verb whose own --help opens with what it does (argparse shows `help` only
+    in the parent's list unless it is also the description)."""
+    if kw.get("help") is not argparse.SUPPRESS:
+        kw.setdefault("description", kw.get("help"))
+    return sub.add_parser(name, **kw)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="owl", description="Owl runs coding agents while you are away from the "
                 "machine, and gives it back the moment you return.")
     p.add_argument("--version", action="version", version=f"owl {__version__}")
     sub = p.add_subparsers(dest="verb", parser_class=_Parser)
 
-    s = sub.add_parser("tray", help="the tray icon, with the daemon in the same process "
+    s = _verb(sub, "tray", help="the tray icon, with the daemon in the same process "
                        "(what plain `owl` runs)")
     s.set_defaults(fn=cmd_tray)
-    s = sub.add_parser("daemon", help="run the daemon in the foreground, without a tray")
+    s = _verb(sub, "daemon", help="run the daemon in the foreground, without a tray")
     s.set_defaults(fn=cmd_daemon)
 
-    s = sub.add_parser("add", help="queue a Job: a prompt for an agent, in a project (git repo)",
+    s = _verb(sub, "add", help="queue a Job: a prompt for an agent, in a project (git repo)",
                        description="Queue a Job. It runs in a git worktree and branch of its own "
                        "when the machine is idle. Prints the new Job's id.")
     s.add_argument("prompt", help="what the agent should do ('-' reads it from stdin)")
@@ -446,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the Job as `jobs show --json`")
     s.set_defaults(fn=cmd_add)
 
-    s = sub.add_parser("jobs", help="list, show, drop, accept, extend, move or verify Jobs",
+    s = _verb(sub, "jobs", help="list, show, drop, accept, extend, move or verify Jobs",
                        description="list: the Jobs; show ID: one Job with every Run; drop ID: "
                        "cancel it and remove its worktree and branch; accept ID: keep the "
                        "branch of a Job in review and remove its worktree; extend ID: give an "
@@ -471,20 +479,21 @@ def build_parser() -> argparse.ArgumentParser:
         ("resume", "lift the hold: Runs you paused go on (or wait, frozen, for the machine "
                    "to be idle again)"),
     ):
-        s = sub.add_parser(verb, help=text, description=text)
+        s = _verb(sub, verb, help=text, description=text)
         s.add_argument("--json", action="store_true")
         s.set_defaults(fn=cmd_simple(verb))
-    s = sub.add_parser("stop", help="end this work: freeze the live Runs and end them when "
+    s = _verb(sub, "stop", help="end this work: freeze the live Runs and end them when "
                        "the grace window passes (--force: now); queued Jobs stay queued",
                        description="End the live Runs (this work, not work in general): they "
                        "are frozen and asked to stop when the grace window passes, or at once "
                        "with --force; an agent still there 5 s later is killed. Their Jobs go "
-                       "back to the queue in their place.")
+                       "back to the queue in their place. During a Shift it stops this work, "
+                       "not the Shift: `owl shift stop` ends that.")
     s.add_argument("--force", action="store_true", help="end them now")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_simple("stop"))
 
-    s = sub.add_parser("shift", help="work while you are here: start, stop, or status of a "
+    s = _verb(sub, "shift", help="work while you are here: start, stop, or status of a "
                        "Shift", description="A Shift is a bounded time in which Runs start and "
                        "are not frozen although the machine is in use. Caps still apply; power "
                        "is ignored unless --require-power. Starting one while one is on extends "
@@ -499,11 +508,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_shift)
 
-    s = sub.add_parser("status", help="the machine, the hold, live Runs and the queue, at a glance")
+    s = _verb(sub, "status", help="the machine, the hold, live Runs and the queue, at a glance")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_status)
 
-    s = sub.add_parser("logs", help="print a Run's log (claude's stream-json as readable lines)")
+    s = _verb(sub, "logs", help="print a Run's log (claude's stream-json as readable lines)")
     s.add_argument("run", type=int, help="the Run's id (see `owl jobs show ID`)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the Run ends")
     s.add_argument("--raw", action="store_true", help="print the log as written")
@@ -511,18 +520,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one JSON object a line: {\"run\": ID, \"line\": TEXT}")
     s.set_defaults(fn=cmd_logs)
 
-    s = sub.add_parser("config", help="path: where the config is; show: the config in force; "
+    s = _verb(sub, "config", help="path: where the config is; show: the config in force; "
                        "check: check it")
     s.add_argument("action", choices=["path", "show", "check"])
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_config)
 
-    s = sub.add_parser("autostart", help="start Owl at login: on, off, or status")
+    s = _verb(sub, "autostart", help="start Owl at login: on, off, or status")
     s.add_argument("action", choices=["on", "off", "status"])
     s.add_argument("--json", action="store_true", help="status: {\"on\": ..., \"path\": ...}")
     s.set_defaults(fn=cmd_autostart)
 
-    s = sub.add_parser("machine", help=argparse.SUPPRESS)
+    s = _verb(sub, "machine", help=argparse.SUPPRESS)
     s.add_argument("event", choices=["input", "idle", "battery", "ac", "power-unknown"])
     s.set_defaults(fn=cmd_machine)
     return p

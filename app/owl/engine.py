@@ -670,7 +670,8 @@ class Engine:
             raise Refused("no Shift is on")
         self.store.set_setting("shift", None)
         self._set_shift(None)
-        view = self.shift_view()
+        # shift_view() is None once no Run of the Shift is left to finish
+        view = self.shift_view() or {"on": False, "ended": True, "finishing": 0}
         n = view.get("finishing", 0)
         view["message"] = ("Shift ended" + (f", {n} Run{'s' if n != 1 else ''} finishing"
                                              if n else ""))
