@@ -441,6 +441,8 @@ class Engine:
         project = Path(job["project"])
         if job_id in self._verifications:
             self._verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
+        # Read afresh: the checks that gate this Run are those committed now.
+        self._projects.pop(str(project), None)
         try:
             settings = self.project_settings(str(project))
             driver = agents.get_driver(job["agent"], self.cfg.agent(job["agent"]))
