@@ -4,9 +4,10 @@ Latency is measured from the call to the moment every process of the tree
 is seen stopped (freeze) or no longer stopped (thaw), checked here by
 reading each process's state independently of the module under test.
 
-"warm" reuses one ProcessTree (a Run frozen again: every process already
-known); "cold" builds a new one per trial from the agent's pid alone (the
-first freeze of a Run, which must discover the whole tree).
+"warm" reuses one ProcessTree that is swept before each trial, as the
+daemon's watch does every second (every process known, the table read in
+full recently); "cold" builds a new one per trial from the agent's pid
+alone (a tree never swept: the whole table is read, more than once).
 
 Target: freeze median <= 10 ms, p99 <= 50 ms. A stop takes effect only
 when the process next runs, so on a busy machine the Run's low priority
@@ -129,6 +130,8 @@ def main() -> int:
                     if fresh:
                         run.close()
                         run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
+                    else:
+                        run.identities()    # the daemon's watch does this every second
                     trial(run, pids, out)
                 run.close()
                 print(f"{label} ({args.trials} trials):")
