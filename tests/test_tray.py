@@ -343,6 +343,14 @@ def test_menu_opens_and_pause_reaches_the_daemon(fresh: Tray, desk: DisplayEnv) 
     assert fresh.wait_call("pause") == {"verb": "pause", "args": {}}
 
 
+def test_left_click_opens_the_menu_too(fresh: Tray, desk: DisplayEnv) -> None:
+    fresh.shows(desk, FROZEN)
+    geometry = open_menu(desk, button=1)
+    screenshot(desk, ARTIFACTS / "menu-frozen.png", crop=_around(geometry))
+    close_menus(desk)
+    assert fresh.calls() == []  # the click only opened the menu
+
+
 def test_paused_menu_offers_resume(fresh: Tray, desk: DisplayEnv) -> None:
     fresh.shows(desk, PAUSED)
     choose(desk, PAUSED, "Resume")

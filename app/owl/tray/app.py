@@ -43,7 +43,8 @@ FAST_S = 1.0  # refresh period while a countdown is on screen
 SLOW_S = 4.0  # otherwise
 HOST_WAIT_S = 10.0  # a login item may start before the panel does
 ICON_SIZE = 64  # hosts scale down; 64 keeps 2x panels sharp
-PROGRESS_STEPS = 60  # redraw the frozen ring at most this many times per window
+PROGRESS_STEPS = 60
+DOUBLE_FIRE_S = 0.3  # the same item twice within this is one click  # redraw the frozen ring at most this many times per window
 
 
 _VERB_WORDS = {"start": "Start", "pause": "Pause", "resume": "Resume", "stop": "Stop",
@@ -203,6 +204,8 @@ class TrayApp:
         self._poke = threading.Event()
         self._notices = Notices()
         self._shown: dict[str, Any] = {}
+        self._last_action: tuple[Action] | None = None
+        self._last_action_at = 0.0
         self.icon = pystray.Icon("owl", draw_icon("idle", ICON_SIZE), "Owl")
         self._left_click_opens_menu()
 
@@ -324,6 +327,10 @@ class TrayApp:
 
     def on_action(self, action: Action) -> None:
         """Carry out a menu click. Runs on the toolkit's thread: stay quick."""
+        now = time.monotonic()
+        if self._last_action == (action, ) and now - self._last_action_at < DOUBLE_FIRE_S:
+            return  # appindicator may deliver one click twice after a menu update
+        self._last_action, self._last_action_at = (action, ), now
         if action.kind == "quit":
             self.stop()
         elif action.kind == "verb":
