@@ -1,0 +1,280 @@
+"""Idle detection end to end: the real daemon, real input hooks, a real X server.
+
+Every test runs `owl daemon` with the real machine (pynput hooks and the
+XScreenSaver reader, `OWL_MACHINE` unset) on a throw-away Xvfb, sends input
+with xdotool, and watches what the daemon does to a real agent's processes.
+`idle.after` is 1 s so a "person leaving" takes a second. The battery is a
+folder laid out like /sys/class/power_supply (`OWL_POWER_SUPPLY_PATH`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from display import DisplayEnv, virtual_display, xdotool
+from owlproc import OwlDaemon, make_project, process_states, wait_for
+
+pytestmark = pytest.mark.timeout(90) if hasattr(pytest.mark, "timeout") else []
+
+STOPPED = "stopped"
+
+
+@pytest.fixture
+def xenv() -> Iterator[DisplayEnv]:
+    # No session bus: the X11 hooks and XScreenSaver are what is under test.
+    with virtual_display(dbus=False) as env:
+        yield env
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "project")
+
+
+def real_daemon(home: Path, env: dict, config: dict | None = None) -> OwlDaemon:
+    """The daemon reading the machine for itself (OWL_MACHINE left unset)."""
+    d = OwlDaemon(home, config, manual=False, env=dict(env))
+    d.env.pop("OWL_MACHINE", None)
+    return d
+
+
+class Fidget:
+    """A person at the machine: a mouse move every `every` seconds on a thread."""
+
+    def __init__(self, env: dict, every: float = 0.3) -> None:
+        self.env, self.every = env, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.last = 0.0        # time.monotonic() just after the last move was sent
+        self.moves = 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            x = 100 + 50 * (self.moves % 2)      # a move to where the pointer is sends nothing
+            xdotool(self.env, "mousemove", str(x), "100")
+            self.last = time.monotonic()
+            self.moves += 1
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> "Fidget":
+        self._thread.start()
+        wait_for(lambda: self.moves > 0, what="the first mouse move")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def tree_pids(d: OwlDaemon, n: int) -> list[int]:
+    """The pids of the agent and its setsid child, once both are recorded."""
+    return wait_for(lambda: len(d.alive_agent_pids()) >= n and d.alive_agent_pids(),
+                    what=f"{n} agent processes")
+
+
+def all_in(pids: list[int], want: str) -> bool:
+    states = process_states(pids)
+    return all(s == want for s in states.values())
+
+
+def none_in(pids: list[int], state: str) -> bool:
+    states = process_states(pids)
+    return all(s not in (state, "gone") for s in states.values())
+
+
+def move(env: dict, x: int = 300, y: int = 300) -> None:
+    xdotool(env, "mousemove", str(x), str(y))
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_no_run_while_in_use_and_one_starts_a_second_after_input_stops(
+        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    with real_daemon(tmp_path / "home", xenv) as d:
+        assert "pynput-x11" in d.status()["machine"]["detectors"]
+        with Fidget(xenv) as person:
+            job = d.add("sleep=30", project)
+            end = time.monotonic() + 3.0
+            while time.monotonic() < end:
+                st = d.status()
+                assert st["runs"] == [], f"a Run started while the machine was in use: {st}"
+                assert st["machine"]["reason"] == "in use"
+                assert st["machine"]["idle"] is False
+                time.sleep(0.1)
+            assert person.moves >= 8
+        stopped = person.last
+        d.wait_run(job, "running", timeout=10)
+        started = time.monotonic()
+        # The first status that shows it is at most one CLI call late.
+        assert 0.8 <= started - stopped <= 3.0, started - stopped
+        st = d.status()
+        assert st["machine"]["idle"] is True and st["machine"]["idle_for_s"] >= 1.0
+
+
+def test_input_freezes_the_whole_tree_and_quiet_thaws_the_same_run(
+        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    with real_daemon(tmp_path / "home", xenv, {"interruption": {"grace_window": "20s"}}) as d:
+        job = d.add("setsid-child=60 tick=0.2 sleep=60", project)
+        run = d.wait_run(job, "running", timeout=10)
+        pids = tree_pids(d, 2)
+        assert all_in(pids, "sleeping") or none_in(pids, STOPPED)
+
+        sent = time.monotonic()
+        move(xenv, 10, 10)
+        wait_for(lambda: all_in(pids, STOPPED), timeout=5, interval=0.005,
+                 what="every process of the Run to be stopped")
+        froze = time.monotonic() - sent
+        assert froze < 1.0, f"freeze took {froze:.3f}s"
+        frozen = d.wait_run(job, "frozen", timeout=5)
+        assert frozen["id"] == run["id"] and frozen["frozen_by"] == "machine"
+        assert 0 < frozen["grace_left_s"] <= 20
+
+        # A second of quiet: the same Run goes on.
+        wait_for(lambda: none_in(pids, STOPPED), timeout=5, interval=0.02,
+                 what="the Run's processes to run again")
+        thawed = time.monotonic() - sent
+        assert 0.8 <= thawed <= 3.0, f"thawed {thawed:.2f}s after the input"
+        again = d.wait_run(job, "running", timeout=5)
+        assert again["id"] == run["id"]
+        assert all(s != "gone" for s in process_states(pids).values())
+        assert [r["id"] for r in d.status()["runs"]] == [run["id"]]
+
+
+def make_supply(root: Path, *, discharging: bool) -> Path:
+    """A folder laid out like /sys/class/power_supply: one battery, one charger."""
+    bat, ac = root / "BAT0", root / "AC"
+    bat.mkdir(parents=True, exist_ok=True)
+    ac.mkdir(parents=True, exist_ok=True)
+    for name, value in {"type": "Battery", "capacity": "80", "energy_now": "40000000",
+                        "energy_full": "50000000", "power_now": "10000000"}.items():
+        (bat / name).write_text(value + "\n")
+    (ac / "type").write_text("Mains\n")
+    set_power(root, discharging=discharging)
+    return root
+
+
+def set_power(root: Path, *, discharging: bool) -> None:
+    """Unplug (discharging) or plug in the fake charger."""
+    (root / "BAT0" / "status").write_text("Discharging\n" if discharging else "Charging\n")
+    (root / "AC" / "online").write_text("0\n" if discharging else "1\n")
+
+
+def test_battery_keeps_a_job_waiting_freezes_a_run_and_mains_thaws_it(
+        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    supply = make_supply(tmp_path / "power", discharging=True)
+    env = dict(xenv, OWL_POWER_SUPPLY_PATH=str(supply))
+    with real_daemon(tmp_path / "home", env, {"interruption": {"grace_window": "20s"}}) as d:
+        job = d.add("setsid-child=60 tick=0.2 sleep=60", project)
+        # Quiet for well over idle.after, but on battery: the Job waits and says why.
+        st = wait_for(lambda: (s := d.status())["machine"]["idle_for_s"] >= 1.5 and s,
+                      what="the machine to be quiet")
+        assert st["runs"] == []
+        assert st["machine"]["on_ac_power"] is False
+        assert st["machine"]["reason"] == "on battery"
+        assert st["waiting"] == "on battery"
+        assert "on battery" in d.ok("status")
+        assert d.job(job)["state"] == "pending"
+
+        plugged = time.monotonic()
+        set_power(supply, discharging=False)
+        run = d.wait_run(job, "running", timeout=10)
+        started = time.monotonic() - plugged
+        pids = tree_pids(d, 2)
+
+        unplugged = time.monotonic()
+        set_power(supply, discharging=True)
+        wait_for(lambda: all_in(pids, STOPPED), timeout=5, interval=0.01,
+                 what="the Run to freeze on battery")
+        froze = time.monotonic() - unplugged
+        frozen = d.wait_run(job, "frozen", timeout=5)
+        assert frozen["id"] == run["id"]
+        st = d.status()
+        assert st["machine"]["reason"] == "on battery" and st["machine"]["idle"] is False
+        assert 0 < frozen["grace_left_s"] <= 20
+
+        set_power(supply, discharging=False)
+        wait_for(lambda: none_in(pids, STOPPED), timeout=5, interval=0.02,
+                 what="the Run to thaw on mains")
+        again = d.wait_run(job, "running", timeout=5)
+        assert again["id"] == run["id"] and d.status()["machine"]["on_ac_power"] is True
+        print(f"start after plugging in {started:.2f}s, freeze after unplugging {froze:.2f}s")
+        # Seen while a Run is live: the engine looks at the charger every second.
+        assert froze < 2.5
+
+
+def test_no_display_nothing_starts_on_its_own_but_owl_start_works(
+        tmp_path: Path, project: Path) -> None:
+    import os
+    env = dict(os.environ)
+    for key in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "DBUS_SESSION_BUS_ADDRESS"):
+        env.pop(key, None)
+    with real_daemon(tmp_path / "home", env) as d:
+        job = d.add("sleep=30", project)
+        st = d.status()
+        assert st["machine"]["reason"] == "input cannot be read: no DISPLAY"
+        assert st["machine"]["idle"] is False and st["machine"]["idle_for_s"] is None
+        assert "no DISPLAY" in (st["waiting"] or "")
+        # Longer than idle.after and than one retry of the readers: still nothing.
+        time.sleep(1.5)
+        st = d.status()
+        assert st["runs"] == [] and d.job(job)["state"] == "pending"
+        assert "input cannot be read: no DISPLAY" in d.ok("status")
+        assert d.proc.poll() is None
+
+        d.ok("start")
+        run = d.wait_run(job, "running", timeout=10)
+        assert run["frozen_by"] is None
+        assert d.proc.poll() is None
+
+
+def test_x_server_killed_mid_run_daemon_keeps_going_and_says_why(
+        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    with real_daemon(tmp_path / "home", xenv, {"interruption": {"grace_window": "20s"}}) as d:
+        job = d.add("setsid-child=60 sleep=60", project)
+        run = d.wait_run(job, "running", timeout=10)
+        pids = tree_pids(d, 2)
+
+        xenv.kill_x()
+        st = wait_for(lambda: (s := d.status())["machine"]["problem"] and s, timeout=10,
+                      what="status to say the machine cannot be read")
+        assert st["machine"]["reason"].startswith("input cannot be read: ")
+        assert st["attention"].startswith("the machine cannot be read: ")
+        # A machine that cannot be read is not idle: the same Run is frozen.
+        wait_for(lambda: all_in(pids, STOPPED), timeout=5, what="the Run to freeze")
+        assert d.wait_run(job, "frozen", timeout=5)["id"] == run["id"]
+
+        # Past a few retries of the readers, the daemon lives and said it once.
+        time.sleep(6)
+        assert d.proc.poll() is None
+        assert d.status()["machine"]["problem"]
+        lines = [ln for ln in d.log_text().splitlines() if "input hooks stopped" in ln]
+        assert len(lines) == 1, d.log_text()
+
+
+def test_idle_after_edited_in_config_applies_without_restart(
+        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    cfg = {"idle": {"after": "1h", "require_ac_power": True}}
+    with real_daemon(tmp_path / "home", xenv, cfg) as d:
+        move(xenv)
+        job = d.add("sleep=30", project)
+        time.sleep(1.5)
+        st = d.status()
+        assert st["runs"] == [] and st["machine"]["reason"] == "in use"
+        assert st["machine"]["idle_in_s"] > 3000
+
+        import tomllib
+        text = tomllib.loads((d.home / "config.toml").read_text())
+        text["idle"]["after"] = "2s"
+        d.write_config(text)
+        edited = time.monotonic()
+        st = wait_for(lambda: (s := d.status())["machine"]["idle_in_s"] is None
+                      or s["machine"]["idle_in_s"] < 3 and s, timeout=10,
+                      what="the new idle.after to be used")
+        d.wait_run(job, "running", timeout=10)
+        print(f"Run started {time.monotonic() - edited:.2f}s after the edit")
