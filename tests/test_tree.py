@@ -186,11 +186,11 @@ def test_double_fork_setsid_orphan_adopted_frozen_and_killed(tmp_path):
 def test_reaping_orphans_never_steals_an_agents_exit_status(tmp_path):
     tag = f"test-{uuid.uuid4().hex[:12]}"
     try:
-        seen = run_supervisor(tmp_path, "reap", tag, "12")
+        seen = run_supervisor(tmp_path, "reap", tag, "8")
     finally:
         tree.kill_processes(tree.find_survivors("OWL_RUN_ID", [tag]))
     assert seen["subreaper"]
-    assert seen["codes"] == [7] * 12
+    assert seen["codes"] == [7] * 8
     assert set(seen["orphans"]) <= set(seen["reaped"])
     assert seen["zombies"] == []
 
