@@ -387,3 +387,16 @@ def test_gone_leader_and_empty_tree_are_not_errors(agents):
     run = tree.ProcessTree(("OWL_RUN_ID", agents.tag), popen.pid)
     assert (run.freeze(), run.thaw(), run.term(), run.kill()) == (0, 0, 0, 0)
     assert not run.alive() and not run.is_frozen() and run.identities() == []
+
+
+def test_reap_orphans_takes_only_zombies_nobody_owns(tmp_path):
+    """Which exited children reap_orphans may take: not one a Popen owns
+    (told by owned(), or by own() for Popens started elsewhere), not one in
+    our own session (a plain subprocess call that will wait for it); only
+    the rest, as an adopted orphan would be. (In a child process: reaping
+    here could take a status another test is waiting for.)"""
+    seen = run_supervisor(tmp_path, "owners", "unused")
+    assert seen["reaped"] == [seen["pids"]["orphan_like"]]
+    assert seen["codes"] == {"told": 3, "registered": 4, "plain": 5}
+    assert seen["orphan_like_gone"]
+    assert seen["again"] == []

@@ -1,18 +1,21 @@
-"""A miniature daemon for process-tree tests that need a child subreaper.
+"""A miniature daemon for process-tree tests that need a child subreaper,
+or that reap children.
 
 Becoming a subreaper changes the process for good (every orphan below it
-comes back to it), so the tests run this in a child Python instead of
-turning the test runner into one. It runs one scenario and prints one JSON
-object with what it saw.
+comes back to it), and reaping in the test runner could take an exit
+status another test waits for, so the tests run these in a child Python.
+Each run plays one scenario and prints one JSON object with what it saw.
 
     tree_supervisor.py orphan READY_DIR TAG
     tree_supervisor.py reap READY_DIR TAG TRIALS
+    tree_supervisor.py owners DIR -
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -113,10 +116,36 @@ def reap(ready_dir: str, tag: str, trials: int) -> dict:
             "reaped": reaped, "zombies": zombies}
 
 
+def owners() -> dict:
+    """Four children exit; reap_orphans may take only the one nobody owns."""
+    def exits(code: int, new_session: bool) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"],
+                                start_new_session=new_session)
+
+    told = exits(3, True)
+    registered = exits(4, True)
+    tree.own(registered)
+    plain = exits(5, False)
+    orphan_like = exits(6, True)
+    kids = {"told": told, "registered": registered, "plain": plain,
+            "orphan_like": orphan_like}
+    wait_for(lambda: all(psutil.Process(p.pid).status() == psutil.STATUS_ZOMBIE
+                         for p in kids.values()))
+    reaped = tree.reap_orphans(lambda pid: pid == told.pid)
+    codes = {name: kids[name].wait(5) for name in ("told", "registered", "plain")}
+    gone = not psutil.pid_exists(orphan_like.pid)
+    again = tree.reap_orphans(lambda pid: False)
+    orphan_like.poll()      # reads ECHILD: the status went to reap_orphans
+    return {"reaped": reaped, "pids": {k: p.pid for k, p in kids.items()},
+            "codes": codes, "orphan_like_gone": gone, "again": again}
+
+
 if __name__ == "__main__":
     scenario, ready_dir, tag, *rest = sys.argv[1:]
     if scenario == "orphan":
         result = orphan(ready_dir, tag)
+    elif scenario == "owners":
+        result = owners()
     else:
         result = reap(ready_dir, tag, int(rest[0]))
     print(json.dumps(result))
