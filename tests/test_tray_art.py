@@ -239,6 +239,17 @@ def test_menu_while_working() -> None:
     assert second.submenu[3].label == "Drop" and second.submenu[3].action.kwargs == {"job_id": 13, "force": False}
 
 
+def test_live_runs_open_their_log_and_name_their_check() -> None:
+    status = doc(runs=[dict(run(), log="/logs/7.log"), dict(run("verifying"), id=8, job_id=13, check="tests")],
+                 queue=[job(12, 1, "active")])
+    items = build_menu(status)
+    live = find(items, "Job 12: Fix the flaky test — running · 4 m")
+    assert live.enabled and live.action == Action("open", path="/logs/7.log")
+    checking = find(items, "Job 13: Fix the flaky test — checking tests")
+    assert checking is not None and not checking.enabled
+    assert find(items, "Show log").action.path == "/logs/7.log"
+
+
 def test_menu_while_frozen_and_ending() -> None:
     items = build_menu(doc(runs=[frozen(65.0), dict(run("ending"), id=8, job_id=13, title="Other")]))
     assert labels(items)[:3] == ["Frozen · 1:05 left", "Job 12: Fix the flaky test — frozen · 1:05 left",

@@ -145,7 +145,7 @@ def _run_label(run: dict[str, Any]) -> str:
     elif state == "ending":
         tail = "ending"
     elif state == "verifying":
-        tail = "checking"
+        tail = f"checking {run['check']}" if run.get("check") else "checking"
     else:
         tail = f"running · {span(run.get('running_for_s'))}"
     return f"{head} — {tail}"
@@ -169,8 +169,12 @@ def _recent_item(entry: dict[str, Any]) -> Item:
 
 
 def _job_log(status: dict[str, Any], job: dict[str, Any]) -> str | None:
+    """The log of the Job's live Run, else of its latest finished one."""
     if job.get("log"):
         return str(job["log"])
+    for run in _runs(status):
+        if run.get("job_id") == job.get("id") and run.get("log"):
+            return str(run["log"])
     for entry in status.get("recent") or []:
         if entry.get("job_id") == job.get("id") and entry.get("log"):
             return str(entry["log"])
@@ -221,7 +225,9 @@ def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[I
     runs = _runs(status)
     if runs:
         items.append(SEPARATOR)
-        items += [Item(_run_label(r), enabled=False) for r in runs]
+        # A live Run opens its log (when the status names one).
+        items += [Item(_run_label(r), Action("open", path=r["log"]) if r.get("log") else None,
+                       enabled=bool(r.get("log"))) for r in runs]
     recent = list(status.get("recent") or [])[:RECENT_SHOWN]
     review = list(status.get("review") or [])
     if recent or review:
