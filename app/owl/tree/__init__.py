@@ -10,7 +10,11 @@ This package knows nothing of Jobs or Runs beyond a tag in the environment.
                   stdout=log, stderr=log, nice=10)
     tree = ProcessTree(("OWL_RUN_ID", "42"), popen.pid)
     tree.freeze(); tree.thaw(); tree.term(); tree.kill()
-    reap_orphans(lambda pid: pid in popens_by_pid)
+    reap_orphans(lambda pid: pid in popens_by_pid)   # on every tick
+    own(popen)          # a Popen in a new session started without spawn()
+
+After a crash, ``kill_processes(find_survivors("OWL_RUN_ID", run_ids,
+identities, instance=("OWL_INSTANCE", this_home)))``.
 """
 
 from __future__ import annotations
