@@ -59,12 +59,6 @@ def git(repo: Path, *args: str) -> str:
                           check=True).stdout
 
 
-def check_pids(d: OwlDaemon, job: int) -> list[int]:
-    """The live processes of the check the Job's Run is on (the daemon's own sweep)."""
-    r = d.run_of(job)
-    return r["pids"] if r else []
-
-
 def all_stopped(pids: list[int]) -> bool:
     states = process_states(pids)
     return bool(pids) and all(s == psutil.STATUS_STOPPED for s in states.values())
@@ -149,21 +143,32 @@ def test_a_check_command_not_found_fails_with_the_shells_message(tmp_path):
         assert "no-such-tool-owl" in run["reason"] and "not found" in run["reason"]
 
 
+def shell_and_children(pidfile: Path) -> list[int]:
+    """The check's shell (it wrote its pid) and what it started, once it started something."""
+    try:
+        sh = psutil.Process(int(pidfile.read_text()))
+        kids = [c.pid for c in sh.children(recursive=True)]
+    except (FileNotFoundError, ValueError, psutil.NoSuchProcess):
+        return []
+    return [sh.pid, *kids] if kids else []
+
+
 def test_input_freezes_a_check_and_idle_thaws_it(tmp_path):
-    project = project_with(tmp_path, ("slow", "sleep 1.5; echo done > checked.txt", None))
+    pidfile = tmp_path / "check.pid"
+    project = project_with(tmp_path, ("slow", f"echo $$ > {pidfile}; sleep 2; "
+                                      "echo done > checked.txt", None))
     with daemon(tmp_path, {"interruption": {"grace_window": "30s"}}) as d:
         job = d.add("exit=0", project)
         d.machine("idle")
-        d.wait_run(job, "verifying")
-        pids = wait_for(lambda: len(check_pids(d, job)) >= 2 and check_pids(d, job),
-                        what="the check's shell and its sleep")
+        pids = wait_for(lambda: shell_and_children(pidfile), what="the check's shell and its sleep")
+        assert d.run_of(job)["state"] == "verifying"
         worktree = Path(d.job(job)["worktree"])
         d.machine("input")
         frozen = d.wait_run(job, "frozen")
         assert frozen["frozen_by"] == "machine" and frozen["check"] == "slow"
         wait_for(lambda: all_stopped(pids), what="every process of the check stopped")
-        time.sleep(2.0)                       # longer than the check's own work
-        assert not (worktree / "checked.txt").exists()
+        time.sleep(2.5)                       # longer than the check's own work
+        assert all_stopped(pids) and not (worktree / "checked.txt").exists()
         assert d.job(job)["state"] == "active"
         d.machine("idle")
         j = d.wait_job(job, "review")
@@ -174,13 +179,13 @@ def test_input_freezes_a_check_and_idle_thaws_it(tmp_path):
 
 
 def test_the_grace_window_ends_a_check_and_the_job_waits_without_spending_an_attempt(tmp_path):
-    project = project_with(tmp_path, ("forever", "sleep 60", None))
+    pidfile = tmp_path / "check.pid"
+    project = project_with(tmp_path, ("forever", f"echo $$ > {pidfile}; sleep 60", None))
     with daemon(tmp_path, {"interruption": {"grace_window": "1s"}}) as d:
         job = d.add("exit=0", project)
         d.machine("idle")
-        d.wait_run(job, "verifying")
-        pids = wait_for(lambda: len(check_pids(d, job)) >= 2 and check_pids(d, job),
-                        what="the check's processes")
+        pids = wait_for(lambda: shell_and_children(pidfile), what="the check's processes")
+        assert d.run_of(job)["state"] == "verifying"
         d.machine("input")
         j = d.wait_job(job, "pending", timeout=15)
         [run] = j["runs"]
