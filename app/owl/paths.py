@@ -7,18 +7,21 @@ locations (platformdirs) are used. Folders are created private to the user
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 # sun_path is 108 bytes on Linux and 104 on macOS, including the NUL.
 _SOCKET_PATH_MAX = 100
 
 
-@dataclass(frozen=True)
-class Paths:
+class Paths(NamedTuple):
+    """Every place Owl reads or writes.
+
+    A NamedTuple rather than a dataclass: every `owl` call builds one, and
+    importing dataclasses (it pulls in inspect and ast) cost more than the
+    rest of the CLI's own imports."""
+
     config: Path
     db: Path
     socket: Path
@@ -56,6 +59,9 @@ def _socket_in(runtime: Path) -> Path:
     wanted = runtime / "owl.sock"
     if len(os.fsencode(wanted)) <= _SOCKET_PATH_MAX:
         return wanted
+    import hashlib          # only for deep homes: kept off the common path
+    import tempfile
+
     digest = hashlib.sha256(os.fsencode(wanted)).hexdigest()[:16]
     base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
     return base / f"owl-{os.getuid()}" / f"{digest}.sock"
