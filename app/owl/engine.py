@@ -211,7 +211,12 @@ class Engine:
                     self._check_exited(lv, code)
                 self._do(self.core.exited(run_id, self.clock(), code))
         elif kind == "input":
-            self._settle_machine(self.clock(), force_input=True)
+            now = self.clock()
+            if not self.core.in_use:
+                # The person is back: freeze before reading the machine (a round
+                # trip to the X server), so the Run stops as soon as possible.
+                self._do(self.core.input(now))
+            self._settle_machine(now, force_input=True)
         elif kind == "shutdown":
             if not self._stopping:
                 self._stopping = True
@@ -304,14 +309,12 @@ class Engine:
             line = checksmod.last_line(failed[-1].output)
             if line and failed[-1].exit_code not in (None, 0) and failed[-1].exit_code > 0:
                 reason = f"{reason}: {line}"      # e.g. the shell's "not found"
+        # Out of attempts with failing checks, the agent's work exists but does
+        # not pass: a person must look, so the Job is blocked, not exhausted.
+        spent = ("blocked", f"its checks failed on every attempt: {reason}") if failed else None
         new_state = self.store.finish_run(lv.run_id, f.outcome.value, f.ended_by.value,
-                                          reason, f.exit_code)
-        if new_state == "exhausted" and failed:
-            # The agent's work exists but does not pass: a person must look.
-            new_state = "blocked"
-            self.store.set_job(lv.job_id, state="blocked",
-                               reason=f"its checks failed on every attempt: {reason}")
-        elif new_state == "review":
+                                          reason, f.exit_code, spent=spent)
+        if new_state == "review":
             passed = sum(1 for r in lv.results if r.passed)
             log.info("%s", checksmod.review_message(lv.job_id, passed))
         del self.live[lv.run_id]
@@ -922,6 +925,7 @@ class Engine:
                 "id": run.id, "job_id": lv.job_id, "title": lv.title, "state": run.state,
                 "check": run.checks[run.check][0] if run.check is not None else None,
                 "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
+                "grace_window_s": self.cfg.grace_window,
                 "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
                 "exempt": run.exempt, "log": str(lv.log_path)})
         queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
