@@ -192,6 +192,7 @@ def test_refusals_are_one_line_and_change_nothing(daemon):
         (("jobs", "accept", "999"), "no job 999"),
         (("jobs", "extend", "999"), "no job 999"),
         (("jobs", "move", "999", "1"), "no job 999"),
+        (("jobs", "verify", "999"), "no job 999"),
         (("jobs", "move", str(first), "2"), "outside the queue (1 to 1)"),
         (("jobs", "move", str(first), "0"), "outside the queue"),
         (("jobs", "accept", str(first)), "not in review"),
