@@ -328,12 +328,13 @@ class Store:
 
     def finish_run(self, run_id: int, outcome: str, ended_by: str | None, reason: str | None,
                    exit_code: int | None, now: float | None = None,
-                   job_state: str | None = None) -> str:
+                   job_state: str | None = None, spent: tuple[str, str] | None = None) -> str:
         """Close a Run and move its Job on, in one transaction; returns the Job's new state.
 
         interrupted -> pending (no attempt spent); failed -> pending or exhausted
         (one attempt spent); succeeded -> review. `job_state` overrides the
-        succeeded case (e.g. blocked by checks).
+        succeeded case; `spent` = (state, reason) overrides what a Job becomes
+        when a failure spends its last attempt (blocked by its checks).
         """
         now = time.time() if now is None else now
         with self.tx():
@@ -351,8 +352,10 @@ class Store:
                 new, job_reason = "pending", None
             elif outcome == "failed":
                 failures += 1
-                new = "pending" if failures < attempts else "exhausted"
-                job_reason = reason if new == "exhausted" else None
+                if failures < attempts:
+                    new, job_reason = "pending", None
+                else:
+                    new, job_reason = spent or ("exhausted", reason)
             else:
                 new, job_reason = job_state or "review", None
             self.db.execute("UPDATE jobs SET state=?, failures=?, reason=?, updated_at=? "
