@@ -248,3 +248,27 @@ def test_a_job_blocked_by_a_failed_setup_says_why(tmp_path, projects):
         assert "colour" in d.ok("jobs", "list")
         # and it can be given another go once fixed
         assert d.owl("jobs", "extend", str(job)).returncode == 0
+
+
+def test_stop_during_a_shift_ends_this_work_not_the_shift(tmp_path, projects):
+    with OwlDaemon(tmp_path / "home") as d:
+        first = d.add("sleep=60", projects[0])
+        second = d.add("sleep=60", projects[1])
+        d.machine("input")
+        d.ok("shift", "start", "--for", "1h")
+        d.wait_run(first, "running")
+        d.ok("stop", "--force")
+        # the Shift goes on with the next Job; the stopped one sits out this spell
+        d.wait_run(second, "running")
+        j = d.job(first)
+        assert j["state"] == "pending" and j["position"] == 1
+        assert d.json("shift", "status")["on"]
+        d.ok("stop", "--force")
+        wait_for(lambda: d.status()["runs"] == [], what="no Run")
+        time.sleep(0.5)
+        assert d.status()["runs"] == []
+        assert "was stopped" in d.status()["waiting"]
+        # a new idle spell lets them run again
+        d.machine("idle")
+        d.wait_run(first, "running")
+        d.ok("stop", "--force")

@@ -19,6 +19,7 @@ import concurrent.futures
 import logging
 import os
 import queue
+import sqlite3
 import subprocess
 import threading
 import time
@@ -39,6 +40,9 @@ from owl.store import Store, title_of
 log = logging.getLogger("owl.engine")
 
 MAX_PROMPT = 100_000
+# A new Job is refused when the database's disk has less than this free: what
+# is left is for the live Runs' records (and their logs), not for more work.
+MIN_FREE = 1024 * 1024
 LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated past this size
 IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
@@ -95,6 +99,7 @@ class Engine:
         self._pending_cache = store.first_pending() is not None
         self.shift: shifts.Shift | None = None
         self.shift_runs: set[int] = set()        # live Runs that a Shift let run
+        self.set_aside: set[int] = set()         # Jobs stopped by the person, this spell
         self._projects: dict[str, tuple[float, Any]] = {}
         self.on_change: Callable[[], None] | None = None
         self._verifications: dict[int, checksmod.Verification] = {}
@@ -241,6 +246,7 @@ class Engine:
             self._do(self.core.input(now))
         elif not in_use and self.core.in_use:
             self._do(self.core.idle(now))
+            self.set_aside.clear()          # a new idle spell: stopped Jobs may run again
         self._armed = not self.core.in_use or not r.hooks_live
 
     def _machine_recheck(self, now: float) -> float:
@@ -395,16 +401,25 @@ class Engine:
                 return
             self._start_job(decision.job.id, exempt=False)
 
-    def _decide(self) -> scheduler.Decision:
+    def _decide(self, asked: bool = False) -> scheduler.Decision:
+        """What the scheduler says now. Jobs the person stopped sit out the rest
+        of this spell (`owl stop` ends this work, not work), unless `asked`."""
+        aside = frozenset() if asked else frozenset(self.set_aside)
+
         def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
-            row = self.store.first_pending(skip)
+            row = self.store.first_pending(skip, aside)
             return scheduler.QueuedJob(*row) if row else None
 
+        head_row = self.store.first_pending()
+        self._pending_cache = head_row is not None
         head = first()
-        self._pending_cache = head is not None
-        return scheduler.decide(head, first, [lv.project for lv in self.live.values()],
-                                max_parallel=self.cfg.max_parallel,
-                                project_cap=self._project_cap)
+        decision = scheduler.decide(head, first, [lv.project for lv in self.live.values()],
+                                    max_parallel=self.cfg.max_parallel,
+                                    project_cap=self._project_cap)
+        if head_row is not None and head_row[0] in aside and decision.waiting is None:
+            decision = scheduler.Decision(decision.job, f"job {head_row[0]} was stopped; it "
+                                          "waits for the next idle spell (or owl start)")
+        return decision
 
     def project_settings(self, project: str) -> projectmod.ProjectSettings:
         """A project's `.owl.toml` from its base branch, cached for a few seconds.
@@ -724,14 +739,28 @@ class Engine:
             raise Refused(problem)
         if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
             raise Refused("--attempts must be a whole number, 1 or more")
-        job_id = self.store.add_job(prompt, str(root), name, attempts or self.cfg.attempts)
+        self._refuse_if_full()
+        try:
+            job_id = self.store.add_job(prompt, str(root), name, attempts or self.cfg.attempts)
+        except sqlite3.OperationalError as e:       # SQLITE_FULL, an I/O error
+            raise Refused(f"cannot queue the job: {self.paths.db}: {e}") from None
         self._pending_cache = True
         return self.job_view(job_id)
+
+    def _refuse_if_full(self) -> None:
+        try:
+            st = os.statvfs(self.paths.db.parent)
+        except OSError:
+            return
+        free = st.f_bavail * st.f_frsize
+        if free < MIN_FREE:
+            raise Refused(f"the disk holding {self.paths.db.parent} is full ({free // 1024} KB "
+                          "free): no new Jobs until there is room; live Runs go on")
 
     def start_now(self) -> dict:
         if self.store.first_pending() is None:
             raise Refused("no Job is waiting to start")
-        decision = self._decide()
+        decision = self._decide(asked=True)
         if decision.job is None:
             raise Refused(f"cannot start now: {decision.waiting}")
         run_id = self._start_job(decision.job.id, exempt=True)
@@ -760,8 +789,10 @@ class Engine:
         return {"paused": False, "message": "resumed"}
 
     def stop_runs(self, force: bool) -> dict:
+        stopped = {lv.job_id for lv in self.live.values()}
         try:
             self._do(self.core.stop(self.clock(), force=force))
+            self.set_aside |= stopped
         except lifecycle.Refusal as e:
             raise Refused(str(e)) from None
         ids = list(self.core.runs)

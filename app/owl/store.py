@@ -263,14 +263,16 @@ class Store:
         return [(r[0], r[1]) for r in self.db.execute(
             "SELECT id, project FROM jobs WHERE state='pending' ORDER BY sort_key")]
 
-    def first_pending(self, skip_projects: set[str] | frozenset[str] = frozenset()
+    def first_pending(self, skip_projects: set[str] | frozenset[str] = frozenset(),
+                      skip_jobs: set[int] | frozenset[int] = frozenset()
                       ) -> tuple[int, str] | None:
-        """(id, project) of the first pending Job whose project is not skipped."""
-        skip = tuple(skip_projects)
+        """(id, project) of the first pending Job not skipped by project or id."""
+        projects, jobs = tuple(skip_projects), tuple(skip_jobs)
         row = self.db.execute(
             "SELECT id, project FROM jobs WHERE state='pending' "
-            + (f"AND project NOT IN ({','.join('?' * len(skip))}) " if skip else "")
-            + "ORDER BY sort_key LIMIT 1", skip).fetchone()
+            + (f"AND project NOT IN ({','.join('?' * len(projects))}) " if projects else "")
+            + (f"AND id NOT IN ({','.join('?' * len(jobs))}) " if jobs else "")
+            + "ORDER BY sort_key LIMIT 1", projects + jobs).fetchone()
         return (row[0], row[1]) if row else None
 
     def set_job(self, job_id: int, **fields: Any) -> None:
