@@ -2,8 +2,8 @@
 
 `run_tray(daemon)` blocks in the toolkit's loop until Quit (or SIGTERM /
 SIGINT), then asks the daemon to end its Runs the way `owl daemon` does.
-A refresher thread reads `daemon.status()` every second while something
-counts down and every few seconds otherwise; it redraws the icon, tooltip
+A refresher thread reads `daemon.status()` every second while a Run is
+live (it may freeze at any key press) and every few seconds otherwise; it redraws the icon, tooltip
 and menu only when they changed, and hands every change to the main thread
 (GTK and AppKit are not thread-safe). Menu clicks that ask the daemon run
 on a short-lived thread so a slow verb never freezes the menu.
@@ -39,8 +39,10 @@ from owl.tray.notices import Notices
 
 log = logging.getLogger("owl.tray")
 
-FAST_S = 1.0  # refresh period while a countdown is on screen
-SLOW_S = 4.0  # otherwise
+# While a Run is live the person who just sat down is looking at the icon:
+# it must turn frozen within a second of their first key press, not four.
+FAST_S = 1.0  # refresh period while a Run is live or a countdown is on screen
+SLOW_S = 4.0  # otherwise (nothing running: only the queue can change)
 HOST_WAIT_S = 10.0  # a login item may start before the panel does
 ICON_SIZE = 64  # hosts scale down; 64 keeps 2x panels sharp
 PROGRESS_STEPS = 60
@@ -262,7 +264,7 @@ class TrayApp:
         icon.visible = True
         while not self._stopping.is_set():
             status = self.refresh()
-            fast = status is not None and counting_down(status)
+            fast = status is not None and (counting_down(status) or bool(status.get("runs")))
             self._poke.wait(min(FAST_S, self.slow_s) if fast else self.slow_s)
             self._poke.clear()
 
@@ -388,8 +390,8 @@ def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: flo
              slow_s: float = SLOW_S) -> int:
     """Show Owl in the tray over `daemon` until Quit; returns the exit code.
 
-    `slow_s` is how often the status is read when nothing counts down (once
-    a second when something does). `host_wait_s` is how long to wait for a
+    `slow_s` is how often the status is read when no Run is live (once a
+    second while one is). `host_wait_s` is how long to wait for a
     tray host to appear (a login item may start before the panel).
 
     Must be called on the main thread (macOS requires it, and GTK's signal
