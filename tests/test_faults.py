@@ -281,16 +281,18 @@ def test_watchdog_is_not_part_of_any_run(tmp_path: Path) -> None:
 
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    """A 3 MB tmpfs for OWL_HOME, so the disk can really fill up."""
+    """An 8 MB tmpfs for OWL_HOME, so the disk can really fill up."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m,mode=0700", "owltest", str(mnt)],
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "owltest", str(mnt)],
                        capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
     try:
         yield mnt
     finally:
+        for log in mnt.glob("*/daemon.log"):     # keep it for a failing test's report
+            shutil.copy(log, tmp_path / f"{log.parent.name}-daemon.log")
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
@@ -310,38 +312,47 @@ def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(tmp_path: Path,
                                                                   small_disk: Path) -> None:
     project = make_project(tmp_path / "proj")
     d = FastOwl(small_disk / "home", {"interruption": {"grace_window": "30s"}})
+    d.pids_file = tmp_path / "agent-pids"          # off the full disk
+    d.env["AGENT_PIDS"] = str(d.pids_file)
     try:
         d.start()
-        before = [d.add(f"sleep=2 exit=0 # job {i}", project) for i in range(3)]
+        first, *rest = [d.add(f"sleep=2.5 exit=0 job{i}", project) for i in range(3)]
         d.machine("idle")
-        run = d.wait_run(before[0], "running")
-        _fill(small_disk)
+        run = d.wait_run(first, "running")
+        filler = _fill(small_disk)
+        # a new Job is refused, in one line that says why and where
         p = d.owl("add", "--project", str(project), "sleep=1")
         assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
-        lines = p.stderr.strip().splitlines()
-        assert len(lines) == 1 and "full" in lines[0] and "owl.db" not in lines[0] or \
-            len(lines) == 1, lines
-        assert "disk" in lines[0] and str(d.home) in lines[0], lines
-        # the live Run is still supervised: frozen, thawed, finished and recorded
+        [line] = p.stderr.strip().splitlines()
+        assert "disk" in line and "full" in line and str(d.home) in line, line
+        # the live Run is still supervised: frozen and thawed
         d.machine("input")
-        assert d.wait_run(before[0], "frozen")["id"] == run["id"]
+        assert d.wait_run(first, "frozen")["id"] == run["id"]
+        wait_for(lambda: set(process_states(d.agent_pids()).values()) == {"stopped"},
+                 what="the agent stopped")
         d.machine("idle")
-        j = d.wait_job(before[0], "review", timeout=20)
-        assert j["runs"][0]["outcome"] == "succeeded"
+        d.wait_run(first, "running")
+        # the agent cannot write its output and fails; the daemon stays up and
+        # answers at once, and starts nothing new while the disk is full
+        wait_for(lambda: d.run_of(first) is None, timeout=15, what="the Run to end")
         t0 = time.monotonic()
-        d.status()
+        st = d.status()
         assert time.monotonic() - t0 < 1.0
-        # nothing already stored is lost
-        assert [x["id"] for x in d.status()["queue"]][:2] == before[1:]
+        assert st["runs"] == [] and "full" in (st["waiting"] or ""), st["waiting"]
+        # room again: the Run's end is recorded, nothing stored was lost
+        d.machine("input")
+        filler.unlink()
+        j = wait_for(lambda: (j := d.job(first))["runs"][0]["outcome"] and j, timeout=10,
+                     what="the Run's end to be recorded")
+        assert j["state"] == "pending" and j["runs"][0]["outcome"] == "failed", j
+        assert [x["id"] for x in d.status()["queue"]] == [first, *rest]
+        assert d.add("sleep=1", project) == rest[-1] + 1
         assert d.stop() == 0
     finally:
         if d.proc is not None and d.proc.poll() is None:
             d.kill()
         d.kill_leftovers()
-    for f in small_disk.glob("filler"):
-        f.unlink()
     assert integrity(d.home) == "ok"
-    assert len(db_rows(d.home, "SELECT id FROM jobs")) == 3
 
 
 # --------------------------------------------------------- a bad database

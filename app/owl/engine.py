@@ -102,6 +102,7 @@ class Engine:
         self.set_aside: set[int] = set()         # Jobs stopped by the person, this spell
         self._projects: dict[str, tuple[float, Any]] = {}
         self.on_change: Callable[[], None] | None = None
+        self._unrecorded: list[tuple[tuple, Any]] = []   # finished Runs a full disk held back
         self._verifications: dict[int, checksmod.Verification] = {}
 
     # ------------------------------------------------------------ lifecycle
@@ -281,12 +282,11 @@ class Engine:
             if isinstance(action, lifecycle.Freeze):
                 lv.tree.freeze()
                 r = self.core.runs[action.run]
-                self.store.set_run(lv.run_id, state="frozen", frozen_by=r.frozen_by)
+                self._note(lv.run_id, state="frozen", frozen_by=r.frozen_by)
                 log.info("run %s frozen by %s", lv.run_id, r.frozen_by)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
-                self.store.set_run(lv.run_id, state=self.core.runs[action.run].state,
-                                   frozen_by=None)
+                self._note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)
                 log.info("run %s thawed", lv.run_id)
             elif isinstance(action, lifecycle.StartCheck):
                 self._start_check(lv, action.index)
@@ -294,7 +294,7 @@ class Engine:
                 if lv.waiting:
                     lv.exited = True      # its check never began: nothing is left to end
                 lv.tree.term()
-                self.store.set_run(lv.run_id, state="ending", frozen_by=None)
+                self._note(lv.run_id, state="ending", frozen_by=None)
                 log.info("run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):
                 lv.tree.kill()
@@ -318,8 +318,16 @@ class Engine:
         # Out of attempts with failing checks, the agent's work exists but does
         # not pass: a person must look, so the Job is blocked, not exhausted.
         spent = ("blocked", f"its checks failed on every attempt: {reason}") if failed else None
-        new_state = self.store.finish_run(lv.run_id, f.outcome.value, f.ended_by.value,
-                                          reason, f.exit_code, spent=spent)
+        args = (lv.run_id, f.outcome.value, f.ended_by.value, reason, f.exit_code)
+        try:
+            new_state = self.store.finish_run(*args, spent=spent)
+        except sqlite3.OperationalError as e:
+            # A full disk: the Run is over all the same. Keep its record and
+            # write it when there is room (or the next start records it
+            # interrupted, should the daemon stop first).
+            log.error("run %s ended but could not be recorded yet: %s", lv.run_id, e)
+            self._unrecorded.append((args, spent))
+            new_state = "not yet recorded"
         if new_state == "review":
             passed = sum(1 for r in lv.results if r.passed)
             log.info("%s", checksmod.review_message(lv.job_id, passed))
@@ -346,7 +354,33 @@ class Engine:
             pids = sorted(p for p, _ in lv.tree.identities())
             if pids != lv.pids and self.core.runs.get(lv.run_id) is not None:
                 lv.pids = pids
-                self.store.set_run(lv.run_id, pids=lv.tree.identities())
+                self._note(lv.run_id, pids=lv.tree.identities())
+
+    def _note(self, run_id: int, **fields: Any) -> None:
+        """Write a live Run's state or pids. These records help a person and a
+        crash recovery; the Run itself is supervised from memory, so a write
+        that fails (a full disk) is logged and supervision goes on."""
+        try:
+            self.store.set_run(run_id, **fields)
+        except sqlite3.OperationalError as e:
+            log.warning("run %s: could not record %s: %s", run_id, ", ".join(fields), e)
+
+    def _record_pending_finishes(self) -> None:
+        while self._unrecorded:
+            args, spent = self._unrecorded[0]
+            try:
+                self.store.finish_run(*args, spent=spent)
+            except sqlite3.OperationalError:
+                return
+            self._unrecorded.pop(0)
+            log.info("run %s recorded %s", args[0], args[1])
+
+    def _disk_full(self) -> str | None:
+        try:
+            self._refuse_if_full()
+        except Refused as e:
+            return str(e)
+        return None
 
     def _owned(self, pid: int) -> bool:
         return any(lv.popen.pid == pid and lv.popen.returncode is None for lv in self.live.values())
@@ -384,10 +418,15 @@ class Engine:
     # ------------------------------------------------------------- starting
 
     def _maybe_start(self, now: float) -> None:
+        self._record_pending_finishes()
         head = self.store.first_pending()
         self._pending_cache = head is not None
         if head is None:
             self.waiting = None
+            return
+        full = self._disk_full()
+        if full:
+            self.waiting = full.split(": no new Jobs")[0]
             return
         ok, why = self.core.may_start()
         if not ok:

@@ -449,7 +449,14 @@ class _Tx:
         if not self.outer:
             return
         if exc_type is None:
-            self.db.execute("COMMIT")
+            try:
+                self.db.execute("COMMIT")
+            except sqlite3.Error:
+                # A COMMIT that failed (SQLITE_FULL) leaves the transaction
+                # open; every later write would join it and never commit.
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
         else:
             self.db.execute("ROLLBACK")
 
