@@ -758,6 +758,10 @@ class Engine:
 
         if not isinstance(prompt, str) or not prompt.strip():
             raise Refused("the prompt is empty: say what the agent should do")
+        if "\x00" in prompt:
+            # argv strings end at a NUL: the agent would get a cut prompt
+            raise Refused("the prompt contains a NUL character, which no program's "
+                          "arguments can carry; remove it")
         if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT:
             raise Refused(f"the prompt is {len(prompt.encode('utf-8', 'surrogatepass')):,} bytes; "
                           f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
