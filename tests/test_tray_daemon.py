@@ -16,7 +16,6 @@ Screenshots go to test-artifacts/tray/ (daemon-*.png).
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import threading
 import time
@@ -144,10 +143,6 @@ def press(env: dict, keys: list[str]) -> None:
     wait_for(lambda: not keyboard_grabbed(env), what="the menu to close")
 
 
-def the_run(d: OwlDaemon, job: int) -> dict | None:
-    return d.run_of(job)
-
-
 def frozen(pids: list[int]) -> bool:
     return all(s == "stopped" for s in process_states(pids).values())
 
@@ -197,7 +192,8 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
             r = d.wait_run(job, "frozen", timeout=5)
             assert r["frozen_by"] == "machine" and r["id"] == run["id"]
             wait_for(lambda: frozen(pids), 5, what="the agent stopped")
-            shows(desk, lambda t: t.startswith("Owl: Frozen · 0:"), "the grace countdown")
+            shows(desk, lambda t: t.startswith("Owl: Frozen · ") and t.endswith(" left"),
+                  "the grace countdown")
             shots["frozen"] = shoot_icon(desk, "frozen")
         # They leave again within the window: the same Run goes on.
         r = d.wait_run(job, "running", timeout=10)
@@ -210,14 +206,14 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
         keys = menu_keys(d.status(), ["Pause"])
         shoot_menu(desk, open_menu(desk), "working")
         press(desk, keys)
-        r = wait_for(lambda: (r := the_run(d, job)) and r["frozen_by"] == "user" and r,
+        r = wait_for(lambda: (r := d.run_of(job)) and r["frozen_by"] == "user" and r,
                      10, what="the Run frozen by the user")
         assert r["state"] == "frozen" and r["id"] == run["id"] and d.status()["paused"] is True
         assert frozen(pids)
         shows(desk, lambda t: t == "Owl: Paused", "paused")
         shots["paused"] = shoot_icon(desk, "paused")
         time.sleep(1.5)  # well past idle.after: a paused Run stays frozen though idle
-        assert the_run(d, job)["frozen_by"] == "user" and frozen(pids)
+        assert d.run_of(job)["frozen_by"] == "user" and frozen(pids)
 
         # Menu → Resume: it thaws once the machine is idle again.
         keys = menu_keys(d.status(), ["Resume"])
@@ -230,7 +226,7 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
 
         # A short grace window, and the person stays: TERM (ignored), then KILL.
         d.edit_config("interruption", grace_window="1s")
-        wait_for(lambda: (r := the_run(d, job)) and r["grace_window_s"] == 1.0, 10,
+        wait_for(lambda: (r := d.run_of(job)) and r["grace_window_s"] == 1.0, 10,
                  what="the new grace window in force")
         with Fidget(desk):
             text = shows(desk, lambda t: "killed" in t, "the killed Run", timeout=20)
