@@ -14,6 +14,7 @@ and `agent`.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 import tomllib
@@ -127,7 +128,7 @@ PROJECT_KEYS: dict[str, Key] = {
 }
 
 BUILTIN_AGENTS = ("claude",)
-_BRANCH_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+_BRANCH_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*\Z")   # \Z: "$" lets a newline in
 
 
 @dataclass
@@ -210,7 +211,9 @@ def _convert(where: str, dotted: str, key: Key, value: Any) -> Any:
 
 
 def _show(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else '"' + value + '"'
+    # JSON quoting for strings: a newline or a control character in a value
+    # stays escaped, so the message stays one line.
+    text = repr(value) if not isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
