@@ -8,10 +8,13 @@ spins reading /proc/<pid>/stat of all 100 pids until every one is stopped
 idle.after) and goes again.
 
 Two figures per trial: from launching xdotool (an upper bound: it includes
-xdotool starting up) and from xdotool having exited (a lower bound: the input
-has been sent by then). Target: p99 <= 100 ms.
+xdotool starting up, 10-30 ms on a busy machine) and from xdotool having
+exited (a lower bound: the input has been sent by then). Then as many trials
+with the same XTEST motion sent from this process, whose moment is exact:
+the target, p99 <= 100 ms, is judged on that figure.
 
     python bench/input_freeze.py [--trials 50] [--after 500ms] [--sessions 10 --per 10]
+                                 [--no-xtest]
 """
 
 from __future__ import annotations
@@ -75,8 +78,8 @@ def main() -> int:
     ap.add_argument("--after", default="500ms", help="idle.after (thaw wait between trials)")
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--per", type=int, default=10)
-    ap.add_argument("--xtest", action="store_true",
-                    help="also time moves sent in-process through XTEST (the exact moment)")
+    ap.add_argument("--no-xtest", dest="xtest", action="store_false",
+                    help="skip the trials with moves sent in-process through XTEST")
     args = ap.parse_args()
     for program in ("Xvfb", "xdotool"):
         if shutil.which(program) is None:
@@ -137,8 +140,11 @@ def main() -> int:
             if exact:
                 report("from an XTEST move sent in-process", exact)
             report("then quiet -> all running again", thaw)
-            p99 = pct(from_launch, 0.99) * 1000
-            print(f"target p99 <= 100 ms: {'met' if p99 <= 100 else 'NOT met'} ({p99:.1f} ms)")
+            # The XTEST figure starts at the input itself; xdotool's adds its own start-up.
+            judged, name = (exact, "XTEST") if exact else (from_launch, "xdotool launch")
+            p99 = pct(judged, 0.99) * 1000
+            print(f"target p99 <= 100 ms ({name}): {'met' if p99 <= 100 else 'NOT met'} "
+                  f"({p99:.1f} ms)")
     return 0
 
 
