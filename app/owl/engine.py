@@ -95,7 +95,6 @@ class Engine:
         self._thread = threading.Thread(target=self._main, name="owl-engine", daemon=True)
         self._stopping = False
         self._stopped = threading.Event()
-        self._next_power = 0.0
         self._pending_cache = store.first_pending() is not None
         self.shift: shifts.Shift | None = None
         self.shift_runs: set[int] = set()        # live Runs that a Shift let run
@@ -236,8 +235,8 @@ class Engine:
         r = self.machine.read()
         self.reading = r
         cfg = self.cfg
-        if now >= self._next_power or force_input:
-            self._next_power = now + (5.0 if (self.live or self._pending_cache) else 30.0)
+        # Power is read on every settle (a few sysfs reads); how often a settle
+        # happens without an event is _machine_recheck's business.
         power_ok = (not cfg.require_ac_power) or r.on_ac is True
         if power_ok == self.core.on_battery:
             self._do(self.core.power(now, power_ok))
