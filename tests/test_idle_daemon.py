@@ -21,7 +21,7 @@ import pytest
 from display import DisplayEnv, virtual_display, xdotool
 from owlproc import OwlDaemon, make_project, process_states, wait_for
 
-pytestmark = pytest.mark.timeout(90) if hasattr(pytest.mark, "timeout") else []
+pytestmark = pytest.mark.timeout(120)
 
 STOPPED = "stopped"
 
@@ -129,7 +129,7 @@ def test_no_run_while_in_use_and_one_starts_a_second_after_input_stops(
                 assert st["machine"]["reason"] == "in use"
                 assert st["machine"]["idle"] is False
                 time.sleep(0.1)
-            assert person.moves >= 8
+            assert person.moves >= 6      # ~10 at 0.3 s apart, fewer on a busy machine
         stopped = person.last
         d.wait_run(job, "running", timeout=10)
         started = time.monotonic()
@@ -145,7 +145,7 @@ def test_input_freezes_the_whole_tree_and_quiet_thaws_the_same_run(
         job = d.add("setsid-child=60 tick=0.2 sleep=60", project)
         run = d.wait_run(job, "running", timeout=10)
         pids = tree_pids(d, 2)
-        assert all_in(pids, "sleeping") or none_in(pids, STOPPED)
+        assert none_in(pids, STOPPED)
 
         sent = time.monotonic()
         move(xenv, 10, 10)
