@@ -22,6 +22,8 @@ import psutil
 import pytest
 
 from owl import config as configmod
+from owl.control import client
+from owl.paths import _socket_in
 from owl.engine import LOG_CAP
 from owlproc import OwlDaemon, make_project, process_states, wait_for
 
@@ -48,6 +50,7 @@ class StatusProbe:
     def __init__(self, d: OwlDaemon) -> None:
         self.d = d
         self.times: list[float] = []
+        self.socket_times: list[float] = []
         self.failures: list[str] = []
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
@@ -59,6 +62,9 @@ class StatusProbe:
             self.times.append(time.monotonic() - t0)
             if p.returncode != 0:
                 self.failures.append(p.stderr)
+            t0 = time.monotonic()
+            client.ask(_socket_in(self.d.home / "run"), "status", {})
+            self.socket_times.append(time.monotonic() - t0)
             self._stop.wait(0.2)
 
     def __enter__(self) -> "StatusProbe":
@@ -121,7 +127,8 @@ def test_hostile_agent_is_frozen_and_killed_on_time(tmp_path: Path, project: Pat
         assert took < GRACE + KILL_DELAY + 2.5, took
         assert live_pids(d) == []
     assert probe.failures == []
-    assert probe.times and max(probe.times) < 1.0, sorted(probe.times)[-3:]
+    assert probe.times and max(probe.times) < 1.0, (sorted(probe.times)[-3:],
+                                                    sorted(probe.socket_times)[-3:])
 
 
 def test_agent_that_exits_while_its_daemonized_child_holds_the_output(tmp_path: Path,

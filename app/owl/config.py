@@ -63,7 +63,21 @@ def format_duration(seconds: float) -> str:
 # ------------------------------------------------------------------- schema
 
 class ConfigError(ValueError):
-    """A config the daemon will not use. str() is one line for a person."""
+    """A config the daemon will not use. str() is one line for a person.
+
+    Section, key and agent names come from the file and may hold a newline
+    or a control character (TOML allows them in quoted keys): they are shown
+    escaped, so the message stays one line whatever the file says."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+def one_line(text: str) -> str:
+    """`text` with every unprintable character escaped as in JSON ("\\n")."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)
@@ -280,7 +294,16 @@ def _load_projects(cfg: Config, body: Any, where: str) -> None:
                 raise ConfigError(f"{where}: unknown key projects.\"{path}\".{key} "
                                   f"(known: {', '.join(PROJECT_KEYS)})")
             proj[key] = _convert(where, f"projects.\"{path}\".{key}", k, value)
-        cfg.projects[str(Path(path).expanduser())] = proj
+        try:
+            where_to = Path(path).expanduser()
+        except RuntimeError:          # "~someone" with no such user
+            raise ConfigError(f"{where}: projects.{_show(path)}: no such user's home "
+                              "folder") from None
+        if not where_to.is_absolute():
+            # a relative key would be read from wherever the daemon started
+            raise ConfigError(f"{where}: projects.{_show(path)}: must be an absolute path "
+                              "(or start with ~)")
+        cfg.projects[str(where_to)] = proj
 
 
 def load(path: Path) -> Config:
