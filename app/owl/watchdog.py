@@ -116,13 +116,18 @@ class Guard:
 
 def start(db: Path, lock: Path, instance: str) -> Guard:
     """Start the watchdog for a daemon whose lock is `lock` and database `db`."""
+    from owl import tree
+
     rfd, wfd = os.pipe()          # both close-on-exec; only rfd is passed on
     env = {k: v for k, v in os.environ.items() if k not in _TAGS}
     try:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "owl.watchdog", str(rfd), str(db), str(lock), instance],
-            pass_fds=(rfd,), env=env, stdin=subprocess.DEVNULL, start_new_session=True,
-            close_fds=True)
+        # In a session of its own, so the daemon's reaper must be told it is ours.
+        with tree.SPAWN_LOCK:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "owl.watchdog", str(rfd), str(db), str(lock), instance],
+                pass_fds=(rfd,), env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+                close_fds=True)
+            tree.own(popen, locked=True)
     finally:
         os.close(rfd)
     return Guard(popen, wfd)

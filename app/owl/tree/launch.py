@@ -78,14 +78,17 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
     return popen
 
 
-def own(popen: subprocess.Popen[Any]) -> None:
+def own(popen: subprocess.Popen[Any], *, locked: bool = False) -> None:
     """Leave this Popen's exit status to it: reap_orphans will not reap its
     pid until its returncode is known.
 
     For children started outside spawn() in a session of their own (a
-    plain ``subprocess`` call in ours needs nothing). Do not call while
-    holding SPAWN_LOCK.
+    plain ``subprocess`` call in ours needs nothing). Start the child under
+    SPAWN_LOCK and pass `locked=True` so no reap can come in between.
     """
+    if locked:
+        _spawned[popen.pid] = popen
+        return
     with SPAWN_LOCK:
         _spawned[popen.pid] = popen
 
