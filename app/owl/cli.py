@@ -126,7 +126,7 @@ def cmd_jobs(a: argparse.Namespace) -> int:
         try:
             job = _ask("jobs.show", {"id": a.id})
         except NoDaemon:
-            from owl.engine import job_view
+            from owl.views import job_view
 
             try:
                 store = _local_store()

@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from owl import config as configmod

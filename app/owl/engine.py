@@ -4,7 +4,8 @@ Everything that changes state happens on this thread, in order: events from
 the machine (input, idle, power), from the agents (exit, output, tree gone),
 from the clock (deadlines) and from people (verbs through the control socket
 or the tray, queued as calls with a reply). The core decides; this module
-signals process trees, starts agents and writes the store.
+signals process trees, starts agents and checks, and writes the store. The
+verbs themselves are in `verbs.py` and what people read in `views.py`.
 
 It sleeps until the next thing that can change something: the core's next
 deadline, the moment the machine would count as idle, an agent's exit, an
@@ -20,7 +21,6 @@ import logging
 import os
 import queue
 import sqlite3
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,25 +29,21 @@ from typing import Any, Callable
 
 from owl import checks as checksmod
 from owl import config as configmod
-from owl import lifecycle, project as projectmod, scheduler, shifts, tree, workspace
+from owl import lifecycle, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
 from owl.paths import Paths
 from owl.power.policy import should_hold
 from owl.store import Store, title_of
+from owl.verbs import Verbs
 
 log = logging.getLogger("owl.engine")
 
-MAX_PROMPT = 100_000
-# A new Job is refused when the database's disk has less than this free: what
-# is left is for the live Runs' records (and their logs), not for more work.
-MIN_FREE = 1024 * 1024
 LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated past this size
 IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
 ENDING_WATCH = 0.05                # while an exited agent's tree drains
-AWAKE_WHY = "an agent is working"  # the reason the sleep inhibitor is held under
 
 
 @dataclass
@@ -74,7 +70,7 @@ class Live:
     waiting: bool = False                 # its next check waits, frozen, to begin
 
 
-class Engine:
+class Engine(Verbs):
     def __init__(self, *, store: Store, paths: Paths, cfg: configmod.Config, machine: Any,
                  inhibitor: Any = None, instance: str = "", clock: Callable[[], float] = time.monotonic):
         self.store = store
@@ -644,7 +640,7 @@ class Engine:
             inh.close()
             inh = self.inhibitor = make_inhibitor(True)
         if self._working_runs():
-            inh.hold(AWAKE_WHY)
+            inh.hold(views.AWAKE_WHY)
         else:
             inh.release()
 
@@ -706,35 +702,6 @@ class Engine:
             self._set_shift(None)
             self.shift_runs &= set(self.live)
 
-    def shift_start(self, length: float, until_empty: bool, require_power: bool,
-                    replace: bool) -> dict:
-        try:
-            sh = shifts.begin(self.shift, time.time(), length, until_empty=until_empty,
-                              require_power=require_power, replace=replace)
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        extended = self.shift is not None and not replace
-        self.store.set_setting("shift", sh.to_dict())
-        self._set_shift(sh)
-        view = self.shift_view()
-        left = configmod.format_duration(round(sh.left(time.time())))
-        view["message"] = (f"Shift {'extended' if extended else 'started'}: Runs start and "
-                           f"are not frozen for the next {left}"
-                           + (", or until the queue is empty" if sh.until_empty else ""))
-        return view
-
-    def shift_stop(self) -> dict:
-        if self.shift is None:
-            raise Refused("no Shift is on")
-        self.store.set_setting("shift", None)
-        self._set_shift(None)
-        # shift_view() is None once no Run of the Shift is left to finish
-        view = self.shift_view() or {"on": False, "ended": True, "finishing": 0}
-        n = view.get("finishing", 0)
-        view["message"] = ("Shift ended" + (f", {n} Run{'s' if n != 1 else ''} finishing"
-                                             if n else ""))
-        return view
-
     def shift_view(self) -> dict | None:
         if self.shift is None:
             finishing = len(self.shift_runs & set(self.live))
@@ -743,367 +710,16 @@ class Engine:
             return {"on": False, "ended": True, "finishing": finishing,
                     "text": f"Shift ended, {finishing} Run{'s' if finishing != 1 else ''} finishing"}
         sh, now = self.shift, time.time()
-        return {"on": True, "ended": False, "started_at": _iso(sh.started_at),
-                "ends_at": _iso(sh.ends_at), "left_s": round(sh.left(now), 1),
+        return {"on": True, "ended": False, "started_at": views.iso(sh.started_at),
+                "ends_at": views.iso(sh.ends_at), "left_s": round(sh.left(now), 1),
                 "until_empty": sh.until_empty, "require_power": sh.require_power,
                 "held": self.core.paused,
                 "finishing": 0}
 
-    # ================================================================= verbs
-    # Each runs on the engine thread (through `call`) and raises Refused.
-
-    def add_job(self, prompt: str, project: str, agent: str | None, attempts: int | None) -> dict:
-        from owl import agents
-
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise Refused("the prompt is empty: say what the agent should do")
-        if "\x00" in prompt:
-            # argv strings end at a NUL: the agent would get a cut prompt
-            raise Refused("the prompt contains a NUL character, which no program's "
-                          "arguments can carry; remove it")
-        if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT:
-            raise Refused(f"the prompt is {len(prompt.encode('utf-8', 'surrogatepass')):,} bytes; "
-                          f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
-        root = workspace.project_root(project)
-        self._projects.pop(str(root), None)
-        try:
-            settings = self.project_settings(str(root))
-        except projectmod.ProjectError as e:
-            raise Refused(str(e)) from None
-        name = (agent or self.cfg.projects.get(str(root), {}).get("agent") or settings.agent
-                or self.cfg.default_agent)
-        try:
-            driver = agents.get_driver(name, self.cfg.agent(name))
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        problem = driver.problem()
-        if problem:
-            raise Refused(problem)
-        if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
-            raise Refused("--attempts must be a whole number, 1 or more")
-        self._refuse_if_full()
-        try:
-            job_id = self.store.add_job(prompt, str(root), name, attempts or self.cfg.attempts)
-        except sqlite3.OperationalError as e:       # SQLITE_FULL, an I/O error
-            raise Refused(f"cannot queue the job: {self.paths.db}: {e}") from None
-        self._pending_cache = True
-        return self.job_view(job_id)
-
-    def _refuse_if_full(self) -> None:
-        try:
-            st = os.statvfs(self.paths.db.parent)
-        except OSError:
-            return
-        free = st.f_bavail * st.f_frsize
-        if free < MIN_FREE:
-            raise Refused(f"the disk holding {self.paths.db.parent} is full ({free // 1024} KB "
-                          "free): no new Jobs until there is room; live Runs go on")
-
-    def start_now(self) -> dict:
-        if self.store.first_pending() is None:
-            raise Refused("no Job is waiting to start")
-        decision = self._decide(asked=True)
-        if decision.job is None:
-            raise Refused(f"cannot start now: {decision.waiting}")
-        run_id = self._start_job(decision.job.id, exempt=True)
-        if run_id is None:
-            job = self.store.job(decision.job.id)
-            raise Refused(f"job {decision.job.id} could not start: {job['reason'] if job else ''}")
-        return {"run_id": run_id, "job_id": decision.job.id}
-
-    def pause(self) -> dict:
-        try:
-            self._do(self.core.pause(self.clock()))
-        except lifecycle.Refusal as e:
-            raise Refused(str(e)) from None
-        self.store.set_setting("paused", True)
-        frozen = [r.id for r in self.core.runs.values() if r.frozen_by == lifecycle.USER]
-        msg = (f"paused; {len(frozen)} Run{'s' if len(frozen) != 1 else ''} frozen"
-               if frozen else "paused; nothing was running, and nothing will start until owl resume")
-        return {"paused": True, "frozen": frozen, "message": msg}
-
-    def resume(self) -> dict:
-        try:
-            self._do(self.core.resume(self.clock()))
-        except lifecycle.Refusal as e:
-            raise Refused(str(e)) from None
-        self.store.set_setting("paused", False)
-        return {"paused": False, "message": "resumed"}
-
-    def stop_runs(self, force: bool) -> dict:
-        stopped = {lv.job_id for lv in self.live.values()}
-        try:
-            self._do(self.core.stop(self.clock(), force=force))
-            self.set_aside |= stopped
-        except lifecycle.Refusal as e:
-            raise Refused(str(e)) from None
-        ids = list(self.core.runs)
-        if force:
-            msg = f"stopping {len(ids)} Run{'s' if len(ids) != 1 else ''} now"
-        else:
-            msg = (f"{len(ids)} Run{'s' if len(ids) != 1 else ''} frozen; ending in "
-                   f"{configmod.format_duration(self.cfg.grace_window)} unless resumed")
-        return {"runs": ids, "message": msg}
-
-    def drop(self, job_id: int, force: bool) -> dict:
-        job = self._job_or_refuse(job_id)
-        if job["state"] in ("done", "cancelled"):
-            raise Refused(f"job {job_id} is already {job['state']}")
-        live = [lv for lv in self.live.values() if lv.job_id == job_id]
-        if live and not force:
-            raise Refused(f"job {job_id} has a Run going (use --force to end it and drop the job)")
-        project = Path(job["project"])
-        if job["worktree"] and not force and workspace.is_dirty(Path(job["worktree"])):
-            raise Refused(f"job {job_id}'s worktree {job['worktree']} has uncommitted changes "
-                          "(use --force to discard them)")
-        for lv in live:
-            self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
-        self.store.set_job(job_id, state="cancelled")
-        try:
-            workspace.remove(project, Path(job["worktree"]) if job["worktree"] else None, force=True)
-            if job["branch"]:
-                workspace.delete_branch(project, job["branch"])
-        except (workspace.WorkspaceError, OSError) as e:
-            log.warning("job %s dropped, but its workspace stays: %s", job_id, e)
-        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped"}
-
-    def accept(self, job_id: int) -> dict:
-        job = self._job_or_refuse(job_id)
-        if job["state"] != "review":
-            raise Refused(f"job {job_id} is {job['state']}, not in review")
-        workspace.remove(Path(job["project"]), Path(job["worktree"]) if job["worktree"] else None)
-        self.store.set_job(job_id, state="done", worktree=None)
-        return {"id": job_id, "state": "done", "branch": job["branch"],
-                "message": f"job {job_id} accepted; branch {job['branch']} kept"}
-
-    def extend(self, job_id: int, attempts: int | None) -> dict:
-        job = self._job_or_refuse(job_id)
-        if job["state"] not in ("exhausted", "blocked", "pending"):
-            raise Refused(f"job {job_id} is {job['state']}; only an exhausted, blocked or "
-                          "pending job takes more attempts")
-        more = 1 if attempts is None else attempts
-        if not isinstance(more, int) or more < 1:
-            raise Refused("--attempts must be a whole number, 1 or more")
-        self.store.set_job(job_id, state="pending", reason=None,
-                           attempts=job["attempts"] + more)
-        self._pending_cache = True
-        return self.job_view(job_id)
-
-    def move(self, job_id: int, position: int) -> dict:
-        job = self._job_or_refuse(job_id)
-        if job["state"] != "pending":
-            raise Refused(f"job {job_id} is {job['state']}; only pending jobs move")
-        n = self.store.queue_length()
-        if not isinstance(position, int) or position < 1 or position > n:
-            raise Refused(f"position {position} is outside the queue (1 to {n})")
-        self.store.move(job_id, position)
-        return self.job_view(job_id)
-
-    def verify(self, job_id: int) -> dict:
-        """`owl jobs verify`: run the Job's checks again on its branch, in its worktree.
-
-        The checks come from the project's base branch, as for a Run. They run
-        on a thread of their own and the answer comes at once; `owl jobs show`
-        gives the results. A Job whose checks all pass goes to review."""
-        job = self._job_or_refuse(job_id)
-        if any(lv.job_id == job_id for lv in self.live.values()):
-            raise Refused(f"job {job_id} has a Run going; its checks run when its agent finishes")
-        if job_id in self._verifications:
-            raise Refused(f"job {job_id}'s checks are already running")
-        if job["state"] not in ("review", "blocked", "exhausted"):
-            raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
-                          "exhausted is verified on demand (a queued Job's checks run after its "
-                          "next Run)")
-        worktree = Path(job["worktree"]) if job["worktree"] else None
-        if worktree is None or not worktree.is_dir():
-            raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
-        self._projects.pop(job["project"], None)
-        try:
-            settings = self.project_settings(job["project"])
-        except projectmod.ProjectError as e:
-            raise Refused(str(e)) from None
-        if not settings.checks:
-            raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
-                          "base branch)")
-        env = dict(os.environ, OWL_INSTANCE=self.instance)
-
-        def record(result: checksmod.Result) -> None:
-            self._from_thread(lambda: self.store.add_check(
-                job_id=job_id, run_id=None, position=result.position, name=result.name,
-                command=result.command, outcome=result.outcome, exit_code=result.exit_code,
-                duration_s=result.duration_s, output=result.output, log=result.log,
-                batch=v.batch))
-
-        def done(results: list[checksmod.Result]) -> None:
-            self._from_thread(lambda: self._verified(job_id, len(settings.checks), results))
-
-        v = checksmod.Verification(job_id, settings.checks, worktree=worktree,
-                                   logs=self.paths.logs, env=env, nice=self.cfg.nice,
-                                   record=record, done=done)
-        self._verifications[job_id] = v
-        v.start()
-        n = len(settings.checks)
-        return {"id": job_id, "state": job["state"], "verifying": True, "checks": n,
-                "message": f"job {job_id}: running {n} check{'s' if n != 1 else ''} on "
-                           f"{job['branch']} (owl jobs show {job_id} gives the results)"}
-
-    def _from_thread(self, fn: Callable[[], Any]) -> None:
-        try:
-            self.call(fn)
-        except Exception as e:        # the daemon is stopping: the results are lost
-            log.warning("could not record a verification: %s", e)
-
-    def _verified(self, job_id: int, declared: int, results: list[checksmod.Result]) -> None:
-        self._verifications.pop(job_id, None)
-        ok = len(results) == declared and all(r.passed for r in results)
-        job = self.store.job(job_id)
-        if ok and job is not None and job["state"] in ("blocked", "exhausted"):
-            self.store.set_job(job_id, state="review", reason=None)
-        log.info("job %s verified on demand: %s", job_id,
-                 "all checks passed" if ok else "a check failed")
-
-    def _job_or_refuse(self, job_id: Any) -> dict:
-        job = self.store.job(job_id) if isinstance(job_id, int) else None
-        if job is None:
-            raise Refused(f"no job {job_id}")
-        return job
-
     # ================================================================= views
 
     def job_view(self, job_id: int) -> dict:
-        return job_view(self.store, self._job_or_refuse(job_id))
+        return views.job_view(self.store, self._job_or_refuse(job_id))
 
     def status(self) -> dict:
-        now = self.clock()
-        r = self.reading
-        cfg = self.cfg
-        idle_in = None
-        if r.idle_for is not None and r.idle_for < cfg.idle_after:
-            idle_in = cfg.idle_after - r.idle_for
-        machine_reason = None
-        if self.core.on_battery:
-            machine_reason = "on battery"
-        elif r.problem:
-            machine_reason = f"input cannot be read: {r.problem}"
-        elif self.core.in_use:
-            machine_reason = "in use"
-        elif cfg.require_ac_power and r.on_ac is None:
-            machine_reason = "power unknown"
-        runs = []
-        for run in self.core.runs.values():
-            lv = self.live.get(run.id)
-            if lv is None:
-                continue
-            runs.append({
-                "id": run.id, "job_id": lv.job_id, "title": lv.title, "state": run.state,
-                "check": run.checks[run.check][0] if run.check is not None else None,
-                "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
-                "grace_window_s": self.cfg.grace_window,
-                "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
-                "exempt": run.exempt, "log": str(lv.log_path)})
-        queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
-                   "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
-                  for j in self.store.jobs(("pending", "active"), limit=50)]
-        recent = []
-        for run in self.store.recent_runs(5):
-            job = self.store.job(run["job_id"])
-            recent.append({"run_id": run["id"], "job_id": run["job_id"],
-                           "title": job["title"] if job else "", "outcome": run["outcome"],
-                           "ended_by": run["ended_by"], "reason": run["reason"],
-                           "ended_at": _iso(run["ended_at"]), "log": run["log"],
-                           "message": _run_message(self.store, run)})
-        review = [{"id": j["id"], "title": j["title"], "branch": j["branch"]}
-                  for j in self.store.jobs(("review",))]
-        attention = None
-        if r.problem:
-            attention = f"the machine cannot be read: {r.problem}"
-        elif recent and recent[0]["outcome"] == "failed":
-            attention = f"job {recent[0]['job_id']} failed: {recent[0]['reason']}"
-        elif recent and recent[0]["ended_by"] == "sigkill":
-            attention = f"job {recent[0]['job_id']}'s agent was killed"
-        awake: dict[str, Any] = {"enabled": cfg.keep_awake, "held": False, "backend": "none",
-                                 "problem": None, "why": None, "runs": []}
-        if self.inhibitor is not None and cfg.keep_awake:
-            held = self.inhibitor.held
-            working = self._working_runs() if held else []
-            awake.update(held=held, backend=self.inhibitor.backend,
-                         problem=self.inhibitor.problem, runs=working,
-                         why=_awake_why(working) if held else None)
-        from owl import __version__
-        return {
-            "version": __version__,
-            "machine": {"idle": not self.core.in_use and not self.core.on_battery,
-                        "idle_for_s": None if r.idle_for is None else round(min(r.idle_for, 1e7), 1),
-                        "on_ac_power": r.on_ac, "reason": machine_reason,
-                        "idle_in_s": None if idle_in is None else round(idle_in, 1),
-                        "detectors": r.backends, "problem": r.problem},
-            "paused": self.core.paused,
-            "shift": self.shift_view(),
-            "awake": awake,
-            "runs": runs,
-            "queue": queue_,
-            "queue_length": self.store.queue_length(),
-            "waiting": self.waiting if self._pending_cache else None,
-            "recent": recent,
-            "review": review,
-            "attention": attention,
-            "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
-            "config_problem": self.config_problem,
-        }
-
-
-def _awake_why(run_ids: list[int]) -> str:
-    """Why the machine is kept awake, in words, for `owl status`."""
-    if not run_ids:
-        return AWAKE_WHY
-    if len(run_ids) == 1:
-        return f"run {run_ids[0]} is working"
-    return f"runs {', '.join(map(str, run_ids))} are working"
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
-
-
-def job_view(store: Store, job: dict) -> dict:
-    """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
-    runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
-             "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
-             "exit_code": r["exit_code"], "started_at": _iso(r["started_at"]),
-             "ended_at": _iso(r["ended_at"]), "log": r["log"]} for r in store.runs(job["id"])]
-    view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
-                                "attempts", "prompt", "project", "agent", "base", "reason", "title")}
-    view["created_at"] = _iso(job["created_at"])
-    for r in runs:
-        r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
-    view["runs"] = runs
-    last = next((r for r in reversed(runs) if r["outcome"] == "succeeded"), None)
-    if last is not None:
-        n = len(last["checks"])
-        view["verified"] = n > 0
-        view["verification"] = (f"{n} check{'s' if n != 1 else ''} passed on run {last['id']}"
-                                if n else "not verified: the project declares no checks "
-                                "(.owl.toml on its base branch)")
-    again = store.verification(job["id"])
-    if again:
-        view["verify"] = {"checks": [checksmod.view(c) for c in again],
-                          "passed": all(c["outcome"] == "passed" for c in again),
-                          "ended_at": _iso(max(c["ended_at"] for c in again))}
-    if job["branch"] and job["base"]:
-        try:
-            project = Path(job["project"])
-            view["commits"] = workspace.commits_since(project, job["base"], job["branch"])
-            view["diffstat"] = workspace.diff_stat(project, job["base"], job["branch"])
-        except (OSError, workspace.WorkspaceError, subprocess.SubprocessError):
-            pass        # the project moved or is gone: the Job's record still shows
-    return view
-
-
-def _run_message(store: Store, run: dict) -> str | None:
-    """What a finished Run means to the person, in one line (the tray's notice)."""
-    if run["outcome"] != "succeeded":
-        return None
-    passed = sum(1 for c in store.checks(run["id"]) if c["outcome"] == "passed")
-    return checksmod.review_message(run["job_id"], passed)
+        return views.status(self)

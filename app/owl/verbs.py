@@ -1,0 +1,279 @@
+"""What people ask of the engine: the verbs behind `owl` and the tray menu.
+
+`Verbs` is mixed into `Engine`. Every method runs on the engine thread
+(through `Engine.call`), so it may read and change the engine's state freely,
+and refuses with `Refused`, whose one line says why. The Run lifecycle's own
+rules stay in `lifecycle.py`: a verb asks the core and carries out what it
+says, like any other event.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from owl import checks as checksmod
+from owl import config as configmod
+from owl import lifecycle, project as projectmod, shifts, workspace
+from owl.errors import Refused
+
+log = logging.getLogger("owl.engine")
+
+MAX_PROMPT = 100_000               # bytes; long context belongs in a file in the project
+# A new Job is refused when the database's disk has less than this free: what
+# is left is for the live Runs' records (and their logs), not for more work.
+MIN_FREE = 1024 * 1024
+
+
+class Verbs:
+    """The person's requests; see the module docstring."""
+
+    def add_job(self, prompt: str, project: str, agent: str | None, attempts: int | None) -> dict:
+        from owl import agents
+
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise Refused("the prompt is empty: say what the agent should do")
+        if "\x00" in prompt:
+            # argv strings end at a NUL: the agent would get a cut prompt
+            raise Refused("the prompt contains a NUL character, which no program's "
+                          "arguments can carry; remove it")
+        if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT:
+            raise Refused(f"the prompt is {len(prompt.encode('utf-8', 'surrogatepass')):,} bytes; "
+                          f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
+        root = workspace.project_root(project)
+        self._projects.pop(str(root), None)
+        try:
+            settings = self.project_settings(str(root))
+        except projectmod.ProjectError as e:
+            raise Refused(str(e)) from None
+        name = (agent or self.cfg.projects.get(str(root), {}).get("agent") or settings.agent
+                or self.cfg.default_agent)
+        try:
+            driver = agents.get_driver(name, self.cfg.agent(name))
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        problem = driver.problem()
+        if problem:
+            raise Refused(problem)
+        if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
+            raise Refused("--attempts must be a whole number, 1 or more")
+        self._refuse_if_full()
+        try:
+            job_id = self.store.add_job(prompt, str(root), name, attempts or self.cfg.attempts)
+        except sqlite3.OperationalError as e:       # SQLITE_FULL, an I/O error
+            raise Refused(f"cannot queue the job: {self.paths.db}: {e}") from None
+        self._pending_cache = True
+        return self.job_view(job_id)
+
+    def _refuse_if_full(self) -> None:
+        try:
+            st = os.statvfs(self.paths.db.parent)
+        except OSError:
+            return
+        free = st.f_bavail * st.f_frsize
+        if free < MIN_FREE:
+            raise Refused(f"the disk holding {self.paths.db.parent} is full ({free // 1024} KB "
+                          "free): no new Jobs until there is room; live Runs go on")
+
+    def start_now(self) -> dict:
+        if self.store.first_pending() is None:
+            raise Refused("no Job is waiting to start")
+        decision = self._decide(asked=True)
+        if decision.job is None:
+            raise Refused(f"cannot start now: {decision.waiting}")
+        run_id = self._start_job(decision.job.id, exempt=True)
+        if run_id is None:
+            job = self.store.job(decision.job.id)
+            raise Refused(f"job {decision.job.id} could not start: {job['reason'] if job else ''}")
+        return {"run_id": run_id, "job_id": decision.job.id}
+
+    def pause(self) -> dict:
+        try:
+            self._do(self.core.pause(self.clock()))
+        except lifecycle.Refusal as e:
+            raise Refused(str(e)) from None
+        self.store.set_setting("paused", True)
+        frozen = [r.id for r in self.core.runs.values() if r.frozen_by == lifecycle.USER]
+        msg = (f"paused; {len(frozen)} Run{'s' if len(frozen) != 1 else ''} frozen"
+               if frozen else "paused; nothing was running, and nothing will start until owl resume")
+        return {"paused": True, "frozen": frozen, "message": msg}
+
+    def resume(self) -> dict:
+        try:
+            self._do(self.core.resume(self.clock()))
+        except lifecycle.Refusal as e:
+            raise Refused(str(e)) from None
+        self.store.set_setting("paused", False)
+        return {"paused": False, "message": "resumed"}
+
+    def stop_runs(self, force: bool) -> dict:
+        stopped = {lv.job_id for lv in self.live.values()}
+        try:
+            self._do(self.core.stop(self.clock(), force=force))
+            self.set_aside |= stopped
+        except lifecycle.Refusal as e:
+            raise Refused(str(e)) from None
+        ids = list(self.core.runs)
+        if force:
+            msg = f"stopping {len(ids)} Run{'s' if len(ids) != 1 else ''} now"
+        else:
+            msg = (f"{len(ids)} Run{'s' if len(ids) != 1 else ''} frozen; ending in "
+                   f"{configmod.format_duration(self.cfg.grace_window)} unless resumed")
+        return {"runs": ids, "message": msg}
+
+    def drop(self, job_id: int, force: bool) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] in ("done", "cancelled"):
+            raise Refused(f"job {job_id} is already {job['state']}")
+        live = [lv for lv in self.live.values() if lv.job_id == job_id]
+        if live and not force:
+            raise Refused(f"job {job_id} has a Run going (use --force to end it and drop the job)")
+        project = Path(job["project"])
+        if job["worktree"] and not force and workspace.is_dirty(Path(job["worktree"])):
+            raise Refused(f"job {job_id}'s worktree {job['worktree']} has uncommitted changes "
+                          "(use --force to discard them)")
+        for lv in live:
+            self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
+        self.store.set_job(job_id, state="cancelled")
+        try:
+            workspace.remove(project, Path(job["worktree"]) if job["worktree"] else None, force=True)
+            if job["branch"]:
+                workspace.delete_branch(project, job["branch"])
+        except (workspace.WorkspaceError, OSError) as e:
+            log.warning("job %s dropped, but its workspace stays: %s", job_id, e)
+        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped"}
+
+    def accept(self, job_id: int) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] != "review":
+            raise Refused(f"job {job_id} is {job['state']}, not in review")
+        workspace.remove(Path(job["project"]), Path(job["worktree"]) if job["worktree"] else None)
+        self.store.set_job(job_id, state="done", worktree=None)
+        return {"id": job_id, "state": "done", "branch": job["branch"],
+                "message": f"job {job_id} accepted; branch {job['branch']} kept"}
+
+    def extend(self, job_id: int, attempts: int | None) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] not in ("exhausted", "blocked", "pending"):
+            raise Refused(f"job {job_id} is {job['state']}; only an exhausted, blocked or "
+                          "pending job takes more attempts")
+        more = 1 if attempts is None else attempts
+        if not isinstance(more, int) or more < 1:
+            raise Refused("--attempts must be a whole number, 1 or more")
+        self.store.set_job(job_id, state="pending", reason=None,
+                           attempts=job["attempts"] + more)
+        self._pending_cache = True
+        return self.job_view(job_id)
+
+    def move(self, job_id: int, position: int) -> dict:
+        job = self._job_or_refuse(job_id)
+        if job["state"] != "pending":
+            raise Refused(f"job {job_id} is {job['state']}; only pending jobs move")
+        n = self.store.queue_length()
+        if not isinstance(position, int) or position < 1 or position > n:
+            raise Refused(f"position {position} is outside the queue (1 to {n})")
+        self.store.move(job_id, position)
+        return self.job_view(job_id)
+
+    def verify(self, job_id: int) -> dict:
+        """`owl jobs verify`: run the Job's checks again on its branch, in its worktree.
+
+        The checks come from the project's base branch, as for a Run. They run
+        on a thread of their own and the answer comes at once; `owl jobs show`
+        gives the results. A Job whose checks all pass goes to review."""
+        job = self._job_or_refuse(job_id)
+        if any(lv.job_id == job_id for lv in self.live.values()):
+            raise Refused(f"job {job_id} has a Run going; its checks run when its agent finishes")
+        if job_id in self._verifications:
+            raise Refused(f"job {job_id}'s checks are already running")
+        if job["state"] not in ("review", "blocked", "exhausted"):
+            raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
+                          "exhausted is verified on demand (a queued Job's checks run after its "
+                          "next Run)")
+        worktree = Path(job["worktree"]) if job["worktree"] else None
+        if worktree is None or not worktree.is_dir():
+            raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
+        self._projects.pop(job["project"], None)
+        try:
+            settings = self.project_settings(job["project"])
+        except projectmod.ProjectError as e:
+            raise Refused(str(e)) from None
+        if not settings.checks:
+            raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
+                          "base branch)")
+        env = dict(os.environ, OWL_INSTANCE=self.instance)
+
+        def record(result: checksmod.Result) -> None:
+            self._from_thread(lambda: self.store.add_check(
+                job_id=job_id, run_id=None, position=result.position, name=result.name,
+                command=result.command, outcome=result.outcome, exit_code=result.exit_code,
+                duration_s=result.duration_s, output=result.output, log=result.log,
+                batch=v.batch))
+
+        def done(results: list[checksmod.Result]) -> None:
+            self._from_thread(lambda: self._verified(job_id, len(settings.checks), results))
+
+        v = checksmod.Verification(job_id, settings.checks, worktree=worktree,
+                                   logs=self.paths.logs, env=env, nice=self.cfg.nice,
+                                   record=record, done=done)
+        self._verifications[job_id] = v
+        v.start()
+        n = len(settings.checks)
+        return {"id": job_id, "state": job["state"], "verifying": True, "checks": n,
+                "message": f"job {job_id}: running {n} check{'s' if n != 1 else ''} on "
+                           f"{job['branch']} (owl jobs show {job_id} gives the results)"}
+
+    def _from_thread(self, fn: Callable[[], Any]) -> None:
+        try:
+            self.call(fn)
+        except Exception as e:        # the daemon is stopping: the results are lost
+            log.warning("could not record a verification: %s", e)
+
+    def _verified(self, job_id: int, declared: int, results: list[checksmod.Result]) -> None:
+        self._verifications.pop(job_id, None)
+        ok = len(results) == declared and all(r.passed for r in results)
+        job = self.store.job(job_id)
+        if ok and job is not None and job["state"] in ("blocked", "exhausted"):
+            self.store.set_job(job_id, state="review", reason=None)
+        log.info("job %s verified on demand: %s", job_id,
+                 "all checks passed" if ok else "a check failed")
+
+    def _job_or_refuse(self, job_id: Any) -> dict:
+        job = self.store.job(job_id) if isinstance(job_id, int) else None
+        if job is None:
+            raise Refused(f"no job {job_id}")
+        return job
+
+    def shift_start(self, length: float, until_empty: bool, require_power: bool,
+                    replace: bool) -> dict:
+        try:
+            sh = shifts.begin(self.shift, time.time(), length, until_empty=until_empty,
+                              require_power=require_power, replace=replace)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        extended = self.shift is not None and not replace
+        self.store.set_setting("shift", sh.to_dict())
+        self._set_shift(sh)
+        view = self.shift_view()
+        left = configmod.format_duration(round(sh.left(time.time())))
+        view["message"] = (f"Shift {'extended' if extended else 'started'}: Runs start and "
+                           f"are not frozen for the next {left}"
+                           + (", or until the queue is empty" if sh.until_empty else ""))
+        return view
+
+    def shift_stop(self) -> dict:
+        if self.shift is None:
+            raise Refused("no Shift is on")
+        self.store.set_setting("shift", None)
+        self._set_shift(None)
+        # shift_view() is None once no Run of the Shift is left to finish
+        view = self.shift_view() or {"on": False, "ended": True, "finishing": 0}
+        n = view.get("finishing", 0)
+        view["message"] = ("Shift ended" + (f", {n} Run{'s' if n != 1 else ''} finishing"
+                                             if n else ""))
+        return view
+

@@ -1,0 +1,159 @@
+"""What people read: the status document and a Job's history, from the engine's state.
+
+Built on the engine thread (`Engine.status`, `Engine.job_view`), and, for
+`job_view`, by the CLI from the database when no daemon runs. Pure reading:
+nothing here changes state.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from owl import checks as checksmod
+from owl import workspace
+from owl.store import Store
+
+if TYPE_CHECKING:
+    from owl.engine import Engine
+
+AWAKE_WHY = "an agent is working"
+
+
+def status(e: "Engine") -> dict:
+    """The `owl status --json` document, built on the engine thread."""
+    now = e.clock()
+    r = e.reading
+    cfg = e.cfg
+    idle_in = None
+    if r.idle_for is not None and r.idle_for < cfg.idle_after:
+        idle_in = cfg.idle_after - r.idle_for
+    machine_reason = None
+    if e.core.on_battery:
+        machine_reason = "on battery"
+    elif r.problem:
+        machine_reason = f"input cannot be read: {r.problem}"
+    elif e.core.in_use:
+        machine_reason = "in use"
+    elif cfg.require_ac_power and r.on_ac is None:
+        machine_reason = "power unknown"
+    runs = []
+    for run in e.core.runs.values():
+        lv = e.live.get(run.id)
+        if lv is None:
+            continue
+        runs.append({
+            "id": run.id, "job_id": lv.job_id, "title": lv.title, "state": run.state,
+            "check": run.checks[run.check][0] if run.check is not None else None,
+            "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
+            "grace_window_s": e.cfg.grace_window,
+            "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
+            "exempt": run.exempt, "log": str(lv.log_path)})
+    queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
+               "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
+              for j in e.store.jobs(("pending", "active"), limit=50)]
+    recent = []
+    for run in e.store.recent_runs(5):
+        job = e.store.job(run["job_id"])
+        recent.append({"run_id": run["id"], "job_id": run["job_id"],
+                       "title": job["title"] if job else "", "outcome": run["outcome"],
+                       "ended_by": run["ended_by"], "reason": run["reason"],
+                       "ended_at": iso(run["ended_at"]), "log": run["log"],
+                       "message": _run_message(e.store, run)})
+    review = [{"id": j["id"], "title": j["title"], "branch": j["branch"]}
+              for j in e.store.jobs(("review",))]
+    attention = None
+    if r.problem:
+        attention = f"the machine cannot be read: {r.problem}"
+    elif recent and recent[0]["outcome"] == "failed":
+        attention = f"job {recent[0]['job_id']} failed: {recent[0]['reason']}"
+    elif recent and recent[0]["ended_by"] == "sigkill":
+        attention = f"job {recent[0]['job_id']}'s agent was killed"
+    awake: dict[str, Any] = {"enabled": cfg.keep_awake, "held": False, "backend": "none",
+                             "problem": None, "why": None, "runs": []}
+    if e.inhibitor is not None and cfg.keep_awake:
+        held = e.inhibitor.held
+        working = e._working_runs() if held else []
+        awake.update(held=held, backend=e.inhibitor.backend,
+                     problem=e.inhibitor.problem, runs=working,
+                     why=_awake_why(working) if held else None)
+    from owl import __version__
+    return {
+        "version": __version__,
+        "machine": {"idle": not e.core.in_use and not e.core.on_battery,
+                    "idle_for_s": None if r.idle_for is None else round(min(r.idle_for, 1e7), 1),
+                    "on_ac_power": r.on_ac, "reason": machine_reason,
+                    "idle_in_s": None if idle_in is None else round(idle_in, 1),
+                    "detectors": r.backends, "problem": r.problem},
+        "paused": e.core.paused,
+        "shift": e.shift_view(),
+        "awake": awake,
+        "runs": runs,
+        "queue": queue_,
+        "queue_length": e.store.queue_length(),
+        "waiting": e.waiting if e._pending_cache else None,
+        "recent": recent,
+        "review": review,
+        "attention": attention,
+        "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
+        "config_problem": e.config_problem,
+    }
+
+def _awake_why(run_ids: list[int]) -> str:
+    """Why the machine is kept awake, in words, for `owl status`."""
+    if not run_ids:
+        return AWAKE_WHY
+    if len(run_ids) == 1:
+        return f"run {run_ids[0]} is working"
+    return f"runs {', '.join(map(str, run_ids))} are working"
+
+
+def iso(ts: float | None) -> str | None:
+    """A wall-clock time as people and scripts read it (local, to the second)."""
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def job_view(store: Store, job: dict) -> dict:
+    """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
+    runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
+             "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
+             "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
+             "ended_at": iso(r["ended_at"]), "log": r["log"]} for r in store.runs(job["id"])]
+    view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
+                                "attempts", "prompt", "project", "agent", "base", "reason", "title")}
+    view["created_at"] = iso(job["created_at"])
+    for r in runs:
+        r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
+    view["runs"] = runs
+    last = next((r for r in reversed(runs) if r["outcome"] == "succeeded"), None)
+    if last is not None:
+        n = len(last["checks"])
+        view["verified"] = n > 0
+        view["verification"] = (f"{n} check{'s' if n != 1 else ''} passed on run {last['id']}"
+                                if n else "not verified: the project declares no checks "
+                                "(.owl.toml on its base branch)")
+    again = store.verification(job["id"])
+    if again:
+        view["verify"] = {"checks": [checksmod.view(c) for c in again],
+                          "passed": all(c["outcome"] == "passed" for c in again),
+                          "ended_at": iso(max(c["ended_at"] for c in again))}
+    if job["branch"] and job["base"]:
+        try:
+            project = Path(job["project"])
+            view["commits"] = workspace.commits_since(project, job["base"], job["branch"])
+            view["diffstat"] = workspace.diff_stat(project, job["base"], job["branch"])
+        except (OSError, workspace.WorkspaceError, subprocess.SubprocessError):
+            pass        # the project moved or is gone: the Job's record still shows
+    return view
+
+
+def _run_message(store: Store, run: dict) -> str | None:
+    """What a finished Run means to the person, in one line (the tray's notice)."""
+    if run["outcome"] != "succeeded":
+        return None
+    passed = sum(1 for c in store.checks(run["id"]) if c["outcome"] == "passed")
+    return checksmod.review_message(run["job_id"], passed)
