@@ -276,16 +276,22 @@ def _jobs_list(store: Store, everything: bool) -> list[dict]:
             for j in store.jobs(states)]
 
 
-def run_foreground() -> int:
-    """`owl daemon`: serve until SIGTERM or SIGINT, then end every Run and exit."""
+def start_daemon() -> Daemon | None:
+    """Start the daemon for `owl daemon` or the tray, or say in one line why not."""
     _setup_logging()
     d = Daemon()
     try:
         d.start()
     except StartupError as e:
         print(f"owl: {e}", file=sys.stderr)
-        return 1
-    return serve_until_signal(d)
+        return None
+    return d
+
+
+def run_foreground() -> int:
+    """`owl daemon`: serve until SIGTERM or SIGINT, then end every Run and exit."""
+    d = start_daemon()
+    return 1 if d is None else serve_until_signal(d)
 
 
 def serve_until_signal(d: Daemon) -> int:

@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from owl.daemon import Daemon, StartupError, _setup_logging, serve_until_signal
+from owl.daemon import serve_until_signal, start_daemon
 
 
 def run() -> int:
-    _setup_logging()
-    d = Daemon()
-    try:
-        d.start()
-    except StartupError as e:
-        print(f"owl: {e}", file=sys.stderr)
+    d = start_daemon()
+    if d is None:
         return 1
     try:
         from owl.tray.app import TrayUnavailable, run_tray
@@ -32,7 +28,5 @@ def run() -> int:
         print(f"owl: no tray: {e}; running without one (owl status shows what happens)",
               file=sys.stderr)
         return serve_until_signal(d)
-    finally:
-        pass
     d.close()
     return code
