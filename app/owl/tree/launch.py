@@ -119,9 +119,11 @@ def reap_orphans(owned: Callable[[int], bool]) -> list[int]:
     if not hasattr(os, "waitid"):
         return []
     with SPAWN_LOCK:
-        for pid in [p for p, popen in _spawned.items()
-                    if popen.returncode is not None]:
-            del _spawned[pid]
+        for pid, popen in list(_spawned.items()):
+            # poll() collects the status for its own Popen (never stealing it):
+            # an owned child nobody waits for (the watchdog) is not left a zombie.
+            if popen.poll() is not None:
+                del _spawned[pid]
         flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
         try:
             # Cheap test first: is any child waiting to be reaped at all?
