@@ -191,6 +191,43 @@ def test_a_client_that_says_nothing_does_not_hold_up_the_others(daemon):
     assert 4.0 <= waited < 8.0
 
 
+def test_a_flood_of_silent_connections_is_bounded_and_others_are_still_served(daemon):
+    import psutil
+
+    rss_before = psutil.Process(daemon.proc.pid).memory_info().rss
+    flood: list[socket.socket] = []
+    busy = 0
+    try:
+        for _ in range(1500):               # more than the daemon keeps open at once
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(daemon.sock))
+            s.send(b'{"v": 1, "verb": "sta')  # and never finish the request
+            flood.append(s)
+        threads = psutil.Process(daemon.proc.pid).num_threads()
+        # a person's command is answered at once, however many wait silently
+        t0 = time.monotonic()
+        st = daemon.status()
+        assert time.monotonic() - t0 < 2.0 and "machine" in st
+        rss_grew = psutil.Process(daemon.proc.pid).memory_info().rss - rss_before
+        assert rss_grew < 64 << 20, rss_grew            # bounded in memory
+        assert threads < 40, threads                    # a socket each, not a thread each
+        # past the bound, newcomers are told the daemon is busy; the rest time out
+        answers = []
+        for s in flood:
+            s.settimeout(10)
+            try:
+                answers.append(s.recv(4096))
+            except OSError:
+                answers.append(b"")
+        busy = sum(b"busy" in a for a in answers)
+        late = sum(b"no request within 5 s" in a for a in answers)
+        assert busy > 0 and late > 0 and busy + late == len(flood)
+    finally:
+        for s in flood:
+            s.close()
+    assert daemon.status()["machine"] is not None
+
+
 def test_twenty_clients_at_once_are_all_answered_correctly(daemon):
     before = {j["id"] for j in jobs(daemon)}
     results: dict[int, subprocess.CompletedProcess] = {}
