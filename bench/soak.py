@@ -22,7 +22,6 @@ import json
 import random
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,43 +34,9 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from owl.control import client  # noqa: E402
-from owl.errors import NoDaemon  # noqa: E402
-from owl.paths import _socket_in  # noqa: E402
-from owlproc import OWL, OwlDaemon, make_project, wait_for  # noqa: E402
+from owlproc import SocketOwl, make_project  # noqa: E402
 
 FINAL_OR_PENDING = {"pending", "review", "done", "cancelled", "exhausted", "blocked"}
-
-
-class SocketOwl(OwlDaemon):
-    """The real daemon, asked through its socket in-process (a soak asks
-    thousands of questions; an interpreter start each would be the load)."""
-
-    def ask(self, verb: str, **args: Any) -> Any:
-        return client.ask(_socket_in(self.home / "run"), verb, args, timeout=30)
-
-    def start(self, wait: bool = True) -> "SocketOwl":
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([*OWL, "daemon"], env=self.env, stdout=logf, stderr=logf,
-                                     stdin=subprocess.DEVNULL)
-        logf.close()
-
-        def up() -> bool:
-            if self._died():
-                raise RuntimeError(f"daemon exited {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                self.ask("ping")
-                return True
-            except (NoDaemon, OSError):
-                return False
-        wait_for(up, timeout=30, interval=0.02, what="the daemon to answer")
-        return self
-
-    def status(self) -> dict:
-        return self.ask("status")
-
-    def machine(self, event: str) -> None:
-        self.ask("machine", event=event)
 
 
 def random_prompt(rng: random.Random) -> tuple[str, int | None]:

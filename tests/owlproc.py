@@ -24,6 +24,10 @@ from typing import Any, Callable
 import psutil
 import tomli_w
 
+from owl.control import client
+from owl.errors import NoDaemon
+from owl.paths import _socket_in
+
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = str(ROOT / "tests" / "agents" / "agent.py")
 OWL = [sys.executable, "-m", "owl"]
@@ -194,6 +198,51 @@ class OwlDaemon:
     def wait_job(self, job_id: int, state: str, timeout: float = 20.0) -> dict:
         return wait_for(lambda: (j := self.job(job_id))["state"] == state and j, timeout,
                         what=f"job {job_id} to be {state}")
+
+
+class SocketOwl(OwlDaemon):
+    """The real daemon, asked through the control socket in-process instead of
+    one `owl` command per question: the same requests, without an interpreter
+    start each (fault loops and soaks ask thousands). Use OwlDaemon where the
+    `owl` command's own output is what is tested."""
+
+    def ask(self, verb: str, **args: object) -> object:
+        return client.ask(self.socket, verb, args, timeout=30)
+
+    @property
+    def socket(self) -> Path:
+        return _socket_in(self.home / "run")
+
+    def start(self, wait: bool = True) -> "SocketOwl":
+        logf = open(self.log, "ab")
+        self.proc = subprocess.Popen([*OWL, "daemon"], env=self.env, stdout=logf, stderr=logf,
+                                     stdin=subprocess.DEVNULL)
+        logf.close()
+
+        def up() -> bool:
+            if self._died():
+                raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                self.ask("ping")
+                return True
+            except (NoDaemon, OSError):
+                return False
+        wait_for(up, timeout=30, interval=0.02, what="the daemon to answer")
+        return self
+
+    def status(self) -> dict:
+        return self.ask("status")  # type: ignore[return-value]
+
+    def job(self, job_id: int) -> dict:
+        return self.ask("jobs.show", id=job_id)  # type: ignore[return-value]
+
+    def add(self, prompt: str, project: Path, *extra: str) -> int:
+        attempts = int(extra[extra.index("--attempts") + 1]) if "--attempts" in extra else None
+        return self.ask("add", prompt=prompt, project=str(project),  # type: ignore[index]
+                        attempts=attempts)["id"]
+
+    def machine(self, event: str) -> None:
+        self.ask("machine", event=event)
 
 
 def process_states(pids: list[int]) -> dict[int, str]:

@@ -12,7 +12,6 @@ import hashlib
 import os
 import random
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -22,60 +21,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from owl.control import client
-from owl.errors import NoDaemon
-from owl.paths import _socket_in
-from owlproc import OWL, OwlDaemon, make_project, process_states, wait_for
+from owlproc import OwlDaemon, SocketOwl, make_project, process_states, wait_for
 
 FINAL_OR_QUEUED = {"pending", "review", "exhausted", "blocked", "done", "cancelled"}
 
 
 # ------------------------------------------------------------------ helpers
-
-class FastOwl(OwlDaemon):
-    """The real daemon, asked through the control socket in-process instead of
-    one `owl` command per question: the same requests, without an interpreter
-    start each (the fault loop asks hundreds of them). The `owl` command
-    itself is used where its output is what is tested."""
-
-    def ask(self, verb: str, **args: object) -> object:
-        return client.ask(self.socket, verb, args, timeout=30)
-
-    @property
-    def socket(self) -> Path:
-        return _socket_in(self.home / "run")
-
-    def start(self, wait: bool = True) -> "FastOwl":
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([*OWL, "daemon"], env=self.env, stdout=logf, stderr=logf,
-                                     stdin=subprocess.DEVNULL)
-        logf.close()
-
-        def up() -> bool:
-            if self._died():
-                raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                self.ask("ping")
-                return True
-            except (NoDaemon, OSError):
-                return False
-        wait_for(up, timeout=30, interval=0.02, what="the daemon to answer")
-        return self
-
-    def status(self) -> dict:
-        return self.ask("status")  # type: ignore[return-value]
-
-    def job(self, job_id: int) -> dict:
-        return self.ask("jobs.show", id=job_id)  # type: ignore[return-value]
-
-    def add(self, prompt: str, project: Path, *extra: str) -> int:
-        attempts = int(extra[extra.index("--attempts") + 1]) if "--attempts" in extra else None
-        return self.ask("add", prompt=prompt, project=str(project),  # type: ignore[index]
-                        attempts=attempts)["id"]
-
-    def machine(self, event: str) -> None:
-        self.ask("machine", event=event)
-
 
 def watchdogs(home: Path) -> list[psutil.Process]:
     """Live watchdog processes guarding this home's database."""
@@ -167,7 +118,7 @@ def _phases(d: OwlDaemon, project: Path, added: list[int]) -> list:
 def test_daemon_killed_at_a_random_moment_recovers(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     project = make_project(tmp_path / "proj")
-    d = FastOwl(tmp_path / "home", {"idle": {"after": "1s"},
+    d = SocketOwl(tmp_path / "home", {"idle": {"after": "1s"},
                                       "interruption": {"grace_window": "1s"},
                                       "runs": {"max_parallel": 2}})
     added: list[int] = []
@@ -208,7 +159,7 @@ def _frozen_run(d: OwlDaemon, project: Path) -> tuple[int, list[int]]:
 
 def test_watchdog_ends_a_frozen_run_when_the_daemon_dies(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj")
-    with FastOwl(tmp_path / "home", {"interruption": {"grace_window": "10m"}}) as d:
+    with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "10m"}}) as d:
         job, pids = _frozen_run(d, project)
         [guard] = watchdogs(d.home)
         t0 = time.monotonic()
@@ -230,7 +181,7 @@ def test_watchdog_ends_a_frozen_run_when_the_daemon_dies(tmp_path: Path) -> None
 
 def test_next_start_ends_a_frozen_run_when_the_watchdog_died_too(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj")
-    with FastOwl(tmp_path / "home", {"interruption": {"grace_window": "10m"}}) as d:
+    with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "10m"}}) as d:
         job, pids = _frozen_run(d, project)
         [guard] = watchdogs(d.home)
         guard.kill()              # both die at once, as under the OOM killer
@@ -249,7 +200,7 @@ def test_next_start_ends_a_frozen_run_when_the_watchdog_died_too(tmp_path: Path)
 
 def test_clean_stop_takes_the_watchdog_with_it_and_touches_nothing(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj")
-    d = FastOwl(tmp_path / "home").start()
+    d = SocketOwl(tmp_path / "home").start()
     [guard] = watchdogs(d.home)
     job = d.add("sleep=60", project)
     assert d.stop() == 0
@@ -262,7 +213,7 @@ def test_clean_stop_takes_the_watchdog_with_it_and_touches_nothing(tmp_path: Pat
 
 def test_watchdog_is_not_part_of_any_run(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj")
-    with FastOwl(tmp_path / "home", {"interruption": {"grace_window": "1s"}}) as d:
+    with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "1s"}}) as d:
         [guard] = watchdogs(d.home)
         env = guard.environ()
         assert not {"OWL_RUN_ID", "OWL_INSTANCE", "OWL_JOB_ID"} & set(env)
@@ -311,7 +262,7 @@ def _fill(folder: Path) -> Path:
 def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(tmp_path: Path,
                                                                   small_disk: Path) -> None:
     project = make_project(tmp_path / "proj")
-    d = FastOwl(small_disk / "home", {"interruption": {"grace_window": "30s"}})
+    d = SocketOwl(small_disk / "home", {"interruption": {"grace_window": "30s"}})
     d.pids_file = tmp_path / "agent-pids"          # off the full disk
     d.env["AGENT_PIDS"] = str(d.pids_file)
     try:
@@ -362,7 +313,7 @@ def _digest(path: Path) -> str:
 
 
 def _refuses(home: Path) -> subprocess.CompletedProcess:
-    d = FastOwl(home)
+    d = SocketOwl(home)
     p = subprocess.run([sys.executable, "-m", "owl", "daemon"], env=d.env, capture_output=True,
                        text=True, timeout=20)
     return p
@@ -370,7 +321,7 @@ def _refuses(home: Path) -> subprocess.CompletedProcess:
 
 def test_corrupt_database_is_refused_and_left_byte_identical(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    with FastOwl(home) as d:
+    with SocketOwl(home) as d:
         d.add("sleep=1", make_project(tmp_path / "proj"))
     db = home / "owl.db"
     data = bytearray(db.read_bytes())
@@ -388,7 +339,7 @@ def test_corrupt_database_is_refused_and_left_byte_identical(tmp_path: Path) -> 
 
 def test_database_from_a_newer_owl_is_refused_and_left_byte_identical(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    with FastOwl(home) as d:
+    with SocketOwl(home) as d:
         d.add("sleep=1", make_project(tmp_path / "proj"))
     db = home / "owl.db"
     with sqlite3.connect(db) as c:
@@ -418,7 +369,7 @@ def test_a_file_that_is_not_a_database_is_refused_and_kept(tmp_path: Path) -> No
 
 def test_config_edited_into_nonsense_keeps_the_last_good_one(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj")
-    with FastOwl(tmp_path / "home", {"interruption": {"grace_window": "2s"}}) as d:
+    with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "2s"}}) as d:
         cfg = d.home / "config.toml"
         good = cfg.read_text()
         cfg.write_text(good + "\n[interruption]\ngrace_window = \"soon\"\n")   # duplicate table
