@@ -263,6 +263,10 @@ def test_menu_when_paused_offers_resume_and_no_start() -> None:
     assert find(items, "Pause") is None
     assert not find(items, "Start").enabled
     assert "Job 12: Fix the flaky test — paused" in labels(items)
+    # the daemon gives a paused Run's countdown too: the menu shows it
+    held = run("frozen", frozen_by="user", grace_left_s=65.0)
+    items = build_menu(doc(paused=True, queue=[job()], runs=[held]))
+    assert "Job 12: Fix the flaky test — paused · 1:05 left" in labels(items)
 
 
 def test_menu_shows_shift_and_problems() -> None:

@@ -138,10 +138,10 @@ def _run_label(run: dict[str, Any]) -> str:
     head = f"Job {run.get('job_id')}: {short(run.get('title'), 32)}"
     state = run.get("state")
     if state == "frozen":
-        if run.get("frozen_by") == "user" or run.get("grace_left_s") is None:
-            tail = "paused"
-        else:
-            tail = f"frozen · {clock(run['grace_left_s'])} left"
+        left = run.get("grace_left_s")
+        word = "paused" if run.get("frozen_by") == "user" else "frozen"
+        # a paused Run's window runs too: a forgotten pause still ends it
+        tail = word if left is None else f"{word} · {clock(left)} left"
     elif state == "ending":
         tail = "ending"
     elif state == "verifying":
