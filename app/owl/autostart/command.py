@@ -35,3 +35,18 @@ def template(name: str) -> bytes:
     from importlib.resources import files
 
     return files("owl.autostart").joinpath("templates", name).read_bytes()
+
+
+def install(target: Path, data: bytes) -> Path:
+    """Write a login item atomically: never a half-written one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    return target
+
+
+def uninstall(target: Path) -> Path:
+    """Remove a login item (absent is fine); returns where it was."""
+    target.unlink(missing_ok=True)
+    return target

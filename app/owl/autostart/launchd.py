@@ -8,11 +8,10 @@ next login; nothing is loaded into launchd now.
 
 from __future__ import annotations
 
-import os
 import plistlib
 from pathlib import Path
 
-from owl.autostart.command import owl_environment, template
+from owl.autostart.command import install, owl_environment, template, uninstall
 
 LABEL = "dev.owl"
 
@@ -33,18 +32,11 @@ def render(argv: list[str], env: dict[str, str] | None = None) -> bytes:
 
 
 def enable(argv: list[str]) -> Path:
-    target = path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".plist.tmp")
-    tmp.write_bytes(render(argv, owl_environment()))
-    os.replace(tmp, target)
-    return target
+    return install(path(), render(argv, owl_environment()))
 
 
 def disable() -> Path:
-    target = path()
-    target.unlink(missing_ok=True)
-    return target
+    return uninstall(path())
 
 
 def status() -> tuple[bool, Path]:

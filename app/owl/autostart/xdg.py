@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from owl.autostart.command import owl_environment, template
+from owl.autostart.command import install, owl_environment, template, uninstall
 
 FILENAME = "owl.desktop"
 
@@ -77,18 +77,11 @@ def render(argv: list[str], env: dict[str, str] | None = None) -> str:
 
 
 def enable(argv: list[str]) -> Path:
-    target = path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".desktop.tmp")
-    tmp.write_text(render(argv, owl_environment()), encoding="utf-8")
-    os.replace(tmp, target)  # never leave a half-written login item
-    return target
+    return install(path(), render(argv, owl_environment()).encode("utf-8"))
 
 
 def disable() -> Path:
-    target = path()
-    target.unlink(missing_ok=True)
-    return target
+    return uninstall(path())
 
 
 def status() -> tuple[bool, Path]:
