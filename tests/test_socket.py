@@ -397,11 +397,17 @@ def stranger():
         subprocess.run(["userdel", name], capture_output=True)
 
 
-def as_user(user: pwd.struct_passwd, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    env = dict(env, HOME="/", USER=user.pw_name, LOGNAME=user.pw_name)
+def as_user(user: pwd.struct_passwd, env: dict[str, str], shared: Path,
+            *args: str) -> subprocess.CompletedProcess:
+    """The real `owl` command run as `user`, from a copy of the package in
+    `shared` with the base interpreter: the checkout and its venv may sit in a
+    folder only root can enter (e.g. under `mktemp -d`)."""
+    env = dict(env, HOME="/", USER=user.pw_name, LOGNAME=user.pw_name,
+               PYTHONPATH=str(shared), PYTHONDONTWRITEBYTECODE="1")
     env.pop("XDG_RUNTIME_DIR", None)
-    return subprocess.run([*OWL, *args], env=env, capture_output=True, text=True, timeout=30,
-                          cwd="/", user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+    return subprocess.run([sys._base_executable, "-m", "owl", *args], env=env,
+                          capture_output=True, text=True, timeout=30, cwd="/",
+                          user=user.pw_uid, group=user.pw_gid, extra_groups=[])
 
 
 def test_another_user_can_neither_connect_nor_be_served(stranger):
@@ -409,12 +415,15 @@ def test_another_user_can_neither_connect_nor_be_served(stranger):
     root = Path(tempfile.mkdtemp(prefix="owl-users-", dir="/tmp"))
     try:
         root.chmod(0o755)
+        shared = root / "app"
+        shutil.copytree(Path(__file__).resolve().parent.parent / "app" / "owl", shared / "owl",
+                        ignore=shutil.ignore_patterns("__pycache__"))
         project = make_project(root / "proj")
         with OwlDaemon(root / "home") as d:
             d.home.chmod(0o755)
             path = socket_of(d.home)
             # the 0700 folder keeps them out
-            p = as_user(stranger, d.env, "add", "--project", str(project), "--", "sleep=1")
+            p = as_user(stranger, d.env, shared, "add", "--project", str(project), "--", "sleep=1")
             assert p.returncode == 1, p.stderr
             assert "belongs to another user" in p.stderr and p.stderr.count("\n") == 1
             # opened up on purpose: the daemon itself refuses them, by SO_PEERCRED
@@ -422,7 +431,7 @@ def test_another_user_can_neither_connect_nor_be_served(stranger):
             path.chmod(0o666)
             for args in (("add", "--project", str(project), "--", "sleep=1"),
                          ("status", "--json"), ("pause",)):
-                p = as_user(stranger, d.env, *args)
+                p = as_user(stranger, d.env, shared, *args)
                 assert p.returncode == 1, (args, p.stdout, p.stderr)
                 assert p.stderr.strip() == "owl: this Owl daemon belongs to another user"
                 assert p.stdout == ""
