@@ -138,10 +138,17 @@ def cmd_jobs(a: argparse.Namespace) -> int:
             job = job_view(store, row)
         _show_job(job, a.json)
         return EXIT_OK
+    if action in ("review", "diff"):
+        from owl.review import commands
+
+        if action == "diff":
+            return commands.diff(_paths(), a.id)
+        return commands.review(_paths(), a.id, open_it=not a.no_open)
     if action == "drop":
         out = _ask("jobs.drop", {"id": a.id, "force": a.force})
     elif action == "accept":
-        out = _ask("jobs.accept", {"id": a.id})
+        out = _ask("jobs.accept", {"id": a.id, "merge": a.merge,
+                                   "delete_branch": a.delete_branch})
     elif action == "extend":
         out = _ask("jobs.extend", {"id": a.id, "attempts": a.attempts})
     elif action == "move":
@@ -177,6 +184,14 @@ def _show_job(job: dict, as_json: bool) -> None:
         print(f"  commit    {c}")
     if job.get("diffstat"):
         print(f"  changes:  {job['diffstat']}")
+    for f in job.get("files") or []:
+        counts = "binary" if f["added"] is None else f"+{f['added']} -{f['removed']}"
+        print(f"    {counts:>12}  {f['path']}")
+    if job.get("last_message"):
+        from owl.review.text import visible
+
+        said = visible(job["last_message"].strip()).replace("\n", "\n            ")
+        print(f"  agent:    {said}")
     if not job["runs"]:
         print("  no runs yet")
     for r in job["runs"]:
@@ -459,15 +474,22 @@ def build_parser() -> argparse.ArgumentParser:
                        "cancel it and remove its worktree and branch; accept ID: keep the "
                        "branch of a Job in review and remove its worktree; extend ID: give an "
                        "exhausted or blocked Job more attempts, in the place it kept; move ID "
-                       "POS: reorder the queue (1 is the head); verify ID: run its checks again.")
+                       "POS: reorder the queue (1 is the head); verify ID: run its checks again; "
+                       "review ID: its review page in the browser; diff ID: its branch's diff.")
     s.add_argument("action", nargs="?", choices=["list", "show", "drop", "accept", "extend",
-                                                  "move", "verify"])
+                                                  "move", "verify", "review", "diff"])
     s.add_argument("id", nargs="?", type=int)
     s.add_argument("position", nargs="?", type=int)
     s.add_argument("--all", action="store_true", help="list: include done and cancelled Jobs")
     s.add_argument("--force", action="store_true",
                    help="drop: end a live Run and discard uncommitted changes")
     s.add_argument("--attempts", type=int, help="extend: how many more attempts (default 1)")
+    s.add_argument("--no-open", action="store_true",
+                   help="review: only write the page and print its path")
+    s.add_argument("--merge", action="store_true",
+                   help="accept: bring the branch into its base branch first")
+    s.add_argument("--delete-branch", action="store_true",
+                   help="accept: delete the branch once it is merged")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_jobs)
 

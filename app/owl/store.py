@@ -89,11 +89,15 @@ MIGRATIONS: list[str] = [
     CREATE INDEX checks_by_run ON checks(run_id);
     CREATE INDEX checks_by_job ON checks(job_id, batch);
     """,
+    # 3: the branch a Job's worktree was made from, which `accept --merge` brings it into
+    """
+    ALTER TABLE jobs ADD COLUMN base_branch TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
-             "worktree, base, reason, created_at, updated_at")
+             "worktree, base, reason, created_at, updated_at, base_branch")
 _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
              "ended_by, reason, exit_code, pids, log")
 
