@@ -153,5 +153,6 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
     worktree = job.get("worktree")
     if worktree and Path(worktree).is_dir():
         status = _git(Path(worktree), "status", "--porcelain")
-        facts["worktree_dirty"] = bool(status and status.strip())
+        facts["worktree_dirty"] = [line[3:] for line in (status or "").splitlines()
+                                   if line[3:] and not line[3:].startswith(".owl/")]
     return facts

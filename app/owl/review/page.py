@@ -12,7 +12,9 @@ its control characters are made visible (`owl.review.text.visible`).
 
 from __future__ import annotations
 
+import functools
 import html
+import re
 import time
 from importlib import resources
 from pathlib import Path
@@ -22,6 +24,9 @@ from owl.review import diffs
 from owl.review.text import visible
 
 OUTPUT_TAIL_LINES = 40
+HEADING_MAX = 160
+CODE_STYLE = "default"     # Pygments style: reads well on the light green and red of a diff
+_ENDED = {"exit": "exited", "sigterm": "stopped (SIGTERM)", "sigkill": "killed (SIGKILL)"}
 
 
 def esc(value: Any) -> str:
@@ -57,7 +62,7 @@ def took(seconds: float | None) -> str:
 
 def _style() -> str:
     sheet = resources.files("owl.review").joinpath("style.css").read_text(encoding="utf-8")
-    return sheet + "\n" + diffs.css("default")
+    return sheet + "\n" + diffs.css(CODE_STYLE)
 
 
 def _plural(n: int, word: str) -> str:
@@ -76,9 +81,56 @@ def _header(f: dict[str, Any]) -> str:
         bits.append(f"<span><code>{esc(j['branch'])}</code>{onto}</span>")
     bits.append(f"<span>agent {esc(j['agent'])}</span>")
     bits.append(f"<span>queued {esc(when(j.get('created_at')))}</span>")
-    return (f'<header class="top"><div class="owl" aria-hidden="true">🦉</div><div>'
-            f'<h1>{esc(j["title"])}<span class="pill {state}">{state}</span></h1>'
+    return (f'<header class="top">{_logo()}<div>'
+            f'<h1>{esc(heading(j))}<span class="pill {state}">{state}</span></h1>'
             f'<div class="meta">{"".join(bits)}</div></div></header>')
+
+
+def heading(job: dict[str, Any]) -> str:
+    """The page's title: the prompt's first line, cut only when very long."""
+    first = next((ln.strip() for ln in (job.get("prompt") or "").splitlines() if ln.strip()), "")
+    first = first or job.get("title") or f"Job {job['id']}"
+    return first if len(first) <= HEADING_MAX else first[: HEADING_MAX - 1].rstrip() + "…"
+
+
+@functools.lru_cache(maxsize=1)
+def _logo() -> str:
+    """Owl's own icon, inline (a data: URI is part of the file, not a fetch)."""
+    try:
+        import base64
+        import io
+
+        from PIL import Image
+
+        with resources.files("owl.tray").joinpath("assets/owl.png").open("rb") as f:
+            img = Image.open(f).convert("RGBA")
+            img.thumbnail((96, 96))
+            buf = io.BytesIO()
+            img.save(buf, "PNG", optimize=True)
+        data = base64.b64encode(buf.getvalue()).decode("ascii")
+        return f'<img class="owl" alt="" width="48" height="48" src="data:image/png;base64,{data}">'
+    except (OSError, ImportError, ValueError):
+        return '<div class="owl" aria-hidden="true"></div>'
+
+
+_CODE = re.compile(r"`([^`\n]+)`")
+_BOLD = re.compile(r"\*\*([^*\n]+)\*\*")
+
+
+def prose(text: str) -> str:
+    """An agent's message as HTML: escaped first, then `code`, **bold** and "- " lists
+    (the little Markdown agents write), never any markup of the agent's own."""
+    lines = []
+    for line in esc(text.strip()).split("\n"):
+        line = _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", line))
+        stripped = line.lstrip()
+        if stripped[:2] in ("- ", "* "):
+            lines.append(f'<span class="li">{line[: len(line) - len(stripped)]}•&nbsp;{stripped[2:]}</span>')
+        elif stripped.startswith("#"):
+            lines.append(f"<strong>{stripped.lstrip('#').strip()}</strong>")
+        else:
+            lines.append(line)
+    return "\n".join(lines)
 
 
 def _checks_summary(f: dict[str, Any]) -> tuple[str, str]:
@@ -110,7 +162,7 @@ def _stats(f: dict[str, Any]) -> str:
 
 def _said(f: dict[str, Any]) -> str:
     msg = f.get("last_message")
-    body = esc(msg.strip()) if msg else '<span class="empty">The agent left no message.</span>'
+    body = prose(msg) if msg else '<span class="empty">The agent left no message.</span>'
     return f'<section class="card said"><h2>What the agent says</h2><div class="body">{body}</div></section>'
 
 
@@ -219,16 +271,16 @@ def _file_diff(i: int, fd: diffs.FileDiff) -> str:
         rows.append(f'<tr class="hunk"><td colspan="4">{esc(h.header)}</td></tr>')
         for ln in h.lines:
             if ln.kind == "\\":
-                rows.append(f'<tr class="eof"><td class="n"></td><td class="n"></td><td class="m"></td>'
-                            f'<td class="c">{esc(ln.text)}</td></tr>')
+                rows.append(f'<tr class="eof"><td class="d-num"></td><td class="d-num"></td><td class="d-mark"></td>'
+                            f'<td class="d-src">{esc(ln.text)}</td></tr>')
                 continue
             old = "" if ln.old is None else str(ln.old)
             new = "" if ln.new is None else str(ln.new)
             mark = {"+": "+", "-": "−"}.get(ln.kind, "")
-            rows.append(f'<tr class="{_ROW[ln.kind]}"><td class="n">{old}</td><td class="n">{new}</td>'
-                        f'<td class="m">{mark}</td><td class="c">{_line_html(ln)}</td></tr>')
-    return (f'<div class="file">{head}<table class="diff code"><colgroup><col class="n"><col class="n">'
-            f'<col class="m"><col></colgroup>{"".join(rows)}</table></div>')
+            rows.append(f'<tr class="{_ROW[ln.kind]}"><td class="d-num">{old}</td><td class="d-num">{new}</td>'
+                        f'<td class="d-mark">{mark}</td><td class="d-src">{_line_html(ln)}</td></tr>')
+    return (f'<div class="file">{head}<table class="diff code"><colgroup><col class="d-num"><col class="d-num">'
+            f'<col class="d-mark"><col></colgroup>{"".join(rows)}</table></div>')
 
 
 def _diff(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
@@ -238,9 +290,11 @@ def _diff(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
         notes.append(f'<div class="note">The diff is {f["diff_chars"] / 1e6:.1f} MB over '
                      f'{_plural(len(f["files"]), "file")}; this page shows the first '
                      f'{_plural(len(parsed), "file")}. <code>owl jobs diff {jid}</code> prints all of it.</div>')
-    if f.get("worktree_dirty"):
-        notes.append('<div class="note">The worktree also has uncommitted changes, not shown here '
-                     "(they are not on the branch).</div>")
+    dirty = f.get("worktree_dirty") or []
+    if dirty:
+        names = ", ".join(f"<code>{esc(n)}</code>" for n in dirty[:5]) + (" …" if len(dirty) > 5 else "")
+        notes.append(f'<div class="note">Not committed in the worktree, so not on the branch and '
+                     f"not shown here: {names}</div>")
     if f.get("git_problem"):
         notes.append(f'<div class="note">{esc(f["git_problem"])}</div>')
     body = "".join(_file_diff(i, fd) for i, fd in enumerate(parsed))
@@ -280,9 +334,7 @@ def _runs(f: dict[str, Any]) -> str:
     rows = ['<tr><th>Run</th><th>Outcome</th><th>How it ended</th><th>Took</th><th>Usage</th>'
             "<th>Log</th></tr>"]
     for r in f["runs"]:
-        how = r.get("ended_by") or ("still going" if not r.get("ended_at") else "")
-        if r.get("exit_code") is not None:
-            how = f"{how} · exit {r['exit_code']}" if how else f"exit {r['exit_code']}"
+        how = ended_how(r)
         why = f'<div class="cbody">{esc(r["reason"])}</div>' if r.get("reason") else ""
         log = file_url(r.get("log"))
         rows.append(f'<tr><td>#{int(r["id"])} <span class="when">attempt {int(r["attempt"])} · '
@@ -293,6 +345,19 @@ def _runs(f: dict[str, Any]) -> str:
     if len(rows) == 1:
         return '<section class="card"><h2>Runs</h2><div class="body empty">No runs yet.</div></section>'
     return f'<section class="card runs" id="runs"><h2>Runs</h2><table class="list">{"".join(rows)}</table></section>'
+
+
+def ended_how(r: dict[str, Any]) -> str:
+    """How a Run ended, in words: exited 0, stopped (SIGTERM) · exit 143, still going."""
+    if not r.get("ended_at"):
+        return "still going"
+    word = _ENDED.get(r.get("ended_by") or "", r.get("ended_by") or "")
+    code = r.get("exit_code")
+    if code is None:
+        return word
+    if word == "exited":
+        return f"exited {code}"
+    return f"{word} · exit {code}" if word else f"exit {code}"
 
 
 def _log_link(url: str | None, run_id: int) -> str:
@@ -354,6 +419,6 @@ def render(f: dict[str, Any]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-            "style-src 'unsafe-inline'; img-src 'none'\">"
+            "style-src 'unsafe-inline'; img-src data:\">"
             f"<title>{esc(title)}</title><style>{_style()}</style></head>"
             f'<body><div class="wrap">{body}</div></body></html>\n')
