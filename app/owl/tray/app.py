@@ -37,6 +37,8 @@ from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.menu import Action, Item, build_menu, counting_down
 from owl.tray.notices import Notices
 
+DEFAULT_ACTION = "default"   # the key a click on a notification's body sends
+
 log = logging.getLogger("owl.tray")
 
 # While a Run is live the person who just sat down is looking at the icon:
@@ -50,7 +52,10 @@ DOUBLE_FIRE_S = 0.3  # the same item twice within this is one click  # redraw th
 
 
 _VERB_WORDS = {"start": "Start", "pause": "Pause", "resume": "Resume", "stop": "Stop",
-               "shift_start": "Work for 1 hour", "drop": "Drop"}
+               "shift_start": "Work for 1 hour", "drop": "Drop", "accept": "Accept",
+               "verify": "Run checks again"}
+# Verbs whose outcome the person waits to hear (a merge, checks started).
+_SAYS_DONE = {"accept", "verify"}
 
 
 class DaemonLike(Protocol):
@@ -205,6 +210,8 @@ class TrayApp:
         self._stopping = threading.Event()
         self._poke = threading.Event()
         self._notices = Notices()
+        self._buttons: Any = None
+        self._buttons_ok: bool | None = None
         self._shown: dict[str, Any] = {}
         self._last_action: tuple[Action] | None = None
         self._last_action_at = 0.0
@@ -228,6 +235,8 @@ class TrayApp:
             log.warning("tray stopped with an error: %s", e)
         finally:
             self._stopping.set()
+            if self._buttons is not None:
+                self._buttons.close()
             self.daemon.request_stop()
         return 0
 
@@ -295,8 +304,9 @@ class TrayApp:
             # by one hop, so the hover text changes only after the menu has,
             # and what it says can already be found in the menu.
             self._main(lambda: self._main(lambda: self._set_tooltip(tip)))
-        for title, message in self._notices.update(status):
-            self._main(lambda t=title, m=message: self._notify(t, m))
+        for notice in self._notices.update(status):
+            review = getattr(notice, "review", None)
+            self._main(lambda n=notice, r=review: self._notify(n[0], n[1], review=r))
         self._shown["status"] = status
         return status
 
@@ -306,11 +316,48 @@ class TrayApp:
         if status_icon is not None:  # gtk: title is not the hover text
             status_icon.set_tooltip_text(text)
 
-    def _notify(self, title: str, message: str) -> None:
+    def _notify(self, title: str, message: str, review: int | None = None) -> None:
+        if review is not None and self._buttons_on():
+            shown = self._buttons.notify(title, message, [(DEFAULT_ACTION, "Review"),
+                                                          ("review", "Review")], tag=str(review))
+            if shown is not None:
+                return
         try:
             self.icon.notify(message, title)
         except Exception as e:  # no notification daemon: the menu still says it
             log.info("notification not shown: %s", e)
+
+    def _buttons_on(self) -> bool:
+        """Notifications with a Review button, started on first use (False: plain ones)."""
+        if self._buttons_ok is None:
+            from owl.tray.buttons import Buttons
+
+            self._buttons = Buttons(self._on_button)
+            self._buttons_ok = self._buttons.start()
+        return bool(self._buttons_ok)
+
+    def _on_button(self, tag: str, key: str) -> None:
+        """A button of one of our notifications was picked (on the D-Bus thread)."""
+        if key in (DEFAULT_ACTION, "review") and tag.isdigit():
+            self._main(lambda: self.on_action(Action("review", args=(("job_id", int(tag)),))))
+
+    def _review(self, job_id: int) -> None:
+        """Write a Job's review page (off the toolkit's thread: git may be slow) and open it."""
+        try:
+            out = self.daemon.call("review", job_id=job_id)
+            path = out.get("path") if isinstance(out, dict) else None
+            if not path:
+                raise Refused(f"no review page for job {job_id}")
+        except Refused as e:
+            reason = str(e)
+            self._main(lambda: self._notify("Review: refused", reason))
+            return
+        except Exception as e:
+            log.exception("review of job %s failed", job_id)
+            reason = f"review failed: {e}"
+            self._main(lambda: self._notify("Owl", reason))
+            return
+        self._main(lambda: self._open(str(path)))
 
     def _autostart_on(self) -> bool:
         try:
@@ -339,6 +386,9 @@ class TrayApp:
             threading.Thread(target=self._call, args=(action,), name="owl-tray-verb", daemon=True).start()
         elif action.kind == "open" and action.path:
             self._open(action.path)
+        elif action.kind == "review":
+            threading.Thread(target=self._review, args=(int(action.kwargs["job_id"]),),
+                             name="owl-tray-review", daemon=True).start()
         elif action.kind == "config":
             from owl.paths import get_paths
 
@@ -353,11 +403,17 @@ class TrayApp:
             self._poke.set()
 
     def _call(self, action: Action) -> None:
+        words = _VERB_WORDS.get(action.verb or "", action.verb or "Owl")
+        if action.verb == "accept" and action.kwargs.get("merge"):
+            words = "Merge"
         try:
-            self.daemon.call(action.verb or "", **action.kwargs)
+            out = self.daemon.call(action.verb or "", **action.kwargs)
+            if action.verb in _SAYS_DONE and isinstance(out, dict) and out.get("message"):
+                said = str(out["message"])
+                self._main(lambda: self._notify(words, said))
         except Refused as e:
             reason = str(e)
-            title = _VERB_WORDS.get(action.verb or "", action.verb or "Owl") + ": refused"
+            title = words + ": refused"
             self._main(lambda: self._notify(title, reason))
         except Exception as e:
             log.exception("verb %s failed", action.verb)

@@ -18,6 +18,17 @@ from typing import Any
 from owl.tray.menu import clock, short
 
 
+class Notice(tuple):
+    """(title, message), and the Job whose review page a Review button opens (or None)."""
+
+    review: int | None
+
+    def __new__(cls, title: str, message: str, review: int | None = None) -> "Notice":
+        self = super().__new__(cls, (title, message))
+        self.review = review
+        return self
+
+
 class Notices:
     def __init__(self) -> None:
         self._primed = False
@@ -54,7 +65,8 @@ class Notices:
             if jid in self._review_said:
                 continue
             self._review_said.add(jid)
-            out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {job.get('branch')}"))
+            out.append(Notice(f"Job {jid} ready for review",
+                              f"{short(job.get('title'), 60)}\nBranch {job.get('branch')}", review=jid))
         if not self._primed:
             # Startup: remember what is there, announce none of it, except a
             # Run frozen right now (its countdown is running).
