@@ -94,7 +94,7 @@ def _review(d, job: int) -> tuple[Path, str]:
 
 
 def test_the_page_of_a_claude_job_says_what_it_did_and_loads_nothing(tmp_path):
-    project = make_project(tmp_path / "proj", {"README": "A project.\n", ".owl.toml": CHECKS})
+    project = make_project(tmp_path / "greeter", {"README": "A project.\n", ".owl.toml": CHECKS})
     with AnthropicStub([Bash(WRITE), Text(SAID)]) as stub, claude_daemon(tmp_path, stub) as d:
         job = d.add("Add a greet(name) function in hello.py that says hello.", project)
         d.machine("idle")
@@ -102,6 +102,11 @@ def test_the_page_of_a_claude_job_says_what_it_did_and_loads_nothing(tmp_path):
         path, page = _review(d, job)
         show = d.ok("jobs", "show", str(job))
         diff = d.ok("jobs", "diff", str(job))
+        # the tray asks the daemon for the same page (written off the engine thread)
+        from owl.control.client import ask
+        from owl.paths import _socket_in
+
+        assert ask(_socket_in(d.home / "run"), "review", {"job_id": job}) == {"path": str(path)}
     # the agent's own account, escaped (its <b> is text, not markup)
     assert "I added <code>hello.py</code> with a <code>greet(name)</code> function" in page
     assert "&lt;b&gt;not bold&lt;/b&gt;" in page and "<b>not bold</b>" not in page
@@ -125,7 +130,7 @@ def test_the_page_of_a_claude_job_says_what_it_did_and_loads_nothing(tmp_path):
     assert diff.startswith("diff --git a/hello.py b/hello.py") and "+def greet(name):" in diff
 
     with RecordingProxy() as proxy:
-        png = screenshot(path, ARTIFACTS / "small-job.png", height=1500, proxy_port=proxy.port)
+        png = screenshot(path, ARTIFACTS / "small-job.png", height=1180, proxy_port=proxy.port)
     assert proxy.page_hosts() == [], f"the page asked the network for {proxy.page_hosts()}"
     drawn = not_blank(png)
     assert drawn["colours"] > 40 and drawn["drawn"] > 0.2, drawn
@@ -178,7 +183,7 @@ def test_a_large_job_renders_well_and_a_huge_diff_is_cut_with_a_note(tmp_path):
         (after / name).write_text(text)
     (after / "app/owl/review").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "app/owl/review/text.py", after / "app/owl/review/text.py")
-    project = make_project(tmp_path / "proj", files)
+    project = make_project(tmp_path / "owl", files)
     script = [Bash(f"cp -r {after}/. . && git add -A && git commit -q -m 'Docstrings that say "
                    "why, across the tray, scheduler and review modules' && echo committed"),
               Text(LARGE_SAID)]

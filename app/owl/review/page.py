@@ -75,15 +75,24 @@ def _header(f: dict[str, Any]) -> str:
     j = f["job"]
     state = esc(j["state"])
     bits = [f"<span>Job {int(j['id'])}</span>",
-            f"<span>{esc(j['project'])}</span>"]
+            f'<span title="{esc(j["project"])}"><b>{esc(Path(j["project"]).name)}</b></span>']
     if j.get("branch"):
         onto = f" → <code>{esc(j['base_branch'])}</code>" if j.get("base_branch") else ""
         bits.append(f"<span><code>{esc(j['branch'])}</code>{onto}</span>")
     bits.append(f"<span>agent {esc(j['agent'])}</span>")
     bits.append(f"<span>queued {esc(when(j.get('created_at')))}</span>")
-    return (f'<header class="top">{_logo()}<div>'
+    return (f'<header class="top">{_logo()}<div class="head">'
             f'<h1>{esc(heading(j))}<span class="pill {state}">{state}</span></h1>'
-            f'<div class="meta">{"".join(bits)}</div></div></header>')
+            f'<div class="meta">{"".join(bits)}</div></div>{_next(j)}</header>')
+
+
+def _next(j: dict[str, Any]) -> str:
+    """The one command a person coming back most likely wants, in the corner."""
+    if j.get("state") != "review":
+        return ""
+    onto = f"into {esc(j['base_branch'])}" if j.get("base_branch") else "into its base branch"
+    return (f'<div class="next"><span>Looks right? Bring it {onto}:</span>'
+            f'<code>owl jobs accept {int(j["id"])} --merge</code></div>')
 
 
 def heading(job: dict[str, Any]) -> str:
