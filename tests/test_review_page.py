@@ -194,7 +194,6 @@ def test_a_large_job_renders_well_and_a_huge_diff_is_cut_with_a_note(tmp_path):
         d.wait_job(job, "review", timeout=60)
         path, page = _review(d, job)
         # the same Job with a page cap far below its diff: cut, with a note
-        from owl.paths import get_paths  # noqa: F401  (the page is written by the command)
         from owl.review import facts, page as pagemod
         from owl.store import Store
 

@@ -9,7 +9,6 @@ import os
 import pty
 import subprocess
 import sys
-from pathlib import Path
 
 from owl.review import diffs, facts, page, text
 from owlproc import OWL, make_project

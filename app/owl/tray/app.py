@@ -35,9 +35,9 @@ from typing import Any, Callable, Iterator, Protocol
 from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.menu import Action, Item, build_menu, counting_down
+from owl.tray.coming_back import DEFAULT_ACTION, ComingBack
 from owl.tray.notices import Notices
 
-DEFAULT_ACTION = "default"   # the key a click on a notification's body sends
 
 log = logging.getLogger("owl.tray")
 
@@ -194,7 +194,7 @@ def to_pystray(items: tuple[Item, ...], on_action: Callable[[Action], None]) -> 
     return Menu(*[one(it) for it in items])
 
 
-class TrayApp:
+class TrayApp(ComingBack):
     """Keeps the icon in step with the daemon and carries out menu actions."""
 
     def __init__(self, daemon: DaemonLike, backend: str, *, grace_window_s: float = 900.0,
@@ -326,38 +326,6 @@ class TrayApp:
             self.icon.notify(message, title)
         except Exception as e:  # no notification daemon: the menu still says it
             log.info("notification not shown: %s", e)
-
-    def _buttons_on(self) -> bool:
-        """Notifications with a Review button, started on first use (False: plain ones)."""
-        if self._buttons_ok is None:
-            from owl.tray.buttons import Buttons
-
-            self._buttons = Buttons(self._on_button)
-            self._buttons_ok = self._buttons.start()
-        return bool(self._buttons_ok)
-
-    def _on_button(self, tag: str, key: str) -> None:
-        """A button of one of our notifications was picked (on the D-Bus thread)."""
-        if key in (DEFAULT_ACTION, "review") and tag.isdigit():
-            self._main(lambda: self.on_action(Action("review", args=(("job_id", int(tag)),))))
-
-    def _review(self, job_id: int) -> None:
-        """Write a Job's review page (off the toolkit's thread: git may be slow) and open it."""
-        try:
-            out = self.daemon.call("review", job_id=job_id)
-            path = out.get("path") if isinstance(out, dict) else None
-            if not path:
-                raise Refused(f"no review page for job {job_id}")
-        except Refused as e:
-            reason = str(e)
-            self._main(lambda: self._notify("Review: refused", reason))
-            return
-        except Exception as e:
-            log.exception("review of job %s failed", job_id)
-            reason = f"review failed: {e}"
-            self._main(lambda: self._notify("Owl", reason))
-            return
-        self._main(lambda: self._open(str(path)))
 
     def _autostart_on(self) -> bool:
         try:
