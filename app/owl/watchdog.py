@@ -115,8 +115,11 @@ class Guard:
 
 
 def start(db: Path, lock: Path, instance: str) -> Guard:
-    """Start the watchdog for a daemon whose lock is `lock` and database `db`."""
+    """Start the watchdog for a daemon whose lock is `lock` and database `db`.
+
+    Through `bundle.module_argv`: inside an app bundle sys.executable takes no `-m`."""
     from owl import tree
+    from owl.bundle import module_argv
 
     rfd, wfd = os.pipe()          # both close-on-exec; only rfd is passed on
     env = {k: v for k, v in os.environ.items() if k not in _TAGS}
@@ -124,7 +127,7 @@ def start(db: Path, lock: Path, instance: str) -> Guard:
         # In a session of its own, so the daemon's reaper must be told it is ours.
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "owl.watchdog", str(rfd), str(db), str(lock), instance],
+                [*module_argv("owl.watchdog"), str(rfd), str(db), str(lock), instance],
                 pass_fds=(rfd,), env=env, stdin=subprocess.DEVNULL, start_new_session=True,
                 close_fds=True)
             tree.own(popen, locked=True)

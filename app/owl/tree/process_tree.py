@@ -71,6 +71,9 @@ class ProcessTree:
         self._mark: int | None = None          # last_pid() at the last sweep
         self._full_marks: list[int] = []       # ... at the last two full ones
         self._me = os.getpid()
+        # Backends without a subreaper know a Run's sessions and forks (posix.Kin).
+        kin = getattr(self._b, "Kin", None) if tag is not None else None
+        self._kin = kin(on_fork=self._b.sweeper(self)) if kin is not None else None
         if leader is not None:
             self.add_leader(leader)
 
@@ -89,6 +92,8 @@ class ProcessTree:
             return
         with self._lock:
             self._remember(pid, row.start)
+            if self._kin is not None:
+                self._kin.note([pid])
             self._mark = None       # its descendants: the next sweep reads all
             self._full_marks = []
             if self._epoch is None or row.start < self._epoch:
@@ -184,6 +189,8 @@ class ProcessTree:
                     queue.append((child, crow.start))
         self._order = live
         self._rows = rows
+        if self._kin is not None:
+            self._kin.note(m.pid for m in live)
         return live
 
     def _adopted(self, rows: dict[int, Any],
@@ -211,6 +218,8 @@ class ProcessTree:
             env = self._b.environ(pid)
             if env is not None and env.get(name) == value:
                 found.append(key)
+            elif self._kin is not None and self._kin.claims(pid):
+                found.append(key)        # untagged, in a session the Run had
             else:
                 self._not_ours.add(key)
         if len(self._not_ours) > 4 * len(rows) + 256:
@@ -420,6 +429,8 @@ class ProcessTree:
     def close(self) -> None:
         """Release the open pidfds (the processes are not touched)."""
         with self._lock:
+            if self._kin is not None:
+                self._kin.close()
             for m in list(self._members.values()):
                 self._forget(m)
             self._order = []
@@ -434,6 +445,8 @@ class ProcessTree:
 
     def __del__(self) -> None:
         try:
+            if self._kin is not None:
+                self._kin.close()
             for m in self._members.values():
                 if m.handle is not None:
                     m.handle.close()
