@@ -68,6 +68,7 @@ class Live:
     check_proc: Any = None                # the check running now (a checks.CheckProcess)
     results: list = field(default_factory=list)
     waiting: bool = False                 # its next check waits, frozen, to begin
+    untouchable: list = field(default_factory=list)   # processes the system kept from us
 
 
 class Engine(Verbs):
@@ -296,8 +297,24 @@ class Engine(Verbs):
                 log.info("run %s killed", lv.run_id)
             elif isinstance(action, lifecycle.Finish):
                 self._finish(lv, action)
+            if not isinstance(action, lifecycle.Finish):
+                self._note_untouchable(lv)
         if actions and self.on_change is not None:
             self.on_change()
+
+    def _note_untouchable(self, lv: Live) -> None:
+        """Name, once, each process of the Run the system would not let us
+        signal (it became root, say): it is left alone and everything else
+        goes on, but the person must know it is still there."""
+        known = {p["pid"] for p in lv.untouchable}
+        new = [p for p in lv.tree.refused() if p["pid"] not in known]
+        if not new:
+            return
+        lv.untouchable = lv.untouchable + new
+        for p in new:
+            log.warning("run %s: pid %s (%s) is left alone: %s", lv.run_id, p["pid"],
+                        p["command"], p["why"])
+        self._note(lv.run_id, untouchable=lv.untouchable)
 
     def _finish(self, lv: Live, f: lifecycle.Finish) -> None:
         try:

@@ -50,7 +50,8 @@ def status(e: "Engine") -> dict:
             "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
             "grace_window_s": e.cfg.grace_window,
             "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
-            "exempt": run.exempt, "log": str(lv.log_path)})
+            "exempt": run.exempt, "log": str(lv.log_path),
+            "untouchable": list(getattr(lv, "untouchable", []))})
     queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
                "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
               for j in e.store.jobs(("pending", "active"), limit=50)]
@@ -61,6 +62,7 @@ def status(e: "Engine") -> dict:
                        "title": job["title"] if job else "", "outcome": run["outcome"],
                        "ended_by": run["ended_by"], "reason": run["reason"],
                        "ended_at": iso(run["ended_at"]), "log": run["log"],
+                       "untouchable": _still_there(run.get("untouchable")),
                        "message": _run_message(e.store, run)})
     review = [{"id": j["id"], "title": j["title"], "branch": j["branch"]}
               for j in e.store.jobs(("review",))]
@@ -101,6 +103,22 @@ def status(e: "Engine") -> dict:
         "config_problem": e.config_problem,
     }
 
+def _still_there(procs: list[dict] | None) -> list[dict]:
+    """Of the processes a finished Run left behind because Owl may not signal
+    them, those still running (while the pid still runs the same command)."""
+    import psutil
+
+    out = []
+    for p in procs or []:
+        try:
+            line = " ".join(psutil.Process(int(p["pid"])).cmdline())
+        except (psutil.Error, ValueError, KeyError):
+            continue
+        if line and (p.get("command") or "")[:100] == line[:100]:
+            out.append(p)
+    return out
+
+
 def _awake_why(run_ids: list[int]) -> str:
     """Why the machine is kept awake, in words, for `owl status`."""
     if not run_ids:
@@ -122,7 +140,8 @@ def job_view(store: Store, job: dict) -> dict:
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
-             "ended_at": iso(r["ended_at"]), "log": r["log"]} for r in store.runs(job["id"])]
+             "ended_at": iso(r["ended_at"]), "log": r["log"],
+             "untouchable": r.get("untouchable") or []} for r in store.runs(job["id"])]
     view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
                                 "attempts", "prompt", "project", "agent", "base", "reason", "title")}
     view["created_at"] = iso(job["created_at"])

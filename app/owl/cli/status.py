@@ -100,6 +100,11 @@ def _status_text(st: dict) -> str:
             state = f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} left"
         lines.append(f"run {r['id']:<4} job {r['job_id']} · {state} · "
                      f"{duration(r['running_for_s'])} · {r['title']}")
+        lines += _untouchable_lines(r.get("untouchable"))
+    for r in st.get("recent") or []:
+        if r.get("untouchable"):
+            lines.append(f"run {r['run_id']:<4} job {r['job_id']} · ended, but left running:")
+            lines += _untouchable_lines(r["untouchable"])
     n = st.get("queue_length", len(st["queue"]))
     pending = [q for q in st["queue"] if q["state"] == "pending"]
     if not n:
@@ -119,3 +124,9 @@ def _status_text(st: dict) -> str:
     if st.get("config_problem"):
         lines.append(f"config   {st['config_problem']}")
     return "\n".join(lines)
+
+
+def _untouchable_lines(procs: list[dict] | None) -> list[str]:
+    """One line per process of a Run that Owl may not signal (and so left alone)."""
+    return [f"         left alone: pid {p['pid']} ({p['command']}): {p['why']}"
+            for p in procs or []]

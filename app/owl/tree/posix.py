@@ -140,12 +140,15 @@ class Handle:
         self.proc = proc
 
     def send(self, sig: int) -> bool:
-        """Signal the process; False if it is gone (never an error)."""
+        """Signal the process; False if it is gone. PermissionError if the
+        system will not let us (the tree decides what that means)."""
         try:
             self.proc.send_signal(sig)
             return True
         except (psutil.NoSuchProcess, ProcessLookupError):
             return False
+        except psutil.AccessDenied as e:
+            raise PermissionError(f"may not signal pid {self.proc.pid}") from e
 
     def alive(self) -> bool:
         """Whether the process still exists (psutil compares create times)."""

@@ -40,13 +40,40 @@ _SETTLE_TIMEOUT = 0.25
 class _Member:
     """One process start seen in the Run, and the open handle to signal it."""
 
-    __slots__ = ("pid", "start", "handle", "proc")
+    __slots__ = ("pid", "start", "handle", "proc", "refused")
 
     def __init__(self, pid: int, start: Any) -> None:
         self.pid = pid
         self.start = start
         self.handle: Any = None
         self.proc: psutil.Process | None = None
+        # Why the kernel refused our last signal (EPERM), or None. Such a
+        # process is left alone and not waited for; the rest goes on.
+        self.refused: str | None = None
+
+
+def why_refused(pid: int) -> str:
+    """Why this process may not be signalled by us, in words."""
+    mine = os.geteuid()
+    try:
+        uids = psutil.Process(pid).uids()
+    except psutil.Error:
+        return "the system refused to let Owl signal it"
+    if uids.effective != mine or uids.real != mine:
+        who = "root" if uids.effective == 0 else f"uid {uids.effective}"
+        return (f"it became {who} (real uid {uids.real}, Owl runs as uid {mine}); "
+                "Owl may not signal it")
+    return "the system refused to let Owl signal it"
+
+
+def command_of(pid: int) -> str:
+    """A process's command line in one line, or its name if that is unreadable."""
+    try:
+        proc = psutil.Process(pid)
+        line = " ".join(proc.cmdline()) or proc.name()
+    except psutil.Error:
+        return "?"
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 class ProcessTree:
@@ -230,11 +257,28 @@ class ProcessTree:
     # -- signals ------------------------------------------------------------
 
     def _send(self, m: _Member, sig: int) -> bool:
+        """Signal one member; False if it is gone or may not be signalled.
+
+        EPERM (a process that became another user, as sudo does) is never
+        an error here: the member is marked refused, left alone, and every
+        other process of the tree is still signalled."""
         if m.handle is None:
             m.handle = self._b.open_handle(m.pid, m.start)
             if m.handle is None:
                 return False
-        return m.handle.send(sig)
+        try:
+            sent = m.handle.send(sig)
+        except PermissionError:
+            if m.refused is None:
+                m.refused = why_refused(m.pid)
+            return False
+        if sent:
+            m.refused = None
+        return sent
+
+    def _ours(self, live: list[_Member]) -> list[_Member]:
+        """The members we may signal (the refused ones are left alone)."""
+        return [m for m in live if m.refused is None]
 
     def freeze(self) -> int:
         """SIGSTOP every process; sweep again until a sweep finds nothing
@@ -313,7 +357,7 @@ class ProcessTree:
             if row.state == b.DEAD:
                 continue
             live.append(m)
-            if row.state == b.RUNNING:
+            if row.state == b.RUNNING and m.refused is None:
                 pending.append(m)
         self._order = live
         deadline = time.monotonic() + _SETTLE_TIMEOUT
@@ -328,7 +372,7 @@ class ProcessTree:
                         and row.state == b.RUNNING):
                     still.append(m)
             pending = still
-        return live
+        return self._ours(live)
 
     def thaw(self) -> int:
         """SIGCONT every process, children before parents (so a parent that
@@ -374,7 +418,7 @@ class ProcessTree:
             deadline = time.monotonic() + timeout
             pause = 0.0005
             while True:
-                live = self._sweep()
+                live = self._ours(self._sweep())
                 if not live:
                     break
                 fresh = [m for m in live if m not in killed]
@@ -408,9 +452,21 @@ class ProcessTree:
             return out
 
     def alive(self) -> bool:
-        """Whether any live (non-zombie) process of the Run is left."""
+        """Whether any live (non-zombie) process of the Run is left that we
+        may signal: one the system keeps from us cannot hold the Run open."""
         with self._lock:
-            return bool(self._sweep())
+            return bool(self._ours(self._sweep()))
+
+    def refused(self) -> list[dict[str, Any]]:
+        """The live processes the system would not let us signal, each as
+        {pid, command, why}, from what the last signals met (no sweep)."""
+        with self._lock:
+            out = []
+            for m in self._order:
+                if m.refused is not None and self._members.get(m.pid) is m:
+                    out.append({"pid": m.pid, "command": command_of(m.pid),
+                                "why": m.refused})
+            return out
 
     def identities(self) -> list[tuple[int, float]]:
         """(pid, create_time) of every live process, create_time as psutil
@@ -421,7 +477,7 @@ class ProcessTree:
     def is_frozen(self) -> bool:
         """Whether every live process is stopped. False if none is left."""
         with self._lock:
-            live = self._sweep()
+            live = self._ours(self._sweep())
             rows = self._rows
             return bool(live) and all(rows[m.pid].state == self._b.STOPPED
                                       for m in live)
@@ -532,6 +588,13 @@ def kill_processes(procs: list[psutil.Process], timeout: float = _KILL_TIMEOUT) 
     signalled only while it is still the process ``procs`` names (its create
     time). Waits until they are gone (at most ``timeout`` seconds); returns
     how many were killed."""
+    return end_processes(procs, timeout)[0]
+
+
+def end_processes(procs: list[psutil.Process], timeout: float = _KILL_TIMEOUT
+                  ) -> tuple[int, list[dict[str, Any]]]:
+    """As kill_processes; also returns the processes the system would not
+    let us signal ({pid, command, why}), which were left alone."""
     with ProcessTree(None) as tree:
         for proc in procs:
             try:
@@ -539,4 +602,5 @@ def kill_processes(procs: list[psutil.Process], timeout: float = _KILL_TIMEOUT) 
             except psutil.Error:
                 continue
             tree.add_leader(proc.pid, create_time=created)
-        return tree.kill(timeout)
+        killed = tree.kill(timeout)
+        return killed, tree.refused()
