@@ -179,6 +179,13 @@ class Daemon:
         """Every verb the socket and the tray may ask; runs on the engine thread."""
         e = self.engine
         assert e is not None
+        if verb in ("jobs.review", "review"):
+            # Reads the database and git only, on the caller's thread: a large
+            # branch's diff must not hold up the supervisor.
+            from owl.review import write_page
+
+            key = "id" if "id" in args else "job_id"
+            return {"path": str(write_page(self.paths, _int(args, key)))}
         table = {
             "status": lambda: e.status(),
             "add": lambda: e.add_job(_str(args, "prompt"), _str(args, "project"),
@@ -187,7 +194,10 @@ class Daemon:
             "jobs.show": lambda: e.job_view(_int(args, "id")),
             "jobs.drop": lambda: e.drop(_int(args, "id"), bool(args.get("force"))),
             "drop": lambda: e.drop(_int(args, "job_id"), bool(args.get("force"))),
-            "jobs.accept": lambda: e.accept(_int(args, "id")),
+            "accept": lambda: e.accept(_int(args, "job_id"), bool(args.get("merge")), False),
+            "verify": lambda: _verify(e, _int(args, "job_id")),
+            "jobs.accept": lambda: e.accept(_int(args, "id"), bool(args.get("merge")),
+                                            bool(args.get("delete_branch"))),
             "jobs.extend": lambda: e.extend(_int(args, "id"), args.get("attempts")),
             "jobs.move": lambda: e.move(_int(args, "id"), _int(args, "position")),
             "jobs.verify": lambda: _verify(e, _int(args, "id")),

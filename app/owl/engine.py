@@ -526,7 +526,8 @@ class Engine(Verbs):
             self.store.set_job(job_id, state="blocked", reason=f"setup failed: {e}")
             log.warning("job %s blocked: %s", job_id, e)
             return None
-        self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base)
+        self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
+                           base_branch=job.get("base_branch") or _made_from(project, job, ws))
         run_id = self.store.start_run(job_id)
         log_path = self.paths.logs / f"{run_id}.log"
         self.store.set_run(run_id, log=str(log_path))
@@ -740,3 +741,16 @@ class Engine(Verbs):
 
     def status(self) -> dict:
         return views.status(self)
+
+
+def _made_from(project: Path, job: dict, ws: "workspace.Workspace") -> str | None:
+    """The branch a new worktree was made from (the project's current branch), recorded
+    once so that `accept --merge` knows where to bring the Job's branch."""
+    if job.get("base") is not None:
+        return None             # made on an earlier Run, before this was recorded
+    from owl.review.merge import current_branch
+
+    try:
+        return current_branch(project)
+    except (OSError, workspace.WorkspaceError):
+        return None

@@ -96,11 +96,15 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN untouchable TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE runs ADD COLUMN grace_ends_at REAL;
     """,
+    # 4: the branch a Job's worktree was made from, which `accept --merge` brings it into
+    """
+    ALTER TABLE jobs ADD COLUMN base_branch TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
-             "worktree, base, reason, created_at, updated_at")
+             "worktree, base, reason, created_at, updated_at, base_branch")
 _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
              "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at")
 

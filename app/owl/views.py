@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from owl import checks as checksmod
 from owl import workspace
+from owl.review import facts as review_facts
+from owl.review.text import last_message
 from owl.store import Store
 
 if TYPE_CHECKING:
@@ -64,7 +66,8 @@ def status(e: "Engine") -> dict:
                        "ended_at": iso(run["ended_at"]), "log": run["log"],
                        "untouchable": _still_there(run.get("untouchable")),
                        "message": _run_message(e.store, run)})
-    review = [{"id": j["id"], "title": j["title"], "branch": j["branch"]}
+    review = [{"id": j["id"], "title": j["title"], "branch": j["branch"],
+               "worktree": j["worktree"], "base_branch": j.get("base_branch")}
               for j in e.store.jobs(("review",))]
     attention = None
     if r.problem:
@@ -148,6 +151,7 @@ def job_view(store: Store, job: dict) -> dict:
     for r in runs:
         r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
     view["runs"] = runs
+    view["last_message"] = _last_message(store.runs(job["id"]))
     last = next((r for r in reversed(runs) if r["outcome"] == "succeeded"), None)
     if last is not None:
         n = len(last["checks"])
@@ -165,9 +169,20 @@ def job_view(store: Store, job: dict) -> dict:
             project = Path(job["project"])
             view["commits"] = workspace.commits_since(project, job["base"], job["branch"])
             view["diffstat"] = workspace.diff_stat(project, job["base"], job["branch"])
+            view["files"] = review_facts.files(project, job["base"], job["branch"])
         except (OSError, workspace.WorkspaceError, subprocess.SubprocessError):
             pass        # the project moved or is gone: the Job's record still shows
     return view
+
+
+def _last_message(runs: list[dict]) -> str | None:
+    """The agent's own last words: of the latest Run that left any."""
+    for run in reversed(runs):
+        said = run.get("last_message") or last_message(
+            review_facts.read_tail(run.get("log"), 1 << 20))
+        if said:
+            return said
+    return None
 
 
 def _run_message(store: Store, run: dict) -> str | None:

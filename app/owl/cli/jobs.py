@@ -10,7 +10,7 @@ from typing import Any
 from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, json_flag, local_store, print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
-ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify")
+ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff")
 
 
 def register(sub: Any) -> None:
@@ -49,8 +49,13 @@ def register(sub: Any) -> None:
     s.set_defaults(fn=_each("jobs.drop", lambda a: {"force": a.force}))
     s = verb(acts, "accept", help="keep the branch of a Job in review and remove its worktree")
     _ids(s)
+    s.add_argument("--merge", action="store_true",
+                   help="bring the branch into its base branch first")
+    s.add_argument("--delete-branch", action="store_true",
+                   help="delete the branch once it is merged")
     json_flag(s)
-    s.set_defaults(fn=_each("jobs.accept"))
+    s.set_defaults(fn=_each("jobs.accept", lambda a: {"merge": a.merge,
+                                                      "delete_branch": a.delete_branch}))
     s = verb(acts, "extend", help="give an exhausted or blocked Job more attempts, in the "
              "place it kept")
     _ids(s)
@@ -67,6 +72,15 @@ def register(sub: Any) -> None:
     _ids(s)
     json_flag(s)
     s.set_defaults(fn=_each("jobs.verify"))
+    s = verb(acts, "review", help="write a Job's review page and open it in the browser")
+    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("--no-open", action="store_true",
+                   help="only write the page and print its path")
+    s.set_defaults(fn=cmd_review)
+    s = verb(acts, "diff", help="a Job's branch against its base (paged and coloured on a "
+             "terminal)")
+    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.set_defaults(fn=cmd_diff)
 
 
 def _ids(s: argparse.ArgumentParser) -> None:
@@ -167,6 +181,20 @@ def _each(verb_name: str, extra=lambda a: {}):
             print_json(outs[0] if len(a.ids) == 1 else outs)
         return EXIT_REFUSED if failed else EXIT_OK
     return run
+
+
+def cmd_review(a: argparse.Namespace) -> int:
+    from owl.cli.common import paths
+    from owl.review import commands
+
+    return commands.review(paths(), a.id, open_it=not a.no_open)
+
+
+def cmd_diff(a: argparse.Namespace) -> int:
+    from owl.cli.common import paths
+    from owl.review import commands
+
+    return commands.diff(paths(), a.id)
 
 
 def cmd_move(a: argparse.Namespace) -> int:

@@ -18,6 +18,14 @@ def show_job(job: dict) -> None:
         print(f"  commit    {c}")
     if job.get("diffstat"):
         print(f"  changes:  {job['diffstat']}")
+    for f in job.get("files") or []:
+        counts = "binary" if f["added"] is None else f"+{f['added']} -{f['removed']}"
+        print(f"    {counts:>12}  {f['path']}")
+    if job.get("last_message"):
+        from owl.review.text import visible
+
+        said = visible(job["last_message"].strip()).replace("\n", "\n            ")
+        print(f"  agent:    {said}")
     if not job["runs"]:
         print("  no runs yet")
     for r in job["runs"]:
