@@ -208,6 +208,7 @@ class TrayApp:
         self._shown: dict[str, Any] = {}
         self._last_action: tuple[Action] | None = None
         self._last_action_at = 0.0
+        self._darwin_quit: Any = None       # tray.darwin.GracefulQuit on macOS
         self.icon = pystray.Icon("owl", draw_icon("idle", ICON_SIZE), "Owl")
         self._left_click_opens_menu()
 
@@ -232,7 +233,11 @@ class TrayApp:
         return 0
 
     def stop(self) -> None:
-        """End the loop (from any thread); `run` then ends the Runs."""
+        """End the loop (from any thread); `run` then ends the Runs. On macOS
+        AppKit is asked to terminate, and Owl stops before it does."""
+        if self._darwin_quit is not None:
+            self._darwin_quit.quit()
+            return
         self._stopping.set()
         self._poke.set()
         self._main(self.icon.stop)
@@ -246,9 +251,17 @@ class TrayApp:
                 return False
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 GLib.unix_signal_add(GLib.PRIORITY_HIGH, sig, on_signal)
+        elif self.backend == "darwin":
+            from owl.tray import darwin
+
+            self._darwin_quit = darwin.install(self.daemon, self._end_refresher)
         elif threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.stop())
+
+    def _end_refresher(self) -> None:
+        self._stopping.set()
+        self._poke.set()
 
     def _left_click_opens_menu(self) -> None:
         # GtkStatusIcon only pops the menu up on a right click; people click
