@@ -95,6 +95,10 @@ def test_sigterm_asks_the_runs_to_stop_and_kills_them_5s_later(tray: DarwinTray,
     assert said.index("terminate_ later") < said.index("replyToApplicationShouldTerminate_ True")
     assert said[-1] == "exit"
     assert "the daemon died" not in tray.log_text(), "the watchdog was released cleanly"
+    # App Nap was held off from the start until Owl had stopped
+    (nap,) = [ln for ln in said if ln.startswith("beginActivityWithOptions_reason_")]
+    assert said.index(nap) < said.index("run")
+    assert said.index("endActivity_") < said.index("replyToApplicationShouldTerminate_ True")
 
 
 def test_cmd_q_or_logout_stops_a_well_behaved_run_with_sigterm(tray: DarwinTray,

@@ -49,6 +49,7 @@ class Daemon:
         self.engine: Engine | None = None
         self.store: Store | None = None
         self.guard: watchdog.Guard | None = None
+        self._no_nap: Any = None            # macOS: the App Nap opt-out (power.appnap)
 
     # ------------------------------------------------------------------ start
 
@@ -80,6 +81,7 @@ class Daemon:
         except OSError as err:
             self.engine = None
             raise StartupError(f"cannot listen on {paths.socket}: {err}") from None
+        self._no_nap = _no_app_nap()
         # Before any Run starts: should this process die, the guard ends its Runs.
         self.guard = watchdog.start(paths.db, paths.runtime / "owl.lock", instance)
         self.engine.start()
@@ -165,6 +167,9 @@ class Daemon:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        if self._no_nap is not None:
+            self._no_nap.end()
+            self._no_nap = None
 
     # -------------------------------------------------------------- interface
 
@@ -238,6 +243,17 @@ class _Unreadable:
 
     def read(self) -> Any:
         return self._reading
+
+
+def _no_app_nap() -> Any:
+    """macOS: keep the watch and kill timers on time in a windowless app."""
+    try:
+        from owl.power.appnap import begin
+
+        return begin()
+    except Exception as e:      # never a reason not to start
+        log.warning("cannot opt out of App Nap: %s", e)
+        return None
 
 
 def _verify(e: Engine, job_id: int) -> Any:

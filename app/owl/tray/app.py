@@ -209,6 +209,11 @@ class TrayApp:
         self._last_action: tuple[Action] | None = None
         self._last_action_at = 0.0
         self._darwin_quit: Any = None       # tray.darwin.GracefulQuit on macOS
+        self._bundle_notifier: Any = None   # macOS inside Owl.app: notifications as Owl
+        if backend == "darwin":
+            from owl.tray.darwin_notify import make_notifier
+
+            self._bundle_notifier = make_notifier()
         self.icon = pystray.Icon("owl", draw_icon("idle", ICON_SIZE), "Owl")
         self._left_click_opens_menu()
 
@@ -320,6 +325,8 @@ class TrayApp:
             status_icon.set_tooltip_text(text)
 
     def _notify(self, title: str, message: str) -> None:
+        if self._bundle_notifier is not None and self._bundle_notifier.notify(title, message):
+            return
         try:
             self.icon.notify(message, title)
         except Exception as e:  # no notification daemon: the menu still says it
