@@ -216,8 +216,8 @@ class Verbs:
             raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
         self._projects.pop(job["project"], None)
         try:
-            settings = self.project_settings(job["project"])
-        except projectmod.ProjectError as e:
+            settings = self._base_settings(Path(job["project"]), job["base"])
+        except (projectmod.ProjectError, workspace.WorkspaceError) as e:
             raise Refused(str(e)) from None
         if not settings.checks:
             raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
