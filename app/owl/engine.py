@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from owl import checks as checksmod
 from owl import config as configmod
-from owl import lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
+from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
@@ -331,9 +331,16 @@ class Engine(Verbs):
         # Out of attempts with failing checks, the agent's work exists but does
         # not pass: a person must look, so the Job is blocked, not exhausted.
         spent = ("blocked", f"its checks failed on every attempt: {reason}") if failed else None
-        args = (lv.run_id, f.outcome.value, f.ended_by.value, reason, f.exit_code)
+        outcome = f.outcome.value
+        broken = self._broken_workspace(lv)
+        if broken and outcome == "succeeded":
+            outcome, reason = "failed", broken      # a Run that could not commit never succeeds
+        args = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code)
         try:
             new_state = self.store.finish_run(*args, spent=spent)
+            if broken and new_state in ("pending", "exhausted", "review"):
+                self.store.set_job(lv.job_id, state="blocked", reason=broken)
+                new_state = "blocked"
         except sqlite3.OperationalError as e:
             # A full disk: the Run is over all the same. Keep its record and
             # write it when there is room (or the next start records it
@@ -525,7 +532,10 @@ class Engine(Verbs):
                                   base=job["base"])
             settings = self._base_settings(project, ws.base)
         except (workspace.WorkspaceError, projectmod.ProjectError, ValueError, OSError) as e:
-            self.store.set_job(job_id, state="blocked", reason=f"setup failed: {e}")
+            broken = workspace.reach_problem(project, Path(job["worktree"])) \
+                if job["worktree"] else workspace.project_problem(project)
+            self.store.set_job(job_id, state="blocked", reason=guards.broken_reason(
+                job_id, job["branch"], broken) if broken else f"setup failed: {e}")
             log.warning("job %s blocked: %s", job_id, e)
             return None
         self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
@@ -574,6 +584,19 @@ class Engine(Verbs):
         if not base:
             return self.project_settings(str(project))
         return projectmod.load(project, base)
+
+    def _broken_workspace(self, lv: Live) -> str | None:
+        """Why the Run's worktree can no longer reach its repository (files only), with
+        what the person can do; None when it can."""
+        if lv.worktree is None:
+            return None
+        problem = workspace.reach_problem(Path(lv.project), lv.worktree)
+        if problem is None and not (lv.worktree / ".git").exists():
+            problem = f"the worktree {lv.worktree} lost its .git during the Run"
+        if problem is None:
+            return None
+        job = self.store.job(lv.job_id) or {}
+        return guards.broken_reason(lv.job_id, job.get("branch"), problem)
 
     def _outside_after(self, lv: Live) -> None:
         """Compare the project's refs, config and hooks with the Run's start,
