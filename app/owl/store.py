@@ -100,13 +100,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN base_branch TEXT;
     """,
+    # 5: what a Run changed outside its branch (refs, git config, hooks), as the
+    # JSON list owl.outside.changes() makes; NULL: not compared
+    """
+    ALTER TABLE runs ADD COLUMN outside TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
              "worktree, base, reason, created_at, updated_at, base_branch")
 _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
-             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at")
+             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at, outside")
 
 
 def title_of(prompt: str, width: int = 60) -> str:
@@ -255,6 +260,12 @@ class Store:
             for job in out:
                 job["position"] = positions.get(job["id"])
         return out
+
+    def branches(self, project: str) -> set[str]:
+        """Every branch a Job of `project` has had (Owl's own, not the person's)."""
+        rows = self.db.execute("SELECT branch FROM jobs WHERE project=? AND branch IS NOT NULL",
+                               (project,)).fetchall()
+        return {r[0] for r in rows}
 
     def positions(self) -> dict[int, int]:
         rows = self.db.execute(
@@ -488,4 +499,16 @@ def _run(row: sqlite3.Row) -> dict[str, Any]:
     run = dict(row)
     run["pids"] = json.loads(run["pids"] or "[]")
     run["untouchable"] = json.loads(run.get("untouchable") or "[]")
+    run["outside"] = _json_list(run.get("outside"))
     return run
+
+
+def _json_list(text: str | None) -> list[Any] | None:
+    """A stored JSON list; None when never written, [] when unreadable."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from owl import checks as checksmod
 from owl import config as configmod
-from owl import lifecycle, project as projectmod, shifts, workspace
+from owl import guards, lifecycle, project as projectmod, shifts, workspace
 from owl.errors import Refused
 
 log = logging.getLogger("owl.engine")
@@ -132,20 +132,15 @@ class Verbs:
         live = [lv for lv in self.live.values() if lv.job_id == job_id]
         if live and not force:
             raise Refused(f"job {job_id} has a Run going (use --force to end it and drop the job)")
-        project = Path(job["project"])
-        if job["worktree"] and not force and workspace.is_dirty(Path(job["worktree"])):
-            raise Refused(f"job {job_id}'s worktree {job['worktree']} has uncommitted changes "
-                          "(use --force to discard them)")
+        refusal = guards.drop_refusal(job, force)
+        if refusal:
+            raise Refused(refusal)
         for lv in live:
             self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
         self.store.set_job(job_id, state="cancelled")
-        try:
-            workspace.remove(project, Path(job["worktree"]) if job["worktree"] else None, force=True)
-            if job["branch"]:
-                workspace.delete_branch(project, job["branch"])
-        except (workspace.WorkspaceError, OSError) as e:
-            log.warning("job %s dropped, but its workspace stays: %s", job_id, e)
-        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped"}
+        said = guards.drop_workspace(job)
+        log.info("job %s dropped%s", job_id, said)
+        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped{said}"}
 
     def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False) -> dict:
         """Keep a Job's work: with `merge`, bring its branch into its base branch first
@@ -155,15 +150,19 @@ class Verbs:
         job = self._job_or_refuse(job_id)
         if job["state"] != "review":
             raise Refused(f"job {job_id} is {job['state']}, not in review")
+        refusal = guards.accept_refusal(job)
+        if refusal:
+            raise Refused(refusal)
         project = Path(job["project"])
         worktree = Path(job["worktree"]) if job["worktree"] else None
-        if worktree is not None and workspace.is_dirty(worktree):
-            raise Refused(f"job {job_id}'s worktree {worktree} has uncommitted changes: commit "
-                          "them there, or drop them, first")
         merged = mergemod.merge(project, job)[1] if merge else None
         if delete_branch:
             mergemod.require_merged(project, job)     # refuses before anything changes
-        workspace.remove(project, worktree)
+        try:
+            workspace.remove(project, worktree)
+        except (workspace.WorkspaceError, OSError) as e:
+            raise Refused(f"cannot accept job {job_id}: its worktree could not be removed "
+                          f"({e})") from None
         self.store.set_job(job_id, state="done", worktree=None)
         if delete_branch:
             mergemod.delete_merged_branch(project, job)
@@ -216,8 +215,8 @@ class Verbs:
             raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
         self._projects.pop(job["project"], None)
         try:
-            settings = self.project_settings(job["project"])
-        except projectmod.ProjectError as e:
+            settings = self._base_settings(Path(job["project"]), job["base"])
+        except (projectmod.ProjectError, workspace.WorkspaceError) as e:
             raise Refused(str(e)) from None
         if not settings.checks:
             raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "

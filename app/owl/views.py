@@ -65,7 +65,8 @@ def status(e: "Engine") -> dict:
                        "ended_by": run["ended_by"], "reason": run["reason"],
                        "ended_at": iso(run["ended_at"]), "log": run["log"],
                        "untouchable": _still_there(run.get("untouchable")),
-                       "message": _run_message(e.store, run)})
+                       "message": _run_message(e.store, run),
+                       "outside": outside_lines(run.get("outside"))})
     review = [{"id": j["id"], "title": j["title"], "branch": j["branch"],
                "worktree": j["worktree"], "base_branch": j.get("base_branch")}
               for j in e.store.jobs(("review",))]
@@ -144,7 +145,8 @@ def job_view(store: Store, job: dict) -> dict:
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
              "ended_at": iso(r["ended_at"]), "log": r["log"],
-             "untouchable": r.get("untouchable") or []} for r in store.runs(job["id"])]
+             "untouchable": r.get("untouchable") or [], "outside": r.get("outside"),
+             "outside_text": outside_lines(r.get("outside"))} for r in store.runs(job["id"])]
     view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
                                 "attempts", "prompt", "project", "agent", "base", "reason", "title")}
     view["created_at"] = iso(job["created_at"])
@@ -183,6 +185,13 @@ def _last_message(runs: list[dict]) -> str | None:
         if said:
             return said
     return None
+
+
+def outside_lines(found: list | None) -> list[str]:
+    """What a Run changed outside its branch, one line each (`moved main from … to …`)."""
+    from owl.outside import describe
+
+    return [describe(c) for c in found or [] if isinstance(c, dict)]
 
 
 def _run_message(store: Store, run: dict) -> str | None:

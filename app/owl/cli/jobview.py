@@ -39,6 +39,8 @@ def show_job(job: dict) -> None:
               f"[{r['started_at']} → {r['ended_at'] or 'now'}]")
         for c in r.get("checks") or []:
             print("    " + check_line(c))
+        for line in r.get("outside_text") or []:
+            print(f"    outside its branch, the agent {line}")
     if job.get("verification"):
         print(f"  verified: {job['verification']}")
     again = job.get("verify")

@@ -7,7 +7,9 @@ without a display:
   (the spell ends when the machine is idle again), with the time it has left;
 - a Run killed (ended by SIGKILL) is announced once;
 - a Job reaching review is announced once;
-- a Run with a process Owl may not signal (it became root) is announced once.
+- a Run with a process Owl may not signal (it became root) is announced once;
+- a Run that changed things outside its branch (moved `main`, planted a
+  hook, set a git config) is announced once, whenever the tray started.
 
 What was already there when the tray started is not news and is not shown.
 """
@@ -26,6 +28,7 @@ class Notices:
         self._killed_said: set[int] = set()
         self._review_said: set[int] = set()
         self._untouchable_said: set[int] = set()
+        self._outside_said: set[int] = set()
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """(title, message) pairs to show for this status document."""
@@ -64,7 +67,7 @@ class Notices:
             # Run frozen right now (its countdown is running).
             self._primed = True
             out = [n for n in out if n[0].endswith(" frozen")] + said
-        return out
+        return out + self._outside(status)
 
     def _untouchable(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """One notice per Run that has processes Owl may not signal."""
@@ -82,4 +85,18 @@ class Notices:
             out.append((f"Job {jid} left a process Owl may not stop",
                         f"pid {first.get('pid')} ({short(first.get('command'), 40)}){more}: "
                         f"{first.get('why')}"))
+        return out
+
+    def _outside(self, status: dict[str, Any]) -> list[tuple[str, str]]:
+        """A Run that reached past its branch: said even if it was there before
+        the tray started, since nothing else tells the person."""
+        out = []
+        for entry in status.get("recent") or []:
+            rid, lines = entry.get("run_id"), entry.get("outside") or []
+            if not lines or rid in self._outside_said:
+                continue
+            self._outside_said.add(rid)
+            more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
+            out.append((f"Job {entry.get('job_id')} changed things outside its branch",
+                        "the agent " + "; ".join(lines[:2]) + more))
         return out
