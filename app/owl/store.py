@@ -110,8 +110,11 @@ _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outco
 
 
 def title_of(prompt: str, width: int = 60) -> str:
-    """A Job's prompt cut to one line, for lists and the tray."""
-    line = " ".join(prompt.split())
+    """A Job's prompt cut to one line, for lists and the tray, with nothing in it
+    that would act on a terminal or a menu."""
+    from owl import textsafe
+
+    line = textsafe.line(" ".join(prompt.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

@@ -97,3 +97,15 @@ def lines(data: bytes | bytearray | memoryview | str | None) -> list[str]:
     if data is None:
         return []
     return [line(part) for part in decode(data).split("\n")]
+
+
+def tree(obj: object) -> object:
+    """`obj` (a view: dicts, lists, strings, numbers) with every string in it
+    made safe as a `line`, for a verb that prints a view as text."""
+    if isinstance(obj, str):
+        return line(obj)
+    if isinstance(obj, dict):
+        return {k: tree(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [tree(v) for v in obj]
+    return obj

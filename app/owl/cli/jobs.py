@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from owl import textsafe
 from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, json_flag, local_store, print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
@@ -122,7 +123,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     elif not jobs:
         print("no jobs")
     else:
-        for j in jobs:
+        for j in map(textsafe.tree, jobs):
             pos = f"#{j['position']}" if j["position"] else "  "
             extra = f"  ({j['reason']})" if j.get("reason") else ""
             print(f"{j['id']:>5}  {pos:>5}  {j['state']:<10} {j['title']}{extra}")
@@ -144,7 +145,7 @@ def cmd_show(a: argparse.Namespace) -> int:
     for n, job in enumerate(jobs):
         if n:
             print()
-        show_job(job)
+        show_job(textsafe.tree(job))
     return EXIT_OK
 
 
@@ -172,7 +173,7 @@ def _each(verb_name: str, extra=lambda a: {}):
                 if len(a.ids) == 1:
                     raise
                 failed = e      # the others are still done; each says what happened
-                print(f"owl: {e}", file=sys.stderr)
+                print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
                 continue
             outs.append(out)
             if not a.json:
@@ -206,5 +207,5 @@ def _said(out: dict, as_json: bool) -> None:
     if as_json:
         print_json(out)
     else:
-        print(out.get("message") or f"job {out['id']} is {out['state']}"
+        print(textsafe.block(out.get("message")) or f"job {out['id']} is {out['state']}"
               + (f" at position {out['position']}" if out.get("position") else ""))

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from owl import textsafe
 from owl.cli.common import EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, print_json, verb
 from owl.errors import NoDaemon, StoreError
 from owl.timefmt import countdown, duration
@@ -25,7 +26,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     if a.json:
         print_json(st)
         return EXIT_OK
-    print(_status_text(st))
+    print(_status_text(textsafe.tree(st)))
     return EXIT_OK
 
 
@@ -53,7 +54,7 @@ def _status_offline(a: argparse.Namespace) -> int:
             parts.append("paused")
         print("no daemon is running · " + " · ".join(parts))
         if head:
-            print(f"next     job {head[0]['id']} {head[0]['title']!r}")
+            print(f"next     job {head[0]['id']} {textsafe.line(head[0]['title'])!r}")
         if open_runs:
             print(f"runs     {open_runs} Run{'s' if open_runs != 1 else ''} were live when the "
                   "daemon stopped; the next start records them interrupted")

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
+from owl import textsafe
 from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.menu import Action, Item, build_menu, counting_down
@@ -301,14 +302,17 @@ class TrayApp:
         return status
 
     def _set_tooltip(self, text: str) -> None:
+        text = textsafe.block(text)
         self.icon.title = text
         status_icon = getattr(self.icon, "_status_icon", None)
         if status_icon is not None:  # gtk: title is not the hover text
             status_icon.set_tooltip_text(text)
 
     def _notify(self, title: str, message: str) -> None:
+        # Bodies carry agent text (titles, reasons); a notification server may
+        # read markup or act on controls, so both go through textsafe.
         try:
-            self.icon.notify(message, title)
+            self.icon.notify(textsafe.block(message), textsafe.line(title))
         except Exception as e:  # no notification daemon: the menu still says it
             log.info("notification not shown: %s", e)
 
