@@ -9,6 +9,7 @@ the bytes exactly as written, for a pipe or a person who asks for them.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -60,9 +61,13 @@ def show(paths: Paths, run_id: int, *, follow: bool = False, raw: bool = False,
 
     try:
         store = Store(paths.db, readonly=True)
+        run = store.run(run_id)
     except StoreError as e:
         raise Refused(str(e)) from None
-    run = store.run(run_id)
+    except sqlite3.DatabaseError as e:
+        from owl import dbrepair
+
+        raise Refused(dbrepair.damaged(paths.db, str(e))) from None
     if run is None:
         raise Refused(f"no run {run_id}")
     job = store.job(run["job_id"])

@@ -82,3 +82,20 @@ def local_store():
     from owl.store import Store
 
     return Store(paths().db, readonly=True)
+
+
+def offline(read: Any) -> Any:
+    """`read()`, a read of the database with no daemon: a damaged or emptied
+    file is refused in one line that names it and the fix (`owl db recover`),
+    never a traceback, and never shown as an empty queue."""
+    import sqlite3
+
+    from owl import dbrepair
+    from owl.errors import DamagedStore, Refused
+
+    try:
+        return read()
+    except DamagedStore as e:
+        raise Refused(str(e)) from None
+    except sqlite3.DatabaseError as e:
+        raise Refused(dbrepair.damaged(paths().db, str(e))) from None

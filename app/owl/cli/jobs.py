@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from owl import textsafe
-from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, json_flag, local_store, print_json, verb)
+from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, json_flag, local_store, offline,
+                            print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
 ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff")
@@ -115,7 +116,7 @@ def cmd_list(a: argparse.Namespace) -> int:
         try:
             from owl.daemon import _jobs_list
 
-            jobs = _jobs_list(local_store(), a.all)
+            jobs = offline(lambda: _jobs_list(local_store(), a.all))
         except StoreError:
             jobs = []
     if a.json:
@@ -153,13 +154,13 @@ def _offline_job(job_id: int) -> dict:
     from owl.views import job_view
 
     try:
-        store = local_store()
+        store = offline(local_store)
     except StoreError as e:
         raise Refused(str(e)) from None
-    row = store.job(job_id)
+    row = offline(lambda: store.job(job_id))
     if row is None:
         raise Refused(f"no job {job_id}") from None
-    return job_view(store, row)
+    return offline(lambda: job_view(store, row))
 
 
 def _each(verb_name: str, extra=lambda a: {}):

@@ -7,8 +7,9 @@ import sys
 from typing import Any
 
 from owl import textsafe
-from owl.cli.common import EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, print_json, verb
-from owl.errors import NoDaemon, StoreError
+from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, offline,
+                            print_json, verb)
+from owl.errors import NoDaemon, Refused, StoreError
 from owl.timefmt import countdown, duration
 
 
@@ -34,11 +35,15 @@ def _status_offline(a: argparse.Namespace) -> int:
     """No daemon: say what the database holds (read-only), then exit 3."""
     problem = None
     try:
-        store = local_store()
-        counts = store.counts()
-        paused = bool(store.setting("paused", False))
-        open_runs = len(store.open_runs())
-        head = store.jobs(("pending", "active"), limit=1)
+        store = offline(local_store)
+        counts, paused, open_runs, head = offline(lambda: (
+            store.counts(), bool(store.setting("paused", False)), len(store.open_runs()),
+            store.jobs(("pending", "active"), limit=1)))
+    except Refused as e:      # damaged: that one line is all the database can say
+        print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
+        if a.json:
+            print_json({"error": str(e), "exit": EXIT_NO_DAEMON})
+        return EXIT_NO_DAEMON
     except StoreError as e:
         counts, paused, open_runs, head = {}, False, 0, []
         problem = str(e)
