@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from owl import textsafe
-from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, json_flag, local_store, offline,
-                            print_json, verb)
+from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, id_number, json_flag, local_store,
+                            offline, print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
 ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff")
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
                    "(default: the current directory)")
     s.add_argument("--agent", metavar="NAME", help="an agent from the config (default: "
                    "agent.default)")
-    s.add_argument("--attempts", type=int, metavar="N", help="how many failed Runs before the "
+    s.add_argument("--attempts", type=id_number, metavar="N", help="how many failed Runs before the "
                    "Job is exhausted (default: jobs.attempts)")
     _no_start(s)
     json_flag(s, "print the new Job as `owl jobs show --json` gives it")
@@ -61,13 +61,13 @@ def register(sub: Any) -> None:
     s = verb(acts, "extend", help="give an exhausted or blocked Job more attempts, in the "
              "place it kept")
     _ids(s)
-    s.add_argument("--attempts", type=int, default=None, metavar="N",
+    s.add_argument("--attempts", type=id_number, default=None, metavar="N",
                    help="how many more attempts (default 1)")
     json_flag(s)
     s.set_defaults(fn=_each("jobs.extend", lambda a: {"attempts": a.attempts}))
     s = verb(acts, "move", help="put a Job at another place in the queue")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
-    s.add_argument("position", type=int, metavar="POS", help="its new place (1 is the head)")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
+    s.add_argument("position", type=id_number, metavar="POS", help="its new place (1 is the head)")
     json_flag(s)
     s.set_defaults(fn=cmd_move)
     s = verb(acts, "verify", help="run a Job's checks again on its branch")
@@ -75,18 +75,18 @@ def register(sub: Any) -> None:
     json_flag(s)
     s.set_defaults(fn=_each("jobs.verify"))
     s = verb(acts, "review", help="write a Job's review page and open it in the browser")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.add_argument("--no-open", action="store_true",
                    help="only write the page and print its path")
     s.set_defaults(fn=cmd_review)
     s = verb(acts, "diff", help="a Job's branch against its base (paged and coloured on a "
              "terminal)")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.set_defaults(fn=cmd_diff)
 
 
 def _ids(s: argparse.ArgumentParser) -> None:
-    s.add_argument("ids", type=int, nargs="+", metavar="ID", help="a Job's id (several may be "
+    s.add_argument("ids", type=id_number, nargs="+", metavar="ID", help="a Job's id (several may be "
                    "given; `owl jobs` lists them)")
 
 

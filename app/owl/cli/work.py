@@ -102,10 +102,13 @@ def simple(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_shift_start(a: argparse.Namespace) -> int:
+    from owl.bounds import MAX_SHIFT_S
     from owl.config import parse_duration
 
     try:
         length = parse_duration(a.length)
+        if length > MAX_SHIFT_S:
+            raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
     except ValueError as e:
         print(f"owl: --for: {e}", file=sys.stderr)
         return EXIT_USAGE
