@@ -24,8 +24,10 @@ import time
 import uuid
 from typing import Any
 
+from owl import bounds
 from owl import config as configmod
 from owl import tree, watchdog
+from owl.control import args as control_args
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
 from owl.paths import Paths, get_paths
@@ -184,39 +186,42 @@ class Daemon:
         """Every verb the socket and the tray may ask; runs on the engine thread."""
         e = self.engine
         assert e is not None
+        A = control_args       # each argument checked for its kind and bounds
         if verb in ("jobs.review", "review"):
             # Reads the database and git only, on the caller's thread: a large
             # branch's diff must not hold up the supervisor.
             from owl.review import write_page
 
             key = "id" if "id" in args else "job_id"
-            return {"path": str(write_page(self.paths, _int(args, key)))}
+            return {"path": str(write_page(self.paths, A.ident(args, key)))}
         table = {
             "status": lambda: e.status(),
-            "add": lambda: e.add_job(_str(args, "prompt"), _str(args, "project"),
-                                     args.get("agent"), args.get("attempts")),
-            "jobs.list": lambda: _jobs_list(e.store, bool(args.get("all"))),
-            "jobs.show": lambda: e.job_view(_int(args, "id")),
-            "jobs.drop": lambda: e.drop(_int(args, "id"), bool(args.get("force"))),
-            "drop": lambda: e.drop(_int(args, "job_id"), bool(args.get("force"))),
-            "accept": lambda: e.accept(_int(args, "job_id"), bool(args.get("merge")), False),
-            "verify": lambda: _verify(e, _int(args, "job_id")),
-            "jobs.accept": lambda: e.accept(_int(args, "id"), bool(args.get("merge")),
-                                            bool(args.get("delete_branch"))),
-            "jobs.extend": lambda: e.extend(_int(args, "id"), args.get("attempts")),
-            "jobs.move": lambda: e.move(_int(args, "id"), _int(args, "position")),
-            "jobs.verify": lambda: _verify(e, _int(args, "id")),
+            "add": lambda: e.add_job(A.text(args, "prompt"), A.text(args, "project"),
+                                     A.optional_text(args, "agent"), A.attempts(args)),
+            "jobs.list": lambda: _jobs_list(e.store, A.flag(args, "all")),
+            "jobs.show": lambda: e.job_view(A.ident(args, "id")),
+            "jobs.drop": lambda: e.drop(A.ident(args, "id"), A.flag(args, "force")),
+            "drop": lambda: e.drop(A.ident(args, "job_id"), A.flag(args, "force")),
+            "accept": lambda: e.accept(A.ident(args, "job_id"), A.flag(args, "merge"), False),
+            "verify": lambda: _verify(e, A.ident(args, "job_id")),
+            "jobs.accept": lambda: e.accept(A.ident(args, "id"), A.flag(args, "merge"),
+                                            A.flag(args, "delete_branch")),
+            "jobs.extend": lambda: e.extend(A.ident(args, "id"), A.attempts(args)),
+            "jobs.move": lambda: e.move(A.ident(args, "id"), A.ident(args, "position")),
+            "jobs.verify": lambda: _verify(e, A.ident(args, "id")),
             "start": lambda: e.start_now(),
             "pause": lambda: e.pause(),
             "resume": lambda: e.resume(),
-            "stop": lambda: e.stop_runs(bool(args.get("force"))),
-            "machine": lambda: e.machine_event(_str(args, "event")),
-            "shift.start": lambda: e.shift_start(_seconds(args, "for_s", 3600.0),
-                                                 bool(args.get("until_empty")),
-                                                 bool(args.get("require_power")),
-                                                 bool(args.get("replace"))),
-            "shift_start": lambda: e.shift_start(_seconds(args, "for_s", 3600.0), False, False,
-                                                 False),
+            "stop": lambda: e.stop_runs(A.flag(args, "force")),
+            "machine": lambda: e.machine_event(A.text(args, "event")),
+            "shift.start": lambda: e.shift_start(A.seconds(args, "for_s", 3600.0,
+                                                           bounds.MAX_SHIFT_S),
+                                                 A.flag(args, "until_empty"),
+                                                 A.flag(args, "require_power"),
+                                                 A.flag(args, "replace")),
+            "shift_start": lambda: e.shift_start(A.seconds(args, "for_s", 3600.0,
+                                                           bounds.MAX_SHIFT_S),
+                                                 False, False, False),
             "shift.stop": lambda: e.shift_stop(),
             "shift.status": lambda: e.shift_view(),
             "ping": lambda: {"pid": os.getpid()},
@@ -272,27 +277,6 @@ def _alive(pid: str) -> bool:
         return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
     except (ValueError, psutil.Error):
         return False
-
-
-def _str(args: dict[str, Any], key: str) -> str:
-    v = args.get(key)
-    if not isinstance(v, str):
-        raise Refused(f"{key} must be a string")
-    return v
-
-
-def _int(args: dict[str, Any], key: str) -> int:
-    v = args.get(key)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise Refused(f"{key} must be a whole number, not {v!r}")
-    return v
-
-
-def _seconds(args: dict[str, Any], key: str, default: float) -> float:
-    v = args.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-        raise Refused(f"{key} must be a number of seconds")
-    return float(v)
 
 
 def _jobs_list(store: Store, everything: bool) -> list[dict]:

@@ -759,6 +759,11 @@ class Engine(Verbs):
 
     def _load_shift(self) -> None:
         sh = shifts.Shift.from_dict(self.store.setting("shift"))
+        if sh is not None and not sh.plausible(time.time()):
+            log.warning("the stored Shift (ending %s) is beyond any Shift's bounds; dropped",
+                        sh.ends_at)
+            sh = None
+            self.store.set_setting("shift", None)
         if sh is not None and sh.over(time.time(), False):
             log.info("the stored Shift ended while the daemon was down")
             sh = None

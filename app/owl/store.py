@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from owl.errors import StoreError
+from owl.errors import DamagedStore, StoreError
 
 JOB_STATES = ("pending", "active", "blocked", "review", "done", "cancelled", "exhausted")
 QUEUED = ("pending", "active")
@@ -115,8 +115,11 @@ _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outco
 
 
 def title_of(prompt: str, width: int = 60) -> str:
-    """A Job's prompt cut to one line, for lists and the tray."""
-    line = " ".join(prompt.split())
+    """A Job's prompt cut to one line, for lists and the tray, with nothing in it
+    that would act on a terminal or a menu."""
+    from owl import textsafe
+
+    line = textsafe.line(" ".join(prompt.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -131,6 +134,12 @@ class Store:
     # ---------------------------------------------------------------- open
 
     def _connect(self) -> sqlite3.Connection:
+        from owl import dbrepair
+
+        if self.path.exists() and self.path.stat().st_size == 0:
+            # Owl writes the header the moment it makes the file: an empty one
+            # was truncated, and is not an empty queue.
+            raise DamagedStore(dbrepair.empty(self.path))
         if self.readonly:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no database yet (nothing has been queued)")
@@ -151,10 +160,10 @@ class Store:
                 raise StoreError(
                     f"{self.path}: written by a newer Owl (schema {version}, this one knows "
                     f"{SCHEMA_VERSION}); left untouched")
+            ok = db.execute("PRAGMA quick_check").fetchone()[0]
+            if ok != "ok":
+                raise DamagedStore(dbrepair.damaged(self.path, ok))
             if not self.readonly:
-                ok = db.execute("PRAGMA quick_check").fetchone()[0]
-                if ok != "ok":
-                    raise StoreError(f"{self.path}: the database is damaged ({ok}); left untouched")
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
@@ -164,7 +173,10 @@ class Store:
                 raise StoreError(f"{self.path}: from an older Owl; start the daemon once to upgrade it")
         except sqlite3.DatabaseError as e:
             db.close()
-            raise StoreError(f"{self.path}: not a usable Owl database ({e}); left untouched") from None
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise StoreError(f"{self.path}: busy ({e})") from None
+            raise DamagedStore(f"{self.path}: not a usable Owl database ({e}); left untouched"
+                               f" — {dbrepair.RECOVER_HINT}") from None
         except StoreError:
             db.close()
             raise

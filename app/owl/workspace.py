@@ -161,7 +161,8 @@ def delete_branch(project: Path, branch: str) -> None:
 
 def commits_since(repo: Path, base: str, branch: str, limit: int = 50) -> list[str]:
     out = git(repo, "log", "--oneline", f"-{limit}", f"{base}..{branch}", check=False).stdout
-    return [line for line in out.splitlines() if line.strip()]
+    # Split on newlines only: a subject may carry a `\r` and stays one commit.
+    return [line for line in out.split("\n") if line.strip()]
 
 
 def diff_stat(repo: Path, base: str, branch: str) -> str:

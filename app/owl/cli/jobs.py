@@ -7,7 +7,9 @@ import os
 import sys
 from typing import Any
 
-from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, json_flag, local_store, print_json, verb)
+from owl import textsafe
+from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, id_number, json_flag, local_store,
+                            offline, print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
 ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff")
@@ -24,7 +26,7 @@ def register(sub: Any) -> None:
                    "(default: the current directory)")
     s.add_argument("--agent", metavar="NAME", help="an agent from the config (default: "
                    "agent.default)")
-    s.add_argument("--attempts", type=int, metavar="N", help="how many failed Runs before the "
+    s.add_argument("--attempts", type=id_number, metavar="N", help="how many failed Runs before the "
                    "Job is exhausted (default: jobs.attempts)")
     _no_start(s)
     json_flag(s, "print the new Job as `owl jobs show --json` gives it")
@@ -59,13 +61,13 @@ def register(sub: Any) -> None:
     s = verb(acts, "extend", help="give an exhausted or blocked Job more attempts, in the "
              "place it kept")
     _ids(s)
-    s.add_argument("--attempts", type=int, default=None, metavar="N",
+    s.add_argument("--attempts", type=id_number, default=None, metavar="N",
                    help="how many more attempts (default 1)")
     json_flag(s)
     s.set_defaults(fn=_each("jobs.extend", lambda a: {"attempts": a.attempts}))
     s = verb(acts, "move", help="put a Job at another place in the queue")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
-    s.add_argument("position", type=int, metavar="POS", help="its new place (1 is the head)")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
+    s.add_argument("position", type=id_number, metavar="POS", help="its new place (1 is the head)")
     json_flag(s)
     s.set_defaults(fn=cmd_move)
     s = verb(acts, "verify", help="run a Job's checks again on its branch")
@@ -73,18 +75,18 @@ def register(sub: Any) -> None:
     json_flag(s)
     s.set_defaults(fn=_each("jobs.verify"))
     s = verb(acts, "review", help="write a Job's review page and open it in the browser")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.add_argument("--no-open", action="store_true",
                    help="only write the page and print its path")
     s.set_defaults(fn=cmd_review)
     s = verb(acts, "diff", help="a Job's branch against its base (paged and coloured on a "
              "terminal)")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.set_defaults(fn=cmd_diff)
 
 
 def _ids(s: argparse.ArgumentParser) -> None:
-    s.add_argument("ids", type=int, nargs="+", metavar="ID", help="a Job's id (several may be "
+    s.add_argument("ids", type=id_number, nargs="+", metavar="ID", help="a Job's id (several may be "
                    "given; `owl jobs` lists them)")
 
 
@@ -114,7 +116,7 @@ def cmd_list(a: argparse.Namespace) -> int:
         try:
             from owl.daemon import _jobs_list
 
-            jobs = _jobs_list(local_store(), a.all)
+            jobs = offline(lambda: _jobs_list(local_store(), a.all))
         except StoreError:
             jobs = []
     if a.json:
@@ -122,7 +124,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     elif not jobs:
         print("no jobs")
     else:
-        for j in jobs:
+        for j in map(textsafe.tree, jobs):
             pos = f"#{j['position']}" if j["position"] else "  "
             extra = f"  ({j['reason']})" if j.get("reason") else ""
             print(f"{j['id']:>5}  {pos:>5}  {j['state']:<10} {j['title']}{extra}")
@@ -144,7 +146,7 @@ def cmd_show(a: argparse.Namespace) -> int:
     for n, job in enumerate(jobs):
         if n:
             print()
-        show_job(job)
+        show_job(textsafe.tree(job))
     return EXIT_OK
 
 
@@ -152,13 +154,13 @@ def _offline_job(job_id: int) -> dict:
     from owl.views import job_view
 
     try:
-        store = local_store()
+        store = offline(local_store)
     except StoreError as e:
         raise Refused(str(e)) from None
-    row = store.job(job_id)
+    row = offline(lambda: store.job(job_id))
     if row is None:
         raise Refused(f"no job {job_id}") from None
-    return job_view(store, row)
+    return offline(lambda: job_view(store, row))
 
 
 def _each(verb_name: str, extra=lambda a: {}):
@@ -172,7 +174,7 @@ def _each(verb_name: str, extra=lambda a: {}):
                 if len(a.ids) == 1:
                     raise
                 failed = e      # the others are still done; each says what happened
-                print(f"owl: {e}", file=sys.stderr)
+                print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
                 continue
             outs.append(out)
             if not a.json:
@@ -206,5 +208,5 @@ def _said(out: dict, as_json: bool) -> None:
     if as_json:
         print_json(out)
     else:
-        print(out.get("message") or f"job {out['id']} is {out['state']}"
+        print(textsafe.block(out.get("message")) or f"job {out['id']} is {out['state']}"
               + (f" at position {out['position']}" if out.get("position") else ""))

@@ -6,13 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from owl.cli.common import EXIT_OK, json_flag, paths, print_json, verb
+from owl.cli.common import EXIT_OK, id_number, json_flag, paths, print_json, verb
 from owl.errors import Refused
 
 
 def register(sub: Any) -> None:
     s = verb(sub, "logs", help="print a Run's log (claude's stream-json as readable lines)")
-    s.add_argument("run", type=int, metavar="RUN", help="the Run's id (see `owl jobs show ID`)")
+    s.add_argument("run", type=id_number, metavar="RUN", help="the Run's id (see `owl jobs show ID`)")
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the Run ends")
     s.add_argument("--raw", action="store_true", help="print the log as written")
     json_flag(s, "one JSON object a line: {\"run\": ID, \"line\": TEXT}")

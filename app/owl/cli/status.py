@@ -6,8 +6,10 @@ import argparse
 import sys
 from typing import Any
 
-from owl.cli.common import EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, print_json, verb
-from owl.errors import NoDaemon, StoreError
+from owl import textsafe
+from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, offline,
+                            print_json, verb)
+from owl.errors import NoDaemon, Refused, StoreError
 from owl.timefmt import countdown, duration
 
 
@@ -25,7 +27,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     if a.json:
         print_json(st)
         return EXIT_OK
-    print(_status_text(st))
+    print(_status_text(textsafe.tree(st)))
     return EXIT_OK
 
 
@@ -33,11 +35,15 @@ def _status_offline(a: argparse.Namespace) -> int:
     """No daemon: say what the database holds (read-only), then exit 3."""
     problem = None
     try:
-        store = local_store()
-        counts = store.counts()
-        paused = bool(store.setting("paused", False))
-        open_runs = len(store.open_runs())
-        head = store.jobs(("pending", "active"), limit=1)
+        store = offline(local_store)
+        counts, paused, open_runs, head = offline(lambda: (
+            store.counts(), bool(store.setting("paused", False)), len(store.open_runs()),
+            store.jobs(("pending", "active"), limit=1)))
+    except Refused as e:      # damaged: that one line is all the database can say
+        print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
+        if a.json:
+            print_json({"error": str(e), "exit": EXIT_NO_DAEMON})
+        return EXIT_NO_DAEMON
     except StoreError as e:
         counts, paused, open_runs, head = {}, False, 0, []
         problem = str(e)
@@ -53,7 +59,7 @@ def _status_offline(a: argparse.Namespace) -> int:
             parts.append("paused")
         print("no daemon is running · " + " · ".join(parts))
         if head:
-            print(f"next     job {head[0]['id']} {head[0]['title']!r}")
+            print(f"next     job {head[0]['id']} {textsafe.line(head[0]['title'])!r}")
         if open_runs:
             print(f"runs     {open_runs} Run{'s' if open_runs != 1 else ''} were live when the "
                   "daemon stopped; the next start records them interrupted")

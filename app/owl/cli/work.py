@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any, Callable
 
+from owl import textsafe
 from owl.cli.common import EXIT_OK, EXIT_USAGE, ask, json_flag, print_json, verb
 from owl.timefmt import duration
 
@@ -90,7 +91,7 @@ def simple(name: str) -> Callable[[argparse.Namespace], int]:
         if getattr(a, "json", False):
             print_json(out)
         elif isinstance(out, dict) and out.get("message"):
-            print(out["message"])
+            print(textsafe.block(out["message"]))
         elif name == "start" and isinstance(out, dict) and "run_id" in out:
             print(f"run {out['run_id']} of job {out['job_id']} started; input does not "
                   "freeze it")
@@ -101,10 +102,13 @@ def simple(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_shift_start(a: argparse.Namespace) -> int:
+    from owl.bounds import MAX_SHIFT_S
     from owl.config import parse_duration
 
     try:
         length = parse_duration(a.length)
+        if length > MAX_SHIFT_S:
+            raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
     except ValueError as e:
         print(f"owl: --for: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -139,7 +143,7 @@ def _said(out: dict, as_json: bool) -> None:
     if as_json:
         print_json(out)
     else:
-        print(out["message"])
+        print(textsafe.block(out["message"]))
 
 
 def cmd_machine(a: argparse.Namespace) -> int:

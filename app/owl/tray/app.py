@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
+from owl import textsafe
 from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.menu import Action, Item, build_menu, counting_down
@@ -319,12 +320,16 @@ class TrayApp:
         return status
 
     def _set_tooltip(self, text: str) -> None:
+        text = textsafe.block(text)
         self.icon.title = text
         status_icon = getattr(self.icon, "_status_icon", None)
         if status_icon is not None:  # gtk: title is not the hover text
             status_icon.set_tooltip_text(text)
 
     def _notify(self, title: str, message: str) -> None:
+        # Bodies carry agent text (titles, reasons); a notification server may
+        # read markup or act on controls, so both go through textsafe.
+        title, message = textsafe.line(title), textsafe.block(message)
         if self._bundle_notifier is not None and self._bundle_notifier.notify(title, message):
             return
         try:

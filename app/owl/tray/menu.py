@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from owl import textsafe
+
 SHIFT_FOR_S = 3600.0
 RECENT_SHOWN = 3
 TITLE_MAX = 40
@@ -51,6 +53,11 @@ class Item:
     separator: bool = False
     default: bool = False  # shown bold; the heading of the menu
 
+    def __post_init__(self) -> None:
+        # Labels carry agent and repository text (titles, project paths):
+        # one line, with nothing in it that a menu would act on.
+        object.__setattr__(self, "label", textsafe.line(self.label))
+
 
 SEPARATOR = Item("", separator=True, enabled=False)
 
@@ -81,7 +88,8 @@ def span(seconds: float | None) -> str:
 
 
 def short(title: str | None, limit: int = TITLE_MAX) -> str:
-    t = " ".join((title or "").split())
+    """`title` on one line, its control characters made visible, cut to `limit`."""
+    t = textsafe.line(" ".join((title or "").split()))
     return t if len(t) <= limit else t[: limit - 1].rstrip() + "…"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from owl import textsafe
 from owl.tray.menu import clock, short
 
 
@@ -52,7 +53,7 @@ class Notices:
             if entry.get("ended_by") != "sigkill" or rid in self._killed_said:
                 continue
             self._killed_said.add(rid)
-            reason = entry.get("reason") or "it did not end within 5 s of being asked"
+            reason = textsafe.line(entry.get("reason") or "it did not end within 5 s of being asked")
             out.append((f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}"))
         out += self._untouchable(status)
         for job in status.get("review") or []:
@@ -60,7 +61,7 @@ class Notices:
             if jid in self._review_said:
                 continue
             self._review_said.add(jid)
-            out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {job.get('branch')}"))
+            out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}"))
         if not self._primed:
             said = [n for n in out if " left a process" in n[0]]
             # Startup: remember what is there, announce none of it, except a
