@@ -204,9 +204,6 @@ def test_refusals_are_one_line_and_change_nothing(daemon):
         (("add", "--project", plain + "/nope", "do it"), "does not exist"),
         (("add", "--project", project, "--agent", "nobody", "do it"), "nobody"),
         (("add", "--project", project, "--attempts", "0", "do it"), "1 or more"),
-        (("stop",), "no Run is live"),
-        (("resume",), "not paused"),
-        (("shift", "stop"), "no Shift is on"),
     ]
     for args, words in cases:
         refused(daemon.owl(*args), words)
@@ -224,7 +221,8 @@ def test_pause_with_nothing_running_sets_the_hold_and_says_so(daemon):
     assert p.returncode == 0 and "nothing was running" in p.stdout
     assert daemon.status()["paused"] is True
     assert "paused   yes" in daemon.ok("status")
-    refused(daemon.owl("pause"), "already paused")
+    again = daemon.owl("pause")
+    assert again.returncode == 0 and "already paused" in again.stdout, again
     assert daemon.json("resume")["paused"] is False
     assert daemon.status()["paused"] is False
 
@@ -285,7 +283,8 @@ def test_accept_drop_extend_and_the_git_they_leave(tmp_path):
         assert "one" in git(project, "log", "--format=%s", ja["branch"])
         assert not Path(ja["worktree"]).exists() and ja["worktree"] not in worktrees(project)
         assert d.job(a)["state"] == "done" and d.job(a)["worktree"] is None
-        refused(d.owl("jobs", "accept", str(a)), "not in review")
+        again = d.owl("jobs", "accept", str(a))
+        assert again.returncode == 0 and "already accepted" in again.stdout, again
 
         # drop: the branch and the worktree both go
         p = d.owl("jobs", "drop", str(b))
@@ -293,7 +292,8 @@ def test_accept_drop_extend_and_the_git_they_leave(tmp_path):
         assert jb["branch"] not in branches(project)
         assert not Path(jb["worktree"]).exists() and jb["worktree"] not in worktrees(project)
         assert d.job(b)["state"] == "cancelled"
-        refused(d.owl("jobs", "drop", str(b)), "already cancelled")
+        again = d.owl("jobs", "drop", str(b))
+        assert again.returncode == 0 and "already dropped" in again.stdout, again
 
         # extend: an exhausted Job gets attempts and its place back
         jc = d.job(c)
@@ -362,7 +362,7 @@ def test_status_reads_at_a_glance_and_its_json_carries_the_fields(tmp_path):
                 "runs"} <= set(shown)
         assert {"id", "attempt", "outcome", "ended_by", "reason", "exit_code", "started_at",
                 "ended_at"} <= set(shown["runs"][0])
-        out = d.json("stop", "--force")
+        out = d.json("stop")
         assert out["runs"] == [r["id"]]
         wait_for(lambda: d.status()["runs"] == [], what="the Run ended")
         assert d.job(first)["runs"][0]["ended_by"] in ("sigterm", "sigkill")

@@ -98,7 +98,9 @@ def cmd_add(a: argparse.Namespace) -> int:
     if a.prompt == ["-"]:
         prompt = sys.stdin.read()
     project = os.path.abspath(a.project or os.getcwd())
-    job = ask("add", {"prompt": prompt, "project": project, "agent": a.agent,
+    from owl.cli import spawn
+
+    job = spawn.ask_starting(a, "add", {"prompt": prompt, "project": project, "agent": a.agent,
                       "attempts": a.attempts})
     if a.json:
         print_json(job)

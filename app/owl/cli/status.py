@@ -59,7 +59,7 @@ def _status_offline(a: argparse.Namespace) -> int:
                   "daemon stopped; the next start records them interrupted")
         if problem:
             print(f"database {problem}")
-    print("owl: no Owl daemon is running (start it with: owl daemon)", file=sys.stderr)
+    print("owl: no Owl daemon is running (start one with: owl daemon --detach)", file=sys.stderr)
     return EXIT_NO_DAEMON
 
 
