@@ -147,7 +147,7 @@ def test_with_no_daemon_reads_answer_from_the_database_and_the_rest_exit_3(tmp_p
     home, project = tmp_path / "home", make_project(tmp_path / "proj")
     p = run_owl(home, "status")
     assert p.returncode == 3 and "0 jobs queued" in p.stdout
-    assert p.stderr.strip() == "owl: no Owl daemon is running (start it with: owl daemon)"
+    assert p.stderr.strip() == "owl: no Owl daemon is running (start one with: owl daemon --detach)"
     with OwlDaemon(home) as d:
         done = d.add("write=a.txt commit=first exit=0", project)
         d.machine("idle")
@@ -168,7 +168,7 @@ def test_with_no_daemon_reads_answer_from_the_database_and_the_rest_exit_3(tmp_p
                  str(project), "x"), ("jobs", "drop", str(waiting)), ("shift", "status")):
         p = run_owl(home, *verb)
         assert p.returncode == 3, (verb, p.stderr)
-        assert p.stderr.strip() == "owl: no Owl daemon is running (start it with: owl daemon)"
+        assert p.stderr.strip() == "owl: no Owl daemon is running (start one with: owl daemon --detach)"
     listed = json.loads(run_owl(home, "jobs", "list", "--json").stdout)
     assert [(j["id"], j["state"], j["position"]) for j in listed] == \
         [(done, "review", None), (waiting, "pending", 1)]
