@@ -197,7 +197,7 @@ def test_refusals_are_one_line_and_change_nothing(daemon):
         (("jobs", "move", str(first), "2"), "outside the queue (1 to 1)"),
         (("jobs", "move", str(first), "0"), "outside the queue"),
         (("jobs", "accept", str(first)), "not in review"),
-        (("logs", "999"), "no run 999"),
+        (("logs", "999"), "no job 999"), (("logs", "--run", "999"), "no run 999"),
         (("add", "--project", project, ""), "the prompt is empty"),
         (("add", "--project", project, " \n\t "), "the prompt is empty"),
         (("add", "--project", plain, "do it"), "is not a git repository"),
@@ -374,16 +374,18 @@ def test_logs_and_logs_follow_until_the_run_ends(tmp_path):
         job = d.add("tick=0.1 sleep=1.5 exit=0", project)
         d.machine("idle")
         run = d.wait_run(job, "running")
-        follow = subprocess.Popen([*OWL, "logs", str(run["id"]), "-f"], env=d.env,
+        follow = subprocess.Popen([*OWL, "logs", str(job), "-f"], env=d.env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = follow.communicate(timeout=20)
         assert follow.returncode == 0, err
         assert d.job(job)["runs"][0]["ended_at"] is not None   # it waited for the end
         assert "tick 1" in out and "tick 5" in out
-        whole = d.ok("logs", str(run["id"]))
-        assert whole == out
-        lines = [json.loads(x) for x in d.ok("logs", str(run["id"]), "--json").splitlines()]
-        assert [x["line"] for x in lines] == out.splitlines()
+        whole = d.ok("logs", str(job))
+        assert out.splitlines()[0] == f"job {job} · run {run['id']} · attempt 1 · running"
+        assert whole.splitlines()[0] == f"job {job} · run {run['id']} · attempt 1 · succeeded"
+        assert whole.splitlines()[1:] == out.splitlines()[1:]
+        lines = [json.loads(x) for x in d.ok("logs", str(job), "--json").splitlines()]
+        assert [x["line"] for x in lines] == out.splitlines()[1:]       # no header
         assert {x["run"] for x in lines} == {run["id"]}
 
 

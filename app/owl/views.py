@@ -138,6 +138,22 @@ def iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
 
 
+def attempt_numbers(runs: list[dict]) -> list[int | None]:
+    """Each Run's attempt as the person counts them: a Run that cost nothing
+    (interrupted: you came back, you stopped it) is no attempt (None); a failed
+    one is the attempt it spent; a live or succeeded one is the next attempt.
+    So "attempt 2" beside "1 of 3 left" never disagree."""
+    spent, out = 0, []
+    for r in runs:
+        if r.get("outcome") == "interrupted":
+            out.append(None)
+            continue
+        out.append(spent + 1)
+        if r.get("outcome") == "failed":
+            spent += 1
+    return out
+
+
 def job_view(store: Store, job: dict) -> dict:
     """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
@@ -148,7 +164,8 @@ def job_view(store: Store, job: dict) -> dict:
     view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
                                 "attempts", "prompt", "project", "agent", "base", "reason", "title")}
     view["created_at"] = iso(job["created_at"])
-    for r in runs:
+    for r, n in zip(runs, attempt_numbers(runs)):
+        r["attempt"] = n
         r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
     view["runs"] = runs
     view["last_message"] = _last_message(store.runs(job["id"]))

@@ -4,7 +4,7 @@
 --detach` calls `detach()`. The daemon is `python -m owl daemon` with this
 interpreter and this environment (so the same OWL_HOME and OWL_MACHINE), in a
 session of its own so the terminal's hangup does not reach it, its output
-appended to `daemon.log` in Owl's log folder.
+appended to `owl.log` in Owl's log folder (where the daemon logs anyway).
 
 Two commands racing to start one: the spawn is made under an exclusive flock
 on `spawn.lock`, and each command asks the socket again once it holds the
@@ -32,7 +32,7 @@ def disabled() -> bool:
 
 
 def log_path(paths) -> Path:
-    return paths.logs / "daemon.log"
+    return paths.logs / "owl.log"      # daemon.LOG_NAME: the daemon then does not open it twice
 
 
 def running_pid(paths) -> int | None:

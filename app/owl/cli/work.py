@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
     s = verb(sub, "daemon", help="run the daemon in the foreground, without a tray "
              "(--detach: in the background)", description="Run the daemon without a tray: "
              "in the foreground until Ctrl-C or SIGTERM, or with --detach in the background, "
-             "its output appended to daemon.log in Owl's log folder. `owl add`, `owl start` "
+             "its output appended to owl.log in Owl's log folder. `owl add`, `owl start` "
              "and `owl shift start` start it this way themselves when none runs.")
     s.add_argument("--detach", action="store_true", help="start it in the background and "
                    "return once it answers (exit 0 if one already runs)")
