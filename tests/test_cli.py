@@ -169,16 +169,24 @@ def test_with_no_daemon_reads_answer_from_the_database_and_the_rest_exit_3(tmp_p
         p = run_owl(home, *verb)
         assert p.returncode == 3, (verb, p.stderr)
         assert p.stderr.strip() == "owl: no Owl daemon is running (start one with: owl daemon --detach)"
-    listed = json.loads(run_owl(home, "jobs", "list", "--json").stdout)
+    p = run_owl(home, "jobs", "list", "--json")
+    assert p.returncode == 3 and "no Owl daemon" in p.stderr      # answered, then exit 3
+    listed = json.loads(p.stdout)
     assert [(j["id"], j["state"], j["position"]) for j in listed] == \
-        [(done, "review", None), (waiting, "pending", 1)]
-    p = run_owl(home, "jobs", "list")
-    assert p.returncode == 0 and "review" in p.stdout and "#1" in p.stdout
-    shown = json.loads(run_owl(home, "jobs", "show", str(done), "--json").stdout)
+        [(waiting, "pending", 1), (done, "review", None)]          # the queue first
+    p = run_owl(home, "jobs")
+    assert p.returncode == 3 and p.stdout.split()[:7] == \
+        ["ID", "POS", "STATE", "AGENT", "PROJECT", "AGE", "TITLE"]
+    rows = [line.split() for line in p.stdout.splitlines()[1:]]
+    assert [r[:5] for r in rows] == [[str(waiting), "1", "pending", "script", "proj"],
+                                     [str(done), "-", "review", "script", "proj"]]
+    p = run_owl(home, "jobs", "show", str(done), "--json")
+    assert p.returncode == 3
+    shown = json.loads(p.stdout)
     assert shown["state"] == "review" and shown["runs"][0]["outcome"] == "succeeded"
     refused(run_owl(home, "jobs", "show", "999"), "no job 999")
-    p = run_owl(home, "logs", str(run_id))
-    assert p.returncode == 0 and p.stdout
+    p = run_owl(home, "logs", str(done))
+    assert p.returncode == 0 and p.stdout and f"run {run_id}" in p.stdout    # no daemon needed
 
 
 # ------------------------------------------------------------------ refusals
@@ -220,7 +228,7 @@ def test_pause_with_nothing_running_sets_the_hold_and_says_so(daemon):
     p = daemon.owl("pause")
     assert p.returncode == 0 and "nothing was running" in p.stdout
     assert daemon.status()["paused"] is True
-    assert "paused   yes" in daemon.ok("status")
+    assert "paused:     yes" in daemon.ok("status")
     again = daemon.owl("pause")
     assert again.returncode == 0 and "already paused" in again.stdout, again
     assert daemon.json("resume")["paused"] is False
@@ -335,13 +343,13 @@ def test_status_reads_at_a_glance_and_its_json_carries_the_fields(tmp_path):
         first = d.add("tick=0.2 sleep=60", project)
         second = d.add("sleep=60", project)
         text = d.ok("status")
-        assert "machine  in use" in text and "on AC" in text and "detectors: manual" in text
-        assert "paused   no" in text and "runs     none live" in text
+        assert "machine:    in use" in text and "on AC" in text and "detectors: manual" in text
+        assert "paused:     no" in text and "runs:       none live" in text
         assert f"next: job {first}" in text and "waiting: the machine is in use" in text
         d.machine("idle")
         d.wait_run(first, "running")
         text = d.ok("status")
-        assert "machine  idle for" in text
+        assert "machine:    idle for" in text
         assert f"job {first} · running" in text and f"next: job {second}" in text
         d.machine("input")
         d.wait_run(first, "frozen")

@@ -69,6 +69,8 @@ def status(e: "Engine") -> dict:
     review = [{"id": j["id"], "title": j["title"], "branch": j["branch"],
                "worktree": j["worktree"], "base_branch": j.get("base_branch")}
               for j in e.store.jobs(("review",))]
+    stuck = [{"id": j["id"], "state": j["state"], "title": j["title"], "reason": j["reason"]}
+             for j in e.store.jobs(("blocked", "exhausted"), limit=20)]
     attention = None
     if r.problem:
         attention = f"the machine cannot be read: {r.problem}"
@@ -101,6 +103,7 @@ def status(e: "Engine") -> dict:
         "waiting": e.waiting if e._pending_cache else None,
         "recent": recent,
         "review": review,
+        "stuck": stuck,          # blocked and exhausted Jobs: they wait for the person
         "attention": attention,
         "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
         "config_problem": e.config_problem,
