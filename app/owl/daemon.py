@@ -281,9 +281,13 @@ def _alive(pid: str) -> bool:
 
 def _jobs_list(store: Store, everything: bool) -> list[dict]:
     states = None if everything else ("pending", "active", "blocked", "review", "exhausted")
-    return [{k: j[k] for k in ("id", "state", "position", "title", "project", "agent",
-                                "attempts_left", "branch", "reason")}
-            for j in store.jobs(states)]
+    from owl.views import iso
+
+    jobs = [{**{k: j[k] for k in ("id", "state", "position", "title", "project", "agent",
+                                  "attempts_left", "branch", "reason")},
+             "created_at": iso(j["created_at"])} for j in store.jobs(states)]
+    # The queue first, by position; then the rest by id, so --all reads in order.
+    return sorted(jobs, key=lambda j: (j["position"] is None, j["position"] or 0, j["id"]))
 
 
 def start_daemon() -> Daemon | None:

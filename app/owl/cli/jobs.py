@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from owl import textsafe
-from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, id_number, json_flag, local_store,
-                            offline, print_json, verb)
+from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, EXIT_REFUSED, ask, id_number, json_flag,
+                            local_store, offline, print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
 ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff")
@@ -100,7 +100,9 @@ def cmd_add(a: argparse.Namespace) -> int:
     if a.prompt == ["-"]:
         prompt = sys.stdin.read()
     project = os.path.abspath(a.project or os.getcwd())
-    job = ask("add", {"prompt": prompt, "project": project, "agent": a.agent,
+    from owl.cli import spawn
+
+    job = spawn.ask_starting(a, "add", {"prompt": prompt, "project": project, "agent": a.agent,
                       "attempts": a.attempts})
     if a.json:
         print_json(job)
@@ -110,9 +112,11 @@ def cmd_add(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
+    code = EXIT_OK
     try:
         jobs = ask("jobs.list", {"all": a.all})
     except NoDaemon:
+        code = _no_daemon()
         try:
             from owl.daemon import _jobs_list
 
@@ -122,32 +126,71 @@ def cmd_list(a: argparse.Namespace) -> int:
     if a.json:
         print_json(jobs)
     elif not jobs:
-        print("no jobs")
+        print("no jobs" + ("" if a.all else " (owl jobs --all shows done and cancelled ones)"))
     else:
-        for j in map(textsafe.tree, jobs):
-            pos = f"#{j['position']}" if j["position"] else "  "
-            extra = f"  ({j['reason']})" if j.get("reason") else ""
-            print(f"{j['id']:>5}  {pos:>5}  {j['state']:<10} {j['title']}{extra}")
-    return EXIT_OK
+        print(job_table([textsafe.tree(j) for j in jobs]))
+    return code
+
+
+def _no_daemon() -> int:
+    """A read verb with no daemon: it answers from the database, says so on
+    stderr once its answer is out, and exits 3 (the README's promise)."""
+    import atexit
+
+    atexit.register(lambda: print("owl: no Owl daemon is running (start one with: owl daemon "
+                                  "--detach)", file=sys.stderr))
+    return EXIT_NO_DAEMON
+
+
+def job_table(jobs: list[dict], now: float | None = None, width: int | None = None) -> str:
+    """`owl jobs`: a header and one line a Job; the title takes what width is left."""
+    import shutil
+    import time
+
+    from owl.timefmt import duration, parse_iso
+
+    now = time.time() if now is None else now
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    rows = []
+    for j in jobs:
+        created = parse_iso(j.get("created_at"))
+        title = j["title"] + (f"  ({j['reason']})" if j.get("reason") else "")
+        rows.append((str(j["id"]), str(j["position"] or "-"), j["state"], j["agent"] or "",
+                     os.path.basename(j["project"] or "") or "/",
+                     duration(now - created, coarse=True) if created else "?", title))
+    head = ("ID", "POS", "STATE", "AGENT", "PROJECT", "AGE", "TITLE")
+    cols = [max(len(r[i]) for r in (head, *rows)) for i in range(6)]
+    right = {0, 1}
+
+    def line(r: tuple[str, ...]) -> str:
+        cells = [r[i].rjust(cols[i]) if i in right else r[i].ljust(cols[i]) for i in range(6)]
+        text = "  ".join(cells) + "  "
+        room = max(20, width - len(text))
+        t = r[6] if len(r[6]) <= room else r[6][: room - 1] + "…"
+        return text + t
+    return "\n".join(line(r) for r in (head, *rows))
 
 
 def cmd_show(a: argparse.Namespace) -> int:
     from owl.cli.jobview import show_job
 
-    jobs = []
+    jobs, code = [], EXIT_OK
     for job_id in a.ids:
         try:
             jobs.append(ask("jobs.show", {"id": job_id}))
         except NoDaemon:
             jobs.append(_offline_job(job_id))
+            code = EXIT_NO_DAEMON
+    if code != EXIT_OK:
+        _no_daemon()
     if a.json:
         print_json(jobs[0] if len(jobs) == 1 else jobs)
-        return EXIT_OK
+        return code
     for n, job in enumerate(jobs):
         if n:
             print()
         show_job(textsafe.tree(job))
-    return EXIT_OK
+    return code
 
 
 def _offline_job(job_id: int) -> dict:
