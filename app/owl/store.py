@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from owl.errors import StoreError
+from owl.errors import DamagedStore, StoreError
 
 JOB_STATES = ("pending", "active", "blocked", "review", "done", "cancelled", "exhausted")
 QUEUED = ("pending", "active")
@@ -89,9 +89,21 @@ MIGRATIONS: list[str] = [
     CREATE INDEX checks_by_run ON checks(run_id);
     CREATE INDEX checks_by_job ON checks(job_id, batch);
     """,
-    # 3: the branch a Job's worktree was made from, which `accept --merge` brings it into
+    # 3: processes of a Run the system would not let Owl signal ({pid, command,
+    # why} as JSON), and the wall-clock end of a frozen Run's grace window
+    # (for the watchdog, which keeps that promise when the daemon is stopped)
+    """
+    ALTER TABLE runs ADD COLUMN untouchable TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE runs ADD COLUMN grace_ends_at REAL;
+    """,
+    # 4: the branch a Job's worktree was made from, which `accept --merge` brings it into
     """
     ALTER TABLE jobs ADD COLUMN base_branch TEXT;
+    """,
+    # 5: what a Run changed outside its branch (refs, git config, hooks), as the
+    # JSON list owl.outside.changes() makes; NULL: not compared
+    """
+    ALTER TABLE runs ADD COLUMN outside TEXT;
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -99,12 +111,15 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
              "worktree, base, reason, created_at, updated_at, base_branch")
 _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
-             "ended_by, reason, exit_code, pids, log")
+             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at, outside")
 
 
 def title_of(prompt: str, width: int = 60) -> str:
-    """A Job's prompt cut to one line, for lists and the tray."""
-    line = " ".join(prompt.split())
+    """A Job's prompt cut to one line, for lists and the tray, with nothing in it
+    that would act on a terminal or a menu."""
+    from owl import textsafe
+
+    line = textsafe.line(" ".join(prompt.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -119,6 +134,12 @@ class Store:
     # ---------------------------------------------------------------- open
 
     def _connect(self) -> sqlite3.Connection:
+        from owl import dbrepair
+
+        if self.path.exists() and self.path.stat().st_size == 0:
+            # Owl writes the header the moment it makes the file: an empty one
+            # was truncated, and is not an empty queue.
+            raise DamagedStore(dbrepair.empty(self.path))
         if self.readonly:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no database yet (nothing has been queued)")
@@ -139,10 +160,10 @@ class Store:
                 raise StoreError(
                     f"{self.path}: written by a newer Owl (schema {version}, this one knows "
                     f"{SCHEMA_VERSION}); left untouched")
+            ok = db.execute("PRAGMA quick_check").fetchone()[0]
+            if ok != "ok":
+                raise DamagedStore(dbrepair.damaged(self.path, ok))
             if not self.readonly:
-                ok = db.execute("PRAGMA quick_check").fetchone()[0]
-                if ok != "ok":
-                    raise StoreError(f"{self.path}: the database is damaged ({ok}); left untouched")
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
@@ -152,7 +173,10 @@ class Store:
                 raise StoreError(f"{self.path}: from an older Owl; start the daemon once to upgrade it")
         except sqlite3.DatabaseError as e:
             db.close()
-            raise StoreError(f"{self.path}: not a usable Owl database ({e}); left untouched") from None
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise StoreError(f"{self.path}: busy ({e})") from None
+            raise DamagedStore(f"{self.path}: not a usable Owl database ({e}); left untouched"
+                               f" — {dbrepair.RECOVER_HINT}") from None
         except StoreError:
             db.close()
             raise
@@ -249,6 +273,12 @@ class Store:
                 job["position"] = positions.get(job["id"])
         return out
 
+    def branches(self, project: str) -> set[str]:
+        """Every branch a Job of `project` has had (Owl's own, not the person's)."""
+        rows = self.db.execute("SELECT branch FROM jobs WHERE project=? AND branch IS NOT NULL",
+                               (project,)).fetchall()
+        return {r[0] for r in rows}
+
     def positions(self) -> dict[int, int]:
         rows = self.db.execute(
             "SELECT id FROM jobs WHERE state IN ('pending','active') ORDER BY sort_key").fetchall()
@@ -326,8 +356,9 @@ class Store:
             return int(cur.lastrowid)
 
     def set_run(self, run_id: int, **fields: Any) -> None:
-        if "pids" in fields and not isinstance(fields["pids"], str):
-            fields["pids"] = json.dumps(fields["pids"])
+        for key in ("pids", "untouchable"):
+            if key in fields and not isinstance(fields[key], str):
+                fields[key] = json.dumps(fields[key])
         cols = ", ".join(f"{k}=?" for k in fields)
         with self.tx():
             self.db.execute(f"UPDATE runs SET {cols} WHERE id=?", (*fields.values(), run_id))
@@ -479,4 +510,17 @@ def _job(row: sqlite3.Row) -> dict[str, Any]:
 def _run(row: sqlite3.Row) -> dict[str, Any]:
     run = dict(row)
     run["pids"] = json.loads(run["pids"] or "[]")
+    run["untouchable"] = json.loads(run.get("untouchable") or "[]")
+    run["outside"] = _json_list(run.get("outside"))
     return run
+
+
+def _json_list(text: str | None) -> list[Any] | None:
+    """A stored JSON list; None when never written, [] when unreadable."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []

@@ -52,7 +52,8 @@ def status(e: "Engine") -> dict:
             "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
             "grace_window_s": e.cfg.grace_window,
             "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
-            "exempt": run.exempt, "log": str(lv.log_path)})
+            "exempt": run.exempt, "log": str(lv.log_path),
+            "untouchable": list(getattr(lv, "untouchable", []))})
     queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
                "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
               for j in e.store.jobs(("pending", "active"), limit=50)]
@@ -63,10 +64,14 @@ def status(e: "Engine") -> dict:
                        "title": job["title"] if job else "", "outcome": run["outcome"],
                        "ended_by": run["ended_by"], "reason": run["reason"],
                        "ended_at": iso(run["ended_at"]), "log": run["log"],
-                       "message": _run_message(e.store, run)})
+                       "untouchable": _still_there(run.get("untouchable")),
+                       "message": _run_message(e.store, run),
+                       "outside": outside_lines(run.get("outside"))})
     review = [{"id": j["id"], "title": j["title"], "branch": j["branch"],
                "worktree": j["worktree"], "base_branch": j.get("base_branch")}
               for j in e.store.jobs(("review",))]
+    stuck = [{"id": j["id"], "state": j["state"], "title": j["title"], "reason": j["reason"]}
+             for j in e.store.jobs(("blocked", "exhausted"), limit=20)]
     attention = None
     if r.problem:
         attention = f"the machine cannot be read: {r.problem}"
@@ -99,10 +104,27 @@ def status(e: "Engine") -> dict:
         "waiting": e.waiting if e._pending_cache else None,
         "recent": recent,
         "review": review,
+        "stuck": stuck,          # blocked and exhausted Jobs: they wait for the person
         "attention": attention,
         "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
         "config_problem": e.config_problem,
     }
+
+def _still_there(procs: list[dict] | None) -> list[dict]:
+    """Of the processes a finished Run left behind because Owl may not signal
+    them, those still running (while the pid still runs the same command)."""
+    import psutil
+
+    out = []
+    for p in procs or []:
+        try:
+            line = " ".join(psutil.Process(int(p["pid"])).cmdline())
+        except (psutil.Error, ValueError, KeyError):
+            continue
+        if line and (p.get("command") or "")[:100] == line[:100]:
+            out.append(p)
+    return out
+
 
 def _awake_why(run_ids: list[int]) -> str:
     """Why the machine is kept awake, in words, for `owl status`."""
@@ -120,16 +142,35 @@ def iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
 
 
+def attempt_numbers(runs: list[dict]) -> list[int | None]:
+    """Each Run's attempt as the person counts them: a Run that cost nothing
+    (interrupted: you came back, you stopped it) is no attempt (None); a failed
+    one is the attempt it spent; a live or succeeded one is the next attempt.
+    So "attempt 2" beside "1 of 3 left" never disagree."""
+    spent, out = 0, []
+    for r in runs:
+        if r.get("outcome") == "interrupted":
+            out.append(None)
+            continue
+        out.append(spent + 1)
+        if r.get("outcome") == "failed":
+            spent += 1
+    return out
+
+
 def job_view(store: Store, job: dict) -> dict:
     """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
-             "ended_at": iso(r["ended_at"]), "log": r["log"]} for r in store.runs(job["id"])]
+             "ended_at": iso(r["ended_at"]), "log": r["log"],
+             "untouchable": r.get("untouchable") or [], "outside": r.get("outside"),
+             "outside_text": outside_lines(r.get("outside"))} for r in store.runs(job["id"])]
     view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
                                 "attempts", "prompt", "project", "agent", "base", "reason", "title")}
     view["created_at"] = iso(job["created_at"])
-    for r in runs:
+    for r, n in zip(runs, attempt_numbers(runs)):
+        r["attempt"] = n
         r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
     view["runs"] = runs
     view["last_message"] = _last_message(store.runs(job["id"]))
@@ -164,6 +205,13 @@ def _last_message(runs: list[dict]) -> str | None:
         if said:
             return said
     return None
+
+
+def outside_lines(found: list | None) -> list[str]:
+    """What a Run changed outside its branch, one line each (`moved main from … to …`)."""
+    from owl.outside import describe
+
+    return [describe(c) for c in found or [] if isinstance(c, dict)]
 
 
 def _run_message(store: Store, run: dict) -> str | None:

@@ -301,8 +301,14 @@ def _outside(f: dict[str, Any]) -> str:
 
 
 def _describe(x: Any) -> str:
+    """One change outside the branch in words (`moved main from … to …`)."""
     if isinstance(x, dict):
-        return " · ".join(f"{k}: {v}" for k, v in x.items())
+        from owl.outside import describe
+
+        try:
+            return describe(x)
+        except (TypeError, ValueError, AttributeError):
+            return " · ".join(f"{k}: {v}" for k, v in x.items())
     return str(x)
 
 

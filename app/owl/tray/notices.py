@@ -6,7 +6,10 @@ without a display:
 - a Run frozen by the machine is announced once per *spell* at the machine
   (the spell ends when the machine is idle again), with the time it has left;
 - a Run killed (ended by SIGKILL) is announced once;
-- a Job reaching review is announced once.
+- a Job reaching review is announced once;
+- a Run with a process Owl may not signal (it became root) is announced once;
+- a Run that changed things outside its branch (moved `main`, planted a
+  hook, set a git config) is announced once, whenever the tray started.
 
 What was already there when the tray started is not news and is not shown.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from owl import textsafe
 from owl.tray.menu import clock, short
 
 
@@ -35,6 +39,8 @@ class Notices:
         self._frozen_said: set[int] = set()
         self._killed_said: set[int] = set()
         self._review_said: set[int] = set()
+        self._untouchable_said: set[int] = set()
+        self._outside_said: set[int] = set()
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """(title, message) pairs to show for this status document."""
@@ -58,18 +64,53 @@ class Notices:
             if entry.get("ended_by") != "sigkill" or rid in self._killed_said:
                 continue
             self._killed_said.add(rid)
-            reason = entry.get("reason") or "it did not end within 5 s of being asked"
+            reason = textsafe.line(entry.get("reason") or "it did not end within 5 s of being asked")
             out.append((f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}"))
+        out += self._untouchable(status)
         for job in status.get("review") or []:
             jid = job.get("id")
             if jid in self._review_said:
                 continue
             self._review_said.add(jid)
             out.append(Notice(f"Job {jid} ready for review",
-                              f"{short(job.get('title'), 60)}\nBranch {job.get('branch')}", review=jid))
+                              f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}",
+                              review=jid))
         if not self._primed:
+            said = [n for n in out if " left a process" in n[0]]
             # Startup: remember what is there, announce none of it, except a
             # Run frozen right now (its countdown is running).
             self._primed = True
-            out = [n for n in out if n[0].endswith(" frozen")]
+            out = [n for n in out if n[0].endswith(" frozen")] + said
+        return out + self._outside(status)
+
+    def _untouchable(self, status: dict[str, Any]) -> list[tuple[str, str]]:
+        """One notice per Run that has processes Owl may not signal."""
+        out = []
+        entries = [(r.get("id"), r.get("job_id"), r.get("untouchable"))
+                   for r in status.get("runs") or []]
+        entries += [(r.get("run_id"), r.get("job_id"), r.get("untouchable"))
+                    for r in status.get("recent") or []]
+        for rid, jid, procs in entries:
+            if not procs or rid in self._untouchable_said:
+                continue
+            self._untouchable_said.add(rid)
+            first = procs[0]
+            more = f" and {len(procs) - 1} more" if len(procs) > 1 else ""
+            out.append((f"Job {jid} left a process Owl may not stop",
+                        f"pid {first.get('pid')} ({short(first.get('command'), 40)}){more}: "
+                        f"{first.get('why')}"))
+        return out
+
+    def _outside(self, status: dict[str, Any]) -> list[tuple[str, str]]:
+        """A Run that reached past its branch: said even if it was there before
+        the tray started, since nothing else tells the person."""
+        out = []
+        for entry in status.get("recent") or []:
+            rid, lines = entry.get("run_id"), entry.get("outside") or []
+            if not lines or rid in self._outside_said:
+                continue
+            self._outside_said.add(rid)
+            more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
+            out.append((f"Job {entry.get('job_id')} changed things outside its branch",
+                        "the agent " + "; ".join(lines[:2]) + more))
         return out
