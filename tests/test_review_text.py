@@ -152,3 +152,13 @@ def test_owl_jobs_diff_pages_in_colour_on_a_terminal_and_is_plain_in_a_pipe(tmp_
     paged = pager_out.read_text()
     assert "\x1b[32m+␛[2Jcleared\x1b[0m" in paged and "\x1b[2J" not in paged.replace("\x1b[32m", "")
     assert "\x1b[1mdiff --git a/evil.txt b/evil.txt" in paged
+
+
+def test_changes_outside_the_branch_are_shown_in_words() -> None:
+    run = {"id": 4, "attempt": 1, "state": "ended", "outcome": "succeeded", "ended_by": "exit",
+           "reason": None, "exit_code": 0, "started_at": 0, "ended_at": 5, "duration_s": 5,
+           "log": None, "last_message": None, "usage": None, "checks": [],
+           "outside": [{"kind": "ref", "name": "refs/heads/main", "from": "a" * 40, "to": "b" * 40}]}
+    html = page.render(_facts(runs=[run]))
+    assert 'id="outside"' in html and "main" in html.split('id="outside"')[1][:600]
+    assert 'id="outside"' not in page.render(_facts())
