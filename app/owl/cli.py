@@ -145,10 +145,17 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     elif action == "extend":
         out = _ask("jobs.extend", {"id": a.id, "attempts": a.attempts})
     elif action == "move":
-        if a.position is None:
+        if a.position is None or not a.position.isdigit():
             print("owl: jobs move needs a position (1 is the head of the queue)", file=sys.stderr)
             return EXIT_USAGE
-        out = _ask("jobs.move", {"id": a.id, "position": a.position})
+        out = _ask("jobs.move", {"id": a.id, "position": int(a.position)})
+    elif action == "reply":
+        text = _reply_text(a.position)
+        if text is None:
+            print("owl: jobs reply needs the reply's text ('-' reads it from stdin)",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        out = _ask("jobs.reply", {"id": a.id, "text": text, "first": a.first})
     else:  # verify
         out = _ask("jobs.verify", {"id": a.id})
     if a.json:
@@ -157,6 +164,15 @@ def cmd_jobs(a: argparse.Namespace) -> int:
         print(out.get("message") or f"job {out['id']} is {out['state']}"
               + (f" at position {out['position']}" if out.get("position") else ""))
     return EXIT_OK
+
+
+def _reply_text(arg: str | None) -> str | None:
+    """The reply as given, or read from stdin for '-'."""
+    if arg is None:
+        return None
+    if arg == "-":
+        return sys.stdin.read()
+    return arg
 
 
 def _show_job(job: dict, as_json: bool) -> None:
@@ -177,6 +193,7 @@ def _show_job(job: dict, as_json: bool) -> None:
         print(f"  commit    {c}")
     if job.get("diffstat"):
         print(f"  changes:  {job['diffstat']}")
+    _show_job_extra(job)
     if not job["runs"]:
         print("  no runs yet")
     for r in job["runs"]:
@@ -188,6 +205,10 @@ def _show_job(job: dict, as_json: bool) -> None:
         why = f" — {r['reason']}" if r["reason"] else ""
         print(f"  run {r['id']} attempt {r['attempt']}: {outcome}{how}{code}{why}  "
               f"[{r['started_at']} → {r['ended_at'] or 'now'}]")
+        if r.get("resumed") is not None or r.get("usage"):
+            conv = {True: "carried the conversation on", False: "fresh conversation",
+                    None: ""}[r.get("resumed")]
+            print("    " + " · ".join(x for x in (conv, _usage_text(r.get("usage"))) if x))
         for c in r.get("checks") or []:
             print("    " + _check_line(c))
     if job.get("verification"):
@@ -339,6 +360,7 @@ def _status_text(st: dict) -> str:
         lines.append("awake    off (power.keep_awake = false): the machine may sleep during a Run")
     elif st["runs"]:
         lines.append("awake    not held: no Run is working, the machine may sleep")
+    lines += _limit_lines(st)
     if not st["runs"]:
         lines.append("runs     none live")
     for r in st["runs"]:
@@ -431,6 +453,43 @@ def _verb(sub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
     return sub.add_parser(name, **kw)
 
 
+def _limit_lines(st: dict) -> list[str]:
+    """One line per agent waiting out a usage limit (or its service's backoff)."""
+    return [f"limit    {w['agent']} waits until {w['until'][11:16]}: {w['reason']}"
+            for w in st.get("limits") or []]
+
+
+def _usage_text(u: dict | None) -> str:
+    """A Run's (or a Job's) cost in one short phrase."""
+    if not u:
+        return ""
+    bits = []
+    if u.get("num_turns") is not None:
+        bits.append(f"{u['num_turns']} turns")
+    if u.get("duration_ms") is not None:
+        bits.append(f"{u['duration_ms'] / 1000:.1f} s")
+    tokens = [u.get(k) for k in ("input_tokens", "output_tokens")]
+    if all(t is not None for t in tokens):
+        bits.append(f"{tokens[0]:,} in / {tokens[1]:,} out tokens")
+    cached = [u.get(k) or 0 for k in ("cache_read_input_tokens", "cache_creation_input_tokens")]
+    if any(cached):
+        bits.append(f"cache {cached[0]:,} read / {cached[1]:,} written")
+    if u.get("total_cost_usd") is not None:
+        bits.append(f"${u['total_cost_usd']:.4f}")
+    return ", ".join(bits)
+
+
+def _show_job_extra(job: dict) -> None:
+    """What carried the Job on: the wait it is in, its replies, what it cost."""
+    if job.get("limit"):
+        print(f"  waiting:  {job['limit']['reason']}")
+    for r in job.get("replies") or []:
+        given = f" (given to run {r['run_id']})" if r.get("run_id") else " (for the next Run)"
+        print(f"  reply     [{r['at']}]{given}: {' '.join(r['text'].split())[:200]}")
+    if job.get("usage"):
+        print(f"  cost:     {_usage_text(job['usage'])} over all Runs")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="owl", description="Owl runs coding agents while you are away from the "
                 "machine, and gives it back the moment you return.")
@@ -459,11 +518,16 @@ def build_parser() -> argparse.ArgumentParser:
                        "cancel it and remove its worktree and branch; accept ID: keep the "
                        "branch of a Job in review and remove its worktree; extend ID: give an "
                        "exhausted or blocked Job more attempts, in the place it kept; move ID "
-                       "POS: reorder the queue (1 is the head); verify ID: run its checks again.")
+                       "POS: reorder the queue (1 is the head); verify ID: run its checks again; reply ID "
+                       "TEXT: send a Job in review, blocked or exhausted back to the queue with "
+                       "your words as its next Run's message.")
     s.add_argument("action", nargs="?", choices=["list", "show", "drop", "accept", "extend",
-                                                  "move", "verify"])
+                                                  "move", "verify", "reply"])
     s.add_argument("id", nargs="?", type=int)
-    s.add_argument("position", nargs="?", type=int)
+    s.add_argument("position", nargs="?", metavar="POS|TEXT",
+                   help="move: the new position; reply: what to tell the agent ('-': stdin)")
+    s.add_argument("--first", action="store_true",
+                   help="reply: put the Job at the head of the queue")
     s.add_argument("--all", action="store_true", help="list: include done and cancelled Jobs")
     s.add_argument("--force", action="store_true",
                    help="drop: end a live Run and discard uncommitted changes")

@@ -190,6 +190,8 @@ class Daemon:
             "jobs.accept": lambda: e.accept(_int(args, "id")),
             "jobs.extend": lambda: e.extend(_int(args, "id"), args.get("attempts")),
             "jobs.move": lambda: e.move(_int(args, "id"), _int(args, "position")),
+            "jobs.reply": lambda: e.reply(_int(args, "id"), _str(args, "text"),
+                                          bool(args.get("first"))),
             "jobs.verify": lambda: _verify(e, _int(args, "id")),
             "start": lambda: e.start_now(),
             "pause": lambda: e.pause(),
