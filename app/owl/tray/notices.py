@@ -6,7 +6,8 @@ without a display:
 - a Run frozen by the machine is announced once per *spell* at the machine
   (the spell ends when the machine is idle again), with the time it has left;
 - a Run killed (ended by SIGKILL) is announced once;
-- a Job reaching review is announced once.
+- a Job reaching review is announced once;
+- an agent's wait for a usage limit (or its service) is announced when it begins.
 
 What was already there when the tray started is not news and is not shown.
 """
@@ -24,6 +25,7 @@ class Notices:
         self._frozen_said: set[int] = set()
         self._killed_said: set[int] = set()
         self._review_said: set[int] = set()
+        self._limits_said: set[tuple] = set()
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """(title, message) pairs to show for this status document."""
@@ -55,6 +57,13 @@ class Notices:
                 continue
             self._review_said.add(jid)
             out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {job.get('branch')}"))
+        for w in status.get("limits") or []:
+            key = (w.get("agent"), w.get("until"))
+            if key in self._limits_said:
+                continue
+            self._limits_said.add(key)
+            out.append((f"Work waits until {str(w.get('until') or '')[11:16]}",
+                        f"{w.get('reason')}\nIt carries on by itself then."))
         if not self._primed:
             # Startup: remember what is there, announce none of it, except a
             # Run frozen right now (its countdown is running).
