@@ -29,11 +29,11 @@ COMMIT = ("echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add 
 
 
 def claude_daemon(tmp_path: Path, stub: AnthropicStub, config: dict | None = None, *,
-                  oauth: bool = False) -> OwlDaemon:
+                  oauth: bool = False, resume: bool = True) -> OwlDaemon:
     claude = require_claude()
     home = tmp_path / "user-home"
     home.mkdir(exist_ok=True)
-    cfg = {"agents": {"claude": {"path": claude},
+    cfg = {"agents": {"claude": {"path": claude, "resume": resume},
                       "script": {"command": [sys.executable, AGENT, "{prompt}"]}},
            "agent": {"default": "claude"}}
     for k, v in (config or {}).items():
@@ -211,3 +211,43 @@ def test_when_the_conversation_cannot_be_resumed_the_same_run_starts_afresh(tmp_
         assert "hello is next" in text and "Now the hello file, please." in text
         assert fresh.tool_uses() == []
         assert "could not be resumed" in d.ok("logs", str(second["id"]), "--raw")
+
+
+def test_with_resume_off_every_run_starts_fresh_with_the_handoff_and_the_reply(tmp_path):
+    project = make_project(tmp_path / "proj")
+    script = [Bash("mkdir -p .owl && echo 'hello is next' > .owl/HANDOFF.md && echo ok"),
+              Text("Wrote the handoff."), Text("Fresh.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub, resume=False) as d:
+        job = d.add("Add a hello file.", project)
+        d.machine("idle")
+        d.wait_job(job, "review", timeout=30)
+        d.ok("jobs", "reply", str(job), "Go on with the hello file.")
+        j = d.wait_job(job, "review", timeout=30)
+        assert [r["resumed"] for r in j["runs"]] == [False, False]
+        fresh = stub.main_requests()[-1]
+        text = "\n".join(fresh.user_texts())
+        assert "--- Attempt 2 ---" in text and "hello is next" in text
+        assert "Go on with the hello file." in text and fresh.tool_uses() == []
+        assert "--resume" not in d.ok("logs", str(j["runs"][1]["id"]), "--raw")
+
+
+def test_after_the_daemon_dies_mid_run_the_next_run_carries_the_conversation_on(tmp_path):
+    project = make_project(tmp_path / "proj")
+    script = [Bash("echo start; sleep 8; echo x > late.txt", timeout_ms=60_000),
+              Text("Back after the restart.")]
+    with AnthropicStub(script) as stub:
+        with claude_daemon(tmp_path, stub) as d:
+            job = d.add("Add a --verbose flag.", project)
+            d.machine("idle")
+            wait_for(lambda: stub.turns_served >= 1 and d.job(job)["runs"][0]["session_id"],
+                     timeout=30, what="claude's session id recorded while it works")
+            session = d.job(job)["runs"][0]["session_id"]
+            d.kill()
+        with claude_daemon(tmp_path, stub) as d:
+            d.machine("idle")
+            j = d.wait_job(job, "review", timeout=40)
+            assert j["runs"][0]["outcome"] == "interrupted"
+            assert j["runs"][1]["resumed"] is True and j["runs"][1]["session_id"] == session
+            later = stub.main_requests()[-1]
+            assert any(u["input"]["command"].startswith("echo start") for u in later.tool_uses())
+            assert not (Path(j["worktree"]) / "late.txt").exists()
