@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from support.anthropic_stub import AnthropicStub, Bash, Overloaded, RateLimited, Text, UsageLimit
 from support.claude import require_claude
@@ -148,6 +149,10 @@ def test_a_run_killed_mid_tool_is_resumed_and_the_agent_sees_its_own_tool_call(t
         d.machine("idle")
         wait_for(lambda: stub.turns_served >= 1 and len(d.run_of(job)["pids"]) > 2, timeout=30,
                  what="claude's Bash tool to be running")
+        # the daemon was started from inside a Claude Code session: its markers stay behind
+        agent_env = psutil.Process(d.run_of(job)["pids"][0]).environ()
+        assert agent_env.get("OWL_RUN_ID") and "CLAUDECODE" not in agent_env
+        assert "CLAUDE_CODE_ENTRYPOINT" not in agent_env
         d.machine("input")
         j = d.wait_job(job, "pending", timeout=20)
         first = j["runs"][0]
@@ -251,3 +256,23 @@ def test_after_the_daemon_dies_mid_run_the_next_run_carries_the_conversation_on(
             later = stub.main_requests()[-1]
             assert any(u["input"]["command"].startswith("echo start") for u in later.tool_uses())
             assert not (Path(j["worktree"]) / "late.txt").exists()
+
+
+def test_a_failed_check_is_told_to_the_resumed_conversation_and_a_blocked_job_takes_a_reply(
+        tmp_path):
+    checks = "[[checks]]\nname = 'hello'\nrun = 'test -f hello.txt || { echo no hello.txt; exit 1; }'\n"
+    project = make_project(tmp_path / "proj", {"README": "x\n", ".owl.toml": checks})
+    script = [Text("Nothing to do."), Text("Still nothing."), Bash(COMMIT), Text("Committed.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
+        job = d.add("Add a hello file and commit it.", project, "--attempts", "2")
+        d.machine("idle")
+        j = d.wait_job(job, "blocked", timeout=40)
+        assert [r["outcome"] for r in j["runs"]] == ["failed", "failed"]
+        assert j["runs"][1]["resumed"] is True
+        told = "\n".join(stub.main_requests()[1].user_texts())
+        assert "check hello failed" in told and "no hello.txt" in told
+        d.ok("jobs", "reply", str(job), "The check wants hello.txt committed.")
+        j = d.wait_job(job, "review", timeout=40)
+        assert j["attempts"] == 3 and [r["resumed"] for r in j["runs"]] == [False, True, True]
+        assert any("The check wants hello.txt committed." in t
+                   for t in stub.main_requests()[2].user_texts())

@@ -87,6 +87,8 @@ def test_an_api_keys_429_the_service_failing_and_an_ordinary_error_in_the_stream
     assert report("api_key_429_text").resets_at == 1753441200.0
     r = report("overloaded_529")
     assert (r.limit, r.service_error) == (None, "HTTP 529 overloaded")
+    r = report("connection_refused")
+    assert (r.limit, r.service_error) == (None, "connection error")
     r = report("bad_request_400")
     assert (r.limit, r.service_error, r.resume_failed) == (None, None, None)
 

@@ -13,7 +13,8 @@ it (never on the engine thread), as measured with Claude Code 2.1.332:
   "API Error: Request rejected (429) · ..." (whose message may carry an older
   "Claude AI usage limit reached|<epoch>").
 - The service failing: `api_error_status` 500 or more (529 overloaded), or a
-  connection error, after the CLI's own retries.
+  connection error ("API Error: Connection refused ... (ECONNREFUSED)", with
+  `error: server_error` and no status), after the CLI's own retries.
 - `result`: `duration_ms`, `num_turns`, `usage`, `total_cost_usd`, and the
   final message in `result`.
 - `--resume` of a conversation the CLI cannot find (another directory, a
@@ -146,6 +147,8 @@ def _api_error(event: dict[str, Any], text: str) -> tuple[str | None, str | None
     if status is None and ("connection error" in low or "econnrefused" in low
                            or "fetch failed" in low or "socket hang up" in low):
         return "service", "connection error"
+    if err == "server_error":
+        return "service", "server error"
     return None, None
 
 
