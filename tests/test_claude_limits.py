@@ -130,6 +130,10 @@ def test_a_rate_limit_or_the_service_failing_backs_off_without_spending_an_attem
         st = d.status()
         assert st["waiting"] == f"job {job} waits for {w['reason']}"
         assert len(d.job(job)["runs"]) == 1 and len(stub.main_requests()) == 2
+    # with no daemon, `owl status` says so from the database
+    offline = d.owl("status")
+    assert offline.returncode == 3
+    assert f"limit    claude waits until {hhmm(w['until_epoch'])}: {w['reason']}" in offline.stdout
     # a restarted daemon keeps the wait
     with claude_daemon(tmp_path, stub) as d:
         d.machine("idle")

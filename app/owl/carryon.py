@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 
 from owl import checks as checksmod
 from owl import jobrules
-from owl.agents.claude_stream import read_span, session_in
+from owl.agents.claude_stream import read_head, read_span, session_in
 from owl.agents.handoff import read_handoff
 from owl.jobrules import Report, Wait
 from owl.store import Store
@@ -75,7 +75,7 @@ def watch_agent(popen: Any, log_path: Path, offset: int, driver: Any, resuming: 
                 break
             except subprocess.TimeoutExpired:
                 pass
-            sid = session_in(read_span(log_path, offset)[:20])
+            sid = session_in(read_head(log_path, offset))
             if sid:
                 on_session(sid)
                 break

@@ -325,6 +325,8 @@ def _status_offline(a: argparse.Namespace) -> int:
         if open_runs:
             print(f"runs     {open_runs} Run{'s' if open_runs != 1 else ''} were live when the "
                   "daemon stopped; the next start records them interrupted")
+        for line in _offline_limit_lines():
+            print(line)
         if problem:
             print(f"database {problem}")
     print("owl: no Owl daemon is running (start it with: owl daemon)", file=sys.stderr)
@@ -457,6 +459,19 @@ def _limit_lines(st: dict) -> list[str]:
     """One line per agent waiting out a usage limit (or its service's backoff)."""
     return [f"limit    {w['agent']} waits until {w['until'][11:16]}: {w['reason']}"
             for w in st.get("limits") or []]
+
+
+def _offline_limit_lines() -> list[str]:
+    """The usage-limit waits the database holds, for `owl status` with no daemon."""
+    import sqlite3
+    import time
+
+    try:
+        waits = [w for w in _local_store().limits() if w["until"] > time.time()]
+    except (StoreError, sqlite3.Error):      # no database yet
+        return []
+    return [f"limit    {w['agent']} waits until {time.strftime('%H:%M', time.localtime(w['until']))}"
+            f": {w['reason']}" for w in waits]
 
 
 def _usage_text(u: dict | None) -> str:

@@ -60,6 +60,17 @@ def read_span(path: Path, offset: int = 0) -> list[str]:
     return data.decode("utf-8", "replace").splitlines()
 
 
+def read_head(path: Path, offset: int = 0, limit: int = 64 * 1024) -> list[str]:
+    """The first whole lines written to `path` from `offset` on (at most `limit` bytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, offset))
+            data = f.read(limit)
+    except OSError:
+        return []
+    return data[: data.rfind(b"\n") + 1].decode("utf-8", "replace").splitlines()
+
+
 def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.0) -> Report:
     """The facts in claude's stream-json lines (see the module docstring)."""
     session = limit = service = resume_failed = last = None
