@@ -13,7 +13,7 @@ and in use, so nothing starts.
 
 Bytecode: the package is compiled once into a private cache first (as an
 installed package would be); with PYTHONDONTWRITEBYTECODE and no cache,
-every call would recompile cli.py (~40 ms more).
+every call would recompile the cli package (~40 ms more).
 
 Target: median <= 100 ms each for `owl status --json` and `owl add`.
 

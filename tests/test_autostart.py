@@ -107,7 +107,7 @@ def test_launchd_plist_round_trips(home: Path) -> None:
     assert doc["ProgramArguments"] == argv
     assert doc["RunAtLoad"] is True and doc["KeepAlive"] is False
     assert doc["LimitLoadToSessionType"] == "Aqua"
-    assert "EnvironmentVariables" not in doc
+    assert "OWL_HOME" not in doc["EnvironmentVariables"]
     assert launchd.status() == (True, path)
     assert launchd.disable() == path and launchd.status() == (False, path)
 
@@ -117,7 +117,7 @@ def test_launchd_carries_owl_home_and_python_m_owl(home: Path, monkeypatch: pyte
     path = launchd.enable([sys.executable, "-m", "owl"])
     doc = plistlib.loads(path.read_bytes())
     assert doc["ProgramArguments"] == [sys.executable, "-m", "owl"]
-    assert doc["EnvironmentVariables"] == {"OWL_HOME": str(home / "owl")}
+    assert doc["EnvironmentVariables"]["OWL_HOME"] == str(home / "owl")
 
 
 def test_launchd_disabled_or_broken_counts_as_off(home: Path) -> None:

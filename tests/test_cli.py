@@ -8,6 +8,7 @@ first). Git effects of accept and drop are checked in the project itself.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def test_version(tmp_path):
 
 HELP = {
     "add": "Queue a Job",
-    "jobs": "reorder the queue (1 is the head)",
+    "jobs": "another place in the queue",
     "start": "start one Run now",
     "pause": "freeze every live Run",
     "resume": "lift the hold",
@@ -355,7 +356,7 @@ def test_status_reads_at_a_glance_and_its_json_carries_the_fields(tmp_path):
         assert [(q["id"], q["position"], q["state"]) for q in st["queue"]] == \
             [(first, 1, "active"), (second, 2, "pending")]
         text = d.ok("status")
-        assert f"job {first} · frozen by machine · 0:" in text and "left" in text
+        assert re.search(rf"job {first} · frozen by machine · (\d+s|1m) left", text), text
         shown = d.job(first)
         assert {"id", "state", "position", "branch", "worktree", "attempts_left",
                 "runs"} <= set(shown)

@@ -95,7 +95,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 def test_the_wheel_carries_the_package_data_and_nothing_else(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for needed in ("owl/tray/assets/owl.png", "owl/autostart/templates/owl-autostart.desktop",
-                   "owl/autostart/templates/dev.owl.plist", "owl/cli.py", "owl/__main__.py"):
+                   "owl/autostart/templates/dev.owl.plist", "owl/cli/__init__.py", "owl/__main__.py"):
         assert needed in names, f"{needed} is not in the wheel"
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"owl"}, tops  # no tests, no bench

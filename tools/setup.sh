@@ -2,8 +2,9 @@
 # Sets up everything Owl needs on a Debian/Ubuntu or macOS machine, idempotently:
 #   tools/setup.sh          what Owl needs to run
 #   tools/setup.sh --test   and what its tests need (display stack, Claude Code CLI)
-# The virtual environment is .venv beside this folder, on the system Python so
-# that the desktop's own GTK bindings (python3-gi) are visible to the tray.
+# The virtual environment is .venv beside this folder: on Linux on the system
+# Python so that the desktop's own GTK bindings (python3-gi) are visible to the
+# tray; on macOS on the newest Homebrew or python.org Python 3.11+.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
@@ -12,7 +13,7 @@ want_test=0
 
 run_pkgs=(git python3 python3-venv python3-dev gcc python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1
           libxss1 xdg-utils procps util-linux dbus)
-test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x11-utils
+test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x11-utils chromium
            dbus-x11 dbus-daemon)
 
 apt_install() {
@@ -36,10 +37,46 @@ if command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-py=python3
-[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+# The interpreter: Owl needs Python 3.11 or newer. OWL_PYTHON forces one.
+py_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
+pick_python() {
+  if [ -n "${OWL_PYTHON:-}" ]; then echo "$OWL_PYTHON"; return 0; fi
+  if [ "$(uname -s)" != Darwin ]; then
+    if [ -x /usr/bin/python3 ]; then echo /usr/bin/python3; else echo python3; fi
+    return 0
+  fi
+  # macOS: /usr/bin/python3 is the Command Line Tools' 3.9 (or a stub that offers
+  # to install them). Take Homebrew's or python.org's newest that really runs.
+  local name dir dirs
+  IFS=: read -r -a dirs <<< "${PATH:-}"
+  for name in python3.13 python3.12 python3.11; do
+    for dir in ${dirs[@]+"${dirs[@]}"} /opt/homebrew/bin /usr/local/bin \
+               "/Library/Frameworks/Python.framework/Versions/${name#python}/bin"; do
+      if [ -n "$dir" ] && [ -x "$dir/$name" ] && py_ok "$dir/$name"; then
+        echo "$dir/$name"; return 0
+      fi
+    done
+  done
+  return 1
+}
+if ! py="$(pick_python)"; then
+  echo "setup.sh: Owl needs Python 3.11 or newer (python3.13, 3.12 or 3.11 not found): brew install python@3.12, or the python.org installer" >&2
+  exit 1
+fi
+if ! py_ok "$py"; then
+  echo "setup.sh: $py is not Python 3.11 or newer" >&2
+  exit 1
+fi
+# On Linux the venv sees the distribution's PyGObject (python3-gi) for the tray;
+# on macOS the tray needs PyObjC from PyPI, and a system site would only add 3.9's.
+venv_args=()
+[ "$(uname -s)" = Darwin ] || venv_args=(--system-site-packages)
+if [ -e .venv ] && ! py_ok .venv/bin/python; then
+  echo "rebuilding .venv: its Python is missing or older than 3.11"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
-  "$py" -m venv --system-site-packages .venv
+  "$py" -m venv ${venv_args[@]+"${venv_args[@]}"} .venv
 fi
 if [ $want_test -eq 1 ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'

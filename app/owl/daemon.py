@@ -179,6 +179,13 @@ class Daemon:
         """Every verb the socket and the tray may ask; runs on the engine thread."""
         e = self.engine
         assert e is not None
+        if verb in ("jobs.review", "review"):
+            # Reads the database and git only, on the caller's thread: a large
+            # branch's diff must not hold up the supervisor.
+            from owl.review import write_page
+
+            key = "id" if "id" in args else "job_id"
+            return {"path": str(write_page(self.paths, _int(args, key)))}
         table = {
             "status": lambda: e.status(),
             "add": lambda: e.add_job(_str(args, "prompt"), _str(args, "project"),
@@ -187,7 +194,10 @@ class Daemon:
             "jobs.show": lambda: e.job_view(_int(args, "id")),
             "jobs.drop": lambda: e.drop(_int(args, "id"), bool(args.get("force"))),
             "drop": lambda: e.drop(_int(args, "job_id"), bool(args.get("force"))),
-            "jobs.accept": lambda: e.accept(_int(args, "id")),
+            "accept": lambda: e.accept(_int(args, "job_id"), bool(args.get("merge")), False),
+            "verify": lambda: _verify(e, _int(args, "job_id")),
+            "jobs.accept": lambda: e.accept(_int(args, "id"), bool(args.get("merge")),
+                                            bool(args.get("delete_branch"))),
             "jobs.extend": lambda: e.extend(_int(args, "id"), args.get("attempts")),
             "jobs.move": lambda: e.move(_int(args, "id"), _int(args, "position")),
             "jobs.reply": lambda: e.reply(_int(args, "id"), _str(args, "text"),
@@ -312,8 +322,39 @@ def serve_until_signal(d: Daemon) -> int:
     return 0
 
 
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+LOG_NAME = "owl.log"      # in Owl's log folder; the LaunchAgent's output goes there too
+
+
 def _setup_logging() -> None:
+    """Log to stderr, and also to `owl.log` in the log folder whenever stderr
+    is not a terminal: a login item's stderr is /dev/null (or, from Owl's
+    LaunchAgent, that very file, which then is not opened twice)."""
     level = os.environ.get("OWL_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+                        format=LOG_FORMAT, stream=sys.stderr)
+    try:
+        if sys.stderr is None or not sys.stderr.isatty():
+            _log_to_file(get_paths().logs / LOG_NAME)
+    except (OSError, ValueError) as e:   # an unwritable log folder must not stop Owl
+        log.warning("cannot log to a file: %s", e)
+
+
+def _log_to_file(target: Any) -> None:
+    from owl.paths import make_private_dir
+
+    make_private_dir(target.parent)
+    try:
+        err = os.fstat(sys.stderr.fileno()) if sys.stderr is not None else None
+    except (OSError, ValueError, AttributeError):
+        err = None
+    if err is not None and target.exists():
+        mine = target.stat()
+        if (mine.st_dev, mine.st_ino) == (err.st_dev, err.st_ino):
+            return          # stderr already is the log file
+    root = logging.getLogger()
+    if any(getattr(h, "baseFilename", None) == str(target) for h in root.handlers):
+        return
+    handler = logging.FileHandler(target, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(handler)

@@ -69,6 +69,7 @@ class Live:
     check_proc: Any = None                # the check running now (a checks.CheckProcess)
     results: list = field(default_factory=list)
     waiting: bool = False                 # its next check waits, frozen, to begin
+    untouchable: list = field(default_factory=list)   # processes the system kept from us
     # the agent: its driver and context, and what its output said (carryon)
     driver: Any = None
     ctx: Any = None
@@ -308,8 +309,24 @@ class Engine(Verbs):
                 log.info("run %s killed", lv.run_id)
             elif isinstance(action, lifecycle.Finish):
                 self._finish(lv, action)
+            if not isinstance(action, lifecycle.Finish):
+                self._note_untouchable(lv)
         if actions and self.on_change is not None:
             self.on_change()
+
+    def _note_untouchable(self, lv: Live) -> None:
+        """Name, once, each process of the Run the system would not let us
+        signal (it became root, say): it is left alone and everything else
+        goes on, but the person must know it is still there."""
+        known = {p["pid"] for p in lv.untouchable}
+        new = [p for p in lv.tree.refused() if p["pid"] not in known]
+        if not new:
+            return
+        lv.untouchable = lv.untouchable + new
+        for p in new:
+            log.warning("run %s: pid %s (%s) is left alone: %s", lv.run_id, p["pid"],
+                        p["command"], p["why"])
+        self._note(lv.run_id, untouchable=lv.untouchable)
 
     def _finish(self, lv: Live, f: lifecycle.Finish) -> None:
         try:
@@ -533,7 +550,8 @@ class Engine(Verbs):
             self.store.set_job(job_id, state="blocked", reason=f"setup failed: {e}")
             log.warning("job %s blocked: %s", job_id, e)
             return None
-        self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base)
+        self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
+                           base_branch=job.get("base_branch") or _made_from(project, job, ws))
         plan, replies = carryon.plan_for(self.store, job, driver, ws.worktree)
         run_id = self.store.start_run(job_id)
         self.store.give_replies(job_id, run_id)
@@ -791,3 +809,16 @@ class Engine(Verbs):
 
     def status(self) -> dict:
         return views.status(self)
+
+
+def _made_from(project: Path, job: dict, ws: "workspace.Workspace") -> str | None:
+    """The branch a new worktree was made from (the project's current branch), recorded
+    once so that `accept --merge` knows where to bring the Job's branch."""
+    if job.get("base") is not None:
+        return None             # made on an earlier Run, before this was recorded
+    from owl.review.merge import current_branch
+
+    try:
+        return current_branch(project)
+    except (OSError, workspace.WorkspaceError):
+        return None

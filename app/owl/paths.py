@@ -33,6 +33,11 @@ class Paths(NamedTuple):
     def pidfile(self) -> Path:
         return self.runtime / "owl.pid"
 
+    @property
+    def reviews(self) -> Path:
+        """Review pages (`owl jobs review`), beside the database in the data folder."""
+        return self.db.parent / "reviews"
+
     def ensure(self) -> None:
         """Create every folder Owl writes to, mode 0700."""
         for folder in {self.config.parent, self.db.parent, self.logs,

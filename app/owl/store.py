@@ -89,7 +89,18 @@ MIGRATIONS: list[str] = [
     CREATE INDEX checks_by_run ON checks(run_id);
     CREATE INDEX checks_by_job ON checks(job_id, batch);
     """,
-    # 3: a Run's conversation (session id, whether it carried one on), what it
+    # 3: processes of a Run the system would not let Owl signal ({pid, command,
+    # why} as JSON), and the wall-clock end of a frozen Run's grace window
+    # (for the watchdog, which keeps that promise when the daemon is stopped)
+    """
+    ALTER TABLE runs ADD COLUMN untouchable TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE runs ADD COLUMN grace_ends_at REAL;
+    """,
+    # 4: the branch a Job's worktree was made from, which `accept --merge` brings it into
+    """
+    ALTER TABLE jobs ADD COLUMN base_branch TEXT;
+    """,
+    # 5: a Run's conversation (session id, whether it carried one on), what it
     # cost (usage: JSON of duration_ms, num_turns, tokens, total_cost_usd) and
     # its final message; the person's replies to a Job (run_id: the Run that
     # was given it); and each agent's usage-limit wait, kept across restarts
@@ -119,9 +130,10 @@ MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
-             "worktree, base, reason, created_at, updated_at")
+             "worktree, base, reason, created_at, updated_at, base_branch")
 _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
-             "ended_by, reason, exit_code, pids, log, session_id, resumed, usage, last_message")
+             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at, session_id, "
+             "resumed, usage, last_message")
 
 
 def title_of(prompt: str, width: int = 60) -> str:
@@ -350,8 +362,9 @@ class Store:
             return int(cur.lastrowid)
 
     def set_run(self, run_id: int, **fields: Any) -> None:
-        if "pids" in fields and not isinstance(fields["pids"], str):
-            fields["pids"] = json.dumps(fields["pids"])
+        for key in ("pids", "untouchable"):
+            if key in fields and not isinstance(fields[key], str):
+                fields[key] = json.dumps(fields[key])
         cols = ", ".join(f"{k}=?" for k in fields)
         with self.tx():
             self.db.execute(f"UPDATE runs SET {cols} WHERE id=?", (*fields.values(), run_id))
@@ -543,6 +556,7 @@ def _job(row: sqlite3.Row) -> dict[str, Any]:
 def _run(row: sqlite3.Row) -> dict[str, Any]:
     run = dict(row)
     run["pids"] = json.loads(run["pids"] or "[]")
+    run["untouchable"] = json.loads(run.get("untouchable") or "[]")
     try:
         run["usage"] = json.loads(run["usage"]) if run.get("usage") else None
     except ValueError:

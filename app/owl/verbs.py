@@ -147,14 +147,31 @@ class Verbs:
             log.warning("job %s dropped, but its workspace stays: %s", job_id, e)
         return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped"}
 
-    def accept(self, job_id: int) -> dict:
+    def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False) -> dict:
+        """Keep a Job's work: with `merge`, bring its branch into its base branch first
+        (see `owl.review.merge`); with `delete_branch`, delete the branch once merged."""
+        from owl.review import merge as mergemod
+
         job = self._job_or_refuse(job_id)
         if job["state"] != "review":
             raise Refused(f"job {job_id} is {job['state']}, not in review")
-        workspace.remove(Path(job["project"]), Path(job["worktree"]) if job["worktree"] else None)
+        project = Path(job["project"])
+        worktree = Path(job["worktree"]) if job["worktree"] else None
+        if worktree is not None and workspace.is_dirty(worktree):
+            raise Refused(f"job {job_id}'s worktree {worktree} has uncommitted changes: commit "
+                          "them there, or drop them, first")
+        merged = mergemod.merge(project, job)[1] if merge else None
+        if delete_branch:
+            mergemod.require_merged(project, job)     # refuses before anything changes
+        workspace.remove(project, worktree)
         self.store.set_job(job_id, state="done", worktree=None)
-        return {"id": job_id, "state": "done", "branch": job["branch"],
-                "message": f"job {job_id} accepted; branch {job['branch']} kept"}
+        if delete_branch:
+            mergemod.delete_merged_branch(project, job)
+        said = f"; {merged}" if merged else ""
+        return {"id": job_id, "state": "done", "branch": job["branch"], "merged": merged,
+                "branch_deleted": delete_branch,
+                "message": f"job {job_id} accepted{said}; branch {job['branch']} "
+                           + ("deleted" if delete_branch else "kept")}
 
     def extend(self, job_id: int, attempts: int | None) -> dict:
         job = self._job_or_refuse(job_id)

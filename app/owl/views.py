@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from owl import carryon
 from owl import checks as checksmod
 from owl import workspace
+from owl.review import facts as review_facts
+from owl.review.text import last_message
 from owl.store import Store
 
 if TYPE_CHECKING:
@@ -51,7 +53,8 @@ def status(e: "Engine") -> dict:
             "frozen_by": run.frozen_by, "grace_left_s": run.grace_left(now),
             "grace_window_s": e.cfg.grace_window,
             "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
-            "exempt": run.exempt, "log": str(lv.log_path)})
+            "exempt": run.exempt, "log": str(lv.log_path),
+            "untouchable": list(getattr(lv, "untouchable", []))})
     queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
                "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
               for j in e.store.jobs(("pending", "active"), limit=50)]
@@ -62,8 +65,10 @@ def status(e: "Engine") -> dict:
                        "title": job["title"] if job else "", "outcome": run["outcome"],
                        "ended_by": run["ended_by"], "reason": run["reason"],
                        "ended_at": iso(run["ended_at"]), "log": run["log"],
+                       "untouchable": _still_there(run.get("untouchable")),
                        "message": _run_message(e.store, run)})
-    review = [{"id": j["id"], "title": j["title"], "branch": j["branch"]}
+    review = [{"id": j["id"], "title": j["title"], "branch": j["branch"],
+               "worktree": j["worktree"], "base_branch": j.get("base_branch")}
               for j in e.store.jobs(("review",))]
     attention = None
     if r.problem:
@@ -103,6 +108,22 @@ def status(e: "Engine") -> dict:
         "config_problem": e.config_problem,
     }
 
+def _still_there(procs: list[dict] | None) -> list[dict]:
+    """Of the processes a finished Run left behind because Owl may not signal
+    them, those still running (while the pid still runs the same command)."""
+    import psutil
+
+    out = []
+    for p in procs or []:
+        try:
+            line = " ".join(psutil.Process(int(p["pid"])).cmdline())
+        except (psutil.Error, ValueError, KeyError):
+            continue
+        if line and (p.get("command") or "")[:100] == line[:100]:
+            out.append(p)
+    return out
+
+
 def _awake_why(run_ids: list[int]) -> str:
     """Why the machine is kept awake, in words, for `owl status`."""
     if not run_ids:
@@ -124,7 +145,8 @@ def job_view(store: Store, job: dict) -> dict:
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
-             "ended_at": iso(r["ended_at"]), "log": r["log"], "session_id": r["session_id"],
+             "ended_at": iso(r["ended_at"]), "log": r["log"],
+             "untouchable": r.get("untouchable") or [], "session_id": r["session_id"],
              "resumed": None if r["resumed"] is None else bool(r["resumed"]),
              "usage": r["usage"], "last_message": r["last_message"]}
             for r in store.runs(job["id"])]
@@ -134,6 +156,7 @@ def job_view(store: Store, job: dict) -> dict:
     for r in runs:
         r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
     view["runs"] = runs
+    view["last_message"] = _last_message(store.runs(job["id"]))
     view["usage"] = usage_sum([r["usage"] for r in runs])
     view["replies"] = [{"text": r["text"], "at": iso(r["at"]), "run_id": r["run_id"]}
                        for r in store.replies(job["id"])]
@@ -155,6 +178,7 @@ def job_view(store: Store, job: dict) -> dict:
             project = Path(job["project"])
             view["commits"] = workspace.commits_since(project, job["base"], job["branch"])
             view["diffstat"] = workspace.diff_stat(project, job["base"], job["branch"])
+            view["files"] = review_facts.files(project, job["base"], job["branch"])
         except (OSError, workspace.WorkspaceError, subprocess.SubprocessError):
             pass        # the project moved or is gone: the Job's record still shows
     return view
@@ -186,6 +210,16 @@ def _job_limit(store: Store, job: dict) -> dict | None:
         if w["agent"] == job["agent"] and w["until"] > now:
             return {"agent": w["agent"], "kind": w["kind"], "until": iso(w["until"]),
                     "reason": w["reason"]}
+    return None
+
+
+def _last_message(runs: list[dict]) -> str | None:
+    """The agent's own last words: of the latest Run that left any."""
+    for run in reversed(runs):
+        said = run.get("last_message") or last_message(
+            review_facts.read_tail(run.get("log"), 1 << 20))
+        if said:
+            return said
     return None
 
 

@@ -65,15 +65,36 @@ def recover(store: Any, instance: str) -> tuple[list[int], int]:
     open_runs = store.open_runs()
     identities = [tuple(p) for r in open_runs for p in r["pids"]]
     survivors = tree.find_survivors("OWL_INSTANCE", [instance], identities)
-    killed = tree.kill_processes(survivors) if survivors else 0
+    killed, refused = tree.end_processes(survivors) if survivors else (0, [])
     ids: list[int] = []
     if open_runs:
         ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}
+        _name_untouchable(store, open_runs, refused)
         ids = store.recover(CRASH_REASON, ended_by)
     if ids or killed:
         log.warning("recovered from a crash: %d Run(s) recorded interrupted, %d leftover "
                     "process(es) killed", len(ids), killed)
     return ids, killed
+
+
+def _name_untouchable(store: Any, open_runs: list[dict], refused: list[dict]) -> None:
+    """Record on each Run the leftovers the system would not let us kill.
+
+    A process is the Run's whose recorded pids name it (its environment,
+    and so its tag, is unreadable to us); with one open Run, all are its."""
+    for p in refused:
+        log.warning("pid %s (%s) was left running: %s", p["pid"], p["command"], p["why"])
+    for r in open_runs:
+        mine = {pid for pid, _ in r["pids"]}
+        named = [p for p in refused if p["pid"] in mine or len(open_runs) == 1]
+        if named:
+            known = {p["pid"] for p in r.get("untouchable") or []}
+            merged = list(r.get("untouchable") or []) + [p for p in named
+                                                          if p["pid"] not in known]
+            try:
+                store.set_run(r["id"], untouchable=merged)
+            except Exception as e:  # a record is a courtesy; recovery goes on
+                log.warning("run %s: could not record what was left running: %s", r["id"], e)
 
 
 class Guard:
@@ -115,8 +136,11 @@ class Guard:
 
 
 def start(db: Path, lock: Path, instance: str) -> Guard:
-    """Start the watchdog for a daemon whose lock is `lock` and database `db`."""
+    """Start the watchdog for a daemon whose lock is `lock` and database `db`.
+
+    Through `bundle.module_argv`: inside an app bundle sys.executable takes no `-m`."""
     from owl import tree
+    from owl.bundle import module_argv
 
     rfd, wfd = os.pipe()          # both close-on-exec; only rfd is passed on
     env = {k: v for k, v in os.environ.items() if k not in _TAGS}
@@ -124,7 +148,7 @@ def start(db: Path, lock: Path, instance: str) -> Guard:
         # In a session of its own, so the daemon's reaper must be told it is ours.
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "owl.watchdog", str(rfd), str(db), str(lock), instance],
+                [*module_argv("owl.watchdog"), str(rfd), str(db), str(lock), instance],
                 pass_fds=(rfd,), env=env, stdin=subprocess.DEVNULL, start_new_session=True,
                 close_fds=True)
             tree.own(popen, locked=True)
@@ -166,7 +190,8 @@ def _after_death(db: Path, lock: Path, instance: str) -> None:
             from owl import tree
 
             found = tree.find_survivors("OWL_INSTANCE", [instance])
-            tree.kill_processes(found)
+            for p in tree.end_processes(found)[1]:
+                log.warning("pid %s (%s) was left running: %s", p["pid"], p["command"], p["why"])
             return
         try:
             recover(store, instance)

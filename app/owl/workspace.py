@@ -9,11 +9,11 @@ stopped; it is removed only when the person accepts or drops the Job.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from owl import safegit
 from owl.errors import Refused
 
 _GIT_TIMEOUT = 60
@@ -30,10 +30,18 @@ class Workspace:
     base: str
 
 
-def git(cwd: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                          env=env, timeout=_GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+def git(cwd: Path | str, *args: str, check: bool = True,
+        timeout: float = _GIT_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """git ARGS in `cwd`, the one way Owl runs git: nothing the repository
+    configures (hooks, fsmonitor, filters, drivers) runs, and git's process
+    tree is ended when it exits or times out (see `owl.safegit`).
+
+    Raises WorkspaceError if git times out, or fails and `check` is set;
+    OSError if git cannot be started."""
+    try:
+        proc = safegit.run(cwd, *args, timeout=timeout)
+    except safegit.GitTimeout as e:
+        raise WorkspaceError(str(e)) from None
     if check and proc.returncode != 0:
         msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
         raise WorkspaceError(f"git {args[0]} failed: {msg[-1] if msg else proc.returncode}")
@@ -49,7 +57,7 @@ def project_root(path: str | Path) -> Path:
         raise Refused(f"project {p} is not a folder")
     try:
         proc = git(p, "rev-parse", "--show-toplevel", check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
+    except (OSError, WorkspaceError) as e:
         raise Refused(f"project {p}: git cannot be run ({e})") from None
     if proc.returncode != 0:
         raise Refused(f"project {p} is not a git repository")

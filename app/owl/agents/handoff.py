@@ -16,7 +16,6 @@ import codecs
 import logging
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 from owl.agents.base import RunContext
@@ -90,14 +89,13 @@ def branch_log(worktree: Path, base: str, limit: int = 50) -> str:
     """
     if not base or base.startswith("-"):
         raise ValueError(f"not a commit: {base!r}")
+    from owl.workspace import WorkspaceError, git
+
     try:
-        out = subprocess.run(
-            ["git", "-C", str(worktree), "log", "--oneline", "--no-decorate", "--no-color",
-             f"--max-count={int(limit)}", "--end-of-options", f"{base}..HEAD"],
-            capture_output=True, text=True, errors="replace", timeout=30,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
+        out = git(worktree, "log", "--oneline", "--no-decorate", "--no-color",
+                  f"--max-count={int(limit)}", "--end-of-options", f"{base}..HEAD",
+                  check=False, timeout=30)
+    except (OSError, WorkspaceError) as e:
         log.warning("git log in %s failed: %s", worktree, e)
         return ""
     if out.returncode != 0:

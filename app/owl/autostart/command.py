@@ -15,7 +15,13 @@ from pathlib import Path
 
 
 def owl_command() -> list[str]:
-    """argv that starts Owl's tray with this installation."""
+    """argv that starts Owl's tray with this installation (inside an app
+    bundle, the bundle's own executable: its interpreter takes no `-m`)."""
+    from owl.bundle import app_bundle, main_executable
+
+    bundle = app_bundle()
+    if bundle is not None:
+        return [str(main_executable(bundle))]
     here = Path(sys.executable).parent
     for name in ("owl", "owl.exe"):
         script = here / name
@@ -50,3 +56,7 @@ def uninstall(target: Path) -> Path:
     """Remove a login item (absent is fine); returns where it was."""
     target.unlink(missing_ok=True)
     return target
+
+
+if __name__ == "__main__":
+    print(owl_command())

@@ -4,23 +4,48 @@ Pure file writing with plistlib from `templates/dev.owl.plist`: the agent
 runs at login in the Aqua (GUI) session, since the tray needs one, and is
 not kept alive, so Quit from the menu stays quit. It is picked up at the
 next login; nothing is loaded into launchd now.
+
+launchd starts a login item with its own PATH (`/usr/bin:/bin:/usr/sbin:
+/sbin`), no LANG, and stdout/stderr on /dev/null. Agents are found on PATH
+and inherit the daemon's environment, so the PATH and locale of the session
+that turned start-at-login on are recorded in the plist, and launchd's
+output goes to a file in Owl's log folder (where the daemon logs too).
 """
 
 from __future__ import annotations
 
+import os
 import plistlib
 from pathlib import Path
 
 from owl.autostart.command import install, owl_environment, template, uninstall
 
 LABEL = "dev.owl"
+LOG_NAME = "owl.log"          # the daemon's own log file, in Owl's log folder
+# What a login session lacks and an agent needs, taken from the session
+# that turns start-at-login on.
+SESSION_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE")
 
 
 def path() -> Path:
     return Path.home() / "Library" / "LaunchAgents" / f"{LABEL}.plist"
 
 
-def render(argv: list[str], env: dict[str, str] | None = None) -> bytes:
+def session_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """PATH and locale of this session: what launchd would not give the agent."""
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in SESSION_VARIABLES if env.get(k)}
+
+
+def log_file() -> Path:
+    """Where launchd sends Owl's stdout and stderr (the daemon's log file)."""
+    from owl.paths import get_paths
+
+    return get_paths().logs / LOG_NAME
+
+
+def render(argv: list[str], env: dict[str, str] | None = None,
+           log: Path | None = None) -> bytes:
     doc = plistlib.loads(template(f"{LABEL}.plist"))
     doc["Label"] = LABEL
     doc["ProgramArguments"] = list(argv)
@@ -28,11 +53,19 @@ def render(argv: list[str], env: dict[str, str] | None = None) -> bytes:
         doc["EnvironmentVariables"] = dict(env)
     else:
         doc.pop("EnvironmentVariables", None)
+    if log is not None:
+        doc["StandardOutPath"] = doc["StandardErrorPath"] = str(log)
     return plistlib.dumps(doc, fmt=plistlib.FMT_XML)
 
 
 def enable(argv: list[str]) -> Path:
-    return install(path(), render(argv, owl_environment()))
+    log = log_file()
+    # launchd opens the file but does not create its folder.
+    from owl.paths import make_private_dir
+
+    make_private_dir(log.parent)
+    env = {**session_environment(), **owl_environment()}
+    return install(path(), render(argv, env, log))
 
 
 def disable() -> Path:

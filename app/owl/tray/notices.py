@@ -7,6 +7,7 @@ without a display:
   (the spell ends when the machine is idle again), with the time it has left;
 - a Run killed (ended by SIGKILL) is announced once;
 - a Job reaching review is announced once;
+- a Run with a process Owl may not signal (it became root) is announced once;
 - an agent's wait for a usage limit (or its service) is announced when it begins.
 
 What was already there when the tray started is not news and is not shown.
@@ -25,6 +26,7 @@ class Notices:
         self._frozen_said: set[int] = set()
         self._killed_said: set[int] = set()
         self._review_said: set[int] = set()
+        self._untouchable_said: set[int] = set()
         self._limits_said: set[tuple] = set()
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
@@ -51,6 +53,7 @@ class Notices:
             self._killed_said.add(rid)
             reason = entry.get("reason") or "it did not end within 5 s of being asked"
             out.append((f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}"))
+        out += self._untouchable(status)
         for job in status.get("review") or []:
             jid = job.get("id")
             if jid in self._review_said:
@@ -65,8 +68,27 @@ class Notices:
             out.append((f"Work waits until {str(w.get('until') or '')[11:16]}",
                         f"{w.get('reason')}\nIt carries on by itself then."))
         if not self._primed:
+            said = [n for n in out if " left a process" in n[0]]
             # Startup: remember what is there, announce none of it, except a
             # Run frozen right now (its countdown is running).
             self._primed = True
-            out = [n for n in out if n[0].endswith(" frozen")]
+            out = [n for n in out if n[0].endswith(" frozen")] + said
+        return out
+
+    def _untouchable(self, status: dict[str, Any]) -> list[tuple[str, str]]:
+        """One notice per Run that has processes Owl may not signal."""
+        out = []
+        entries = [(r.get("id"), r.get("job_id"), r.get("untouchable"))
+                   for r in status.get("runs") or []]
+        entries += [(r.get("run_id"), r.get("job_id"), r.get("untouchable"))
+                    for r in status.get("recent") or []]
+        for rid, jid, procs in entries:
+            if not procs or rid in self._untouchable_said:
+                continue
+            self._untouchable_said.add(rid)
+            first = procs[0]
+            more = f" and {len(procs) - 1} more" if len(procs) > 1 else ""
+            out.append((f"Job {jid} left a process Owl may not stop",
+                        f"pid {first.get('pid')} ({short(first.get('command'), 40)}){more}: "
+                        f"{first.get('why')}"))
         return out

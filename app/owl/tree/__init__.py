@@ -15,17 +15,21 @@ This package knows nothing of Jobs or Runs beyond a tag in the environment.
 
 After a crash, ``kill_processes(find_survivors("OWL_RUN_ID", run_ids,
 identities, instance=("OWL_INSTANCE", this_home)))``.
+
+A process the system will not let us signal (EPERM: it became root, as
+``sudo`` does) never raises: it is left alone, does not keep the tree
+``alive()``, and ``tree.refused()`` names it.
 """
 
 from __future__ import annotations
 
 from ._platform import backend
-from .process_tree import ProcessTree, find_survivors, kill_processes
+from .process_tree import ProcessTree, end_processes, find_survivors, kill_processes
 from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
 
 BACKEND: str = backend.NAME
 
 __all__ = [
     "BACKEND", "SPAWN_LOCK", "ProcessTree", "become_subreaper",
-    "find_survivors", "kill_processes", "own", "reap_orphans", "spawn",
+    "end_processes", "find_survivors", "kill_processes", "own", "reap_orphans", "spawn",
 ]

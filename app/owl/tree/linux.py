@@ -130,7 +130,8 @@ class Handle:
         self.fd = fd
 
     def send(self, sig: int) -> bool:
-        """Signal the process; False if it has exited (never an error)."""
+        """Signal the process; False if it has exited. PermissionError if
+        the system will not let us (a process that became another user)."""
         if self.fd < 0:
             return False
         try:

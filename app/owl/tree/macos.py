@@ -4,7 +4,9 @@ macOS has neither pidfds nor a child subreaper, so listing and signalling
 are the portable psutil ones (psutil re-checks the create time before each
 signal). Orphans go to launchd; a sweep still finds those it has seen
 before, and the ProcessTree also looks among launchd's children for the
-Run's tag.
+Run's tag or, where the kernel hides the environment (Apple's own
+binaries), for a session or process group the Run has had (posix.Kin,
+which also sweeps when a member forks, through kqueue).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import shutil
 
 from .posix import (  # noqa: F401  (the backend interface, re-exported)
-    DEAD, RUNNING, STOPPED, Handle, Stat, _nice_prefix, become_subreaper,
+    DEAD, RUNNING, STOPPED, ForkWatch, Handle, Kin, Stat, _nice_prefix, become_subreaper,
+    sweeper,
     create_time, environ, last_pid, matches, open_handle, same_start,
     snapshot, stat,
     zombie_children,

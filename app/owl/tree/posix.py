@@ -14,11 +14,17 @@ compared by code that only knows psutil.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-from typing import NamedTuple
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import psutil
+
+log = logging.getLogger("owl.tree")
 
 NAME = "posix"
 
@@ -134,12 +140,15 @@ class Handle:
         self.proc = proc
 
     def send(self, sig: int) -> bool:
-        """Signal the process; False if it is gone (never an error)."""
+        """Signal the process; False if it is gone. PermissionError if the
+        system will not let us (the tree decides what that means)."""
         try:
             self.proc.send_signal(sig)
             return True
         except (psutil.NoSuchProcess, ProcessLookupError):
             return False
+        except psutil.AccessDenied as e:
+            raise PermissionError(f"may not signal pid {self.proc.pid}") from e
 
     def alive(self) -> bool:
         """Whether the process still exists (psutil compares create times)."""
@@ -167,6 +176,148 @@ def environ(pid: int) -> dict[str, str] | None:
         return psutil.Process(pid).environ()
     except (psutil.Error, OSError):
         return None
+
+
+class Kin:
+    """The sessions and process groups a Run has had, and a watch on its forks.
+
+    Without a child subreaper (macOS) an orphan goes to launchd, pid 1, and
+    the kernel hides the environment of Apple's own binaries (``/bin/sh``,
+    ``/bin/sleep``): a tool shell that runs ``sleep 300 & exit`` between two
+    sweeps leaves an orphan neither the tree's parent links nor the Run's
+    tag can name. Its session and process group still can: they are the
+    shell's, which the Run had. So every member's session and group is
+    noted (never the daemon's own, which unrelated processes share), and an
+    untagged orphan in one of them is the Run's.
+
+    Where the kernel offers kqueue (macOS, the BSDs), every member is also
+    watched for NOTE_FORK, and ``on_fork`` is called (from a thread of its
+    own, once per burst of forks) so that the tree sweeps while a short-lived
+    parent is still there to be seen.
+    """
+
+    def __init__(self, on_fork: Callable[[], None] | None = None, *,
+                 kqueue_api: Any = None) -> None:
+        self._groups: set[tuple[str, int]] = set()
+        self._own = {("s", _sid(0)), ("g", _pgid(0))}
+        self._lock = threading.Lock()
+        api = kqueue_api
+        if api is None:
+            import select
+
+            api = select if hasattr(select, "kqueue") else None
+        self._forks = ForkWatch(on_fork, api) if (on_fork and api is not None) else None
+
+    @property
+    def watching_forks(self) -> bool:
+        return self._forks is not None
+
+    def note(self, pids: Iterable[int]) -> None:
+        """Remember the session and group of each (live) member; watch its forks."""
+        for pid in pids:
+            sid, pgid = _sid(pid), _pgid(pid)
+            with self._lock:
+                for key in (("s", sid), ("g", pgid)):
+                    if key[1] > 0 and key not in self._own:
+                        self._groups.add(key)
+            if self._forks is not None:
+                self._forks.watch(pid)
+
+    def claims(self, pid: int) -> bool:
+        """Whether ``pid`` is in a session or process group the Run has had."""
+        sid, pgid = _sid(pid), _pgid(pid)
+        with self._lock:
+            return ("s", sid) in self._groups or ("g", pgid) in self._groups
+
+    def close(self) -> None:
+        if self._forks is not None:
+            self._forks.close()
+            self._forks = None
+
+
+class ForkWatch:
+    """Calls ``on_fork`` soon after any watched process forks (kqueue NOTE_FORK).
+
+    ``api`` is the ``select`` module (or a stand-in with the same names). The
+    thread drains every pending event before calling back, so a burst of
+    forks costs one sweep, and it waits at most ``POLL`` seconds between
+    checks that it should end.
+    """
+
+    POLL = 0.5
+
+    def __init__(self, on_fork: Callable[[], None], api: Any) -> None:
+        self._api = api
+        self._kq = api.kqueue()
+        self._on_fork = on_fork
+        self._watched: set[int] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="owl-forkwatch", daemon=True)
+        self._thread.start()
+
+    def watch(self, pid: int) -> None:
+        api = self._api
+        with self._lock:
+            if pid in self._watched or self._closed.is_set():
+                return
+            self._watched.add(pid)
+            ev = api.kevent(pid, filter=api.KQ_FILTER_PROC,
+                            flags=api.KQ_EV_ADD | api.KQ_EV_CLEAR,
+                            fflags=api.KQ_NOTE_FORK | api.KQ_NOTE_EXIT)
+            try:
+                self._kq.control([ev], 0, 0)
+            except OSError:          # gone already, or not ours to watch
+                self._watched.discard(pid)
+
+    def _run(self) -> None:
+        api = self._api
+        while not self._closed.is_set():
+            try:
+                events = self._kq.control(None, 64, self.POLL)
+            except OSError as e:
+                if not self._closed.is_set():
+                    log.warning("fork watch stopped: %s", e)
+                return
+            forked = False
+            for ev in events:
+                if ev.fflags & api.KQ_NOTE_EXIT:
+                    with self._lock:
+                        self._watched.discard(ev.ident)
+                if ev.fflags & api.KQ_NOTE_FORK:
+                    forked = True
+            if forked and not self._closed.is_set():
+                try:
+                    self._on_fork()
+                except Exception:
+                    log.exception("sweep after a fork failed")
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(2 * self.POLL)
+        try:
+            self._kq.close()
+        except OSError:
+            pass
+
+
+def sweeper(tree: Any) -> Callable[[], None]:
+    """A fork callback that sweeps ``tree`` without keeping it alive."""
+    ref = weakref.ref(tree)
+
+    def sweep() -> None:
+        t = ref()
+        if t is not None:
+            t.alive()
+    return sweep
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1
 
 
 def become_subreaper() -> bool:
@@ -200,5 +351,5 @@ __all__ = [
     "NAME", "RUNNING", "STOPPED", "DEAD", "Stat", "Handle", "snapshot", "stat",
     "last_pid",
     "zombie_children", "create_time", "same_start", "matches", "open_handle", "environ",
-    "become_subreaper", "priority_prefix",
+    "become_subreaper", "priority_prefix", "Kin", "ForkWatch", "sweeper",
 ]

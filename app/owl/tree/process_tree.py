@@ -40,13 +40,40 @@ _SETTLE_TIMEOUT = 0.25
 class _Member:
     """One process start seen in the Run, and the open handle to signal it."""
 
-    __slots__ = ("pid", "start", "handle", "proc")
+    __slots__ = ("pid", "start", "handle", "proc", "refused")
 
     def __init__(self, pid: int, start: Any) -> None:
         self.pid = pid
         self.start = start
         self.handle: Any = None
         self.proc: psutil.Process | None = None
+        # Why the kernel refused our last signal (EPERM), or None. Such a
+        # process is left alone and not waited for; the rest goes on.
+        self.refused: str | None = None
+
+
+def why_refused(pid: int) -> str:
+    """Why this process may not be signalled by us, in words."""
+    mine = os.geteuid()
+    try:
+        uids = psutil.Process(pid).uids()
+    except psutil.Error:
+        return "the system refused to let Owl signal it"
+    if uids.effective != mine or uids.real != mine:
+        who = "root" if uids.effective == 0 else f"uid {uids.effective}"
+        return (f"it became {who} (real uid {uids.real}, Owl runs as uid {mine}); "
+                "Owl may not signal it")
+    return "the system refused to let Owl signal it"
+
+
+def command_of(pid: int) -> str:
+    """A process's command line in one line, or its name if that is unreadable."""
+    try:
+        proc = psutil.Process(pid)
+        line = " ".join(proc.cmdline()) or proc.name()
+    except psutil.Error:
+        return "?"
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 class ProcessTree:
@@ -71,6 +98,9 @@ class ProcessTree:
         self._mark: int | None = None          # last_pid() at the last sweep
         self._full_marks: list[int] = []       # ... at the last two full ones
         self._me = os.getpid()
+        # Backends without a subreaper know a Run's sessions and forks (posix.Kin).
+        kin = getattr(self._b, "Kin", None) if tag is not None else None
+        self._kin = kin(on_fork=self._b.sweeper(self)) if kin is not None else None
         if leader is not None:
             self.add_leader(leader)
 
@@ -89,6 +119,8 @@ class ProcessTree:
             return
         with self._lock:
             self._remember(pid, row.start)
+            if self._kin is not None:
+                self._kin.note([pid])
             self._mark = None       # its descendants: the next sweep reads all
             self._full_marks = []
             if self._epoch is None or row.start < self._epoch:
@@ -184,6 +216,8 @@ class ProcessTree:
                     queue.append((child, crow.start))
         self._order = live
         self._rows = rows
+        if self._kin is not None:
+            self._kin.note(m.pid for m in live)
         return live
 
     def _adopted(self, rows: dict[int, Any],
@@ -211,6 +245,8 @@ class ProcessTree:
             env = self._b.environ(pid)
             if env is not None and env.get(name) == value:
                 found.append(key)
+            elif self._kin is not None and self._kin.claims(pid):
+                found.append(key)        # untagged, in a session the Run had
             else:
                 self._not_ours.add(key)
         if len(self._not_ours) > 4 * len(rows) + 256:
@@ -221,11 +257,28 @@ class ProcessTree:
     # -- signals ------------------------------------------------------------
 
     def _send(self, m: _Member, sig: int) -> bool:
+        """Signal one member; False if it is gone or may not be signalled.
+
+        EPERM (a process that became another user, as sudo does) is never
+        an error here: the member is marked refused, left alone, and every
+        other process of the tree is still signalled."""
         if m.handle is None:
             m.handle = self._b.open_handle(m.pid, m.start)
             if m.handle is None:
                 return False
-        return m.handle.send(sig)
+        try:
+            sent = m.handle.send(sig)
+        except PermissionError:
+            if m.refused is None:
+                m.refused = why_refused(m.pid)
+            return False
+        if sent:
+            m.refused = None
+        return sent
+
+    def _ours(self, live: list[_Member]) -> list[_Member]:
+        """The members we may signal (the refused ones are left alone)."""
+        return [m for m in live if m.refused is None]
 
     def freeze(self) -> int:
         """SIGSTOP every process; sweep again until a sweep finds nothing
@@ -304,7 +357,7 @@ class ProcessTree:
             if row.state == b.DEAD:
                 continue
             live.append(m)
-            if row.state == b.RUNNING:
+            if row.state == b.RUNNING and m.refused is None:
                 pending.append(m)
         self._order = live
         deadline = time.monotonic() + _SETTLE_TIMEOUT
@@ -319,7 +372,7 @@ class ProcessTree:
                         and row.state == b.RUNNING):
                     still.append(m)
             pending = still
-        return live
+        return self._ours(live)
 
     def thaw(self) -> int:
         """SIGCONT every process, children before parents (so a parent that
@@ -365,7 +418,7 @@ class ProcessTree:
             deadline = time.monotonic() + timeout
             pause = 0.0005
             while True:
-                live = self._sweep()
+                live = self._ours(self._sweep())
                 if not live:
                     break
                 fresh = [m for m in live if m not in killed]
@@ -399,9 +452,21 @@ class ProcessTree:
             return out
 
     def alive(self) -> bool:
-        """Whether any live (non-zombie) process of the Run is left."""
+        """Whether any live (non-zombie) process of the Run is left that we
+        may signal: one the system keeps from us cannot hold the Run open."""
         with self._lock:
-            return bool(self._sweep())
+            return bool(self._ours(self._sweep()))
+
+    def refused(self) -> list[dict[str, Any]]:
+        """The live processes the system would not let us signal, each as
+        {pid, command, why}, from what the last signals met (no sweep)."""
+        with self._lock:
+            out = []
+            for m in self._order:
+                if m.refused is not None and self._members.get(m.pid) is m:
+                    out.append({"pid": m.pid, "command": command_of(m.pid),
+                                "why": m.refused})
+            return out
 
     def identities(self) -> list[tuple[int, float]]:
         """(pid, create_time) of every live process, create_time as psutil
@@ -412,7 +477,7 @@ class ProcessTree:
     def is_frozen(self) -> bool:
         """Whether every live process is stopped. False if none is left."""
         with self._lock:
-            live = self._sweep()
+            live = self._ours(self._sweep())
             rows = self._rows
             return bool(live) and all(rows[m.pid].state == self._b.STOPPED
                                       for m in live)
@@ -420,6 +485,8 @@ class ProcessTree:
     def close(self) -> None:
         """Release the open pidfds (the processes are not touched)."""
         with self._lock:
+            if self._kin is not None:
+                self._kin.close()
             for m in list(self._members.values()):
                 self._forget(m)
             self._order = []
@@ -434,6 +501,8 @@ class ProcessTree:
 
     def __del__(self) -> None:
         try:
+            if self._kin is not None:
+                self._kin.close()
             for m in self._members.values():
                 if m.handle is not None:
                     m.handle.close()
@@ -519,6 +588,13 @@ def kill_processes(procs: list[psutil.Process], timeout: float = _KILL_TIMEOUT) 
     signalled only while it is still the process ``procs`` names (its create
     time). Waits until they are gone (at most ``timeout`` seconds); returns
     how many were killed."""
+    return end_processes(procs, timeout)[0]
+
+
+def end_processes(procs: list[psutil.Process], timeout: float = _KILL_TIMEOUT
+                  ) -> tuple[int, list[dict[str, Any]]]:
+    """As kill_processes; also returns the processes the system would not
+    let us signal ({pid, command, why}), which were left alone."""
     with ProcessTree(None) as tree:
         for proc in procs:
             try:
@@ -526,4 +602,5 @@ def kill_processes(procs: list[psutil.Process], timeout: float = _KILL_TIMEOUT) 
             except psutil.Error:
                 continue
             tree.add_leader(proc.pid, create_time=created)
-        return tree.kill(timeout)
+        killed = tree.kill(timeout)
+        return killed, tree.refused()

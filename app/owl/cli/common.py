@@ -1,0 +1,84 @@
+"""What every verb of the `owl` command shares: exit codes, the daemon, output.
+
+Light on purpose: every `owl` call imports this, so it imports only argparse,
+json and the socket client; the rest is imported inside the verb that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_NO_DAEMON = 0, 1, 2, 3
+JSON_ERRORS = False     # set by main when --json is on the line: errors go to stdout as JSON too
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line under the verb's own usage,
+    exit 2, and whose leaf verbs take their options anywhere on the line."""
+
+    _intermixing = False
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        from owl.cli.parser import explain_error
+
+        text = explain_error(self, message)
+        self.print_usage(sys.stderr)
+        print(f"owl: {text}", file=sys.stderr)
+        if JSON_ERRORS:
+            print_json({"error": text, "exit": EXIT_USAGE})
+        raise SystemExit(EXIT_USAGE)
+
+    def _has_verbs(self) -> bool:
+        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        if self._intermixing or self._has_verbs():
+            return super().parse_known_args(args, namespace)
+        # A leaf verb: options and positionals in any order, and anything it
+        # does not take refused here, under its own usage (not the top level's).
+        self._intermixing = True
+        try:
+            ns, extras = super().parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+        if extras:
+            self.error(f"{self.prog} does not take {' '.join(extras)!r}")
+        return ns, extras
+
+
+def verb(sub: Any, name: str, **kw: Any) -> Parser:
+    """A verb whose own --help opens with what it does (argparse shows `help` only
+    in the parent's list unless it is also the description)."""
+    kw.setdefault("description", kw.get("help"))
+    return sub.add_parser(name, **kw)
+
+
+def json_flag(p: argparse.ArgumentParser, what: str = "the answer as JSON on stdout (errors "
+              "too, as {\"error\": ..., \"exit\": N})") -> None:
+    p.add_argument("--json", action="store_true", help=what)
+
+
+def paths():
+    from owl.paths import get_paths
+
+    return get_paths()
+
+
+def ask(verb_name: str, args: dict[str, Any] | None = None) -> Any:
+    from owl.control.client import ask as _ask
+
+    return _ask(paths().socket, verb_name, args)
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def local_store():
+    """The database, read-only: what read verbs show when no daemon runs."""
+    from owl.store import Store
+
+    return Store(paths().db, readonly=True)

@@ -1,0 +1,185 @@
+"""A unified diff as files, hunks and lines, each line's code coloured by Pygments.
+
+Pure: diff text in, data out. Each side of a hunk (the old lines and the new)
+is lexed as one piece of code in the file's own language, so a line inside a
+multi-line string is coloured as a string, and then the two sides are woven
+back in the diff's order. Files too long to colour are shown plain.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+HIGHLIGHT_MAX_LINES = 4000      # per file: beyond this, plain text is quicker to read anyway
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+
+
+@dataclass
+class Line:
+    kind: str                      # "+", "-", " ", or "\\" (no newline at end of file)
+    old: int | None
+    new: int | None
+    text: str
+    tokens: list[tuple[str, str]] = field(default_factory=list)   # (css class, text)
+
+
+@dataclass
+class Hunk:
+    header: str
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass
+class FileDiff:
+    path: str
+    old_path: str | None = None
+    status: str = "modified"       # added, deleted, modified, renamed, binary
+    hunks: list[Hunk] = field(default_factory=list)
+    added: int = 0
+    removed: int = 0
+
+
+def unquote(path: str) -> str:
+    """A path as git prints it in a diff header ("a/x", or C-quoted when odd)."""
+    if len(path) >= 2 and path[0] == '"' and path[-1] == '"':
+        raw = path[1:-1].encode("latin-1", "backslashreplace")
+        try:
+            path = raw.decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
+        except (UnicodeDecodeError, UnicodeEncodeError):
+            path = path[1:-1]
+    return path
+
+
+def _strip_prefix(path: str) -> str | None:
+    path = unquote(path.strip())
+    if path == "/dev/null":
+        return None
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
+def parse(text: str) -> list[FileDiff]:
+    """The files of a `git diff` (no colour, no renames) in order."""
+    files: list[FileDiff] = []
+    cur: FileDiff | None = None
+    hunk: Hunk | None = None
+    old_no = new_no = 0
+    for raw in text.split("\n"):
+        if raw.startswith("diff --git "):
+            m = re.match(r'diff --git ("?a/.*?"?) ("?b/.*"?)$', raw)
+            path = _strip_prefix(m.group(2)) if m else raw[len("diff --git "):]
+            cur, hunk = FileDiff(path=path or "?"), None
+            files.append(cur)
+            continue
+        if cur is None:
+            continue
+        if hunk is None or not raw[:1] in ("+", "-", " ", "\\"):
+            if raw.startswith("new file mode"):
+                cur.status = "added"
+            elif raw.startswith("deleted file mode"):
+                cur.status = "deleted"
+            elif raw.startswith("Binary files ") or raw.startswith("GIT binary patch"):
+                cur.status = "binary"
+            elif raw.startswith("--- ") and hunk is None:
+                old = _strip_prefix(raw[4:])
+                if old and old != cur.path:
+                    cur.old_path = old
+            elif raw.startswith("+++ ") and hunk is None:
+                new = _strip_prefix(raw[4:])
+                if new:
+                    cur.path = new
+            elif raw.startswith("@@"):
+                m = _HUNK.match(raw)
+                if m:
+                    old_no, new_no = int(m.group(1)), int(m.group(3))
+                    hunk = Hunk(header=raw)
+                    cur.hunks.append(hunk)
+            continue
+        if raw.startswith("@@"):
+            m = _HUNK.match(raw)
+            if m:
+                old_no, new_no = int(m.group(1)), int(m.group(3))
+                hunk = Hunk(header=raw)
+                cur.hunks.append(hunk)
+                continue
+        kind, body = raw[:1], raw[1:]
+        if kind == "+":
+            hunk.lines.append(Line("+", None, new_no, body))
+            new_no += 1
+            cur.added += 1
+        elif kind == "-":
+            hunk.lines.append(Line("-", old_no, None, body))
+            old_no += 1
+            cur.removed += 1
+        elif kind == " ":
+            hunk.lines.append(Line(" ", old_no, new_no, body))
+            old_no += 1
+            new_no += 1
+        else:
+            hunk.lines.append(Line("\\", None, None, body.strip()))
+    return files
+
+
+def _token_class(ttype: object) -> str:
+    from pygments.token import STANDARD_TYPES
+
+    t = ttype
+    while t not in STANDARD_TYPES and getattr(t, "parent", None) is not None:
+        t = t.parent        # type: ignore[attr-defined]
+    return STANDARD_TYPES.get(t, "")
+
+
+def _lex_lines(lexer: object, lines: list[str]) -> list[list[tuple[str, str]]]:
+    """Each of `lines` as (css class, text) tokens, lexed together as one file."""
+    if not lines:
+        return []
+    out: list[list[tuple[str, str]]] = [[]]
+    for ttype, value in lexer.get_tokens("\n".join(lines) + "\n"):   # type: ignore[attr-defined]
+        cls = _token_class(ttype)
+        parts = value.split("\n")
+        for i, part in enumerate(parts):
+            if i:
+                out.append([])
+            if part:
+                out[-1].append((cls, part))
+    return out[: len(lines)] + [[] for _ in range(len(lines) - len(out))]
+
+
+def lexer_for(path: str) -> object | None:
+    """The Pygments lexer for a file name, or None for plain text."""
+    from pygments.lexers import get_lexer_for_filename
+    from pygments.util import ClassNotFound
+
+    try:
+        return get_lexer_for_filename(path, stripnl=False, ensurenl=False, stripall=False)
+    except ClassNotFound:
+        return None
+
+
+def highlight(f: FileDiff) -> None:
+    """Fill every line's tokens, colouring each side of each hunk in the file's language."""
+    lexer = lexer_for(f.path)
+    count = sum(len(h.lines) for h in f.hunks)
+    for h in f.hunks:
+        if lexer is None or count > HIGHLIGHT_MAX_LINES:
+            for ln in h.lines:
+                ln.tokens = [("", ln.text)]
+            continue
+        old = [ln for ln in h.lines if ln.kind in (" ", "-")]
+        new = [ln for ln in h.lines if ln.kind in (" ", "+")]
+        for side, toks in ((old, _lex_lines(lexer, [ln.text for ln in old])),
+                           (new, _lex_lines(lexer, [ln.text for ln in new]))):
+            for ln, t in zip(side, toks):
+                if ln.kind != " " or side is new:
+                    ln.tokens = t
+        for ln in h.lines:
+            if ln.kind == "\\":
+                ln.tokens = [("", ln.text)]
+
+
+def css(style: str = "default") -> str:
+    """The Pygments colour rules for tokens inside `.code`."""
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(style=style).get_style_defs(".code")

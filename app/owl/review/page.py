@@ -1,0 +1,359 @@
+"""The review page: one self-contained HTML file from a Job's facts.
+
+Pure: facts in (`owl.review.facts.gather`), a string out. Everything it needs
+is inline: the style sheet, the Pygments colours, an emoji for a logo. No
+script, no style sheet, font or image from anywhere, so the page reads the
+same offline and cannot call home. Links point only at local files (the
+logs, the worktree) and at anchors in the page.
+
+Every string that came from an agent or a repository is HTML-escaped after
+its control characters are made visible (`owl.review.text.visible`).
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from owl.review import diffs
+from owl.review.text import visible
+
+OUTPUT_TAIL_LINES = 40
+
+
+def esc(value: Any) -> str:
+    """Text from anywhere, safe inside HTML and with its control characters shown."""
+    return html.escape(visible("" if value is None else str(value)), quote=True)
+
+
+def file_url(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        return Path(path).absolute().as_uri()
+    except ValueError:
+        return None
+
+
+def when(ts: float | None) -> str:
+    if not ts:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def took(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{s} s"
+    if s < 3600:
+        return f"{s // 60} m {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} m"
+
+
+def _style() -> str:
+    sheet = resources.files("owl.review").joinpath("style.css").read_text(encoding="utf-8")
+    return sheet + "\n" + diffs.css("default")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+# ---------------------------------------------------------------- sections
+
+def _header(f: dict[str, Any]) -> str:
+    j = f["job"]
+    state = esc(j["state"])
+    bits = [f"<span>Job {int(j['id'])}</span>",
+            f"<span>{esc(j['project'])}</span>"]
+    if j.get("branch"):
+        onto = f" → <code>{esc(j['base_branch'])}</code>" if j.get("base_branch") else ""
+        bits.append(f"<span><code>{esc(j['branch'])}</code>{onto}</span>")
+    bits.append(f"<span>agent {esc(j['agent'])}</span>")
+    bits.append(f"<span>queued {esc(when(j.get('created_at')))}</span>")
+    return (f'<header class="top"><div class="owl" aria-hidden="true">🦉</div><div>'
+            f'<h1>{esc(j["title"])}<span class="pill {state}">{state}</span></h1>'
+            f'<div class="meta">{"".join(bits)}</div></div></header>')
+
+
+def _checks_summary(f: dict[str, Any]) -> tuple[str, str]:
+    """(value, css class) for the checks tile: the latest checks that ran."""
+    latest = f["verify"] or next((r["checks"] for r in reversed(f["runs"]) if r["checks"]), [])
+    if not latest:
+        return "none", "none"
+    passed = sum(1 for c in latest if c["passed"])
+    return f"{passed}/{len(latest)}", "ok" if passed == len(latest) else "bad"
+
+
+def _stats(f: dict[str, Any]) -> str:
+    added = sum(x["added"] or 0 for x in f["files"])
+    removed = sum(x["removed"] or 0 for x in f["files"])
+    value, cls = _checks_summary(f)
+    runs = f["runs"]
+    tiles = [
+        ("", f"<b>{len(f['commits'])}</b><span>{'commit' if len(f['commits']) == 1 else 'commits'}</span>"),
+        ("", f"<b>{len(f['files'])}</b><span>{'file' if len(f['files']) == 1 else 'files'} changed</span>"),
+        ("", f'<b><span class="plus">+{added:,}</span> <span class="minus">−{removed:,}</span></b>'
+             "<span>lines</span>"),
+        (cls, f"<b>{value}</b><span>checks passed</span>"),
+        ("", f"<b>{len(runs)}</b><span>{'run' if len(runs) == 1 else 'runs'} · "
+             f"{esc(took(sum(r['duration_s'] or 0 for r in runs)))}</span>"),
+    ]
+    return '<div class="stats">' + "".join(
+        f'<div class="stat {c}">{body}</div>' for c, body in tiles) + "</div>"
+
+
+def _said(f: dict[str, Any]) -> str:
+    msg = f.get("last_message")
+    body = esc(msg.strip()) if msg else '<span class="empty">The agent left no message.</span>'
+    return f'<section class="card said"><h2>What the agent says</h2><div class="body">{body}</div></section>'
+
+
+def _prompt(f: dict[str, Any]) -> str:
+    return ('<section class="card"><details class="prompt-box"><summary>The prompt</summary>'
+            f'<div class="body"><pre class="prompt">{esc(f["job"]["prompt"])}</pre></div>'
+            "</details></section>")
+
+
+def _commits(f: dict[str, Any]) -> str:
+    rows = []
+    for c in f["commits"]:
+        body = f'<div class="cbody">{esc(c["body"])}</div>' if c.get("body") else ""
+        rows.append(f'<tr><td class="hash">{esc(c["short"])}</td>'
+                    f'<td><div class="subject">{esc(c["subject"])}</div>{body}</td>'
+                    f'<td class="when">{esc(c["author"])} · {esc(when(c["at"]))}</td></tr>')
+    inner = (f'<table class="list">{"".join(rows)}</table>' if rows
+             else '<div class="body empty">No commits on the branch.</div>')
+    return (f'<section class="card" id="commits"><h2>Commits <small>{len(rows)}</small></h2>'
+            f"{inner}</section>")
+
+
+def _bar(added: int | None, removed: int | None, widest: int) -> str:
+    a, d = added or 0, removed or 0
+    if not widest or not (a or d):
+        return '<span class="bar"></span>'
+    scale = 70 / max(widest, 1)
+    return (f'<span class="bar"><i class="a" style="width:{max(1, round(a * scale)) if a else 0}px"></i>'
+            f'<i class="d" style="width:{max(1, round(d * scale)) if d else 0}px"></i></span>')
+
+
+def _files(f: dict[str, Any], shown: set[str]) -> str:
+    widest = max(((x["added"] or 0) + (x["removed"] or 0) for x in f["files"]), default=0)
+    rows = []
+    for i, x in enumerate(f["files"]):
+        name = esc(x["path"])
+        link = f'<a href="#file-{i}">{name}</a>' if x["path"] in shown else name
+        counts = ('<span class="mute">binary</span>' if x["added"] is None else
+                  f'<span class="plus">+{x["added"]}</span> <span class="minus">−{x["removed"]}</span>')
+        rows.append(f'<tr><td class="path">{link}</td><td class="num">{counts}</td>'
+                    f'<td class="num">{_bar(x["added"], x["removed"], widest)}</td></tr>')
+    inner = (f'<table class="list">{"".join(rows)}</table>' if rows
+             else '<div class="body empty">No files changed.</div>')
+    return (f'<section class="card" id="files"><h2>Files changed <small>{len(rows)}</small></h2>'
+            f"{inner}</section>")
+
+
+def _tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
+    parts = (text or "").rstrip("\n").split("\n")
+    if len(parts) <= lines:
+        return "\n".join(parts)
+    return f"… {len(parts) - lines} lines above\n" + "\n".join(parts[-lines:])
+
+
+def _check_rows(checks: Iterable[dict[str, Any]]) -> str:
+    out = []
+    for c in checks:
+        badge = '<span class="badge ok">passed</span>' if c["passed"] else \
+            f'<span class="badge bad">{esc(c.get("outcome") or "failed")}</span>'
+        code = f"exit {c['exit_code']}" if c.get("exit_code") is not None else "no exit code"
+        output = c.get("output") or ""
+        pre = (f'<pre class="out">{esc(_tail(output))}</pre>' if output.strip()
+               else '<pre class="out">(no output)</pre>')
+        log = file_url(c.get("log"))
+        loglink = f' · <a href="{esc(log)}">log</a>' if log else ""
+        out.append(f'<details class="check"{"" if c["passed"] else " open"}><summary>{badge}'
+                   f'<b>{esc(c["name"])}</b><span class="cmd">$ {esc(c["run"])}</span>'
+                   f'<span class="took">{esc(code)} · {esc(took(c.get("duration_s")))}{loglink}</span>'
+                   f"</summary>{pre}</details>")
+    return "".join(out)
+
+
+def _checks(f: dict[str, Any]) -> str:
+    parts = []
+    if f["verify"]:
+        parts.append('<div class="note">Run again on demand (<code>owl jobs verify</code>):</div>')
+        parts.append(_check_rows(f["verify"]))
+    last = next((r for r in reversed(f["runs"]) if r["checks"]), None)
+    if last is not None:
+        if f["verify"]:
+            parts.append(f'<div class="note">After run {int(last["id"])}:</div>')
+        parts.append(_check_rows(last["checks"]))
+    if not parts:
+        parts.append('<div class="body empty">Not verified: the project declares no checks '
+                     "(<code>[[checks]]</code> in <code>.owl.toml</code> on its base branch).</div>")
+    return f'<section class="card" id="checks"><h2>Checks</h2>{"".join(parts)}</section>'
+
+
+def _line_html(ln: diffs.Line) -> str:
+    toks = ln.tokens or [("", ln.text)]
+    return "".join(f'<span class="{c}">{esc(t)}</span>' if c else esc(t) for c, t in toks)
+
+
+_ROW = {"+": "add", "-": "del", " ": "ctx"}
+
+
+def _file_diff(i: int, fd: diffs.FileDiff) -> str:
+    tag = "" if fd.status == "modified" else f'<span class="tag">{esc(fd.status)}</span>'
+    head = (f'<h3 id="file-{i}"><span class="path">{esc(fd.path)}</span>{tag}'
+            f'<span class="plus">+{fd.added}</span><span class="minus">−{fd.removed}</span></h3>')
+    if fd.status == "binary" or not fd.hunks:
+        what = "Binary file, not shown." if fd.status == "binary" else "No text changes (mode or empty file)."
+        return f'<div class="file">{head}<div class="body empty">{what}</div></div>'
+    rows = []
+    for h in fd.hunks:
+        rows.append(f'<tr class="hunk"><td colspan="4">{esc(h.header)}</td></tr>')
+        for ln in h.lines:
+            if ln.kind == "\\":
+                rows.append(f'<tr class="eof"><td class="n"></td><td class="n"></td><td class="m"></td>'
+                            f'<td class="c">{esc(ln.text)}</td></tr>')
+                continue
+            old = "" if ln.old is None else str(ln.old)
+            new = "" if ln.new is None else str(ln.new)
+            mark = {"+": "+", "-": "−"}.get(ln.kind, "")
+            rows.append(f'<tr class="{_ROW[ln.kind]}"><td class="n">{old}</td><td class="n">{new}</td>'
+                        f'<td class="m">{mark}</td><td class="c">{_line_html(ln)}</td></tr>')
+    return (f'<div class="file">{head}<table class="diff code"><colgroup><col class="n"><col class="n">'
+            f'<col class="m"><col></colgroup>{"".join(rows)}</table></div>')
+
+
+def _diff(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
+    jid = int(f["job"]["id"])
+    notes = []
+    if f["diff_cut"]:
+        notes.append(f'<div class="note">The diff is {f["diff_chars"] / 1e6:.1f} MB over '
+                     f'{_plural(len(f["files"]), "file")}; this page shows the first '
+                     f'{_plural(len(parsed), "file")}. <code>owl jobs diff {jid}</code> prints all of it.</div>')
+    if f.get("worktree_dirty"):
+        notes.append('<div class="note">The worktree also has uncommitted changes, not shown here '
+                     "(they are not on the branch).</div>")
+    if f.get("git_problem"):
+        notes.append(f'<div class="note">{esc(f["git_problem"])}</div>')
+    body = "".join(_file_diff(i, fd) for i, fd in enumerate(parsed))
+    if not parsed and not f.get("git_problem"):
+        body = '<div class="body empty">The branch changes nothing.</div>'
+    base = esc((f["job"].get("base") or "")[:10])
+    return (f'<section class="card" id="diff"><h2>Diff <small>against {base}</small></h2>'
+            f'{"".join(notes)}{body}</section>')
+
+
+def _usage(u: dict[str, Any] | None) -> str:
+    if not u:
+        return '<span class="empty">—</span>'
+    bits = []
+    if u.get("num_turns") is not None:
+        bits.append(f"{int(u['num_turns'])} turns")
+    tokens_in = sum(int(u.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens",
+                                                   "cache_creation_input_tokens"))
+    if tokens_in or u.get("output_tokens"):
+        bits.append(f"{tokens_in:,} in / {int(u.get('output_tokens') or 0):,} out tokens")
+    if u.get("total_cost_usd") is not None:
+        bits.append(f"${float(u['total_cost_usd']):.4f}")
+    if u.get("duration_ms") is not None:
+        bits.append(f"agent {took(float(u['duration_ms']) / 1000)}")
+    return f'<span class="usage">{esc(" · ".join(bits))}</span>' if bits else '<span class="empty">—</span>'
+
+
+def outcome_badge(r: dict[str, Any]) -> str:
+    word = r.get("outcome") or r.get("state") or "?"
+    if word == "interrupted" and r.get("ended_by") == "sigkill":
+        word = "killed"
+    cls = {"succeeded": "ok", "failed": "bad", "killed": "bad", "interrupted": "warn"}.get(word, "mute")
+    return f'<span class="badge {cls}">{esc(word)}</span>'
+
+
+def _runs(f: dict[str, Any]) -> str:
+    rows = ['<tr><th>Run</th><th>Outcome</th><th>How it ended</th><th>Took</th><th>Usage</th>'
+            "<th>Log</th></tr>"]
+    for r in f["runs"]:
+        how = r.get("ended_by") or ("still going" if not r.get("ended_at") else "")
+        if r.get("exit_code") is not None:
+            how = f"{how} · exit {r['exit_code']}" if how else f"exit {r['exit_code']}"
+        why = f'<div class="cbody">{esc(r["reason"])}</div>' if r.get("reason") else ""
+        log = file_url(r.get("log"))
+        rows.append(f'<tr><td>#{int(r["id"])} <span class="when">attempt {int(r["attempt"])} · '
+                    f'{esc(when(r.get("started_at")))}</span></td>'
+                    f'<td class="outcome">{outcome_badge(r)}</td><td>{esc(how)}{why}</td>'
+                    f'<td class="num">{esc(took(r.get("duration_s")))}</td><td>{_usage(r.get("usage"))}</td>'
+                    f'<td>{_log_link(log, r["id"])}</td></tr>')
+    if len(rows) == 1:
+        return '<section class="card"><h2>Runs</h2><div class="body empty">No runs yet.</div></section>'
+    return f'<section class="card runs" id="runs"><h2>Runs</h2><table class="list">{"".join(rows)}</table></section>'
+
+
+def _log_link(url: str | None, run_id: int) -> str:
+    return f'<a href="{esc(url)}">{int(run_id)}.log</a>' if url else ""
+
+
+def _outside(f: dict[str, Any]) -> str:
+    items = [x for r in f["runs"] for x in r.get("outside") or []]
+    if not items:
+        return ""
+    lis = "".join(f"<li>{esc(x if isinstance(x, str) else _describe(x))}</li>" for x in items)
+    return ('<section class="card" id="outside"><h2>Changed outside the branch</h2>'
+            f'<div class="note">The agent changed these outside its worktree and branch: look at '
+            f'them before you accept.</div><div class="body"><ul class="outside">{lis}</ul></div></section>')
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, dict):
+        return " · ".join(f"{k}: {v}" for k, v in x.items())
+    return str(x)
+
+
+def _act(f: dict[str, Any]) -> str:
+    j = f["job"]
+    jid = int(j["id"])
+    links = []
+    wt = file_url(j.get("worktree"))
+    if wt and j.get("worktree") and Path(j["worktree"]).is_dir():
+        links.append(f'<a href="{esc(wt)}">Open the worktree</a>')
+    logs = [(r["id"], file_url(r.get("log"))) for r in f["runs"] if r.get("log")]
+    links += [f'<a href="{esc(u)}">Log of run {int(i)}</a>' for i, u in logs if u]
+    base = j.get("base_branch") or "its base branch"
+    cmds = [(f"owl jobs accept {jid} --merge", f"bring the branch into {base}, then remove the worktree"),
+            (f"owl jobs accept {jid}", "keep the branch as it is, remove the worktree"),
+            (f"owl jobs reply {jid} TEXT", "send it back to the agent with your words"),
+            (f"owl jobs verify {jid}", "run the checks again"),
+            (f"owl jobs drop {jid}", "throw the work away")]
+    rows = "".join(f"<code>{esc(c)}</code><span>{esc(w)}</span>" for c, w in cmds)
+    return (f'<section class="card" id="act"><h2>Act on it</h2><div class="body">'
+            f'<div class="links">{"".join(links)}</div>'
+            f'<div class="cmds" style="margin-top:12px">{rows}</div></div></section>')
+
+
+def render(f: dict[str, Any]) -> str:
+    """The whole page for a Job's facts."""
+    parsed = diffs.parse(f.get("diff") or "")
+    for fd in parsed:
+        diffs.highlight(fd)
+    shown = {fd.path for fd in parsed}
+    from owl import __version__
+
+    title = f"Job {int(f['job']['id'])}: {f['job']['title']}"
+    body = "".join([
+        _header(f), _stats(f), _said(f), _outside(f), _checks(f), _commits(f), _files(f, shown),
+        _diff(f, parsed), _runs(f), _prompt(f), _act(f),
+        f"<footer>Written by Owl {esc(__version__)} at {esc(when(f.get('generated_at')))} · "
+        "this page loads nothing from the network</footer>",
+    ])
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'; img-src 'none'\">"
+            f"<title>{esc(title)}</title><style>{_style()}</style></head>"
+            f'<body><div class="wrap">{body}</div></body></html>\n')

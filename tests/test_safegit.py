@@ -1,0 +1,149 @@
+"""Owl's own git runs nothing the repository names: real git, real payloads.
+
+Each case plants a payload the way an agent could from its worktree (the
+repository config and hooks folder are shared with the person's checkout),
+then makes Owl's git do the work that would trigger it, and looks for the
+payload's marker file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from owl import safegit, workspace
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def sh(cwd: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                         env={**os.environ, **GIT_ENV}, check=True)
+    return out.stdout.strip()
+
+
+def payload(tmp: Path, name: str) -> tuple[Path, Path]:
+    """An executable that touches a marker file; returns (script, marker)."""
+    marker = tmp / f"RAN-{name}"
+    script = tmp / f"{name}.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    script.chmod(0o755)
+    return script, marker
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    sh(path, "init", "-q", "-b", "main")
+    (path / "a.txt").write_text("one\n")
+    sh(path, "add", "a.txt")
+    sh(path, "commit", "-q", "-m", "base")
+    return path
+
+
+def test_fsmonitor_set_by_the_agent_never_runs(tmp_path: Path, repo: Path) -> None:
+    script, marker = payload(tmp_path, "fsmonitor")
+    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    # the agent, in its worktree, writes the config it shares with the person
+    sh(ws.worktree, "config", "core.fsmonitor", str(script))
+    (ws.worktree / "a.txt").write_text("changed\n")
+    assert workspace.is_dirty(ws.worktree)
+    workspace.commits_since(repo, ws.base, ws.branch)
+    workspace.diff_stat(repo, ws.base, ws.branch)
+    workspace.remove(repo, ws.worktree, force=True)
+    assert not marker.exists()
+    # the same setting does run for a plain git: the test's payload is real
+    subprocess.run(["git", "-C", str(repo), "status"], capture_output=True,
+                   env={**os.environ, **GIT_ENV})
+    assert marker.exists()
+
+
+def test_hooks_in_the_shared_folder_never_run(tmp_path: Path, repo: Path) -> None:
+    markers = []
+    for hook in ("post-checkout", "reference-transaction", "pre-auto-gc"):
+        script, marker = payload(tmp_path, hook)
+        target = repo / ".git" / "hooks" / hook
+        target.write_text(script.read_text())
+        target.chmod(0o755)
+        markers.append(marker)
+    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    workspace.remove(repo, ws.worktree, force=True)
+    workspace.delete_branch(repo, ws.branch)
+    assert [m.name for m in markers if m.exists()] == []
+
+
+def test_filters_and_diff_drivers_never_run(tmp_path: Path, repo: Path) -> None:
+    smudge, smudged = payload(tmp_path, "smudge")
+    clean, cleaned = payload(tmp_path, "clean")
+    textconv, conv = payload(tmp_path, "textconv")
+    external, ext = payload(tmp_path, "external")
+    (repo / ".git" / "info" / "attributes").write_text("* filter=x=y diff=evil\n")
+    sh(repo, "config", "filter.x=y.smudge", str(smudge))
+    sh(repo, "config", "filter.x=y.clean", str(clean))
+    sh(repo, "config", "filter.x=y.required", "true")
+    sh(repo, "config", "diff.evil.textconv", str(textconv))
+    sh(repo, "config", "diff.external", str(external))
+    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    (ws.worktree / "a.txt").write_text("two\n")
+    # the agent's own commit, with the filter off (`-c` cannot name it: it holds "=")
+    subprocess.run(["git", "-C", str(ws.worktree), "commit", "-q", "-am", "work"], check=True,
+                   env={**os.environ, **GIT_ENV, "GIT_CONFIG_COUNT": "1",
+                        "GIT_CONFIG_KEY_0": "filter.x=y.clean", "GIT_CONFIG_VALUE_0": "cat"})
+    (ws.worktree / "a.txt").write_text("three\n")
+    assert workspace.is_dirty(ws.worktree)
+    assert workspace.diff_stat(repo, ws.base, ws.branch) == \
+        "1 file changed, 1 insertion(+), 1 deletion(-)"
+    assert len(workspace.commits_since(repo, ws.base, ws.branch)) == 1
+    workspace.git(repo, "diff", ws.base, ws.branch)
+    workspace.git(repo, "log", "-p", ws.branch)
+    assert [p.name for p in (smudged, cleaned, conv, ext) if p.exists()] == []
+
+
+def test_the_tree_is_ended_on_timeout(tmp_path: Path, repo: Path) -> None:
+    pidfile = tmp_path / "pids"
+    sh(repo, "config", "alias.slow", f"!sh -c 'sleep 60 & echo $! >> {pidfile}; sleep 60'")
+    started = time.monotonic()
+    with pytest.raises(workspace.WorkspaceError, match="ran longer than 1 s"):
+        workspace.git(repo, "slow", timeout=1)
+    assert time.monotonic() - started < 10
+    pid = int(pidfile.read_text().split()[0])
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "git's child outlived its timeout"
+        time.sleep(0.05)
+
+
+def test_what_git_leaves_behind_is_ended(tmp_path: Path, repo: Path) -> None:
+    pidfile = tmp_path / "pids"
+    sh(repo, "config", "alias.leave", f"!sh -c 'setsid sleep 60 & echo $! > {pidfile}'")
+    proc = workspace.git(repo, "leave")
+    assert proc.returncode == 0
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "a process git started outlived it"
+        time.sleep(0.05)
+
+
+def test_overrides_blank_every_driver_command() -> None:
+    got = dict(safegit.overrides(["filter.lfs.process", "filter.a.b.smudge", "merge.ours.driver",
+                                  "credential.https://h.helper", "user.name", "diff.x.textconv"]))
+    assert got["filter.lfs.process"] == "" and got["filter.lfs.required"] == "false"
+    assert got["filter.a.b.smudge"] == "" and got["merge.ours.driver"] == ""
+    assert got["credential.https://h.helper"] == ""
+    assert "user.name" not in got and got["core.hooksPath"] == "/dev/null"
+    assert got["core.fsmonitor"] == "false"
+
+
+def test_daemon_git_variables_do_not_reach_git(repo: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GIT_DIR", "/nonexistent")
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", "/bin/false")
+    assert workspace.git(repo, "rev-parse", "--show-toplevel").stdout.strip() == str(repo)

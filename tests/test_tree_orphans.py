@@ -1,0 +1,255 @@
+"""Orphans without a child subreaper, as on macOS, through the posix backend.
+
+macOS has no subreaper, so an orphan goes to launchd (pid 1), and the kernel
+hides the environment of Apple's own binaries: psutil's environ() is empty
+for /bin/sh and /bin/sleep, so the Run's tag cannot name them. Here the
+portable backend runs with subreaping off (this test process is none) and
+environ() made empty for /bin/* and /usr/bin/*, which is what macOS shows.
+The fork watch uses kqueue, which Linux lacks: it runs against a stand-in
+for the `select` module's kqueue API.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import types
+import uuid
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import psutil
+import pytest
+
+from owl.tree import _platform, posix
+from owl.tree.process_tree import ProcessTree
+from test_tree import gone, status, wait_for
+
+HIDDEN = ("/bin/", "/usr/bin/")
+
+
+def hidden_environ(pid: int) -> dict[str, str] | None:
+    """posix.environ, but empty for system binaries, as macOS reports them."""
+    try:
+        exe = psutil.Process(pid).exe()
+    except psutil.Error:
+        return None
+    return {} if exe.startswith(HIDDEN) else posix.environ(pid)
+
+
+def backend(**overrides: Any) -> types.ModuleType:
+    b = types.ModuleType("macos_like")
+    b.__dict__.update({k: v for k, v in vars(posix).items() if not k.startswith("__")})
+    b.environ = hidden_environ
+    b.__dict__.update(overrides)
+    return b
+
+
+@pytest.fixture
+def tag() -> str:
+    assert not _platform.adopting, "the test runner must not be a subreaper"
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def strays():
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def tool_shell(tag: str, *, new_session: bool = True) -> subprocess.Popen:
+    """`sh -c 'sleep 300 & exit'`, held at a `read` until told to go, so the
+    Run has seen the shell before it forks and exits."""
+    return subprocess.Popen(["/bin/sh", "-c", "read go; /bin/sleep 300 & echo $!; exit"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env={"PATH": "/usr/bin:/bin", "OWL_RUN_ID": tag},
+                            start_new_session=new_session)
+
+
+def orphan(sh: subprocess.Popen, strays: list[int]) -> int:
+    """Let the shell fork its sleep and exit; returns the orphaned sleep."""
+    assert sh.stdin is not None and sh.stdout is not None
+    sh.stdin.write(b"go\n")
+    sh.stdin.flush()
+    pid = int(sh.stdout.readline())
+    strays.append(pid)
+    assert sh.wait(5) == 0
+    wait_for(lambda: psutil.Process(pid).ppid() != sh.pid, what="re-parenting")
+    assert psutil.Process(pid).ppid() == 1, "orphans must go to pid 1 (no subreaper above us)"
+    assert hidden_environ(pid) == {}, "the tag is hidden, as macOS hides it"
+    return pid
+
+
+def test_untagged_orphan_in_the_runs_session_is_frozen_and_ended(tag, strays):
+    sh = tool_shell(tag)
+    run = ProcessTree(("OWL_RUN_ID", tag), sh.pid, backend=backend())
+    sleeper = orphan(sh, strays)
+
+    assert run.freeze() == 1
+    assert status(sleeper) == psutil.STATUS_STOPPED
+    assert run.is_frozen()
+    assert run.kill() == 1
+    assert gone(sleeper) and not run.alive()
+    run.close()
+
+
+def test_without_the_session_rule_the_orphan_escapes(tag, strays):
+    """The same Run on a backend with no Kin: the orphan is lost."""
+    sh = tool_shell(tag)
+    run = ProcessTree(("OWL_RUN_ID", tag), sh.pid, backend=backend(Kin=None))
+    sleeper = orphan(sh, strays)
+    assert run.freeze() == 0
+    assert status(sleeper) != psutil.STATUS_STOPPED
+    run.close()
+
+
+def test_orphans_of_other_sessions_and_of_the_daemons_own_are_not_taken(tag, strays):
+    ours = tool_shell(tag)
+    run = ProcessTree(("OWL_RUN_ID", tag), ours.pid, backend=backend())
+    theirs = tool_shell(tag)                  # a session the Run never had
+    stranger = orphan(theirs, strays)
+    shared = tool_shell(tag, new_session=False)   # the daemon's own session and group
+    run2 = ProcessTree(("OWL_RUN_ID", tag), shared.pid, backend=backend())
+    neighbour = orphan(shared, strays)
+    mine = orphan(ours, strays)
+
+    assert {p.pid for p in run.sweep()} == {mine}
+    assert neighbour not in {p.pid for p in run2.sweep()}
+    assert stranger not in {p.pid for p in run2.sweep()}
+    run.kill()
+    assert gone(mine) and not gone(stranger) and not gone(neighbour)
+    run.close()
+    run2.close()
+
+
+# -- the fork watch, against a stand-in kqueue ---------------------------------
+
+class KEvent(NamedTuple):
+    ident: int
+    filter: int = 0
+    flags: int = 0
+    fflags: int = 0
+
+
+class FakeKqueue:
+    """select.kqueue's control(): registrations are kept, events are what
+    the test pushes, waited for up to the timeout."""
+
+    def __init__(self, api: "FakeSelect") -> None:
+        self.api = api
+        self.events: queue.Queue[KEvent] = queue.Queue()
+        self.closed = False
+
+    def control(self, changes, max_events, timeout=None):
+        for ev in changes or ():
+            if not psutil.pid_exists(ev.ident):
+                raise ProcessLookupError(3, "No such process")
+            self.api.registered.append(ev)
+        if not max_events:
+            return []
+        try:
+            out = [self.events.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while len(out) < max_events and not self.events.empty():
+            out.append(self.events.get_nowait())
+        return out
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeSelect:
+    KQ_FILTER_PROC = -5
+    KQ_EV_ADD = 0x1
+    KQ_EV_CLEAR = 0x20
+    KQ_NOTE_FORK = 0x40000000
+    KQ_NOTE_EXIT = 0x80000000
+
+    def __init__(self) -> None:
+        self.registered: list[KEvent] = []
+        self.queues: list[FakeKqueue] = []
+
+    def kqueue(self) -> FakeKqueue:
+        kq = FakeKqueue(self)
+        self.queues.append(kq)
+        return kq
+
+    def kevent(self, ident, filter=0, flags=0, fflags=0) -> KEvent:
+        return KEvent(ident, filter, flags, fflags)
+
+    def push(self, pid: int, fflags: int) -> None:
+        for kq in self.queues:
+            kq.events.put(KEvent(pid, self.KQ_FILTER_PROC, 0, fflags))
+
+    def watched(self) -> set[int]:
+        return {ev.ident for ev in self.registered}
+
+
+def kin_with(api: FakeSelect) -> Callable[..., posix.Kin]:
+    return lambda on_fork=None: posix.Kin(on_fork, kqueue_api=api)
+
+
+def test_a_fork_makes_the_tree_sweep_and_watch_the_child(tag):
+    api = FakeSelect()
+    agent = subprocess.Popen(["/bin/sh", "-c", "read go; /bin/sleep 300 & read stop"],
+                             stdin=subprocess.PIPE, env={"OWL_RUN_ID": tag},
+                             start_new_session=True)
+    run = ProcessTree(("OWL_RUN_ID", tag), agent.pid, backend=backend(Kin=kin_with(api)))
+    try:
+        assert api.watched() == {agent.pid}
+        (ev,) = api.registered
+        assert ev.filter == api.KQ_FILTER_PROC
+        assert ev.flags == api.KQ_EV_ADD | api.KQ_EV_CLEAR
+        assert ev.fflags == api.KQ_NOTE_FORK | api.KQ_NOTE_EXIT
+
+        agent.stdin.write(b"go\n")
+        agent.stdin.flush()
+        wait_for(lambda: psutil.Process(agent.pid).children(), what="the fork")
+        (child,) = [p.pid for p in psutil.Process(agent.pid).children()]
+        # Nobody asks the tree anything: the fork event alone makes it sweep.
+        api.push(agent.pid, api.KQ_NOTE_FORK)
+        wait_for(lambda: child in api.watched(), what="a sweep after the fork")
+        assert api.registered.count(api.kevent(child, api.KQ_FILTER_PROC,
+                                               api.KQ_EV_ADD | api.KQ_EV_CLEAR,
+                                               api.KQ_NOTE_FORK | api.KQ_NOTE_EXIT)) == 1
+        assert run.kill() == 2
+    finally:
+        run.close()
+        if agent.poll() is None:
+            agent.kill()
+        agent.wait(5)
+    assert all(kq.closed for kq in api.queues)
+
+
+def test_an_exit_event_lets_the_pid_be_watched_again_and_gone_pids_are_no_error():
+    api = FakeSelect()
+    sweeps = threading.Semaphore(0)
+    kin = posix.Kin(sweeps.release, kqueue_api=api)
+    try:
+        me = os.getpid()
+        kin.note([me, 999999999])           # the second is no process at all
+        assert api.watched() == {me}
+        kin.note([me])
+        assert len(api.registered) == 1     # watched once
+        api.push(me, api.KQ_NOTE_EXIT)
+        api.push(me, api.KQ_NOTE_FORK)
+        assert sweeps.acquire(timeout=5)
+        kin.note([me])
+        assert len(api.registered) == 2     # after its exit, a new process under that pid
+    finally:
+        kin.close()
+
+
+def test_without_kqueue_there_is_no_fork_watch():
+    kin = posix.Kin(lambda: None)
+    assert kin.watching_forks is (hasattr(__import__("select"), "kqueue"))
+    kin.close()
