@@ -136,11 +136,24 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
 }
 
+def _regex(v: str) -> str | None:
+    try:
+        re.compile(v)
+    except re.error as e:
+        return f"not a regular expression ({e})"
+    return None
+
+
 AGENT_KEYS: dict[str, Key] = {
     "command": Key("argv", None),
     "path": Key("str", None),
     "args": Key("argv", None),
     "allowed_tools": Key("argv", None),
+    # claude: carry each Job's conversation on from Run to Run (--resume)
+    "resume": Key("bool", None),
+    # command agents: how their output says a usage limit was met (a wait, not a failure)
+    "limit_pattern": Key("str", None, _regex),
+    "limit_exit_code": Key("int", None),
 }
 
 PROJECT_KEYS: dict[str, Key] = {

@@ -208,6 +208,8 @@ class Daemon:
                                             A.flag(args, "delete_branch")),
             "jobs.extend": lambda: e.extend(A.ident(args, "id"), A.attempts(args)),
             "jobs.move": lambda: e.move(A.ident(args, "id"), A.ident(args, "position")),
+            "jobs.reply": lambda: e.reply(A.ident(args, "id"), A.text(args, "text"),
+                                          A.flag(args, "first")),
             "jobs.verify": lambda: _verify(e, A.ident(args, "id")),
             "start": lambda: e.start_now(),
             "pause": lambda: e.pause(),

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from owl import carryon
 from owl import checks as checksmod
 from owl import config as configmod
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
@@ -70,6 +71,11 @@ class Live:
     waiting: bool = False                 # its next check waits, frozen, to begin
     untouchable: list = field(default_factory=list)   # processes the system kept from us
     outside_before: Any = None            # the project's refs, config, hooks at the start
+    # the agent: its driver and context, and what its output said (carryon)
+    driver: Any = None
+    ctx: Any = None
+    resuming: bool = False                # started with --resume: a refusal falls back fresh
+    report: Any = None                    # the driver's Report, set just before "exited"
 
 
 class Engine(Verbs):
@@ -101,6 +107,7 @@ class Engine(Verbs):
         self.on_change: Callable[[], None] | None = None
         self._unrecorded: list[tuple[tuple, Any]] = []   # finished Runs a full disk held back
         self._verifications: dict[int, checksmod.Verification] = {}
+        self.waits = carryon.load_waits(store)   # agents waiting out a usage limit
 
     # ------------------------------------------------------------ lifecycle
 
@@ -194,6 +201,9 @@ class Engine(Verbs):
         moments.append(self._machine_recheck(now))
         if self.shift is not None:
             moments.append(now + self.shift.left(time.time()))
+        ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
+        if ends and self._pending_cache:
+            moments.append(now + min(ends) + 0.05)     # a limit resets: its Jobs may start
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple) -> None:
@@ -209,6 +219,8 @@ class Engine(Verbs):
             _, run_id, code, popen = item
             lv = self.live.get(run_id)
             if lv is not None and popen is lv.popen:      # not a step that ended before
+                if self._fall_back(lv):
+                    return                    # the same Run goes on in a fresh conversation
                 lv.exited = True
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
                     self._check_exited(lv, code)
@@ -322,6 +334,12 @@ class Engine(Verbs):
             os.close(lv.log_fd)
         except OSError:
             pass
+        verdict = carryon.conclude(self.store, self.waits, run_id=lv.run_id,
+                                   agent=getattr(lv.driver, "name", ""), outcome=f.outcome.value,
+                                   ended_by=f.ended_by.value, reason=f.reason,
+                                   exit_code=f.exit_code, report=lv.report)
+        f = lifecycle.Finish(f.run, lifecycle.Outcome(verdict.outcome), f.ended_by,
+                             verdict.reason, f.exit_code)
         reason = f.reason
         failed = [r for r in lv.results if r.outcome == "failed"]
         if f.outcome is lifecycle.Outcome.FAILED and failed and reason:
@@ -465,9 +483,10 @@ class Engine(Verbs):
         """What the scheduler says now. Jobs the person stopped sit out the rest
         of this spell (`owl stop` ends this work, not work), unless `asked`."""
         aside = frozenset() if asked else frozenset(self.set_aside)
+        limited = carryon.blocked_agents(self.waits, time.time())
 
         def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
-            row = self.store.first_pending(skip, aside)
+            row = self.store.first_pending(skip, aside, limited)
             return scheduler.QueuedJob(*row) if row else None
 
         head_row = self.store.first_pending()
@@ -479,6 +498,11 @@ class Engine(Verbs):
         if head_row is not None and head_row[0] in aside and decision.waiting is None:
             decision = scheduler.Decision(decision.job, f"job {head_row[0]} was stopped; it "
                                           "waits for the next idle spell (or owl start)")
+        if head_row is not None and limited and decision.waiting is None:
+            agent = (self.store.job(head_row[0]) or {}).get("agent")
+            if agent in limited:
+                decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits for "
+                                              f"{self.waits[agent].reason}")
         return decision
 
     def project_settings(self, project: str) -> projectmod.ProjectSettings:
@@ -541,7 +565,11 @@ class Engine(Verbs):
         self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
                            base_branch=job.get("base_branch") or _made_from(project, job, ws))
         before = outside.take(project)      # files only: a few milliseconds
+        plan, replies = carryon.plan_for(self.store, job, driver, ws.worktree)
         run_id = self.store.start_run(job_id)
+        self.store.give_replies(job_id, run_id)
+        self.store.set_run(run_id, resumed=int(plan.resume is not None) if driver.stream_json
+                           else None)
         log_path = self.paths.logs / f"{run_id}.log"
         self.store.set_run(run_id, log=str(log_path))
         attempt = len(self.store.runs(job_id))
@@ -549,8 +577,9 @@ class Engine(Verbs):
             job_id=job_id, run_id=run_id, attempt=attempt, job_prompt=job["prompt"],
             worktree=ws.worktree, branch=ws.branch, base=ws.base,
             agent_config=self.cfg.agent(job["agent"]),
-            failure_note=self._failure_note(job_id, run_id))
-        env = dict(os.environ)
+            failure_note=self._failure_note(job_id, run_id),
+            resume=plan.resume, message=plan.message, replies=replies)
+        env = carryon.agent_env(os.environ)
         env.update(driver.env(ctx))
         env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id),
                     "OWL_INSTANCE": self.instance})
@@ -568,9 +597,10 @@ class Engine(Verbs):
         pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid)
         lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
                   popen=popen, tree=pt, log_path=log_path, log_fd=fd, worktree=ws.worktree,
-                  env=env, checks=settings.checks, outside_before=before)
+                  env=env, checks=settings.checks, outside_before=before, driver=driver,
+                  ctx=ctx, resuming=plan.resume is not None)
         self.live[run_id] = lv
-        threading.Thread(target=self._wait_agent, args=(lv,), daemon=True,
+        threading.Thread(target=self._wait_agent, args=(lv, popen, 0), daemon=True,
                          name=f"owl-run-{run_id}").start()
         self.store.set_run(run_id, pids=pt.identities())
         log.info("run %s of job %s started (pid %s)", run_id, job_id, popen.pid)
@@ -640,8 +670,46 @@ class Engine(Verbs):
             return note
         return None
 
-    def _wait_agent(self, lv: Live) -> None:
-        self._wait_proc(lv.run_id, lv.popen)
+    def _wait_agent(self, lv: Live, popen: Any, offset: int) -> None:
+        """The agent's own waiting thread: its exit, and what its output said."""
+        def session(sid: str) -> None:
+            self._q.put(("call", lambda: self._note(lv.run_id, session_id=sid),
+                         concurrent.futures.Future()))
+
+        code, lv.report = carryon.watch_agent(popen, lv.log_path, offset, lv.driver,
+                                              lv.resuming, session)
+        self._q.put(("exited", lv.run_id, code, popen))
+
+    def _fall_back(self, lv: Live) -> bool:
+        """A resume the CLI refused: start the same Run afresh with the handoff, at once.
+
+        No attempt is spent and the core never hears of the refused process.
+        Only while the Run is running (frozen or ending, it ends as it is)."""
+        report, r = lv.report, self.core.runs.get(lv.run_id)
+        if not (lv.resuming and report is not None and report.resume_failed) \
+                or r is None or r.phase is not Phase.RUNNING or lv.check_proc is not None:
+            return False
+        from dataclasses import replace
+
+        lv.resuming, lv.report = False, None
+        lv.ctx = replace(lv.ctx, resume=None, message=None)
+        os.write(lv.log_fd, f"owl: the conversation could not be resumed ({report.resume_failed}); "
+                            "starting afresh with the handoff\n".encode())
+        offset = os.fstat(lv.log_fd).st_size
+        lv.tree.kill()                 # anything the refused process left (before the
+        try:                           # fresh one starts: the sweep finds the Run's tag)
+            popen = tree.spawn(lv.driver.argv(lv.ctx), cwd=str(lv.worktree), env=lv.env,
+                               stdout=lv.log_fd, stderr=lv.log_fd, nice=self.cfg.nice)
+        except OSError as e:
+            log.warning("run %s: could not start afresh: %s", lv.run_id, e)
+            return False
+        lv.popen, lv.tree = popen, tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid)
+        self._note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
+        threading.Thread(target=self._wait_agent, args=(lv, popen, offset), daemon=True,
+                         name=f"owl-run-{lv.run_id}-fresh").start()
+        log.info("run %s: resume refused (%s); started afresh (pid %s)", lv.run_id,
+                 report.resume_failed, popen.pid)
+        return True
 
     def _wait_proc(self, run_id: int, popen: Any) -> None:
         code = popen.wait()

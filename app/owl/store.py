@@ -105,13 +105,40 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN outside TEXT;
     """,
+    # 6: a Run's conversation (session id, whether it carried one on), what it
+    # cost (usage: JSON of duration_ms, num_turns, tokens, total_cost_usd) and
+    # its final message; the person's replies to a Job (run_id: the Run that
+    # was given it); and each agent's usage-limit wait, kept across restarts
+    """
+    ALTER TABLE runs ADD COLUMN session_id TEXT;
+    ALTER TABLE runs ADD COLUMN resumed INTEGER;
+    ALTER TABLE runs ADD COLUMN usage TEXT;
+    ALTER TABLE runs ADD COLUMN last_message TEXT;
+    CREATE TABLE replies (
+        id          INTEGER PRIMARY KEY,
+        job_id      INTEGER NOT NULL REFERENCES jobs(id),
+        text        TEXT NOT NULL,
+        at          REAL NOT NULL,
+        run_id      INTEGER REFERENCES runs(id)
+    );
+    CREATE INDEX replies_by_job ON replies(job_id);
+    CREATE TABLE limits (
+        agent       TEXT PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        until       REAL NOT NULL,
+        reason      TEXT NOT NULL,
+        strikes     INTEGER NOT NULL DEFAULT 0,
+        since       REAL NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
              "worktree, base, reason, created_at, updated_at, base_branch")
 _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
-             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at, outside")
+             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at, outside, "
+             "session_id, resumed, usage, last_message")
 
 
 def title_of(prompt: str, width: int = 60) -> str:
@@ -298,15 +325,17 @@ class Store:
             "SELECT id, project FROM jobs WHERE state='pending' ORDER BY sort_key")]
 
     def first_pending(self, skip_projects: set[str] | frozenset[str] = frozenset(),
-                      skip_jobs: set[int] | frozenset[int] = frozenset()
+                      skip_jobs: set[int] | frozenset[int] = frozenset(),
+                      skip_agents: set[str] | frozenset[str] = frozenset()
                       ) -> tuple[int, str] | None:
-        """(id, project) of the first pending Job not skipped by project or id."""
-        projects, jobs = tuple(skip_projects), tuple(skip_jobs)
+        """(id, project) of the first pending Job not skipped by project, id or agent."""
+        projects, jobs, agents = tuple(skip_projects), tuple(skip_jobs), tuple(skip_agents)
         row = self.db.execute(
             "SELECT id, project FROM jobs WHERE state='pending' "
             + (f"AND project NOT IN ({','.join('?' * len(projects))}) " if projects else "")
             + (f"AND id NOT IN ({','.join('?' * len(jobs))}) " if jobs else "")
-            + "ORDER BY sort_key LIMIT 1", projects + jobs).fetchone()
+            + (f"AND agent NOT IN ({','.join('?' * len(agents))}) " if agents else "")
+            + "ORDER BY sort_key LIMIT 1", projects + jobs + agents).fetchone()
         return (row[0], row[1]) if row else None
 
     def set_job(self, job_id: int, **fields: Any) -> None:
@@ -464,6 +493,46 @@ class Store:
             "SELECT * FROM checks WHERE job_id=? AND run_id IS NULL AND batch=? "
             "ORDER BY position, id", (job_id, row[0]))]
 
+    # -------------------------------------------------- replies and limits
+
+    def add_reply(self, job_id: int, text: str, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        with self.tx():
+            cur = self.db.execute("INSERT INTO replies(job_id, text, at) VALUES(?, ?, ?)",
+                                  (job_id, text, now))
+            return int(cur.lastrowid)
+
+    def replies(self, job_id: int) -> list[dict[str, Any]]:
+        """Every reply to a Job, oldest first (run_id: the Run it was given to)."""
+        return [dict(r) for r in self.db.execute(
+            "SELECT id, job_id, text, at, run_id FROM replies WHERE job_id=? ORDER BY id",
+            (job_id,))]
+
+    def give_replies(self, job_id: int, run_id: int) -> None:
+        """The replies no Run has had yet go to this one."""
+        with self.tx():
+            self.db.execute("UPDATE replies SET run_id=? WHERE job_id=? AND run_id IS NULL",
+                            (run_id, job_id))
+
+    def limits(self) -> list[dict[str, Any]]:
+        """Every agent's wait (also those already over: their strikes count on)."""
+        return [dict(r) for r in self.db.execute(
+            "SELECT agent, kind, until, reason, strikes, since FROM limits ORDER BY until")]
+
+    def set_limit(self, agent: str, kind: str, until: float, reason: str, strikes: int,
+                  now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        with self.tx():
+            self.db.execute(
+                "INSERT INTO limits(agent, kind, until, reason, strikes, since) "
+                "VALUES(?, ?, ?, ?, ?, ?) ON CONFLICT(agent) DO UPDATE SET kind=excluded.kind, "
+                "until=excluded.until, reason=excluded.reason, strikes=excluded.strikes, "
+                "since=excluded.since", (agent, kind, until, reason, strikes, now))
+
+    def clear_limit(self, agent: str) -> None:
+        with self.tx():
+            self.db.execute("DELETE FROM limits WHERE agent=?", (agent,))
+
     def integrity(self) -> str:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0]
 
@@ -512,6 +581,10 @@ def _run(row: sqlite3.Row) -> dict[str, Any]:
     run["pids"] = json.loads(run["pids"] or "[]")
     run["untouchable"] = json.loads(run.get("untouchable") or "[]")
     run["outside"] = _json_list(run.get("outside"))
+    try:
+        run["usage"] = json.loads(run["usage"]) if run.get("usage") else None
+    except ValueError:
+        run["usage"] = None
     return run
 
 

@@ -194,6 +194,37 @@ class Verbs:
         self._pending_cache = True
         return self.job_view(job_id)
 
+    def reply(self, job_id: int, text: str, first: bool = False) -> dict:
+        """`owl jobs reply`: the person's words send a Job back to the queue.
+
+        Its next Run is given them (in the same conversation where the agent
+        can resume it). The Job goes back to its old place, or to the head
+        with `first`, with at least one attempt left."""
+        job = self._job_or_refuse(job_id)
+        if job["state"] not in ("review", "blocked", "exhausted"):
+            raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
+                          "exhausted takes a reply")
+        if not isinstance(text, str) or not text.strip():
+            raise Refused("the reply is empty: say what the agent should do next")
+        if "\x00" in text:
+            raise Refused("the reply contains a NUL character, which no program's arguments "
+                          "can carry; remove it")
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_PROMPT:
+            raise Refused(f"the reply is {size:,} bytes; the limit is {MAX_PROMPT:,}")
+        self._refuse_if_full()
+        with self.store.tx():
+            self.store.add_reply(job_id, text)
+            self.store.set_job(job_id, state="pending", reason=None,
+                               attempts=max(job["attempts"], job["failures"] + 1))
+        if first:
+            self.store.move(job_id, 1)
+        self._pending_cache = True
+        view = self.job_view(job_id)
+        view["message"] = (f"job {job_id} is queued again at position {view['position']}; "
+                           "its next Run is given your reply")
+        return view
+
     def move(self, job_id: int, position: int) -> dict:
         job = self._job_or_refuse(job_id)
         if job["state"] != "pending":

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from owl import carryon
 from owl import checks as checksmod
 from owl import workspace
 from owl.review import facts as review_facts
@@ -99,6 +100,7 @@ def status(e: "Engine") -> dict:
         "shift": e.shift_view(),
         "awake": awake,
         "runs": runs,
+        "limits": carryon.limits_view(e.waits, time.time()),
         "queue": queue_,
         "queue_length": e.store.queue_length(),
         "waiting": e.waiting if e._pending_cache else None,
@@ -165,7 +167,10 @@ def job_view(store: Store, job: dict) -> dict:
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
              "ended_at": iso(r["ended_at"]), "log": r["log"],
              "untouchable": r.get("untouchable") or [], "outside": r.get("outside"),
-             "outside_text": outside_lines(r.get("outside"))} for r in store.runs(job["id"])]
+             "outside_text": outside_lines(r.get("outside")), "session_id": r["session_id"],
+             "resumed": None if r["resumed"] is None else bool(r["resumed"]),
+             "usage": r["usage"], "last_message": r["last_message"]}
+            for r in store.runs(job["id"])]
     view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
                                 "attempts", "prompt", "project", "agent", "base", "reason", "title")}
     view["created_at"] = iso(job["created_at"])
@@ -174,6 +179,10 @@ def job_view(store: Store, job: dict) -> dict:
         r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
     view["runs"] = runs
     view["last_message"] = _last_message(store.runs(job["id"]))
+    view["usage"] = usage_sum([r["usage"] for r in runs])
+    view["replies"] = [{"text": r["text"], "at": iso(r["at"]), "run_id": r["run_id"]}
+                       for r in store.replies(job["id"])]
+    view["limit"] = _job_limit(store, job)
     last = next((r for r in reversed(runs) if r["outcome"] == "succeeded"), None)
     if last is not None:
         n = len(last["checks"])
@@ -195,6 +204,35 @@ def job_view(store: Store, job: dict) -> dict:
         except (OSError, workspace.WorkspaceError, subprocess.SubprocessError):
             pass        # the project moved or is gone: the Job's record still shows
     return view
+
+
+USAGE_SUMMED = ("duration_ms", "num_turns", "input_tokens", "output_tokens",
+                "cache_read_input_tokens", "cache_creation_input_tokens", "total_cost_usd")
+
+
+def usage_sum(usages: list[dict | None]) -> dict | None:
+    """What a Job's Runs cost together (None when no Run reported any)."""
+    got = [u for u in usages if u]
+    if not got:
+        return None
+    out: dict[str, Any] = {}
+    for key in USAGE_SUMMED:
+        values = [u[key] for u in got if isinstance(u.get(key), (int, float))]
+        out[key] = (round(sum(values), 6) if key == "total_cost_usd" else sum(values)) \
+            if values else None
+    return out
+
+
+def _job_limit(store: Store, job: dict) -> dict | None:
+    """The usage-limit wait that holds this Job back, if it is queued behind one."""
+    if job["state"] not in ("pending", "active"):
+        return None
+    now = time.time()
+    for w in store.limits():
+        if w["agent"] == job["agent"] and w["until"] > now:
+            return {"agent": w["agent"], "kind": w["kind"], "until": iso(w["until"]),
+                    "reason": w["reason"]}
+    return None
 
 
 def _last_message(runs: list[dict]) -> str | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,11 +52,40 @@ class ToolUse:
 
 @dataclass(frozen=True)
 class ApiError:
-    """A turn that fails the request with an API error (status 400 is not retried)."""
+    """A turn that fails the request with an API error (status 400 is not retried).
+
+    `headers` go on the reply as they are (the rate-limit headers of a 429);
+    `times` > 1 answers that many requests in a row the same way, for a CLI
+    that retries (a 529 or an API-key 429 is retried, a subscription's
+    usage limit is not)."""
 
     status: int = 400
     message: str = "stub refused this request"
     kind: str = "invalid_request_error"
+    headers: tuple[tuple[str, str], ...] = ()
+    times: int = 1
+
+
+def UsageLimit(reset: float | None, claim: str = "five_hour", times: int = 1) -> ApiError:
+    """A subscription's usage limit: 429 with the unified rate-limit headers.
+
+    `reset` is the epoch second it resets (None leaves the header out)."""
+    headers = [("anthropic-ratelimit-unified-status", "rejected"),
+               ("anthropic-ratelimit-unified-representative-claim", claim)]
+    if reset is not None:
+        headers.append(("anthropic-ratelimit-unified-reset", str(int(reset))))
+    return ApiError(429, "rate limited", "rate_limit_error", tuple(headers), times)
+
+
+def RateLimited(message: str = "Number of request tokens has exceeded your rate limit",
+                times: int = 1) -> ApiError:
+    """An API key's 429: a rate_limit_error and no unified headers."""
+    return ApiError(429, message, "rate_limit_error", (("retry-after", "0"),), times)
+
+
+def Overloaded(times: int = 1) -> ApiError:
+    """The service is overloaded: 529, which the CLI retries."""
+    return ApiError(529, "Overloaded", "overloaded_error", (("retry-after", "0"),), times)
 
 
 def Bash(command: str, timeout_ms: int | None = None, description: str = "run a command") -> ToolUse:
@@ -80,6 +110,7 @@ class Request:
     headers: dict[str, str]
     body: Any                      # parsed JSON, or the raw text when not JSON
     turn: Turn | None = None       # the script turn it was answered with
+    at: float = 0.0                # time.time() when it arrived
 
     @property
     def has_tools(self) -> bool:
@@ -107,6 +138,15 @@ class Request:
                     out.append(block.get("text", ""))
         return out
 
+    def tool_uses(self) -> list[dict[str, Any]]:
+        """The tool_use blocks of the assistant messages the request carries (its history)."""
+        out: list[dict[str, Any]] = []
+        for msg in self.body.get("messages", []) if isinstance(self.body, dict) else []:
+            content = msg.get("content")
+            if msg.get("role") == "assistant" and isinstance(content, list):
+                out.extend(b for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
+        return out
+
     def tool_results(self) -> list[dict[str, Any]]:
         """The tool_result blocks the CLI sent back."""
         out: list[dict[str, Any]] = []
@@ -123,6 +163,7 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[Request] = field(default_factory=list)
     next_turn: int = 0
+    repeats: int = 0               # how often the current error turn was answered
     ids: Any = field(default_factory=lambda: itertools.count(1))
 
 
@@ -194,16 +235,18 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return raw.decode("utf-8", "replace")
 
-    def _json(self, code: int, data: Any) -> None:
+    def _json(self, code: int, data: Any, headers: tuple[tuple[str, str], ...] = ()) -> None:
         body = json.dumps(data).encode()
         self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
     def _record(self, body: Any) -> Request:
-        req = Request(self.command, self.path, dict(self.headers.items()), body)
+        req = Request(self.command, self.path, dict(self.headers.items()), body, at=time.time())
         with self.state.lock:
             self.state.requests.append(req)
         return req
@@ -227,13 +270,17 @@ class _Handler(BaseHTTPRequestHandler):
             if req.has_tools:
                 i = self.state.next_turn
                 turn: Turn = self.state.script[i] if i < len(self.state.script) else Text("Done.")
-                self.state.next_turn += 1
+                self.state.repeats += 1
+                if not isinstance(turn, ApiError) or self.state.repeats >= turn.times:
+                    self.state.next_turn += 1
+                    self.state.repeats = 0
             else:
                 turn = Text("ok")
             req.turn = turn
         model = body.get("model") or MODEL
         if isinstance(turn, ApiError):
-            self._json(turn.status, {"type": "error", "error": {"type": turn.kind, "message": turn.message}})
+            self._json(turn.status, {"type": "error", "error": {"type": turn.kind, "message": turn.message}},
+                       turn.headers)
             return
         if not body.get("stream"):
             self._json(200, _message(turn, msg_id, model))
@@ -278,11 +325,16 @@ class AnthropicStub:
         with self._state.lock:
             return self._state.next_turn
 
-    def env(self, home: Path) -> dict[str, str]:
-        """What the CLI needs to talk to this stub, offline, with a throwaway HOME."""
+    def env(self, home: Path, oauth: bool = False) -> dict[str, str]:
+        """What the CLI needs to talk to this stub, offline, with a throwaway HOME.
+
+        `oauth` signs in as a subscription (CLAUDE_CODE_OAUTH_TOKEN) instead
+        of with an API key: the CLI then reads the unified rate-limit headers."""
+        auth = {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-test"} if oauth \
+            else {"ANTHROPIC_API_KEY": "test"}
         return {
             "ANTHROPIC_BASE_URL": self.url,
-            "ANTHROPIC_API_KEY": "test",
+            **auth,
             "HOME": str(home),
             "XDG_CONFIG_HOME": str(home / ".config"),
             "CLAUDE_CONFIG_DIR": str(home / ".claude"),

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from owl.jobrules import Report
+
 
 @dataclass
 class RunContext:
@@ -25,6 +27,9 @@ class RunContext:
     base: str               # base commit sha the branch started from
     agent_config: dict = field(default_factory=dict)   # [agents.NAME] from config
     failure_note: str | None = None   # why the previous Run failed, or None
+    resume: str | None = None         # a conversation to carry on (claude's session id)
+    message: str | None = None        # what the carried-on conversation is told first
+    replies: tuple[str, ...] = ()     # the person's replies to the Job, oldest first
 
 
 @runtime_checkable
@@ -44,6 +49,15 @@ class Driver(Protocol):
 
     def env(self, ctx: RunContext) -> dict[str, str]:
         """Extra environment variables for the agent (added to the daemon's own)."""
+        ...
+
+    def resumes(self) -> bool:
+        """Whether a Run can carry the Job's conversation on (RunContext.resume)."""
+        ...
+
+    def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
+        """What the Run's output says happened (a usage limit, the service failing,
+        the session id, what it cost); `jobrules` decides what that means."""
         ...
 
 

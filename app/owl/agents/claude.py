@@ -16,6 +16,10 @@ Command line, as checked against the real CLI (2.1.x):
 - The contract (the rules of an unattended Run) is the appended system
   prompt, so the prompt itself carries only the task and what earlier Runs
   left (see `build_prompt`).
+- A later Run of the Job carries the conversation on: `--resume SESSION --
+  MESSAGE` in the same worktree (the CLI keys transcripts by directory), the
+  message saying what happened in between (`jobrules.resume_message`).
+  `agents.claude.resume = false` starts every Run fresh with the handoff.
 - `--dangerously-skip-permissions` is not used: the CLI refuses it as root
   unless IS_SANDBOX=1, and the allowed-tools list is the narrower grant.
 """
@@ -27,7 +31,9 @@ import shutil
 from typing import Any
 
 from owl.agents.base import RunContext, run_env
+from owl.agents.claude_stream import read_report
 from owl.agents.handoff import build_prompt, contract
+from owl.jobrules import Report
 
 # Enough to edit files, run tests and commit without a person approving each
 # step. Web access is left out on purpose: add it with allowed_tools.
@@ -48,6 +54,7 @@ class ClaudeDriver:
         self.path: str = cfg.get("path") or "claude"
         self.args: list[str] = list(cfg.get("args") or [])
         self.allowed_tools: list[str] = list(cfg.get("allowed_tools") or DEFAULT_ALLOWED_TOOLS)
+        self.resume: bool = cfg.get("resume") is not False
 
     def executable(self) -> str | None:
         """The full path of the CLI, or None when it cannot be found."""
@@ -71,9 +78,20 @@ class ClaudeDriver:
             "--allowedTools", ",".join(self.allowed_tools),
             "--append-system-prompt", contract(ctx),
             *self.args,
-            "--",
-            build_prompt(ctx, with_contract=False),
+            *self.tail(ctx),
         ]
+
+    def tail(self, ctx: RunContext) -> list[str]:
+        """`--resume ID -- MESSAGE` to carry a conversation on, else `-- PROMPT`."""
+        if ctx.resume:
+            return ["--resume", ctx.resume, "--", ctx.message or "Carry on where you stopped."]
+        return ["--", build_prompt(ctx, with_contract=False)]
 
     def env(self, ctx: RunContext) -> dict[str, str]:
         return run_env(ctx)
+
+    def resumes(self) -> bool:
+        return self.resume
+
+    def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
+        return read_report(lines, resuming=resuming, now=now)

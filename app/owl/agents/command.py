@@ -33,6 +33,12 @@ Examples (config.toml):
     [agents.aider]
     command = ["aider", "--yes-always", "--message={prompt}"]
 
+A usage limit is a wait, not a failure, when the agent's table says how to
+recognise it: `limit_pattern` (a regular expression searched in the last
+lines of its output) and/or `limit_exit_code`; when both are given both must
+hold. The words matched may say when it resets ("resets 3pm", "try again in
+2 hours"); otherwise Owl backs off, 5 minutes doubling to 1 hour.
+
 Use one with `owl add --agent codex "..."`, or make it the default with
 `[agent] default = "codex"`.
 """
@@ -40,6 +46,7 @@ Use one with `owl add --agent codex "..."`, or make it the default with
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import string
 from pathlib import Path
@@ -47,6 +54,8 @@ from typing import Any
 
 from owl.agents.base import RunContext, run_env
 from owl.agents.handoff import build_prompt, read_handoff
+from owl.agents.resets import reset_time
+from owl.jobrules import Report
 
 PLACEHOLDERS = ("prompt", "handoff", "worktree", "job_id", "run_id")
 
@@ -99,6 +108,9 @@ class CommandDriver:
     def __init__(self, name: str, agent_config: dict[str, Any]) -> None:
         self.name = name
         self.template: list[str] = list(agent_config.get("command") or [])
+        pattern = agent_config.get("limit_pattern")
+        self.limit_pattern = re.compile(pattern) if pattern else None
+        self.limit_exit_code: int | None = agent_config.get("limit_exit_code")
 
     def problem(self) -> str | None:
         if not self.template:
@@ -134,3 +146,22 @@ class CommandDriver:
 
     def env(self, ctx: RunContext) -> dict[str, str]:
         return run_env(ctx)
+
+    def resumes(self) -> bool:
+        return False
+
+    def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
+        """A usage limit when every condition the config gives holds: the exit
+        code is `limit_exit_code`, and `limit_pattern` matches a line of the
+        output's tail (whose words may say when it resets). Neither set: none."""
+        if code == 0 or (self.limit_pattern is None and self.limit_exit_code is None):
+            return Report()
+        if self.limit_exit_code is not None and code != self.limit_exit_code:
+            return Report()
+        line = ""
+        if self.limit_pattern is not None:
+            hits = [ln for ln in lines[-400:] if self.limit_pattern.search(ln)]
+            if not hits:
+                return Report()
+            line = hits[-1]
+        return Report(limit="usage", resets_at=reset_time(line, now) if line else None)

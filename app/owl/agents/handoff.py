@@ -146,6 +146,9 @@ def build_prompt(ctx: RunContext, with_contract: bool = True) -> str:
         )
         if ctx.failure_note:
             parts.append("Why the previous run failed:\n" + ctx.failure_note.strip())
+        if ctx.replies:
+            parts.append("The person looked at the work and replied (oldest first):\n\n"
+                         + "\n\n".join(r.strip() for r in ctx.replies))
         handoff = read_handoff(Path(ctx.worktree))
         if handoff is None:
             parts.append(

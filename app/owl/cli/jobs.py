@@ -8,11 +8,13 @@ import sys
 from typing import Any
 
 from owl import textsafe
+from owl.cli.carry import register_reply
 from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, EXIT_REFUSED, ask, id_number, json_flag,
                             local_store, offline, print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
-ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff")
+ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff",
+           "reply")
 
 
 def register(sub: Any) -> None:
@@ -32,7 +34,8 @@ def register(sub: Any) -> None:
     json_flag(s, "print the new Job as `owl jobs show --json` gives it")
     s.set_defaults(fn=cmd_add)
 
-    j = verb(sub, "jobs", help="the Jobs: list, show, drop, accept, extend, move, verify",
+    j = verb(sub, "jobs", help="the Jobs: list, show, drop, accept, extend, move, verify, "
+             "reply",
              description="The Jobs. `owl jobs` alone lists the queue.")
     acts = j.add_subparsers(dest="action", metavar="ACTION")
     s = verb(acts, "list", help="the Jobs, by queue position, then id")
@@ -83,6 +86,7 @@ def register(sub: Any) -> None:
              "terminal)")
     s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.set_defaults(fn=cmd_diff)
+    register_reply(acts)
 
 
 def _ids(s: argparse.ArgumentParser) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from owl.cli.carry import job_lines, run_line
 from owl.timefmt import duration, moment, parse_iso
 
 
@@ -71,6 +72,8 @@ def show_job(job: dict, now: float | None = None) -> None:
 
         said = visible(job["last_message"].strip()).replace("\n", "\n            ")
         print(f"  agent:    {said}")
+    for line in job_lines(job):
+        print(line)
     runs = job.get("runs") or []
     if not runs:
         print("  no runs yet")
@@ -80,6 +83,9 @@ def show_job(job: dict, now: float | None = None) -> None:
         took = _took(r, now)
         print(f"      {took + ' · ' if took else ''}log: "
               f"{log_command(job['id'], r, n == len(runs) - 1)}")
+        extra = run_line(r)
+        if extra:
+            print(extra)
         for c in r.get("checks") or []:
             print("      " + check_line(c, job["id"], r["id"]))
         for line in r.get("outside_text") or []:

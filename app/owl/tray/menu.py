@@ -123,6 +123,9 @@ def status_line(status: dict[str, Any]) -> str:
     pending = [q for q in _queue(status) if q.get("state") == "pending"]
     if not pending:
         return "Nothing to do"
+    limit = limit_line(status)
+    if limit:
+        return limit
     shift = status.get("shift") or {}
     if shift and not shift.get("ended"):
         return "Working shift · " + (status.get("waiting") or "starting")
@@ -133,6 +136,16 @@ def status_line(status: dict[str, Any]) -> str:
     if idle_in is not None and reason in (None, "in use"):
         return f"Idle in {span(idle_in)}"
     return "Waiting: " + (reason or status.get("waiting") or "for the machine")
+
+
+def limit_line(status: dict[str, Any]) -> str | None:
+    """'Waiting for the usage limit · until 08:10' while an agent waits one out."""
+    limits = status.get("limits") or []
+    if not limits:
+        return None
+    w = limits[0]
+    what = "the model's service" if w.get("kind") == "service" else "the usage limit"
+    return f"Waiting for {what} · until {str(w.get('until') or '')[11:16]}"
 
 
 def _run_label(run: dict[str, Any]) -> str:

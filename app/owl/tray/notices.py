@@ -10,6 +10,7 @@ without a display:
 - a Run with a process Owl may not signal (it became root) is announced once;
 - a Run that changed things outside its branch (moved `main`, planted a
   hook, set a git config) is announced once, whenever the tray started.
+- an agent's wait for a usage limit (or its service) is announced when it begins.
 
 What was already there when the tray started is not news and is not shown.
 """
@@ -41,6 +42,7 @@ class Notices:
         self._review_said: set[int] = set()
         self._untouchable_said: set[int] = set()
         self._outside_said: set[int] = set()
+        self._limits_said: set[tuple] = set()
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """(title, message) pairs to show for this status document."""
@@ -75,6 +77,13 @@ class Notices:
             out.append(Notice(f"Job {jid} ready for review",
                               f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}",
                               review=jid))
+        for w in status.get("limits") or []:
+            key = (w.get("agent"), w.get("until"))
+            if key in self._limits_said:
+                continue
+            self._limits_said.add(key)
+            out.append((f"Work waits until {str(w.get('until') or '')[11:16]}",
+                        f"{textsafe.line(w.get('reason'))}\nIt carries on by itself then."))
         if not self._primed:
             said = [n for n in out if " left a process" in n[0]]
             # Startup: remember what is there, announce none of it, except a

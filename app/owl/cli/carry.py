@@ -1,0 +1,93 @@
+"""What carried a Job on, in words: usage-limit waits, replies, resumed
+conversations and what Runs cost; and `owl jobs reply`."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import time
+from typing import Any
+
+from owl.cli.common import EXIT_OK, ask, json_flag, local_store, print_json, verb
+from owl.errors import StoreError
+
+
+def register_reply(acts: Any) -> None:
+    s = verb(acts, "reply", help="send a Job in review, blocked or exhausted back to the queue "
+             "with your words as its next Run's message",
+             description="Send a Job in review, blocked or exhausted back to the queue (its old "
+             "place, or the head with --first; at least one attempt) with your words as its "
+             "next Run's message, in the same conversation where the agent can carry one on.")
+    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("text", nargs="+", metavar="TEXT",
+                   help="what to tell the agent ('-' reads it from stdin)")
+    s.add_argument("--first", action="store_true", help="put the Job at the head of the queue")
+    json_flag(s)
+    s.set_defaults(fn=cmd_reply)
+
+
+def cmd_reply(a: argparse.Namespace) -> int:
+    text = sys.stdin.read() if a.text == ["-"] else " ".join(a.text)
+    out = ask("jobs.reply", {"id": a.id, "text": text, "first": a.first})
+    if a.json:
+        print_json(out)
+    else:
+        print(out.get("message") or f"job {out['id']} is {out['state']}")
+    return EXIT_OK
+
+
+def limit_lines(st: dict) -> list[str]:
+    """One `owl status` line per agent waiting out a usage limit (or its service)."""
+    return [f"limit    {w['agent']} waits until {w['until'][11:16]}: {w['reason']}"
+            for w in st.get("limits") or []]
+
+
+def offline_limit_lines() -> list[str]:
+    """The waits the database holds, for `owl status` with no daemon."""
+    try:
+        waits = [w for w in local_store().limits() if w["until"] > time.time()]
+    except (StoreError, sqlite3.Error):
+        return []
+    return [f"limit    {w['agent']} waits until "
+            f"{time.strftime('%H:%M', time.localtime(w['until']))}: {w['reason']}" for w in waits]
+
+
+def usage_text(u: dict | None) -> str:
+    """A Run's (or a Job's) cost in one short phrase."""
+    if not u:
+        return ""
+    bits = []
+    if u.get("num_turns") is not None:
+        bits.append(f"{u['num_turns']} turns")
+    if u.get("duration_ms") is not None:
+        bits.append(f"{u['duration_ms'] / 1000:.1f} s")
+    tokens = [u.get(k) for k in ("input_tokens", "output_tokens")]
+    if all(t is not None for t in tokens):
+        bits.append(f"{tokens[0]:,} in / {tokens[1]:,} out tokens")
+    cached = [u.get(k) or 0 for k in ("cache_read_input_tokens", "cache_creation_input_tokens")]
+    if any(cached):
+        bits.append(f"cache {cached[0]:,} read / {cached[1]:,} written")
+    if u.get("total_cost_usd") is not None:
+        bits.append(f"${u['total_cost_usd']:.4f}")
+    return ", ".join(bits)
+
+
+def job_lines(job: dict) -> list[str]:
+    """The wait a Job is in, its replies, and what all its Runs cost."""
+    out = []
+    if job.get("limit"):
+        out.append(f"  waiting:  {job['limit']['reason']}")
+    for r in job.get("replies") or []:
+        given = f" (given to run {r['run_id']})" if r.get("run_id") else " (for the next Run)"
+        out.append(f"  reply     [{r['at']}]{given}: {' '.join(r['text'].split())[:200]}")
+    if job.get("usage"):
+        out.append(f"  cost:     {usage_text(job['usage'])} over all Runs")
+    return out
+
+
+def run_line(r: dict) -> str | None:
+    """Whether a Run carried the conversation on, and what it cost."""
+    conv = {True: "carried the conversation on", False: "fresh conversation"}.get(r.get("resumed"))
+    text = " · ".join(x for x in (conv, usage_text(r.get("usage"))) if x)
+    return "    " + text if text else None

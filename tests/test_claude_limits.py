@@ -1,0 +1,282 @@
+"""Usage limits, service failures, resumed conversations and replies, with the REAL CLI.
+
+The real daemon runs the real Claude Code CLI against the Messages API stub,
+which answers as the service does when an account meets a limit: a 429 with
+the unified rate-limit headers for a subscription (CLAUDE_CODE_OAUTH_TOKEN),
+a plain 429 for an API key, a 529 when overloaded. The CLI's own retries are
+cut to one (CLAUDE_CODE_MAX_RETRIES) so each of these ends in seconds.
+
+Without the CLI these tests fail (tools/install-claude.sh installs it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from support.anthropic_stub import AnthropicStub, Bash, Overloaded, RateLimited, Text, UsageLimit
+from support.claude import require_claude
+
+from owlproc import AGENT, OwlDaemon, make_project, wait_for
+
+pytestmark = pytest.mark.claude
+
+COMMIT = ("echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add hello' "
+          "&& echo committed")
+
+
+def claude_daemon(tmp_path: Path, stub: AnthropicStub, config: dict | None = None, *,
+                  oauth: bool = False, resume: bool = True) -> OwlDaemon:
+    claude = require_claude()
+    home = tmp_path / "user-home"
+    home.mkdir(exist_ok=True)
+    cfg = {"agents": {"claude": {"path": claude, "resume": resume},
+                      "script": {"command": [sys.executable, AGENT, "{prompt}"]}},
+           "agent": {"default": "claude"}}
+    for k, v in (config or {}).items():
+        cfg.setdefault(k, {}).update(v)
+    d = OwlDaemon(tmp_path / "owl", cfg, agent=False,
+                  env={**stub.env(home, oauth=oauth), "CLAUDE_CODE_MAX_RETRIES": "1",
+                       # Owl started from inside a Claude Code session: not passed on
+                       "CLAUDECODE": "1", "CLAUDE_CODE_ENTRYPOINT": "cli"})
+    if oauth:
+        d.env.pop("ANTHROPIC_API_KEY", None)
+    return d
+
+
+def first_ended(d: OwlDaemon, job: int, timeout: float = 30.0) -> dict:
+    return wait_for(lambda: (j := d.job(job))["runs"] and j["runs"][0]["ended_at"] and j,
+                    timeout, what=f"job {job}'s first Run to end")
+
+
+def hhmm(epoch: float) -> str:
+    return time.strftime("%H:%M", time.localtime(epoch))
+
+
+def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
+    project = make_project(tmp_path / "proj")
+    reset = int(time.time()) + 8
+    script = [UsageLimit(reset), Bash(COMMIT), Text("Committed hello.txt.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub, oauth=True) as d:
+        job = d.add("Add a hello file and commit it.", project, "--attempts", "1")
+        other = d.add("sleep=0 write=other.txt commit=other", project, "--agent", "script")
+        d.machine("idle")
+        j = first_ended(d, job)
+        first = j["runs"][0]
+        assert first["outcome"] == "interrupted"
+        assert first["reason"] == f"Claude's 5-hour usage limit; resets at {hhmm(reset)}"
+        assert j["attempts_left"] == 1 and j["state"] in ("pending", "active")
+        assert first["session_id"] and first["last_message"].startswith("You've hit your 5-hour")
+        limits = d.status()["limits"]
+        assert [(w["agent"], w["kind"]) for w in limits] == [("claude", "five_hour")]
+        assert limits[0]["until"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(reset))
+        if time.time() < reset - 2:
+            assert f"claude waits until {hhmm(reset)}" in d.ok("status")
+            assert "waiting:  Claude's 5-hour usage limit" in d.ok("jobs", "show", str(job))
+        # a Job for another agent is not held back by claude's limit
+        assert d.wait_job(other, "review", timeout=20)["runs"][0]["outcome"] == "succeeded"
+        j = d.wait_job(job, "review", timeout=40)
+        assert [r["outcome"] for r in j["runs"]] == ["interrupted", "succeeded"]
+        assert j["attempts_left"] == 1
+        second = j["runs"][1]
+        assert second["resumed"] is True and second["session_id"] == first["session_id"]
+        asked = stub.main_requests()
+        assert asked[0].at < reset
+        # claude was not started against the limit again before it reset
+        assert all(r.at >= reset for r in asked[1:])
+        assert any("usage limit" in t and "carry on" in t for t in asked[1].user_texts())
+        assert d.status()["limits"] == []
+        assert j["usage"]["num_turns"] >= 2 and j["usage"]["total_cost_usd"] > 0
+
+
+def test_the_reset_time_is_read_from_the_text_when_nothing_else_gives_it(tmp_path):
+    project = make_project(tmp_path / "proj")
+    reset = int(time.time()) + 6
+    script = [RateLimited(f"Claude AI usage limit reached|{reset}", times=2), Text("Done.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
+        job = d.add("Say done.", project, "--attempts", "1")
+        d.machine("idle")
+        first = first_ended(d, job)["runs"][0]
+        assert first["outcome"] == "interrupted"
+        assert first["reason"] == f"Claude's API rate limit (HTTP 429); resets at {hhmm(reset)}"
+        j = d.wait_job(job, "review", timeout=40)
+        assert j["attempts_left"] == 1 and len(j["runs"]) == 2
+        assert all(r.at >= reset for r in stub.main_requests()[2:])
+
+
+@pytest.mark.parametrize("turn, reason", [
+    (RateLimited(times=2), "Claude's API rate limit (HTTP 429); no reset time given, "
+                           "trying again at "),
+    (Overloaded(times=2), "Claude's model service failed (HTTP 529 overloaded); trying again at "),
+], ids=["api-key-429", "529-overloaded"])
+def test_a_rate_limit_or_the_service_failing_backs_off_without_spending_an_attempt(
+        tmp_path, turn, reason):
+    project = make_project(tmp_path / "proj")
+    with AnthropicStub([turn]) as stub, claude_daemon(tmp_path, stub) as d:
+        job = d.add("Say done.", project, "--attempts", "1")
+        d.machine("idle")
+        began = time.time()
+        j = first_ended(d, job)
+        first = j["runs"][0]
+        assert first["outcome"] == "interrupted" and first["reason"].startswith(reason)
+        assert j["state"] == "pending" and j["attempts_left"] == 1
+        [w] = d.status()["limits"]
+        assert 290 <= w["until_epoch"] - began <= 310 + (time.time() - began)
+        assert first["reason"].endswith(hhmm(w["until_epoch"]))
+        st = d.status()
+        assert st["waiting"] == f"job {job} waits for {w['reason']}"
+        assert len(d.job(job)["runs"]) == 1 and len(stub.main_requests()) == 2
+    # with no daemon, `owl status` says so from the database
+    offline = d.owl("status")
+    assert offline.returncode == 3
+    assert f"limit    claude waits until {hhmm(w['until_epoch'])}: {w['reason']}" in offline.stdout
+    # a restarted daemon keeps the wait
+    with claude_daemon(tmp_path, stub) as d:
+        d.machine("idle")
+        assert [x["until_epoch"] for x in d.status()["limits"]] == [w["until_epoch"]]
+        assert d.job(job)["state"] == "pending" and len(d.job(job)["runs"]) == 1
+
+
+def test_a_run_killed_mid_tool_is_resumed_and_the_agent_sees_its_own_tool_call(tmp_path):
+    project = make_project(tmp_path / "proj")
+    script = [
+        Bash("echo start; sleep 8; echo x > late.txt", timeout_ms=60_000),
+        Text("Carried on."),
+    ]
+    with AnthropicStub(script) as stub, \
+            claude_daemon(tmp_path, stub, {"interruption": {"grace_window": "1s"}}) as d:
+        job = d.add("Add a --verbose flag.", project)
+        d.machine("idle")
+        wait_for(lambda: stub.turns_served >= 1 and len(d.run_of(job)["pids"]) > 2, timeout=30,
+                 what="claude's Bash tool to be running")
+        # the daemon was started from inside a Claude Code session: its markers stay behind
+        agent_env = psutil.Process(d.run_of(job)["pids"][0]).environ()
+        assert agent_env.get("OWL_RUN_ID") and "CLAUDECODE" not in agent_env
+        assert "CLAUDE_CODE_ENTRYPOINT" not in agent_env
+        d.machine("input")
+        j = d.wait_job(job, "pending", timeout=20)
+        first = j["runs"][0]
+        assert first["outcome"] == "interrupted" and first["session_id"]
+        d.machine("idle")
+        j = d.wait_job(job, "review", timeout=30)
+        second = j["runs"][1]
+        assert second["resumed"] is True and j["attempts_left"] == j["attempts"]
+        later = stub.main_requests()[-1]
+        first_call = stub.main_requests()[0].turn
+        assert any(u["input"]["command"] == first_call.input["command"]
+                   for u in later.tool_uses())
+        assert any("grace window" in t for t in later.user_texts())
+        assert "carried the conversation on" in d.ok("jobs", "show", str(job))
+
+
+def test_a_reply_carries_the_work_on_in_the_same_conversation(tmp_path):
+    project = make_project(tmp_path / "proj")
+    script = [Bash(COMMIT), Text("Committed hello.txt."), Text("Added the goodbye too.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
+        job = d.add("Add a hello file and commit it.", project, "--attempts", "1")
+        d.machine("idle")
+        d.wait_job(job, "review", timeout=30)
+        p = d.owl("jobs", "reply", str(job + 100), "more")
+        assert p.returncode == 1 and p.stderr.strip() == f"owl: no job {job + 100}"
+        assert d.owl("jobs", "reply", str(job), "  ").returncode == 1
+        out = d.ok("jobs", "reply", str(job), "Please also add a goodbye file.", "--first")
+        assert "queued again at position 1" in out
+        j = d.wait_job(job, "review", timeout=30)
+        assert [r["resumed"] for r in j["runs"]] == [False, True]
+        assert [r["text"] for r in j["replies"]] == ["Please also add a goodbye file."]
+        assert j["replies"][0]["run_id"] == j["runs"][1]["id"]
+        last = stub.main_requests()[-1]
+        assert any("Please also add a goodbye file." in t for t in last.user_texts())
+        assert any("git commit" in u["input"]["command"] for u in last.tool_uses())
+        shown = d.ok("jobs", "show", str(job))
+        assert "Please also add a goodbye file." in shown and "over all Runs" in shown
+        assert j["runs"][1]["last_message"] == "Added the goodbye too."
+        again = d.owl("jobs", "reply", str(job + 0), "x")
+        assert again.returncode == 0          # review again: a second reply is taken too
+
+
+def test_when_the_conversation_cannot_be_resumed_the_same_run_starts_afresh(tmp_path):
+    project = make_project(tmp_path / "proj")
+    script = [Bash("mkdir -p .owl && echo 'hello is next' > .owl/HANDOFF.md && echo ok"),
+              Text("Wrote the handoff."), Text("Started afresh.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
+        job = d.add("Add a hello file.", project, "--attempts", "1")
+        d.machine("idle")
+        d.wait_job(job, "review", timeout=30)
+        # the CLI's transcripts are gone (another machine, a cleaned config folder)
+        shutil.rmtree(tmp_path / "user-home" / ".claude" / "projects")
+        d.owl("jobs", "reply", str(job), "-", input="Now the hello file, please.\n")
+        j = d.wait_job(job, "review", timeout=30)
+        assert len(j["runs"]) == 2 and j["attempts_left"] == 1
+        second = j["runs"][1]
+        assert second["outcome"] == "succeeded" and second["resumed"] is False
+        assert second["session_id"] and second["session_id"] != j["runs"][0]["session_id"]
+        fresh = stub.main_requests()[-1]
+        text = "\n".join(fresh.user_texts())
+        assert "hello is next" in text and "Now the hello file, please." in text
+        assert fresh.tool_uses() == []
+        assert "could not be resumed" in d.ok("logs", str(second["id"]), "--raw")
+
+
+def test_with_resume_off_every_run_starts_fresh_with_the_handoff_and_the_reply(tmp_path):
+    project = make_project(tmp_path / "proj")
+    script = [Bash("mkdir -p .owl && echo 'hello is next' > .owl/HANDOFF.md && echo ok"),
+              Text("Wrote the handoff."), Text("Fresh.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub, resume=False) as d:
+        job = d.add("Add a hello file.", project)
+        d.machine("idle")
+        d.wait_job(job, "review", timeout=30)
+        d.ok("jobs", "reply", str(job), "Go on with the hello file.")
+        j = d.wait_job(job, "review", timeout=30)
+        assert [r["resumed"] for r in j["runs"]] == [False, False]
+        fresh = stub.main_requests()[-1]
+        text = "\n".join(fresh.user_texts())
+        assert "--- Attempt 2 ---" in text and "hello is next" in text
+        assert "Go on with the hello file." in text and fresh.tool_uses() == []
+        assert "--resume" not in d.ok("logs", str(j["runs"][1]["id"]), "--raw")
+
+
+def test_after_the_daemon_dies_mid_run_the_next_run_carries_the_conversation_on(tmp_path):
+    project = make_project(tmp_path / "proj")
+    script = [Bash("echo start; sleep 8; echo x > late.txt", timeout_ms=60_000),
+              Text("Back after the restart.")]
+    with AnthropicStub(script) as stub:
+        with claude_daemon(tmp_path, stub) as d:
+            job = d.add("Add a --verbose flag.", project)
+            d.machine("idle")
+            wait_for(lambda: stub.turns_served >= 1 and d.job(job)["runs"][0]["session_id"],
+                     timeout=30, what="claude's session id recorded while it works")
+            session = d.job(job)["runs"][0]["session_id"]
+            d.kill()
+        with claude_daemon(tmp_path, stub) as d:
+            d.machine("idle")
+            j = d.wait_job(job, "review", timeout=40)
+            assert j["runs"][0]["outcome"] == "interrupted"
+            assert j["runs"][1]["resumed"] is True and j["runs"][1]["session_id"] == session
+            later = stub.main_requests()[-1]
+            assert any(u["input"]["command"].startswith("echo start") for u in later.tool_uses())
+            assert not (Path(j["worktree"]) / "late.txt").exists()
+
+
+def test_a_failed_check_is_told_to_the_resumed_conversation_and_a_blocked_job_takes_a_reply(
+        tmp_path):
+    checks = "[[checks]]\nname = 'hello'\nrun = 'test -f hello.txt || { echo no hello.txt; exit 1; }'\n"
+    project = make_project(tmp_path / "proj", {"README": "x\n", ".owl.toml": checks})
+    script = [Text("Nothing to do."), Text("Still nothing."), Bash(COMMIT), Text("Committed.")]
+    with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
+        job = d.add("Add a hello file and commit it.", project, "--attempts", "2")
+        d.machine("idle")
+        j = d.wait_job(job, "blocked", timeout=40)
+        assert [r["outcome"] for r in j["runs"]] == ["failed", "failed"]
+        assert j["runs"][1]["resumed"] is True
+        told = "\n".join(stub.main_requests()[1].user_texts())
+        assert "check hello failed" in told and "no hello.txt" in told
+        d.ok("jobs", "reply", str(job), "The check wants hello.txt committed.")
+        j = d.wait_job(job, "review", timeout=40)
+        assert j["attempts"] == 3 and [r["resumed"] for r in j["runs"]] == [False, True, True]
+        assert any("The check wants hello.txt committed." in t
+                   for t in stub.main_requests()[2].user_texts())
