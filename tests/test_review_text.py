@@ -10,6 +10,8 @@ import pty
 import subprocess
 import sys
 
+from pathlib import Path
+
 from owl.review import diffs, facts, page, text
 from owlproc import OWL, make_project
 
@@ -162,3 +164,24 @@ def test_changes_outside_the_branch_are_shown_in_words() -> None:
     html = page.render(_facts(runs=[run]))
     assert 'id="outside"' in html and "main" in html.split('id="outside"')[1][:600]
     assert 'id="outside"' not in page.render(_facts())
+
+
+def test_review_and_diff_of_a_job_that_is_not_there_or_never_ran_say_so_in_one_line(tmp_path):
+    from owl.store import Store
+
+    home = tmp_path / "home"
+    store = Store(home / "owl.db")
+    project = make_project(tmp_path / "proj")
+    fresh = store.add_job("Not run yet", str(project), "claude", 1)
+    store.close()
+    env = dict(os.environ, OWL_HOME=str(home))
+    for verb, jid, words in (("review", 999, "no job 999"), ("diff", 999, "no job 999"),
+                             ("diff", fresh, "has no branch yet")):
+        args = [*OWL, "jobs", verb, str(jid)] + (["--no-open"] if verb == "review" else [])
+        p = subprocess.run(args, env=env, capture_output=True, text=True)
+        assert p.returncode == 1 and words in p.stderr and p.stderr.count("\n") == 1, p
+    p = subprocess.run([*OWL, "jobs", "review", str(fresh), "--no-open"], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    html = Path(p.stdout.strip().splitlines()[-1]).read_text()
+    assert "Not run yet" in html and "the Job has not run" in html and "No runs yet." in html

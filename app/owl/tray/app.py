@@ -290,6 +290,7 @@ class TrayApp(ComingBack):
 
     def _refresher(self, icon: Any) -> None:
         icon.visible = True
+        self._buttons_on()     # D-Bus set-up here, not on the toolkit's thread
         while not self._stopping.is_set():
             status = self.refresh()
             fast = status is not None and (counting_down(status) or bool(status.get("runs")))
