@@ -185,3 +185,12 @@ def test_review_and_diff_of_a_job_that_is_not_there_or_never_ran_say_so_in_one_l
     assert p.returncode == 0, p.stderr
     html = Path(p.stdout.strip().splitlines()[-1]).read_text()
     assert "Not run yet" in html and "the Job has not run" in html and "No runs yet." in html
+
+
+def test_the_persons_replies_are_on_the_page_with_the_run_they_went_to() -> None:
+    html = page.render(_facts(replies=[
+        {"id": 1, "job_id": 3, "text": "also cover the `empty` case", "at": 0, "run_id": 7},
+        {"id": 2, "job_id": 3, "text": "<and this>", "at": 0, "run_id": None}]))
+    assert "The prompt and your 2 replies" in html
+    assert "given to run 7" in html and "also cover the <code>empty</code> case" in html
+    assert "&lt;and this&gt;" in html and "for the next run" in html

@@ -130,6 +130,7 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
                                         "attempts_left", "created_at", "base_branch")},
         "runs": runs,
         "verify": [checksmod.view(c) for c in store.verification(job_id)],
+        "replies": list(store.replies(job_id)) if hasattr(store, "replies") else [],
         "commits": [], "files": [], "diff": "", "diff_chars": 0, "diff_cut": False,
         "git_problem": None, "worktree_dirty": None, "generated_at": time.time(),
     }

@@ -80,10 +80,16 @@ def _stats(f: dict[str, Any]) -> str:
              "<span>lines</span>"),
         (cls, f"<b>{value}</b><span>checks passed</span>"),
         ("", f"<b>{len(runs)}</b><span>{'run' if len(runs) == 1 else 'runs'} · "
-             f"{esc(took(sum(r['duration_s'] or 0 for r in runs)))}</span>"),
+             f"{esc(took(sum(r['duration_s'] or 0 for r in runs)))}{_cost(runs)}</span>"),
     ]
     return '<div class="stats">' + "".join(
         f'<div class="stat {c}">{body}</div>' for c, body in tiles) + "</div>"
+
+
+def _cost(runs: list[dict[str, Any]]) -> str:
+    costs = [float((r.get("usage") or {}).get("total_cost_usd") or 0) for r in runs]
+    return f" · ${sum(costs):.2f}" if any(costs) and sum(costs) >= 0.005 else (
+        f" · ${sum(costs):.4f}" if any(costs) else "")
 
 
 def _said(f: dict[str, Any]) -> str:
@@ -93,8 +99,16 @@ def _said(f: dict[str, Any]) -> str:
 
 
 def _prompt(f: dict[str, Any]) -> str:
-    return ('<section class="card"><details class="prompt-box"><summary>The prompt</summary>'
-            f'<div class="body"><pre class="prompt">{esc(f["job"]["prompt"])}</pre></div>'
+    replies = f.get("replies") or []
+    said = "".join(
+        f'<div class="reply"><span class="when">you, {esc(when(r.get("at")))}'
+        + (f' · given to run {int(r["run_id"])}' if r.get("run_id") else " · for the next run")
+        + f'</span><div>{prose(r.get("text") or "")}</div></div>' for r in replies)
+    n = len(replies)
+    summary = "The prompt" + (f" and your {n} {'reply' if n == 1 else 'replies'}" if n else "")
+    return (f'<section class="card"><details class="prompt-box"{" open" if replies else ""}>'
+            f'<summary>{esc(summary)}</summary>'
+            f'<div class="body"><pre class="prompt">{esc(f["job"]["prompt"])}</pre>{said}</div>'
             "</details></section>")
 
 
