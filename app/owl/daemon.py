@@ -31,6 +31,7 @@ from owl.control import args as control_args
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
 from owl.paths import Paths, get_paths
+from owl.review.accept import accept
 from owl.store import Store
 
 log = logging.getLogger("owl.daemon")
@@ -202,10 +203,10 @@ class Daemon:
             "jobs.show": lambda: e.job_view(A.ident(args, "id")),
             "jobs.drop": lambda: e.drop(A.ident(args, "id"), A.flag(args, "force")),
             "drop": lambda: e.drop(A.ident(args, "job_id"), A.flag(args, "force")),
-            "accept": lambda: e.accept(A.ident(args, "job_id"), A.flag(args, "merge"), False),
+            "accept": lambda: accept(e, A.ident(args, "job_id"), A.flag(args, "merge"), False),
             "verify": lambda: _verify(e, A.ident(args, "job_id")),
-            "jobs.accept": lambda: e.accept(A.ident(args, "id"), A.flag(args, "merge"),
-                                            A.flag(args, "delete_branch")),
+            "jobs.accept": lambda: accept(e, A.ident(args, "id"), A.flag(args, "merge"),
+                                          A.flag(args, "delete_branch")),
             "jobs.extend": lambda: e.extend(A.ident(args, "id"), A.attempts(args)),
             "jobs.move": lambda: e.move(A.ident(args, "id"), A.ident(args, "position")),
             "jobs.reply": lambda: e.reply(A.ident(args, "id"), A.text(args, "text"),
@@ -228,6 +229,8 @@ class Daemon:
             "shift.status": lambda: e.shift_view(),
             "ping": lambda: {"pid": os.getpid()},
         }
+        if verb in ("accept", "jobs.accept"):
+            return table[verb]()          # merges off the engine thread (owl.review.accept)
         fn = table.get(verb)
         if fn is None:
             raise Refused(f"unknown verb {verb!r}")

@@ -148,23 +148,35 @@ class Verbs:
         log.info("job %s dropped%s", job_id, said)
         return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped{said}"}
 
-    def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False) -> dict:
-        """Keep a Job's work: with `merge`, bring its branch into its base branch first
-        (see `owl.review.merge`); with `delete_branch`, delete the branch once merged."""
-        from owl.review import merge as mergemod
-
+    def accept_ready(self, job_id: int) -> dict | None:
+        """The Job, when it may be accepted now; None when it already was; else Refused.
+        (The daemon asks this before it merges, off this thread.)"""
         job = self._job_or_refuse(job_id)
         if job["state"] == "done":
-            return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
-                    "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
+            return None
         if job["state"] != "review":
             raise Refused(f"job {job_id} is {job['state']}, not in review")
         refusal = guards.accept_refusal(job)
         if refusal:
             raise Refused(refusal)
+        return job
+
+    def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False,
+               merged: str | None = None) -> dict:
+        """Keep a Job's work: with `merge`, bring its branch into its base branch first
+        (see `owl.review.merge`; `merged` says it was already done, and how); with
+        `delete_branch`, delete the branch once merged."""
+        from owl.review import merge as mergemod
+
+        job = self.accept_ready(job_id)
+        if job is None:
+            job = self._job_or_refuse(job_id)
+            return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
+                    "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
         project = Path(job["project"])
         worktree = Path(job["worktree"]) if job["worktree"] else None
-        merged = mergemod.merge(project, job)[1] if merge else None
+        if merge and merged is None:
+            merged = mergemod.merge(project, job)[1]
         if delete_branch:
             mergemod.require_merged(project, job)     # refuses before anything changes
         try:
