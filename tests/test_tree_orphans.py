@@ -16,6 +16,7 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 import types
 import uuid
 from collections.abc import Callable
@@ -227,7 +228,11 @@ def test_a_fork_makes_the_tree_sweep_and_watch_the_child(tag):
         if agent.poll() is None:
             agent.kill()
         agent.wait(5)
-    assert all(kq.closed for kq in api.queues)
+    t0 = time.monotonic()
+    wait_for(lambda: all(kq.closed for kq in api.queues), what="the kqueue closed")
+    assert time.monotonic() - t0 < 2 * posix.ForkWatch.POLL + 0.5
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name == "owl-forkwatch"],
+             what="the fork watch thread to end")
 
 
 def test_an_exit_event_lets_the_pid_be_watched_again_and_gone_pids_are_no_error():

@@ -283,6 +283,15 @@ class ForkWatch:
                 self._watched.discard(pid)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            try:
+                self._kq.close()
+            except OSError:
+                pass
+
+    def _serve(self) -> None:
         api = self._api
         while not self._closed.is_set():
             try:
@@ -305,13 +314,10 @@ class ForkWatch:
                     log.exception("sweep after a fork failed")
 
     def close(self) -> None:
+        """Stop watching. Never waits: a tree dropped on the supervisor's
+        thread must not hold it up; the thread ends (and closes the kqueue)
+        within ``POLL`` seconds."""
         self._closed.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(2 * self.POLL)
-        try:
-            self._kq.close()
-        except OSError:
-            pass
 
 
 def sweeper(tree: Any) -> Callable[[], None]:
