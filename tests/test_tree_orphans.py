@@ -294,3 +294,10 @@ def test_a_session_id_reused_by_a_new_leader_is_no_evidence(tag, strays):
         leader.kill()
         leader.wait()
         kin.close()
+
+
+def test_the_macos_backend_has_the_orphan_rule_and_linux_needs_none():
+    from owl.tree import linux, macos
+
+    assert macos.Kin is posix.Kin and macos.sweeper is posix.sweeper
+    assert getattr(linux, "Kin", None) is None     # the subreaper keeps orphans there
