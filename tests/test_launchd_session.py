@@ -61,14 +61,16 @@ def test_session_environment_takes_only_what_is_set() -> None:
 
 
 def _as_launchd(doc: dict, extra: dict[str, str], stderr_to_log: bool) -> subprocess.Popen:
-    """Start the plist's program the way launchd does, plus `daemon` (no GUI here)."""
-    env = {"PATH": LAUNCHD_PATH, **doc.get("EnvironmentVariables", {}), **extra}
+    """Start the plist's program the way launchd does, plus `daemon` (no GUI
+    here): `env -i PATH=/usr/bin:/bin`, then the plist's EnvironmentVariables."""
+    words = [f"{k}={v}" for k, v in {**doc.get("EnvironmentVariables", {}), **extra}.items()]
     if stderr_to_log:
         out = open(doc["StandardErrorPath"], "ab")
     else:
         out = open(os.devnull, "wb")
     with out:
-        return subprocess.Popen([*doc["ProgramArguments"], "daemon"], env=env, cwd="/",
+        return subprocess.Popen(["/usr/bin/env", "-i", f"PATH={LAUNCHD_PATH}", *words,
+                                 *doc["ProgramArguments"], "daemon"], cwd="/",
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out)
 
 
