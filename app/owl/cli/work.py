@@ -80,9 +80,11 @@ def register(sub: Any) -> None:
     json_flag(s)
     s.set_defaults(fn=cmd_shift_status)
 
-    s = verb(sub, "machine", help="drive the manual machine (OWL_MACHINE=manual)")
+    s = verb(sub, "machine", help="tell the manual machine (OWL_MACHINE=manual) what the "
+             "machine does: for headless machines and scripts")
     s.add_argument("event", choices=["input", "idle", "battery", "ac", "power-unknown"],
-                   help="what the machine does now")
+                   metavar="EVENT", help="input (someone is here), idle (nobody is, as if "
+                   "idle.after had passed), battery, ac or power-unknown")
     s.set_defaults(fn=cmd_machine)
 
 
