@@ -295,7 +295,8 @@ def test_accept_drop_extend_and_the_git_they_leave(tmp_path):
         assert again.returncode == 0 and "already accepted" in again.stdout, again
 
         # drop: the branch and the worktree both go
-        p = d.owl("jobs", "drop", str(b))
+        refused(d.owl("jobs", "drop", str(b)), "found on no other branch")   # its commit
+        p = d.owl("jobs", "drop", str(b), "--force")
         assert p.returncode == 0 and f"job {b} dropped" in p.stdout
         assert jb["branch"] not in branches(project)
         assert not Path(jb["worktree"]).exists() and jb["worktree"] not in worktrees(project)
