@@ -3,3 +3,10 @@ from pathlib import Path
 
 # Test helpers (owlproc, display, support) import as top-level modules.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import os  # noqa: E402
+
+# `owl add`, `owl start` and `owl shift start` start a daemon when none runs;
+# in tests that would leave daemons behind, so only the tests of that
+# behaviour turn it back on (they stop what they started).
+os.environ["OWL_NO_AUTOSTART"] = "1"

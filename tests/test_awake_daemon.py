@@ -86,8 +86,7 @@ def test_lock_is_held_while_the_run_works_and_only_then(home, project, logind):
             (True, "logind", None, [run["id"]])
         assert st["why"] == f"run {run['id']} is working"
         text = d.ok("status")
-        assert f"awake    held: the machine will not idle-sleep while run {run['id']} is " \
-               "working (logind)" in text
+        assert f"keep-awake: held while run {run['id']} is working (logind)" in text
 
         # The person returns: the Run freezes and the lock goes within a second.
         t0 = time.monotonic()
@@ -97,7 +96,7 @@ def test_lock_is_held_while_the_run_works_and_only_then(home, project, logind):
         assert d.run_of(job)["state"] == "frozen"
         st = awake(d)
         assert (st["held"], st["why"], st["runs"]) == (False, None, [])
-        assert "awake    not held: no Run is working" in d.ok("status")
+        assert "keep-awake: not held: no Run is working" in d.ok("status")
 
         # They leave again inside the window: thawed, and the lock is taken again.
         d.machine("idle")
@@ -187,7 +186,7 @@ def test_keep_awake_off_never_takes_the_lock(home, project, logind):
         st = awake(d)
         assert (st["enabled"], st["held"], st["backend"], st["problem"]) == \
             (False, False, "none", None)
-        assert "awake    off (power.keep_awake = false)" in d.ok("status")
+        assert "keep-awake: off (power.keep_awake = false)" in d.ok("status")
         d.wait_job(job, "review")
     assert logind.calls() == []
 
@@ -223,7 +222,7 @@ def test_no_bus_and_no_tool_is_said_once_and_work_goes_on(home, project, tmp_pat
         problem = st["problem"]
         assert "no D-Bus session bus" in problem and "no systemd-inhibit" in problem
         assert problem.endswith("the machine may sleep during a Run")
-        assert f"awake    {problem}" in d.ok("status")
+        assert "keep-awake: unavailable (no D-Bus session bus)\n" in d.ok("status")
     said = [line for line in d.log_text().splitlines() if "may sleep during a Run" in line]
     assert len(said) == 1, said
 

@@ -66,7 +66,7 @@ def test_a_claude_job_commits_passes_its_checks_and_its_log_reads_well(tmp_path)
         assert git(project, "log", "--format=%s", f"{j['base']}..owl/job-{job}") == "Add hello"
         assert git(project, "show", f"owl/job-{job}:hello.txt") == "hello"
         assert d.status()["notice"] == f"Job {job} ready for review — 1 check passed"
-        log = d.ok("logs", str(run["id"]))
+        log = d.ok("logs", "--run", str(run["id"]))
         assert "→ Bash: echo hello > hello.txt" in log
         assert "← committed" in log
         assert "✓ result: Committed hello.txt." in log

@@ -20,7 +20,7 @@ import tomli_w
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from owl import config as configmod
+from owl import bounds, config as configmod
 
 FUZZ = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -178,14 +178,17 @@ def test_any_bytes_load_or_fail_in_one_line_naming_the_file(tmp_path: Path,
     check_outcome(path, doc)
 
 
-valid_durations = st.builds(lambda n, u: f"{n}{u}", st.integers(1, 10_000),
-                            st.sampled_from(["ms", "s", "m", "h"]))
+# within every duration's bounds (the tightest is a day)
+valid_durations = st.one_of(
+    st.builds(lambda n, u: f"{n}{u}", st.integers(1, 10_000), st.sampled_from(["ms", "s"])),
+    st.builds(lambda n: f"{n}m", st.integers(1, 1440)),
+    st.builds(lambda n: f"{n}h", st.integers(1, 24)))
 valid_docs = st.fixed_dictionaries({}, optional={
     "idle": st.fixed_dictionaries({}, optional={"after": valid_durations,
                                                 "require_ac_power": st.booleans()}),
     "interruption": st.fixed_dictionaries({}, optional={"grace_window": valid_durations}),
     "runs": st.fixed_dictionaries({}, optional={
-        "max_parallel": st.integers(1, 64), "timeout": valid_durations,
+        "max_parallel": st.integers(1, bounds.max_parallel()), "timeout": valid_durations,
         "stall": valid_durations, "nice": st.integers(0, 19)}),
     "power": st.fixed_dictionaries({}, optional={"keep_awake": st.booleans()}),
     "jobs": st.fixed_dictionaries({}, optional={

@@ -177,7 +177,7 @@ def test_a_shift_ends_on_time(tmp_path, projects):
         d.machine("input")
         d.ok("shift", "start", "--for", "1s")
         wait_for(lambda: d.json("shift", "status") is None, timeout=5, what="the Shift to end")
-        assert d.owl("shift", "stop").returncode == 1
+        assert "no Shift is on" in d.ok("shift", "stop")       # the goal holds: exit 0
 
 
 def test_a_shift_survives_a_restart_and_one_that_ended_meanwhile_is_over(tmp_path, projects):

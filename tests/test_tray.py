@@ -330,8 +330,8 @@ def test_frozen_countdown_ticks_every_second(fresh: Tray, desk: DisplayEnv) -> N
     later = copy.deepcopy(FROZEN)
     later["runs"][0]["grace_left_s"] = 821.0
     fresh.set_status(later)
-    wait_for(lambda: "13:41 left" in icon_text(desk), "the countdown to move on")
-    assert "13:42 left" in first
+    wait_for(lambda: "13m 41s left" in icon_text(desk), "the countdown to move on")
+    assert "13m 42s left" in first
 
 
 def test_menu_opens_and_pause_reaches_the_daemon(fresh: Tray, desk: DisplayEnv) -> None:

@@ -161,7 +161,7 @@ def test_grace_progress_prefers_the_runs_own_window() -> None:
 
 def test_tooltip_says_the_state_and_what_needs_attention() -> None:
     assert tooltip(doc()) == "Owl: Nothing to do"
-    assert tooltip(doc(runs=[frozen(822.0)])) == "Owl: Frozen · 13:42 left"
+    assert tooltip(doc(runs=[frozen(822.0)])) == "Owl: Frozen · 13m 42s left"
     assert tooltip(doc(attention="Run 6 of job 11 was killed")) == \
         "Owl: Nothing to do\nRun 6 of job 11 was killed"
 
@@ -171,15 +171,15 @@ def test_tooltip_says_the_state_and_what_needs_attention() -> None:
 
 @pytest.mark.parametrize("status, line", [
     (doc(), "Nothing to do"),
-    (doc(runs=[run()]), "Working on job 12 · 4 m"),
-    (doc(runs=[run("verifying")]), "Checking job 12 · 4 m"),
+    (doc(runs=[run()]), "Working on job 12 · 4m"),
+    (doc(runs=[run("verifying")]), "Checking job 12 · 4m"),
     (doc(runs=[run(), dict(run(), id=8, job_id=13)]), "Working on 2 jobs"),
     (doc(runs=[run("ending")]), "Ending"),
-    (doc(runs=[frozen(822.0)]), "Frozen · 13:42 left"),
+    (doc(runs=[frozen(822.0)]), "Frozen · 13m 42s left"),
     (doc(runs=[frozen(by="user")]), "Frozen"),
     (doc(paused=True, runs=[frozen(by="user")]), "Paused"),
     (doc(paused=True), "Paused"),
-    (doc(queue=[job()]), "Idle in 6 m"),
+    (doc(queue=[job()]), "Idle in 6m"),
     (doc(queue=[job()], machine={"reason": "on battery", "on_ac_power": False, "idle_in_s": None}),
      "Waiting: on battery"),
     (doc(queue=[job()], machine={"reason": "input cannot be read: no X", "idle_in_s": None}),
@@ -195,8 +195,9 @@ def test_status_line(status: dict, line: str) -> None:
 
 
 def test_time_words() -> None:
-    assert clock(822) == "13:42" and clock(3723) == "1:02:03" and clock(-4) == "0:00" and clock(None) == "0:00"
-    assert span(40) == "40 s" and span(250) == "4 m" and span(3900) == "1 h 05 m"
+    assert clock(822) == "13m 42s" and clock(3723) == "1h 2m" and clock(-4) == "0s" and clock(None) == "0s"
+    assert clock(0.3) == "1s"      # a countdown shows no "0s" while time is left
+    assert span(40) == "40s" and span(250) == "4m" and span(3900) == "1h 5m"
 
 
 # ------------------------------------------------------------------ the menu
@@ -225,7 +226,7 @@ def test_menu_with_start_at_login_on_offers_to_turn_it_off() -> None:
 def test_menu_while_working() -> None:
     status = doc(runs=[run()], queue=[job(12, 1, "active", "/w/12", "Fix the flaky test"), job(13, 2)])
     items = build_menu(status)
-    assert "Job 12: Fix the flaky test — running · 4 m" in labels(items)
+    assert "Job 12: Fix the flaky test — running · 4m" in labels(items)
     assert find(items, "Start").enabled and find(items, "Stop").enabled
     assert find(items, "Stop").action.kwargs == {"force": False}
     jobs = find(items, "Jobs (2)")
@@ -243,7 +244,7 @@ def test_live_runs_open_their_log_and_name_their_check() -> None:
     status = doc(runs=[dict(run(), log="/logs/7.log"), dict(run("verifying"), id=8, job_id=13, check="tests")],
                  queue=[job(12, 1, "active")])
     items = build_menu(status)
-    live = find(items, "Job 12: Fix the flaky test — running · 4 m")
+    live = find(items, "Job 12: Fix the flaky test — running · 4m")
     assert live.enabled and live.action == Action("open", path="/logs/7.log")
     checking = find(items, "Job 13: Fix the flaky test — checking tests")
     assert checking is not None and not checking.enabled
@@ -252,7 +253,7 @@ def test_live_runs_open_their_log_and_name_their_check() -> None:
 
 def test_menu_while_frozen_and_ending() -> None:
     items = build_menu(doc(runs=[frozen(65.0), dict(run("ending"), id=8, job_id=13, title="Other")]))
-    assert labels(items)[:3] == ["Frozen · 1:05 left", "Job 12: Fix the flaky test — frozen · 1:05 left",
+    assert labels(items)[:3] == ["Frozen · 1m 5s left", "Job 12: Fix the flaky test — frozen · 1m 5s left",
                                  "Job 13: Other — ending"]
     assert find(items, "Stop").enabled
 
@@ -266,14 +267,14 @@ def test_menu_when_paused_offers_resume_and_no_start() -> None:
     # the daemon gives a paused Run's countdown too: the menu shows it
     held = run("frozen", frozen_by="user", grace_left_s=65.0)
     items = build_menu(doc(paused=True, queue=[job()], runs=[held]))
-    assert "Job 12: Fix the flaky test — paused · 1:05 left" in labels(items)
+    assert "Job 12: Fix the flaky test — paused · 1m 5s left" in labels(items)
 
 
 def test_menu_shows_shift_and_problems() -> None:
     items = build_menu(doc(shift={"ends_at": "x", "left_s": 2700.0, "until_empty": False, "ended": False},
                            attention="Run 6 failed", config_problem="bad key",
                            machine={"problem": "input cannot be read"}))
-    assert labels(items)[1:5] == ["Shift · 45 m left", "⚠ Run 6 failed", "⚠ bad key", "⚠ input cannot be read"]
+    assert labels(items)[1:5] == ["Shift · 45m left", "⚠ Run 6 failed", "⚠ bad key", "⚠ input cannot be read"]
     until_empty = build_menu(doc(shift={"ends_at": "x", "left_s": 0, "until_empty": True, "ended": False}))
     assert labels(until_empty)[1] == "Shift · until the queue is empty"
     ended = build_menu(doc(shift={"ends_at": "x", "left_s": 0, "until_empty": False, "ended": True}))
@@ -326,7 +327,7 @@ def test_notices_frozen_once_per_spell_killed_once_review_once() -> None:
     old = recent("interrupted", "sigkill", run_id=1)
     assert n.update(doc(recent=[old])) == []  # what was there at start is not news
     first = n.update(doc(runs=[frozen(900.0)], recent=[old]))
-    assert [t for t, _ in first] == ["Job 12 frozen"] and "15:00" in first[0][1]
+    assert [t for t, _ in first] == ["Job 12 frozen"] and "15m" in first[0][1]
     assert n.update(doc(runs=[frozen(800.0)], recent=[old])) == []
     assert n.update(doc(runs=[run()], recent=[old])) == []  # thawed... still the same spell
     assert n.update(doc(runs=[frozen(700.0)], recent=[old])) == []

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from owl import bounds
+
 # ---------------------------------------------------------------- durations
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -87,12 +89,17 @@ class Key:
     check: Callable[[Any], str | None] | None = None   # returns a complaint
 
 
-def _positive(v: float) -> str | None:
-    return None if v > 0 else "must be more than zero"
+def _attempts(v: int) -> str | None:
+    if v < 1:
+        return "must be 1 or more"
+    return None if v <= bounds.MAX_ATTEMPTS else f"must be at most {bounds.MAX_ATTEMPTS}"
 
 
-def _at_least_one(v: int) -> str | None:
-    return None if v >= 1 else "must be 1 or more"
+def _parallel(v: int) -> str | None:
+    top = bounds.max_parallel()
+    if v < 1:
+        return "must be 1 or more"
+    return None if v <= top else f"must be at most {top} (4 for each of this machine's CPUs)"
 
 
 def _nice(v: int) -> str | None:
@@ -105,23 +112,23 @@ def _nonneg(v: int) -> str | None:
 
 SCHEMA: dict[str, dict[str, Key]] = {
     "idle": {
-        "after": Key("duration", "10m", _positive),
+        "after": Key("duration", "10m", bounds.duration_check(bounds.MAX_IDLE_AFTER_S)),
         "require_ac_power": Key("bool", True),
     },
     "interruption": {
-        "grace_window": Key("duration", "15m", _positive),
+        "grace_window": Key("duration", "15m", bounds.duration_check(bounds.MAX_GRACE_S)),
     },
     "runs": {
-        "max_parallel": Key("int", 1, _at_least_one),
-        "timeout": Key("duration", "4h", _positive),
-        "stall": Key("duration", "15m", _positive),
+        "max_parallel": Key("int", 1, _parallel),
+        "timeout": Key("duration", "4h", bounds.duration_check(bounds.MAX_RUN_TIMEOUT_S)),
+        "stall": Key("duration", "15m", bounds.duration_check(bounds.MAX_STALL_S)),
         "nice": Key("int", 10, _nice),
     },
     "power": {
         "keep_awake": Key("bool", True),
     },
     "jobs": {
-        "attempts": Key("int", 3, _at_least_one),
+        "attempts": Key("int", 3, _attempts),
         "branch_prefix": Key("str", "owl/"),
     },
     "agent": {
@@ -150,7 +157,7 @@ AGENT_KEYS: dict[str, Key] = {
 }
 
 PROJECT_KEYS: dict[str, Key] = {
-    "max_parallel": Key("int", None, _at_least_one),
+    "max_parallel": Key("int", None, _parallel),
     "agent": Key("str", None),
 }
 

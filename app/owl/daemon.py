@@ -24,8 +24,10 @@ import time
 import uuid
 from typing import Any
 
+from owl import bounds
 from owl import config as configmod
 from owl import tree, watchdog
+from owl.control import args as control_args
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
 from owl.paths import Paths, get_paths
@@ -49,6 +51,7 @@ class Daemon:
         self.engine: Engine | None = None
         self.store: Store | None = None
         self.guard: watchdog.Guard | None = None
+        self._no_nap: Any = None            # macOS: the App Nap opt-out (power.appnap)
 
     # ------------------------------------------------------------------ start
 
@@ -80,6 +83,7 @@ class Daemon:
         except OSError as err:
             self.engine = None
             raise StartupError(f"cannot listen on {paths.socket}: {err}") from None
+        self._no_nap = _no_app_nap()
         # Before any Run starts: should this process die, the guard ends its Runs.
         self.guard = watchdog.start(paths.db, paths.runtime / "owl.lock", instance)
         self.engine.start()
@@ -165,6 +169,9 @@ class Daemon:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        if self._no_nap is not None:
+            self._no_nap.end()
+            self._no_nap = None
 
     # -------------------------------------------------------------- interface
 
@@ -179,41 +186,44 @@ class Daemon:
         """Every verb the socket and the tray may ask; runs on the engine thread."""
         e = self.engine
         assert e is not None
+        A = control_args       # each argument checked for its kind and bounds
         if verb in ("jobs.review", "review"):
             # Reads the database and git only, on the caller's thread: a large
             # branch's diff must not hold up the supervisor.
             from owl.review import write_page
 
             key = "id" if "id" in args else "job_id"
-            return {"path": str(write_page(self.paths, _int(args, key)))}
+            return {"path": str(write_page(self.paths, A.ident(args, key)))}
         table = {
             "status": lambda: e.status(),
-            "add": lambda: e.add_job(_str(args, "prompt"), _str(args, "project"),
-                                     args.get("agent"), args.get("attempts")),
-            "jobs.list": lambda: _jobs_list(e.store, bool(args.get("all"))),
-            "jobs.show": lambda: e.job_view(_int(args, "id")),
-            "jobs.drop": lambda: e.drop(_int(args, "id"), bool(args.get("force"))),
-            "drop": lambda: e.drop(_int(args, "job_id"), bool(args.get("force"))),
-            "accept": lambda: e.accept(_int(args, "job_id"), bool(args.get("merge")), False),
-            "verify": lambda: _verify(e, _int(args, "job_id")),
-            "jobs.accept": lambda: e.accept(_int(args, "id"), bool(args.get("merge")),
-                                            bool(args.get("delete_branch"))),
-            "jobs.extend": lambda: e.extend(_int(args, "id"), args.get("attempts")),
-            "jobs.move": lambda: e.move(_int(args, "id"), _int(args, "position")),
-            "jobs.reply": lambda: e.reply(_int(args, "id"), _str(args, "text"),
-                                          bool(args.get("first"))),
-            "jobs.verify": lambda: _verify(e, _int(args, "id")),
+            "add": lambda: e.add_job(A.text(args, "prompt"), A.text(args, "project"),
+                                     A.optional_text(args, "agent"), A.attempts(args)),
+            "jobs.list": lambda: _jobs_list(e.store, A.flag(args, "all")),
+            "jobs.show": lambda: e.job_view(A.ident(args, "id")),
+            "jobs.drop": lambda: e.drop(A.ident(args, "id"), A.flag(args, "force")),
+            "drop": lambda: e.drop(A.ident(args, "job_id"), A.flag(args, "force")),
+            "accept": lambda: e.accept(A.ident(args, "job_id"), A.flag(args, "merge"), False),
+            "verify": lambda: _verify(e, A.ident(args, "job_id")),
+            "jobs.accept": lambda: e.accept(A.ident(args, "id"), A.flag(args, "merge"),
+                                            A.flag(args, "delete_branch")),
+            "jobs.extend": lambda: e.extend(A.ident(args, "id"), A.attempts(args)),
+            "jobs.move": lambda: e.move(A.ident(args, "id"), A.ident(args, "position")),
+            "jobs.reply": lambda: e.reply(A.ident(args, "id"), A.text(args, "text"),
+                                          A.flag(args, "first")),
+            "jobs.verify": lambda: _verify(e, A.ident(args, "id")),
             "start": lambda: e.start_now(),
             "pause": lambda: e.pause(),
             "resume": lambda: e.resume(),
-            "stop": lambda: e.stop_runs(bool(args.get("force"))),
-            "machine": lambda: e.machine_event(_str(args, "event")),
-            "shift.start": lambda: e.shift_start(_seconds(args, "for_s", 3600.0),
-                                                 bool(args.get("until_empty")),
-                                                 bool(args.get("require_power")),
-                                                 bool(args.get("replace"))),
-            "shift_start": lambda: e.shift_start(_seconds(args, "for_s", 3600.0), False, False,
-                                                 False),
+            "stop": lambda: e.stop_runs(A.flag(args, "force")),
+            "machine": lambda: e.machine_event(A.text(args, "event")),
+            "shift.start": lambda: e.shift_start(A.seconds(args, "for_s", 3600.0,
+                                                           bounds.MAX_SHIFT_S),
+                                                 A.flag(args, "until_empty"),
+                                                 A.flag(args, "require_power"),
+                                                 A.flag(args, "replace")),
+            "shift_start": lambda: e.shift_start(A.seconds(args, "for_s", 3600.0,
+                                                           bounds.MAX_SHIFT_S),
+                                                 False, False, False),
             "shift.stop": lambda: e.shift_stop(),
             "shift.status": lambda: e.shift_view(),
             "ping": lambda: {"pid": os.getpid()},
@@ -242,6 +252,17 @@ class _Unreadable:
         return self._reading
 
 
+def _no_app_nap() -> Any:
+    """macOS: keep the watch and kill timers on time in a windowless app."""
+    try:
+        from owl.power.appnap import begin
+
+        return begin()
+    except Exception as e:      # never a reason not to start
+        log.warning("cannot opt out of App Nap: %s", e)
+        return None
+
+
 def _verify(e: Engine, job_id: int) -> Any:
     """Run a Job's checks again, where this engine can run checks."""
     verify = getattr(e, "verify", None)
@@ -260,32 +281,15 @@ def _alive(pid: str) -> bool:
         return False
 
 
-def _str(args: dict[str, Any], key: str) -> str:
-    v = args.get(key)
-    if not isinstance(v, str):
-        raise Refused(f"{key} must be a string")
-    return v
-
-
-def _int(args: dict[str, Any], key: str) -> int:
-    v = args.get(key)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise Refused(f"{key} must be a whole number, not {v!r}")
-    return v
-
-
-def _seconds(args: dict[str, Any], key: str, default: float) -> float:
-    v = args.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-        raise Refused(f"{key} must be a number of seconds")
-    return float(v)
-
-
 def _jobs_list(store: Store, everything: bool) -> list[dict]:
     states = None if everything else ("pending", "active", "blocked", "review", "exhausted")
-    return [{k: j[k] for k in ("id", "state", "position", "title", "project", "agent",
-                                "attempts_left", "branch", "reason")}
-            for j in store.jobs(states)]
+    from owl.views import iso
+
+    jobs = [{**{k: j[k] for k in ("id", "state", "position", "title", "project", "agent",
+                                  "attempts_left", "branch", "reason")},
+             "created_at": iso(j["created_at"])} for j in store.jobs(states)]
+    # The queue first, by position; then the rest by id, so --all reads in order.
+    return sorted(jobs, key=lambda j: (j["position"] is None, j["position"] or 0, j["id"]))
 
 
 def start_daemon() -> Daemon | None:

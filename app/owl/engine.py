@@ -30,7 +30,7 @@ from typing import Any, Callable
 from owl import carryon
 from owl import checks as checksmod
 from owl import config as configmod
-from owl import lifecycle, project as projectmod, scheduler, shifts, tree, views, workspace
+from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
@@ -70,6 +70,7 @@ class Live:
     results: list = field(default_factory=list)
     waiting: bool = False                 # its next check waits, frozen, to begin
     untouchable: list = field(default_factory=list)   # processes the system kept from us
+    outside_before: Any = None            # the project's refs, config, hooks at the start
     # the agent: its driver and context, and what its output said (carryon)
     driver: Any = None
     ctx: Any = None
@@ -348,9 +349,16 @@ class Engine(Verbs):
         # Out of attempts with failing checks, the agent's work exists but does
         # not pass: a person must look, so the Job is blocked, not exhausted.
         spent = ("blocked", f"its checks failed on every attempt: {reason}") if failed else None
-        args = (lv.run_id, f.outcome.value, f.ended_by.value, reason, f.exit_code)
+        outcome = f.outcome.value
+        broken = self._broken_workspace(lv)
+        if broken and outcome == "succeeded":
+            outcome, reason = "failed", broken      # a Run that could not commit never succeeds
+        args = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code)
         try:
             new_state = self.store.finish_run(*args, spent=spent)
+            if broken and new_state in ("pending", "exhausted", "review"):
+                self.store.set_job(lv.job_id, state="blocked", reason=broken)
+                new_state = "blocked"
         except sqlite3.OperationalError as e:
             # A full disk: the Run is over all the same. Keep its record and
             # write it when there is room (or the next start records it
@@ -362,6 +370,7 @@ class Engine(Verbs):
             passed = sum(1 for r in lv.results if r.passed)
             log.info("%s", checksmod.review_message(lv.job_id, passed))
         del self.live[lv.run_id]
+        self._outside_after(lv)
         log.info("run %s %s (%s); job %s is %s", lv.run_id, f.outcome.value, f.ended_by.value,
                  lv.job_id, new_state)
 
@@ -537,7 +546,6 @@ class Engine(Verbs):
         # Read afresh: the checks that gate this Run are those committed now.
         self._projects.pop(str(project), None)
         try:
-            settings = self.project_settings(str(project))
             driver = agents.get_driver(job["agent"], self.cfg.agent(job["agent"]))
             problem = driver.problem()
             if problem:
@@ -546,12 +554,17 @@ class Engine(Verbs):
                                   branch=job["branch"],
                                   worktree=Path(job["worktree"]) if job["worktree"] else None,
                                   base=job["base"])
+            settings = self._base_settings(project, ws.base)
         except (workspace.WorkspaceError, projectmod.ProjectError, ValueError, OSError) as e:
-            self.store.set_job(job_id, state="blocked", reason=f"setup failed: {e}")
+            broken = workspace.reach_problem(project, Path(job["worktree"])) \
+                if job["worktree"] else workspace.project_problem(project)
+            self.store.set_job(job_id, state="blocked", reason=guards.broken_reason(
+                job_id, job["branch"], broken) if broken else f"setup failed: {e}")
             log.warning("job %s blocked: %s", job_id, e)
             return None
         self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
                            base_branch=job.get("base_branch") or _made_from(project, job, ws))
+        before = outside.take(project)      # files only: a few milliseconds
         plan, replies = carryon.plan_for(self.store, job, driver, ws.worktree)
         run_id = self.store.start_run(job_id)
         self.store.give_replies(job_id, run_id)
@@ -584,8 +597,8 @@ class Engine(Verbs):
         pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid)
         lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
                   popen=popen, tree=pt, log_path=log_path, log_fd=fd, worktree=ws.worktree,
-                  env=env, checks=settings.checks, driver=driver, ctx=ctx,
-                  resuming=plan.resume is not None)
+                  env=env, checks=settings.checks, outside_before=before, driver=driver,
+                  ctx=ctx, resuming=plan.resume is not None)
         self.live[run_id] = lv
         threading.Thread(target=self._wait_agent, args=(lv, popen, 0), daemon=True,
                          name=f"owl-run-{run_id}").start()
@@ -594,6 +607,58 @@ class Engine(Verbs):
         self._do(self.core.started(run_id, self.clock(), exempt=exempt,
                                    checks=[(c.name, c.timeout) for c in settings.checks]))
         return run_id
+
+    def _base_settings(self, project: Path, base: str | None) -> projectmod.ProjectSettings:
+        """The `.owl.toml` of the commit the Job started from, not of whatever
+        the base branch points to now: an agent can move that branch."""
+        if not base:
+            return self.project_settings(str(project))
+        return projectmod.load(project, base)
+
+    def _broken_workspace(self, lv: Live) -> str | None:
+        """Why the Run's worktree can no longer reach its repository (files only), with
+        what the person can do; None when it can."""
+        if lv.worktree is None:
+            return None
+        problem = workspace.reach_problem(Path(lv.project), lv.worktree)
+        if problem is None and not (lv.worktree / ".git").exists():
+            problem = f"the worktree {lv.worktree} lost its .git during the Run"
+        if problem is None:
+            return None
+        job = self.store.job(lv.job_id) or {}
+        return guards.broken_reason(lv.job_id, job.get("branch"), problem)
+
+    def _outside_after(self, lv: Live) -> None:
+        """Compare the project's refs, config and hooks with the Run's start,
+        on a thread of its own (it runs git), and record what changed."""
+        before = lv.outside_before
+        if before is None:
+            return
+        job = self.store.job(lv.job_id) or {}
+        ignore = outside.owned_ref(job.get("branch"), self.store.branches(lv.project))
+        project, run_id, job_id = Path(lv.project), lv.run_id, lv.job_id
+
+        def compare() -> list[dict]:
+            return outside.changes(before, outside.take(project), ignore_ref=ignore)
+
+        if self._stopping:                 # no later pass of the loop would record it
+            self._record_outside(run_id, job_id, compare())
+            return
+
+        def work() -> None:
+            found = compare()
+            self._q.put(("call", lambda: self._record_outside(run_id, job_id, found),
+                         concurrent.futures.Future()))
+        threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
+
+    def _record_outside(self, run_id: int, job_id: int, found: list[dict]) -> None:
+        import json
+
+        self._note(run_id, outside=json.dumps(found))
+        if found:
+            log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
+        if self.on_change is not None:
+            self.on_change()
 
     def _failure_note(self, job_id: int, run_id: int) -> str | None:
         runs = [r for r in self.store.runs(job_id) if r["id"] != run_id]
@@ -762,6 +827,11 @@ class Engine(Verbs):
 
     def _load_shift(self) -> None:
         sh = shifts.Shift.from_dict(self.store.setting("shift"))
+        if sh is not None and not sh.plausible(time.time()):
+            log.warning("the stored Shift (ending %s) is beyond any Shift's bounds; dropped",
+                        sh.ends_at)
+            sh = None
+            self.store.set_setting("shift", None)
         if sh is not None and sh.over(time.time(), False):
             log.info("the stored Shift ended while the daemon was down")
             sh = None

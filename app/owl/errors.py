@@ -11,3 +11,8 @@ class NoDaemon(Exception):
 
 class StoreError(Exception):
     """The database cannot be used (corrupt, from a newer Owl, unwritable)."""
+
+
+class DamagedStore(StoreError):
+    """The database file is damaged or empty where Owl expects its rows; str()
+    names the file and what saves what can still be read."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from owl import bounds
 from owl.config import parse_duration
 
 FILENAME = ".owl.toml"
@@ -49,9 +50,10 @@ def parse(text: str, where: str) -> ProjectSettings:
     checks: list[Check] = []
     for key, value in doc.items():
         if key == "max_parallel":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or not \
+                    1 <= value <= bounds.max_parallel():
                 raise ProjectError(f"{where}: max_parallel = {value!r}: must be a whole number, "
-                                   "1 or more")
+                                   f"1 to {bounds.max_parallel()}")
             max_parallel = value
         elif key == "agent":
             if not isinstance(value, str) or not value:
@@ -92,6 +94,8 @@ def _checks(value: Any, where: str) -> list[Check]:
                 timeout = parse_duration(t)
                 if timeout <= 0:
                     raise ValueError("must be more than zero")
+                if timeout > bounds.MAX_CHECK_TIMEOUT_S:
+                    raise ValueError("must be at most 1d")
             except ValueError as e:
                 raise ProjectError(f"{where}: {at}.timeout = {t!r}: {e}") from None
         out.append(Check(name, run, timeout))

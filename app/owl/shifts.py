@@ -11,8 +11,11 @@ simply over.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from owl.bounds import MAX_SHIFT_S
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,13 @@ class Shift:
             return "the queue is empty"
         return None
 
+    def plausible(self, now: float) -> bool:
+        """Whether a stored Shift could have been started by this Owl: finite
+        times, ending no later than a week from now. One that is not (written
+        by an Owl without bounds) is dropped rather than shown."""
+        return (math.isfinite(self.started_at) and math.isfinite(self.ends_at)
+                and self.ends_at <= now + MAX_SHIFT_S + 60 and self.started_at <= now + 60)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -52,6 +62,8 @@ def begin(current: Shift | None, now: float, length: float, *, until_empty: bool
     """The Shift after `owl shift start`: a new one, or the current one extended."""
     if length <= 0:
         raise ValueError("a Shift needs a length of more than zero (e.g. --for 1h)")
+    if length > MAX_SHIFT_S:
+        raise ValueError("a Shift lasts at most a week (--for 7d); start another when it ends")
     end = now + length
     if current is None or replace or current.over(now, False):
         return Shift(now, end, until_empty, require_power)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from owl.errors import StoreError
+from owl.errors import DamagedStore, StoreError
 
 JOB_STATES = ("pending", "active", "blocked", "review", "done", "cancelled", "exhausted")
 QUEUED = ("pending", "active")
@@ -100,7 +100,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN base_branch TEXT;
     """,
-    # 5: a Run's conversation (session id, whether it carried one on), what it
+    # 5: what a Run changed outside its branch (refs, git config, hooks), as the
+    # JSON list owl.outside.changes() makes; NULL: not compared
+    """
+    ALTER TABLE runs ADD COLUMN outside TEXT;
+    """,
+    # 6: a Run's conversation (session id, whether it carried one on), what it
     # cost (usage: JSON of duration_ms, num_turns, tokens, total_cost_usd) and
     # its final message; the person's replies to a Job (run_id: the Run that
     # was given it); and each agent's usage-limit wait, kept across restarts
@@ -132,13 +137,16 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
              "worktree, base, reason, created_at, updated_at, base_branch")
 _RUN_COLS = ("id, job_id, attempt, state, frozen_by, started_at, ended_at, outcome, "
-             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at, session_id, "
-             "resumed, usage, last_message")
+             "ended_by, reason, exit_code, pids, log, untouchable, grace_ends_at, outside, "
+             "session_id, resumed, usage, last_message")
 
 
 def title_of(prompt: str, width: int = 60) -> str:
-    """A Job's prompt cut to one line, for lists and the tray."""
-    line = " ".join(prompt.split())
+    """A Job's prompt cut to one line, for lists and the tray, with nothing in it
+    that would act on a terminal or a menu."""
+    from owl import textsafe
+
+    line = textsafe.line(" ".join(prompt.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -153,6 +161,12 @@ class Store:
     # ---------------------------------------------------------------- open
 
     def _connect(self) -> sqlite3.Connection:
+        from owl import dbrepair
+
+        if self.path.exists() and self.path.stat().st_size == 0:
+            # Owl writes the header the moment it makes the file: an empty one
+            # was truncated, and is not an empty queue.
+            raise DamagedStore(dbrepair.empty(self.path))
         if self.readonly:
             if not self.path.exists():
                 raise StoreError(f"{self.path}: no database yet (nothing has been queued)")
@@ -173,10 +187,10 @@ class Store:
                 raise StoreError(
                     f"{self.path}: written by a newer Owl (schema {version}, this one knows "
                     f"{SCHEMA_VERSION}); left untouched")
+            ok = db.execute("PRAGMA quick_check").fetchone()[0]
+            if ok != "ok":
+                raise DamagedStore(dbrepair.damaged(self.path, ok))
             if not self.readonly:
-                ok = db.execute("PRAGMA quick_check").fetchone()[0]
-                if ok != "ok":
-                    raise StoreError(f"{self.path}: the database is damaged ({ok}); left untouched")
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA foreign_keys=ON")
@@ -186,7 +200,10 @@ class Store:
                 raise StoreError(f"{self.path}: from an older Owl; start the daemon once to upgrade it")
         except sqlite3.DatabaseError as e:
             db.close()
-            raise StoreError(f"{self.path}: not a usable Owl database ({e}); left untouched") from None
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise StoreError(f"{self.path}: busy ({e})") from None
+            raise DamagedStore(f"{self.path}: not a usable Owl database ({e}); left untouched"
+                               f" — {dbrepair.RECOVER_HINT}") from None
         except StoreError:
             db.close()
             raise
@@ -282,6 +299,12 @@ class Store:
             for job in out:
                 job["position"] = positions.get(job["id"])
         return out
+
+    def branches(self, project: str) -> set[str]:
+        """Every branch a Job of `project` has had (Owl's own, not the person's)."""
+        rows = self.db.execute("SELECT branch FROM jobs WHERE project=? AND branch IS NOT NULL",
+                               (project,)).fetchall()
+        return {r[0] for r in rows}
 
     def positions(self) -> dict[int, int]:
         rows = self.db.execute(
@@ -557,8 +580,20 @@ def _run(row: sqlite3.Row) -> dict[str, Any]:
     run = dict(row)
     run["pids"] = json.loads(run["pids"] or "[]")
     run["untouchable"] = json.loads(run.get("untouchable") or "[]")
+    run["outside"] = _json_list(run.get("outside"))
     try:
         run["usage"] = json.loads(run["usage"]) if run.get("usage") else None
     except ValueError:
         run["usage"] = None
     return run
+
+
+def _json_list(text: str | None) -> list[Any] | None:
+    """A stored JSON list; None when never written, [] when unreadable."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from owl import checks as checksmod
-from owl import config as configmod
-from owl import lifecycle, project as projectmod, shifts, workspace
+from owl import guards, lifecycle, project as projectmod, shifts, timefmt, workspace
 from owl.errors import Refused
 
 log = logging.getLogger("owl.engine")
@@ -92,6 +91,9 @@ class Verbs:
         return {"run_id": run_id, "job_id": decision.job.id}
 
     def pause(self) -> dict:
+        if self.core.paused:        # the goal already holds: say so, and succeed
+            return {"paused": True, "frozen": [], "already": True,
+                    "message": "already paused (owl resume lets work go on)"}
         try:
             self._do(self.core.pause(self.clock()))
         except lifecycle.Refusal as e:
@@ -105,8 +107,8 @@ class Verbs:
     def resume(self) -> dict:
         try:
             self._do(self.core.resume(self.clock()))
-        except lifecycle.Refusal as e:
-            raise Refused(str(e)) from None
+        except lifecycle.Refusal:
+            return {"paused": False, "already": True, "message": "already running: not paused"}
         self.store.set_setting("paused", False)
         return {"paused": False, "message": "resumed"}
 
@@ -115,37 +117,36 @@ class Verbs:
         try:
             self._do(self.core.stop(self.clock(), force=force))
             self.set_aside |= stopped
-        except lifecycle.Refusal as e:
-            raise Refused(str(e)) from None
+        except lifecycle.Refusal:
+            return {"runs": [], "already": True, "message": "nothing to stop: no Run is live"}
         ids = list(self.core.runs)
         if force:
-            msg = f"stopping {len(ids)} Run{'s' if len(ids) != 1 else ''} now"
+            msg = (f"stopping {len(ids)} Run{'s' if len(ids) != 1 else ''} now "
+                   "(asked to end; killed 5 s later if still there)")
         else:
             msg = (f"{len(ids)} Run{'s' if len(ids) != 1 else ''} frozen; ending in "
-                   f"{configmod.format_duration(self.cfg.grace_window)} unless resumed")
+                   f"{timefmt.duration(self.cfg.grace_window)} unless resumed")
         return {"runs": ids, "message": msg}
 
     def drop(self, job_id: int, force: bool) -> dict:
         job = self._job_or_refuse(job_id)
-        if job["state"] in ("done", "cancelled"):
-            raise Refused(f"job {job_id} is already {job['state']}")
+        if job["state"] == "cancelled":
+            return {"id": job_id, "state": "cancelled", "already": True,
+                    "message": f"job {job_id} was already dropped"}
+        if job["state"] == "done":
+            raise Refused(f"job {job_id} is already done (accepted); its branch stays")
         live = [lv for lv in self.live.values() if lv.job_id == job_id]
         if live and not force:
             raise Refused(f"job {job_id} has a Run going (use --force to end it and drop the job)")
-        project = Path(job["project"])
-        if job["worktree"] and not force and workspace.is_dirty(Path(job["worktree"])):
-            raise Refused(f"job {job_id}'s worktree {job['worktree']} has uncommitted changes "
-                          "(use --force to discard them)")
+        refusal = guards.drop_refusal(job, force)
+        if refusal:
+            raise Refused(refusal)
         for lv in live:
             self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
         self.store.set_job(job_id, state="cancelled")
-        try:
-            workspace.remove(project, Path(job["worktree"]) if job["worktree"] else None, force=True)
-            if job["branch"]:
-                workspace.delete_branch(project, job["branch"])
-        except (workspace.WorkspaceError, OSError) as e:
-            log.warning("job %s dropped, but its workspace stays: %s", job_id, e)
-        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped"}
+        said = guards.drop_workspace(job)
+        log.info("job %s dropped%s", job_id, said)
+        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped{said}"}
 
     def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False) -> dict:
         """Keep a Job's work: with `merge`, bring its branch into its base branch first
@@ -153,17 +154,24 @@ class Verbs:
         from owl.review import merge as mergemod
 
         job = self._job_or_refuse(job_id)
+        if job["state"] == "done":
+            return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
+                    "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
         if job["state"] != "review":
             raise Refused(f"job {job_id} is {job['state']}, not in review")
+        refusal = guards.accept_refusal(job)
+        if refusal:
+            raise Refused(refusal)
         project = Path(job["project"])
         worktree = Path(job["worktree"]) if job["worktree"] else None
-        if worktree is not None and workspace.is_dirty(worktree):
-            raise Refused(f"job {job_id}'s worktree {worktree} has uncommitted changes: commit "
-                          "them there, or drop them, first")
         merged = mergemod.merge(project, job)[1] if merge else None
         if delete_branch:
             mergemod.require_merged(project, job)     # refuses before anything changes
-        workspace.remove(project, worktree)
+        try:
+            workspace.remove(project, worktree)
+        except (workspace.WorkspaceError, OSError) as e:
+            raise Refused(f"cannot accept job {job_id}: its worktree could not be removed "
+                          f"({e})") from None
         self.store.set_job(job_id, state="done", worktree=None)
         if delete_branch:
             mergemod.delete_merged_branch(project, job)
@@ -247,8 +255,8 @@ class Verbs:
             raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
         self._projects.pop(job["project"], None)
         try:
-            settings = self.project_settings(job["project"])
-        except projectmod.ProjectError as e:
+            settings = self._base_settings(Path(job["project"]), job["base"])
+        except (projectmod.ProjectError, workspace.WorkspaceError) as e:
             raise Refused(str(e)) from None
         if not settings.checks:
             raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
@@ -307,7 +315,7 @@ class Verbs:
         self.store.set_setting("shift", sh.to_dict())
         self._set_shift(sh)
         view = self.shift_view()
-        left = configmod.format_duration(round(sh.left(time.time())))
+        left = timefmt.duration(sh.left(time.time()), coarse=True)
         view["message"] = (f"Shift {'extended' if extended else 'started'}: Runs start and "
                            f"are not frozen for the next {left}"
                            + (", or until the queue is empty" if sh.until_empty else ""))
@@ -315,7 +323,7 @@ class Verbs:
 
     def shift_stop(self) -> dict:
         if self.shift is None:
-            raise Refused("no Shift is on")
+            return {"on": False, "already": True, "message": "no Shift is on"}
         self.store.set_setting("shift", None)
         self._set_shift(None)
         # shift_view() is None once no Run of the Shift is left to finish

@@ -66,10 +66,13 @@ def status(e: "Engine") -> dict:
                        "ended_by": run["ended_by"], "reason": run["reason"],
                        "ended_at": iso(run["ended_at"]), "log": run["log"],
                        "untouchable": _still_there(run.get("untouchable")),
-                       "message": _run_message(e.store, run)})
+                       "message": _run_message(e.store, run),
+                       "outside": outside_lines(run.get("outside"))})
     review = [{"id": j["id"], "title": j["title"], "branch": j["branch"],
                "worktree": j["worktree"], "base_branch": j.get("base_branch")}
               for j in e.store.jobs(("review",))]
+    stuck = [{"id": j["id"], "state": j["state"], "title": j["title"], "reason": j["reason"]}
+             for j in e.store.jobs(("blocked", "exhausted"), limit=20)]
     attention = None
     if r.problem:
         attention = f"the machine cannot be read: {r.problem}"
@@ -103,6 +106,7 @@ def status(e: "Engine") -> dict:
         "waiting": e.waiting if e._pending_cache else None,
         "recent": recent,
         "review": review,
+        "stuck": stuck,          # blocked and exhausted Jobs: they wait for the person
         "attention": attention,
         "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
         "config_problem": e.config_problem,
@@ -140,20 +144,38 @@ def iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
 
 
+def attempt_numbers(runs: list[dict]) -> list[int | None]:
+    """Each Run's attempt as the person counts them: a Run that cost nothing
+    (interrupted: you came back, you stopped it) is no attempt (None); a failed
+    one is the attempt it spent; a live or succeeded one is the next attempt.
+    So "attempt 2" beside "1 of 3 left" never disagree."""
+    spent, out = 0, []
+    for r in runs:
+        if r.get("outcome") == "interrupted":
+            out.append(None)
+            continue
+        out.append(spent + 1)
+        if r.get("outcome") == "failed":
+            spent += 1
+    return out
+
+
 def job_view(store: Store, job: dict) -> dict:
     """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
              "ended_at": iso(r["ended_at"]), "log": r["log"],
-             "untouchable": r.get("untouchable") or [], "session_id": r["session_id"],
+             "untouchable": r.get("untouchable") or [], "outside": r.get("outside"),
+             "outside_text": outside_lines(r.get("outside")), "session_id": r["session_id"],
              "resumed": None if r["resumed"] is None else bool(r["resumed"]),
              "usage": r["usage"], "last_message": r["last_message"]}
             for r in store.runs(job["id"])]
     view = {k: job[k] for k in ("id", "state", "position", "branch", "worktree", "attempts_left",
                                 "attempts", "prompt", "project", "agent", "base", "reason", "title")}
     view["created_at"] = iso(job["created_at"])
-    for r in runs:
+    for r, n in zip(runs, attempt_numbers(runs)):
+        r["attempt"] = n
         r["checks"] = [checksmod.view(c) for c in store.checks(r["id"])]
     view["runs"] = runs
     view["last_message"] = _last_message(store.runs(job["id"]))
@@ -221,6 +243,13 @@ def _last_message(runs: list[dict]) -> str | None:
         if said:
             return said
     return None
+
+
+def outside_lines(found: list | None) -> list[str]:
+    """What a Run changed outside its branch, one line each (`moved main from … to …`)."""
+    from owl.outside import describe
+
+    return [describe(c) for c in found or [] if isinstance(c, dict)]
 
 
 def _run_message(store: Store, run: dict) -> str | None:

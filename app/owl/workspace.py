@@ -9,7 +9,9 @@ stopped; it is removed only when the person accepts or drops the Job.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,15 +91,22 @@ def ensure(project: Path, job_id: int, prefix: str, worktrees: Path,
            base: str | None = None) -> Workspace:
     """The Job's worktree: made on first use from the project's current branch,
     and the same one (re-added if it was removed) on every later Run."""
+    gone = project_problem(project)
+    if gone:
+        raise WorkspaceError(gone)
     if branch is None or worktree is None:
         branch, worktree = fresh_names(project, job_id, prefix, worktrees)
     path = Path(worktree)
     if path.is_dir() and (path / ".git").exists():
+        broken = reach_problem(project, path)
+        if broken:
+            raise WorkspaceError(broken)
         if base is None:
             base = git(project, "merge-base", "HEAD", branch).stdout.strip()
         return Workspace(branch, path, base)
     if path.exists():
-        raise WorkspaceError(f"{path} exists but is not this Job's worktree")
+        raise WorkspaceError(f"{path} exists but is not this Job's worktree (it has no .git: "
+                             "deleted during a Run?)")
     git(project, "worktree", "prune", check=False)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     has_branch = git(project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}",
@@ -114,9 +123,18 @@ def ensure(project: Path, job_id: int, prefix: str, worktrees: Path,
 
 
 def is_dirty(worktree: Path) -> bool:
-    if not Path(worktree).is_dir():
+    """Whether the worktree holds uncommitted changes; False only if it is gone.
+
+    Raises WorkspaceError when that cannot be known (no .git, its repository
+    moved, git failing): a guard that cannot check must not assume clean."""
+    wt = Path(worktree)
+    if not wt.exists():
         return False
-    return bool(git(worktree, "status", "--porcelain", check=False).stdout.strip())
+    top = git(wt, "rev-parse", "--show-toplevel", check=False)
+    if top.returncode != 0 or Path(top.stdout.strip()).resolve() != wt.resolve():
+        raise WorkspaceError(f"{wt} is not a git worktree any more (its .git is missing or "
+                             "points nowhere)")
+    return bool(git(wt, "status", "--porcelain").stdout.strip())
 
 
 def remove(project: Path, worktree: Path | None, *, force: bool = False) -> None:
@@ -127,16 +145,24 @@ def remove(project: Path, worktree: Path | None, *, force: bool = False) -> None
     if not force and is_dirty(Path(worktree)):
         raise Refused(f"{worktree} has uncommitted changes (use --force to discard them)")
     args = ["worktree", "remove", str(worktree)] + (["--force", "--force"] if force else [])
-    git(project, *args)
+    try:
+        git(project, *args)
+    except WorkspaceError:
+        if not (force and reach_problem(project, Path(worktree))):
+            raise
+        # git no longer knows it as a worktree: the person said discard it
+        shutil.rmtree(worktree)
+        git(project, "worktree", "prune", check=False)
 
 
 def delete_branch(project: Path, branch: str) -> None:
-    git(project, "branch", "-D", branch, check=False)
+    git(project, "branch", "-D", branch)
 
 
 def commits_since(repo: Path, base: str, branch: str, limit: int = 50) -> list[str]:
     out = git(repo, "log", "--oneline", f"-{limit}", f"{base}..{branch}", check=False).stdout
-    return [line for line in out.splitlines() if line.strip()]
+    # Split on newlines only: a subject may carry a `\r` and stays one commit.
+    return [line for line in out.split("\n") if line.strip()]
 
 
 def diff_stat(repo: Path, base: str, branch: str) -> str:
@@ -147,3 +173,103 @@ def read_base_file(project: Path, name: str, ref: str = "HEAD") -> str | None:
     """A file as committed on the project's base branch, never from a worktree."""
     proc = git(project, "show", f"{ref}:{name}", check=False)
     return proc.stdout if proc.returncode == 0 else None
+
+
+# --------------------------------------------------- keeping work reachable
+
+DROPPED = "refs/owl/dropped/"
+KEEP_DROPPED = 30 * 24 * 3600.0
+
+
+def branch_tip(project: Path, branch: str) -> str | None:
+    """The commit `branch` points to, None if there is no such branch.
+
+    Raises WorkspaceError when git cannot say (not a repository any more)."""
+    gone = project_problem(project)
+    if gone:
+        raise WorkspaceError(gone)
+    proc = git(project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}^{{commit}}",
+               check=False)
+    if proc.returncode == 0:
+        return proc.stdout.strip()
+    if proc.returncode == 1 and not proc.stderr.strip():
+        return None
+    raise WorkspaceError(f"git cannot read branch {branch}: "
+                         f"{proc.stderr.strip() or proc.returncode}")
+
+
+def own_commits(project: Path, branch: str, base: str | None) -> int:
+    """How many commits only `branch` holds: not on its base, nor on any other
+    branch or tag (dropping the branch would leave them unreachable)."""
+    args = ["rev-list", "--count", f"refs/heads/{branch}"]
+    if base:
+        args.append(f"^{base}")
+    # git before 2.41 matches --exclude for --branches against the short name,
+    # later versions against the full one: say both
+    args += ["--not", f"--exclude={branch}", f"--exclude=refs/heads/{branch}", "--branches",
+             "--tags"]
+    proc = git(project, *args)
+    try:
+        return int(proc.stdout.strip())
+    except ValueError:
+        raise WorkspaceError(f"git rev-list said {proc.stdout.strip()!r}") from None
+
+
+def keep_dropped(project: Path, branch: str, tip: str, now: float | None = None) -> str:
+    """A ref under refs/owl/dropped/ that keeps `tip` reachable for KEEP_DROPPED."""
+    ref = f"{DROPPED}{branch}/{int(time.time() if now is None else now)}"
+    git(project, "update-ref", ref, tip, "")
+    return ref
+
+
+def prune_dropped(project: Path, now: float | None = None) -> list[str]:
+    """Delete the refs/owl/dropped/ refs older than KEEP_DROPPED; returns them."""
+    now = time.time() if now is None else now
+    proc = git(project, "for-each-ref", "--format=%(refname)", DROPPED, check=False)
+    gone = []
+    for ref in proc.stdout.split():
+        stamp = ref.rsplit("/", 1)[-1]
+        if stamp.isdigit() and now - int(stamp) > KEEP_DROPPED:
+            if git(project, "update-ref", "-d", ref, check=False).returncode == 0:
+                gone.append(ref)
+    return gone
+
+
+# ------------------------------------------------------- a broken workspace
+
+def project_problem(project: Path) -> str | None:
+    """Why `project` cannot be worked in (gone, no longer a repository), or None.
+
+    Reads files only (no git runs), so it is cheap enough for any thread."""
+    from owl.outside import common_dir
+
+    p = Path(project)
+    if not p.is_dir():
+        return f"the project {p} is gone (moved or deleted)"
+    try:
+        common_dir(p)
+    except OSError:
+        return f"the project {p} is no longer a git repository"
+    return None
+
+
+def reach_problem(project: Path, worktree: Path) -> str | None:
+    """Why the Job's worktree cannot reach the project's repository, or None.
+
+    Files only: the worktree's `.git` file names its folder in the project's
+    `.git/worktrees/`, and that folder's `commondir` leads back to the project."""
+    from owl.outside import common_dir
+
+    gone = project_problem(project)
+    if gone:
+        return gone
+    wt = Path(worktree)
+    if not wt.is_dir():
+        return None                   # gone: re-added on the next Run
+    try:
+        mine = common_dir(wt).resolve()
+    except OSError:
+        return f"the worktree {wt} cannot reach its repository (its .git is missing or broken)"
+    if mine != common_dir(Path(project)).resolve():
+        return f"the worktree {wt} belongs to another repository ({mine})"
+    return None

@@ -29,6 +29,9 @@ def build_parser():
 
 
 def _fail(message: str, code: int, as_json: bool) -> int:
+    from owl import textsafe
+
+    message = textsafe.line(message)      # it may quote agent or repository text
     print(f"owl: {message}", file=sys.stderr)
     if as_json:
         print_json({"error": message, "exit": code})

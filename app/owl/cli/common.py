@@ -61,6 +61,21 @@ def json_flag(p: argparse.ArgumentParser, what: str = "the answer as JSON on std
     p.add_argument("--json", action="store_true", help=what)
 
 
+def id_number(text: str) -> int:
+    """An argparse type for ids, positions and counts: a whole number that a
+    request and SQLite can carry (the daemon says what each may be)."""
+    from owl.bounds import SQLITE_INT_MAX
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not -SQLITE_INT_MAX <= value <= SQLITE_INT_MAX:
+        raise argparse.ArgumentTypeError(f"{text} is out of range (a whole number between "
+                                         f"{-SQLITE_INT_MAX} and {SQLITE_INT_MAX})")
+    return value
+
+
 def paths():
     from owl.paths import get_paths
 
@@ -82,3 +97,20 @@ def local_store():
     from owl.store import Store
 
     return Store(paths().db, readonly=True)
+
+
+def offline(read: Any) -> Any:
+    """`read()`, a read of the database with no daemon: a damaged or emptied
+    file is refused in one line that names it and the fix (`owl db recover`),
+    never a traceback, and never shown as an empty queue."""
+    import sqlite3
+
+    from owl import dbrepair
+    from owl.errors import DamagedStore, Refused
+
+    try:
+        return read()
+    except DamagedStore as e:
+        raise Refused(str(e)) from None
+    except sqlite3.DatabaseError as e:
+        raise Refused(dbrepair.damaged(paths().db, str(e))) from None

@@ -7,8 +7,10 @@ import os
 import sys
 from typing import Any
 
+from owl import textsafe
 from owl.cli.carry import register_reply
-from owl.cli.common import (EXIT_OK, EXIT_REFUSED, ask, json_flag, local_store, print_json, verb)
+from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, EXIT_REFUSED, ask, id_number, json_flag,
+                            local_store, offline, print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
 
 ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff",
@@ -26,7 +28,7 @@ def register(sub: Any) -> None:
                    "(default: the current directory)")
     s.add_argument("--agent", metavar="NAME", help="an agent from the config (default: "
                    "agent.default)")
-    s.add_argument("--attempts", type=int, metavar="N", help="how many failed Runs before the "
+    s.add_argument("--attempts", type=id_number, metavar="N", help="how many failed Runs before the "
                    "Job is exhausted (default: jobs.attempts)")
     _no_start(s)
     json_flag(s, "print the new Job as `owl jobs show --json` gives it")
@@ -62,13 +64,13 @@ def register(sub: Any) -> None:
     s = verb(acts, "extend", help="give an exhausted or blocked Job more attempts, in the "
              "place it kept")
     _ids(s)
-    s.add_argument("--attempts", type=int, default=None, metavar="N",
+    s.add_argument("--attempts", type=id_number, default=None, metavar="N",
                    help="how many more attempts (default 1)")
     json_flag(s)
     s.set_defaults(fn=_each("jobs.extend", lambda a: {"attempts": a.attempts}))
     s = verb(acts, "move", help="put a Job at another place in the queue")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
-    s.add_argument("position", type=int, metavar="POS", help="its new place (1 is the head)")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
+    s.add_argument("position", type=id_number, metavar="POS", help="its new place (1 is the head)")
     json_flag(s)
     s.set_defaults(fn=cmd_move)
     s = verb(acts, "verify", help="run a Job's checks again on its branch")
@@ -76,19 +78,19 @@ def register(sub: Any) -> None:
     json_flag(s)
     s.set_defaults(fn=_each("jobs.verify"))
     s = verb(acts, "review", help="write a Job's review page and open it in the browser")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.add_argument("--no-open", action="store_true",
                    help="only write the page and print its path")
     s.set_defaults(fn=cmd_review)
     s = verb(acts, "diff", help="a Job's branch against its base (paged and coloured on a "
              "terminal)")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.set_defaults(fn=cmd_diff)
     register_reply(acts)
 
 
 def _ids(s: argparse.ArgumentParser) -> None:
-    s.add_argument("ids", type=int, nargs="+", metavar="ID", help="a Job's id (several may be "
+    s.add_argument("ids", type=id_number, nargs="+", metavar="ID", help="a Job's id (several may be "
                    "given; `owl jobs` lists them)")
 
 
@@ -102,7 +104,9 @@ def cmd_add(a: argparse.Namespace) -> int:
     if a.prompt == ["-"]:
         prompt = sys.stdin.read()
     project = os.path.abspath(a.project or os.getcwd())
-    job = ask("add", {"prompt": prompt, "project": project, "agent": a.agent,
+    from owl.cli import spawn
+
+    job = spawn.ask_starting(a, "add", {"prompt": prompt, "project": project, "agent": a.agent,
                       "attempts": a.attempts})
     if a.json:
         print_json(job)
@@ -112,57 +116,98 @@ def cmd_add(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
+    code = EXIT_OK
     try:
         jobs = ask("jobs.list", {"all": a.all})
     except NoDaemon:
+        code = _no_daemon()
         try:
             from owl.daemon import _jobs_list
 
-            jobs = _jobs_list(local_store(), a.all)
+            jobs = offline(lambda: _jobs_list(local_store(), a.all))
         except StoreError:
             jobs = []
     if a.json:
         print_json(jobs)
     elif not jobs:
-        print("no jobs")
+        print("no jobs" + ("" if a.all else " (owl jobs --all shows done and cancelled ones)"))
     else:
-        for j in jobs:
-            pos = f"#{j['position']}" if j["position"] else "  "
-            extra = f"  ({j['reason']})" if j.get("reason") else ""
-            print(f"{j['id']:>5}  {pos:>5}  {j['state']:<10} {j['title']}{extra}")
-    return EXIT_OK
+        print(job_table([textsafe.tree(j) for j in jobs]))
+    return code
+
+
+def _no_daemon() -> int:
+    """A read verb with no daemon: it answers from the database, says so on
+    stderr once its answer is out, and exits 3 (the README's promise)."""
+    import atexit
+
+    atexit.register(lambda: print("owl: no Owl daemon is running (start one with: owl daemon "
+                                  "--detach)", file=sys.stderr))
+    return EXIT_NO_DAEMON
+
+
+def job_table(jobs: list[dict], now: float | None = None, width: int | None = None) -> str:
+    """`owl jobs`: a header and one line a Job; the title takes what width is left."""
+    import shutil
+    import time
+
+    from owl.timefmt import duration, parse_iso
+
+    now = time.time() if now is None else now
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    rows = []
+    for j in jobs:
+        created = parse_iso(j.get("created_at"))
+        title = j["title"] + (f"  ({j['reason']})" if j.get("reason") else "")
+        rows.append((str(j["id"]), str(j["position"] or "-"), j["state"], j["agent"] or "",
+                     os.path.basename(j["project"] or "") or "/",
+                     duration(now - created, coarse=True) if created else "?", title))
+    head = ("ID", "POS", "STATE", "AGENT", "PROJECT", "AGE", "TITLE")
+    cols = [max(len(r[i]) for r in (head, *rows)) for i in range(6)]
+    right = {0, 1}
+
+    def line(r: tuple[str, ...]) -> str:
+        cells = [r[i].rjust(cols[i]) if i in right else r[i].ljust(cols[i]) for i in range(6)]
+        text = "  ".join(cells) + "  "
+        room = max(20, width - len(text))
+        t = r[6] if len(r[6]) <= room else r[6][: room - 1] + "…"
+        return text + t
+    return "\n".join(line(r) for r in (head, *rows))
 
 
 def cmd_show(a: argparse.Namespace) -> int:
     from owl.cli.jobview import show_job
 
-    jobs = []
+    jobs, code = [], EXIT_OK
     for job_id in a.ids:
         try:
             jobs.append(ask("jobs.show", {"id": job_id}))
         except NoDaemon:
             jobs.append(_offline_job(job_id))
+            code = EXIT_NO_DAEMON
+    if code != EXIT_OK:
+        _no_daemon()
     if a.json:
         print_json(jobs[0] if len(jobs) == 1 else jobs)
-        return EXIT_OK
+        return code
     for n, job in enumerate(jobs):
         if n:
             print()
-        show_job(job)
-    return EXIT_OK
+        show_job(textsafe.tree(job))
+    return code
 
 
 def _offline_job(job_id: int) -> dict:
     from owl.views import job_view
 
     try:
-        store = local_store()
+        store = offline(local_store)
     except StoreError as e:
         raise Refused(str(e)) from None
-    row = store.job(job_id)
+    row = offline(lambda: store.job(job_id))
     if row is None:
         raise Refused(f"no job {job_id}") from None
-    return job_view(store, row)
+    return offline(lambda: job_view(store, row))
 
 
 def _each(verb_name: str, extra=lambda a: {}):
@@ -176,7 +221,7 @@ def _each(verb_name: str, extra=lambda a: {}):
                 if len(a.ids) == 1:
                     raise
                 failed = e      # the others are still done; each says what happened
-                print(f"owl: {e}", file=sys.stderr)
+                print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
                 continue
             outs.append(out)
             if not a.json:
@@ -210,5 +255,5 @@ def _said(out: dict, as_json: bool) -> None:
     if as_json:
         print_json(out)
     else:
-        print(out.get("message") or f"job {out['id']} is {out['state']}"
+        print(textsafe.block(out.get("message")) or f"job {out['id']} is {out['state']}"
               + (f" at position {out['position']}" if out.get("position") else ""))

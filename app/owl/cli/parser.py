@@ -12,11 +12,11 @@ import difflib
 import re
 
 from owl import __version__
-from owl.cli import jobs, setup, status, work
+from owl.cli import db, jobs, logs, setup, status, work
 from owl.cli.common import Parser
 
 HIDDEN = ("machine",)   # the manual machine: for tests and headless scripts, not for --help
-GROUPS = (jobs, status, work, setup)
+GROUPS = (jobs, status, logs, work, setup, db)
 
 
 def build_parser() -> Parser:

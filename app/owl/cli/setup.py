@@ -1,4 +1,4 @@
-"""`owl config ...`, `owl autostart ...` and `owl logs`: the files around Owl."""
+"""`owl config ...` and `owl autostart ...`: the files around Owl."""
 
 from __future__ import annotations
 
@@ -11,13 +11,6 @@ from owl.errors import Refused
 
 
 def register(sub: Any) -> None:
-    s = verb(sub, "logs", help="print a Run's log (claude's stream-json as readable lines)")
-    s.add_argument("run", type=int, metavar="RUN", help="the Run's id (see `owl jobs show ID`)")
-    s.add_argument("-f", "--follow", action="store_true", help="keep printing until the Run ends")
-    s.add_argument("--raw", action="store_true", help="print the log as written")
-    json_flag(s, "one JSON object a line: {\"run\": ID, \"line\": TEXT}")
-    s.set_defaults(fn=cmd_logs)
-
     c = verb(sub, "config", help="the config file: path, show, check")
     acts = c.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in (("path", "where the config file is"),
@@ -38,12 +31,6 @@ def register(sub: Any) -> None:
     s = verb(acts, "status", help="whether Owl starts at login, and from which file")
     json_flag(s, "{\"on\": ..., \"path\": ...}")
     s.set_defaults(fn=cmd_autostart)
-
-
-def cmd_logs(a: argparse.Namespace) -> int:
-    from owl.logs import show
-
-    return show(paths(), a.run, follow=a.follow, raw=a.raw, as_json=a.json)
 
 
 def cmd_config(a: argparse.Namespace) -> int:

@@ -6,9 +6,11 @@ import argparse
 import sys
 from typing import Any
 
+from owl import textsafe
+from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, offline,
+                            print_json, verb)
+from owl.errors import NoDaemon, Refused, StoreError
 from owl.cli.carry import limit_lines, offline_limit_lines
-from owl.cli.common import EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, print_json, verb
-from owl.errors import NoDaemon, StoreError
 from owl.timefmt import countdown, duration
 
 
@@ -26,7 +28,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     if a.json:
         print_json(st)
         return EXIT_OK
-    print(_status_text(st))
+    print(_status_text(textsafe.tree(st)))
     return EXIT_OK
 
 
@@ -34,11 +36,15 @@ def _status_offline(a: argparse.Namespace) -> int:
     """No daemon: say what the database holds (read-only), then exit 3."""
     problem = None
     try:
-        store = local_store()
-        counts = store.counts()
-        paused = bool(store.setting("paused", False))
-        open_runs = len(store.open_runs())
-        head = store.jobs(("pending", "active"), limit=1)
+        store = offline(local_store)
+        counts, paused, open_runs, head = offline(lambda: (
+            store.counts(), bool(store.setting("paused", False)), len(store.open_runs()),
+            store.jobs(("pending", "active"), limit=1)))
+    except Refused as e:      # damaged: that one line is all the database can say
+        print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
+        if a.json:
+            print_json({"error": str(e), "exit": EXIT_NO_DAEMON})
+        return EXIT_NO_DAEMON
     except StoreError as e:
         counts, paused, open_runs, head = {}, False, 0, []
         problem = str(e)
@@ -54,83 +60,142 @@ def _status_offline(a: argparse.Namespace) -> int:
             parts.append("paused")
         print("no daemon is running · " + " · ".join(parts))
         if head:
-            print(f"next     job {head[0]['id']} {head[0]['title']!r}")
+            print(_line("next", f"job {head[0]['id']} {textsafe.line(head[0]['title'])!r}"))
         if open_runs:
-            print(f"runs     {open_runs} Run{'s' if open_runs != 1 else ''} were live when the "
-                  "daemon stopped; the next start records them interrupted")
+            print(_line("runs", f"{open_runs} Run{'s' if open_runs != 1 else ''} were live when "
+                        "the daemon stopped; the next start records them interrupted"))
         for line in offline_limit_lines():
             print(line)
         if problem:
-            print(f"database {problem}")
-    print("owl: no Owl daemon is running (start it with: owl daemon)", file=sys.stderr)
+            print(_line("database", problem))
+    print("owl: no Owl daemon is running (start one with: owl daemon --detach)", file=sys.stderr)
     return EXIT_NO_DAEMON
 
 
+LABEL = 12          # "keep-awake: " is the longest label
+
+
+def _line(label: str, text: str) -> str:
+    return f"{label + ':':<{LABEL}}{text}"
+
+
 def _status_text(st: dict) -> str:
-    m = st["machine"]
-    lines = []
-    if m["idle"]:
-        machine = f"idle for {duration(m['idle_for_s'])}"
-    else:
-        machine = m["reason"] or "in use"
-        if m.get("idle_in_s") is not None and m["reason"] == "in use":
-            machine += f" (idle in {duration(m['idle_in_s'])})"
-    power = {True: "on AC", False: "on battery", None: "power unknown"}[m["on_ac_power"]]
-    det = ", ".join(m["detectors"]) or "none"
-    lines.append(f"machine  {machine} · {power} · detectors: {det}")
-    lines.append(f"paused   {'yes (owl resume lets work go on)' if st['paused'] else 'no'}")
+    """One screen of facts: each line a fact, none contradicting another."""
     sh = st.get("shift")
+    shift_on = bool(sh) and not sh.get("ended")
+    lines = [_line("machine", _machine(st["machine"], shift_on)),
+             _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no")]
     if sh and sh.get("ended"):
-        lines.append(f"shift    {sh['text']}")
+        lines.append(_line("shift", sh["text"]))
     elif sh:
-        lines.append(f"shift    on · {duration(sh['left_s'])} left"
-                     + (" · held by pause" if sh.get("held") else ""))
-    aw = st.get("awake") or {}
-    if aw.get("held"):
-        lines.append(f"awake    held: the machine will not idle-sleep while "
-                     f"{aw.get('why') or 'an agent is working'} ({aw.get('backend')})")
-    elif aw.get("problem"):
-        lines.append(f"awake    {aw['problem']}")
-    elif aw.get("enabled") is False:
-        lines.append("awake    off (power.keep_awake = false): the machine may sleep during a Run")
-    elif st["runs"]:
-        lines.append("awake    not held: no Run is working, the machine may sleep")
+        lines.append(_line("shift", f"on · {duration(sh['left_s'])} left · Runs start and are "
+                           "not frozen although the machine is in use"
+                           + (" · held by pause" if sh.get("held") else "")))
+    awake = _awake(st.get("awake") or {}, bool(st["runs"]))
+    if awake:
+        lines.append(_line("keep-awake", awake))
     lines += limit_lines(st)
     if not st["runs"]:
-        lines.append("runs     none live")
+        lines.append(_line("runs", "none live"))
     for r in st["runs"]:
         state = r["state"]
         if state == "frozen":
             state = f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} left"
-        lines.append(f"run {r['id']:<4} job {r['job_id']} · {state} · "
-                     f"{duration(r['running_for_s'])} · {r['title']}")
+        lines.append(_line(f"run {r['id']}", f"job {r['job_id']} · {state} · "
+                           f"{duration(r['running_for_s'])} · {r['title']} · owl logs "
+                           f"{r['job_id']} -f"))
         lines += _untouchable_lines(r.get("untouchable"))
     for r in st.get("recent") or []:
         if r.get("untouchable"):
-            lines.append(f"run {r['run_id']:<4} job {r['job_id']} · ended, but left running:")
+            lines.append(_line(f"run {r['run_id']}", f"job {r['job_id']} · ended, but left "
+                               "running:"))
             lines += _untouchable_lines(r["untouchable"])
-    n = st.get("queue_length", len(st["queue"]))
-    pending = [q for q in st["queue"] if q["state"] == "pending"]
-    if not n:
-        lines.append("queue    empty")
-    else:
-        head = pending[0] if pending else None
-        text = f"queue    {n} job{'s' if n != 1 else ''}"
-        if head:
-            text += f" · next: job {head['id']} {head['title']!r}"
-            if st.get("waiting"):
-                text += f" · waiting: {st['waiting']}"
-        lines.append(text)
-    for r in st.get("review") or []:
-        lines.append(f"review   job {r['id']} on {r['branch']} · {r['title']}")
-    if st.get("attention"):
-        lines.append(f"note     {st['attention']}")
+    lines.append(_line("queue", _queue(st)))
+    lines += _needs_you(st)
+    note = st.get("attention")
+    if note and not note.startswith("the machine cannot be read"):   # the machine line says it
+        lines.append(_line("note", note))
     if st.get("config_problem"):
-        lines.append(f"config   {st['config_problem']}")
+        lines.append(_line("config", st["config_problem"]))
     return "\n".join(lines)
+
+
+def _machine(m: dict, shift_on: bool) -> str:
+    power = {True: "on AC", False: "on battery", None: "power unknown"}[m["on_ac_power"]]
+    if m["idle"]:
+        text = f"idle for {duration(m['idle_for_s'])} · {power}"
+    else:
+        reason = m["reason"] or "in use"
+        text = reason
+        if shift_on and reason.startswith("input cannot be read"):
+            text += " (a Shift is on: not needed)"
+        elif m.get("idle_in_s") is not None and reason == "in use" and not shift_on:
+            text += f" (idle in {duration(m['idle_in_s'])})"
+        if reason not in ("on battery", "power unknown"):
+            text += f" · {power}"
+    det = ", ".join(m["detectors"]) or "none"
+    return f"{text} · detectors: {det}"
+
+
+def short_awake_problem(problem: str) -> str:
+    """keep-awake's trouble in a few words: the full text is in the log and --json."""
+    low = problem.lower()
+    if "d-bus system bus" in low or "system d-bus" in low:
+        return "unavailable (no system D-Bus)"
+    if "d-bus session bus" in low:
+        return "unavailable (no D-Bus session bus)"
+    head = problem.split(" (")[0].split(";")[0].strip()
+    return f"unavailable ({head[:60]})"
+
+
+def _awake(aw: dict, any_runs: bool) -> str | None:
+    if aw.get("held"):
+        return f"held while {aw.get('why') or 'an agent is working'} ({aw.get('backend')})"
+    if aw.get("problem"):
+        return short_awake_problem(aw["problem"])
+    if aw.get("enabled") is False:
+        return "off (power.keep_awake = false): the machine may sleep during a Run"
+    if any_runs:
+        return "not held: no Run is working, the machine may sleep"
+    return None
+
+
+def _queue(st: dict) -> str:
+    n = st.get("queue_length", len(st["queue"]))
+    if not n:
+        return "empty"
+    head = next((q for q in st["queue"] if q["state"] == "pending"), None)
+    text = f"{n} job{'s' if n != 1 else ''}"
+    if head:
+        text += f" · next: job {head['id']} {head['title']!r}"
+        if st.get("waiting"):
+            text += f" · waiting: {st['waiting']}"
+    return text
+
+
+SHOWN = 5           # Jobs listed per kind; `owl jobs` has the rest
+
+
+def _needs_you(st: dict) -> list[str]:
+    """The Jobs that wait for the person, each with the command that helps."""
+    out = []
+    review = st.get("review") or []
+    for r in review[:SHOWN]:
+        out.append(_line("review", f"job {r['id']} · {r['title']} · on {r['branch']} · "
+                         f"owl jobs review {r['id']}, then owl jobs accept {r['id']}"))
+    stuck = st.get("stuck") or []
+    for j in stuck[:SHOWN]:
+        why = f" · {j['reason']}" if j.get("reason") else ""
+        helps = (f"owl jobs extend {j['id']}" if j["state"] == "exhausted"
+                 else f"owl jobs show {j['id']}, then owl jobs extend {j['id']}")
+        out.append(_line(j["state"], f"job {j['id']} · {j['title']}{why} · {helps}"))
+    more = max(0, len(review) - SHOWN) + max(0, len(stuck) - SHOWN)
+    if more:
+        out.append(_line("", f"and {more} more: owl jobs"))
+    return out
 
 
 def _untouchable_lines(procs: list[dict] | None) -> list[str]:
     """One line per process of a Run that Owl may not signal (and so left alone)."""
-    return [f"         left alone: pid {p['pid']} ({p['command']}): {p['why']}"
+    return [f"{'':<{LABEL}}left alone: pid {p['pid']} ({p['command']}): {p['why']}"
             for p in procs or []]

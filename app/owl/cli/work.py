@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any, Callable
 
+from owl import textsafe
+from owl.cli import spawn
 from owl.cli.common import EXIT_OK, EXIT_USAGE, ask, json_flag, print_json, verb
 from owl.timefmt import duration
 
@@ -16,28 +18,40 @@ def register(sub: Any) -> None:
     s = verb(sub, "tray", help="the tray icon, with the daemon in the same process (what "
              "plain `owl` runs)")
     s.set_defaults(fn=cmd_tray)
-    s = verb(sub, "daemon", help="run the daemon in the foreground, without a tray")
+    s = verb(sub, "daemon", help="run the daemon in the foreground, without a tray "
+             "(--detach: in the background)", description="Run the daemon without a tray: "
+             "in the foreground until Ctrl-C or SIGTERM, or with --detach in the background, "
+             "its output appended to owl.log in Owl's log folder. `owl add`, `owl start` "
+             "and `owl shift start` start it this way themselves when none runs.")
+    s.add_argument("--detach", action="store_true", help="start it in the background and "
+                   "return once it answers (exit 0 if one already runs)")
     s.set_defaults(fn=cmd_daemon)
 
+    s = verb(sub, "start", help="start one Run now, for the head of the queue, even though "
+             "the machine is in use; input does not freeze a Run started this way")
+    _no_start(s)
+    json_flag(s)
+    s.set_defaults(fn=simple("start"))
     for name, text in (
-        ("start", "start one Run now, for the head of the queue, even though the machine is "
-                  "in use; input does not freeze a Run started this way"),
         ("pause", "freeze every live Run and hold: nothing new starts until `owl resume`; a "
-                  "paused Run still ends when its grace window passes"),
+                  "paused Run still ends when its grace window passes (it is not a way to "
+                  "keep a Run for later)"),
         ("resume", "lift the hold: Runs you paused go on (or wait, frozen, for the machine "
                    "to be idle again)"),
     ):
         s = verb(sub, name, help=text)
         json_flag(s)
         s.set_defaults(fn=simple(name))
-    s = verb(sub, "stop", help="end this work: freeze the live Runs and end them when "
-             "the grace window passes (--force: now); queued Jobs stay queued",
-             description="End the live Runs (this work, not work in general): they "
-             "are frozen and asked to stop when the grace window passes, or at once "
-             "with --force; an agent still there 5 s later is killed. Their Jobs go "
-             "back to the queue in their place. During a Shift it stops this work, "
-             "not the Shift: `owl shift stop` ends that.")
-    s.add_argument("--force", action="store_true", help="end them now")
+    s = verb(sub, "stop", help="end this work now: the live Runs are asked to end, killed 5 s "
+             "later; queued Jobs stay queued",
+             description="End the live Runs (this work, not work in general): each is asked "
+             "to end (SIGTERM) and killed 5 s later if still there; with --after-grace they are "
+             "frozen instead and end when the grace window passes, unless resumed. Their Jobs "
+             "go back to the queue in their place. During a Shift it stops this work, not the "
+             "Shift: `owl shift stop` ends that.")
+    s.add_argument("--after-grace", action="store_true", help="freeze them now and end them "
+                   "when the grace window passes (owl resume in between lets them go on)")
+    s.add_argument("--force", action="store_true", help=argparse.SUPPRESS)  # the old spelling
     json_flag(s)
     s.set_defaults(fn=simple("stop"))
 
@@ -56,6 +70,7 @@ def register(sub: Any) -> None:
                    help="freeze and start nothing on battery")
     s.add_argument("--replace", action="store_true",
                    help="replace the current Shift instead of extending it")
+    _no_start(s)
     json_flag(s)
     s.set_defaults(fn=cmd_shift_start)
     s = verb(acts, "stop", help="end the Shift; its Runs are let finish")
@@ -71,7 +86,14 @@ def register(sub: Any) -> None:
     s.set_defaults(fn=cmd_machine)
 
 
+def _no_start(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--no-start", action="store_true", help="do not start the daemon when none "
+                   "runs (also OWL_NO_AUTOSTART=1)")
+
+
 def cmd_daemon(a: argparse.Namespace) -> int:
+    if a.detach:
+        return spawn.detach()
     from owl.daemon import run_foreground
 
     return run_foreground()
@@ -85,12 +107,12 @@ def cmd_tray(a: argparse.Namespace) -> int:
 
 def simple(name: str) -> Callable[[argparse.Namespace], int]:
     def run(a: argparse.Namespace) -> int:
-        args = {"force": a.force} if name == "stop" else {}
-        out = ask(name, args)
+        args = {"force": not a.after_grace} if name == "stop" else {}
+        out = (spawn.ask_starting(a, name, args) if name == "start" else ask(name, args))
         if getattr(a, "json", False):
             print_json(out)
         elif isinstance(out, dict) and out.get("message"):
-            print(out["message"])
+            print(textsafe.block(out["message"]))
         elif name == "start" and isinstance(out, dict) and "run_id" in out:
             print(f"run {out['run_id']} of job {out['job_id']} started; input does not "
                   "freeze it")
@@ -101,14 +123,17 @@ def simple(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_shift_start(a: argparse.Namespace) -> int:
+    from owl.bounds import MAX_SHIFT_S
     from owl.config import parse_duration
 
     try:
         length = parse_duration(a.length)
+        if length > MAX_SHIFT_S:
+            raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
     except ValueError as e:
         print(f"owl: --for: {e}", file=sys.stderr)
         return EXIT_USAGE
-    out = ask("shift.start", {"for_s": length, "until_empty": a.until_empty,
+    out = spawn.ask_starting(a, "shift.start", {"for_s": length, "until_empty": a.until_empty,
                               "require_power": a.require_power, "replace": a.replace})
     _said(out, a.json)
     return EXIT_OK
@@ -139,7 +164,7 @@ def _said(out: dict, as_json: bool) -> None:
     if as_json:
         print_json(out)
     else:
-        print(out["message"])
+        print(textsafe.block(out["message"]))
 
 
 def cmd_machine(a: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ def ask(sock_path: Path, verb: str, args: dict[str, Any] | None = None,
             s.connect(str(sock_path))
         except (FileNotFoundError, ConnectionRefusedError):
             # No file, or a socket file left behind by a daemon that was killed.
-            raise NoDaemon("no Owl daemon is running (start it with: owl daemon)") from None
+            raise NoDaemon("no Owl daemon is running (start one with: owl daemon --detach)") from None
         except PermissionError:
             raise Refused(f"{sock_path} belongs to another user") from None
         try:

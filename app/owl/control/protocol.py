@@ -17,6 +17,7 @@ from typing import Any
 VERSION = 1
 MAX_REQUEST = 1 << 20          # bytes in one request line
 MAX_REPLY = 64 << 20
+MAX_DEPTH = 8                  # objects and lists within one another in a request
 
 
 class ProtocolError(Exception):
@@ -42,10 +43,14 @@ def error(message: str, exit_code: int = 1) -> bytes:
 def parse_request(line: bytes) -> tuple[str, dict[str, Any]]:
     try:
         msg = json.loads(line.decode("utf-8"))
+    except RecursionError:
+        raise ProtocolError(f"a request nested deeper than {MAX_DEPTH} levels") from None
     except (UnicodeDecodeError, ValueError):
         raise ProtocolError("not a JSON request line") from None
     if not isinstance(msg, dict):
         raise ProtocolError("a request is a JSON object")
+    if _depth(msg) > MAX_DEPTH:
+        raise ProtocolError(f"a request nested deeper than {MAX_DEPTH} levels")
     try:
         # JSON escapes can carry lone surrogates ("\\ud800") that no file,
         # log or database can hold: refuse them here, not deep in a verb.
@@ -60,3 +65,22 @@ def parse_request(line: bytes) -> tuple[str, dict[str, Any]]:
     if not isinstance(verb, str) or not isinstance(args, dict):
         raise ProtocolError("a request needs a verb (string) and args (object)")
     return verb, args
+
+
+def _depth(obj: Any) -> int:
+    """How deeply lists and objects nest in `obj` (a request is 1), counted
+    without recursion so that no input can exhaust the stack here."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((c, level + 1) for c in children)
+    return deepest

@@ -48,7 +48,10 @@ def choose(platform: str | None = None, environ: Mapping[str, str] | None = None
     platform = platform or sys.platform
     env = os.environ if environ is None else environ
     if platform == "darwin":
-        return Plan(PynputHooks("darwin"), [IoregReader()])
+        from .quartz import darwin_plan
+
+        hooks, darwin_readers = darwin_plan(env.get("OWL_MACOS_INPUT"))
+        return Plan(hooks, darwin_readers)
     if platform == "win32":
         return Plan(PynputHooks("win32"), [])
     display = env.get("DISPLAY")

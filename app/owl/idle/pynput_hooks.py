@@ -97,9 +97,12 @@ class PynputHooks:
             self.stop()
             raise BackendError(f"pynput cannot start: {why}")
         if getattr(listeners[1], "IS_TRUSTED", True) is False:
-            # macOS without Accessibility / Input Monitoring: listeners run but see nothing.
+            # macOS: pynput's listeners check Accessibility; untrusted, they see nothing.
+            from owl.bundle import grantee
+
             self.stop()
-            raise BackendError("not allowed to watch input (grant Owl Input Monitoring)")
+            raise BackendError(f"pynput may not watch input: grant Accessibility to {grantee()} "
+                               "(System Settings > Privacy & Security > Accessibility)")
 
     @property
     def alive(self) -> bool:

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from owl import timefmt
 from owl.review import diffs
 from owl.review.text import visible
 
@@ -39,20 +40,13 @@ def file_url(path: str | None) -> str | None:
 
 
 def when(ts: float | None) -> str:
-    if not ts:
-        return "?"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    """A moment in Owl's one clock style (dated when not today)."""
+    return timefmt.clock(ts, time.time()) if ts else "?"
 
 
 def took(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{s} s"
-    if s < 3600:
-        return f"{s // 60} m {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} m"
+    """A duration in Owl's one style: 9m 59s, 2h 5m."""
+    return timefmt.duration(seconds)
 
 
 def _style() -> str:

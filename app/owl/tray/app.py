@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
+from owl import textsafe
 from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.menu import Action, Item, build_menu, counting_down
@@ -208,6 +209,12 @@ class TrayApp:
         self._shown: dict[str, Any] = {}
         self._last_action: tuple[Action] | None = None
         self._last_action_at = 0.0
+        self._darwin_quit: Any = None       # tray.darwin.GracefulQuit on macOS
+        self._bundle_notifier: Any = None   # macOS inside Owl.app: notifications as Owl
+        if backend == "darwin":
+            from owl.tray.darwin_notify import make_notifier
+
+            self._bundle_notifier = make_notifier()
         self.icon = pystray.Icon("owl", draw_icon("idle", ICON_SIZE), "Owl")
         self._left_click_opens_menu()
 
@@ -232,7 +239,11 @@ class TrayApp:
         return 0
 
     def stop(self) -> None:
-        """End the loop (from any thread); `run` then ends the Runs."""
+        """End the loop (from any thread); `run` then ends the Runs. On macOS
+        AppKit is asked to terminate, and Owl stops before it does."""
+        if self._darwin_quit is not None:
+            self._darwin_quit.quit()
+            return
         self._stopping.set()
         self._poke.set()
         self._main(self.icon.stop)
@@ -246,9 +257,17 @@ class TrayApp:
                 return False
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 GLib.unix_signal_add(GLib.PRIORITY_HIGH, sig, on_signal)
+        elif self.backend == "darwin":
+            from owl.tray import darwin
+
+            self._darwin_quit = darwin.install(self.daemon, self._end_refresher)
         elif threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self.stop())
+
+    def _end_refresher(self) -> None:
+        self._stopping.set()
+        self._poke.set()
 
     def _left_click_opens_menu(self) -> None:
         # GtkStatusIcon only pops the menu up on a right click; people click
@@ -301,12 +320,18 @@ class TrayApp:
         return status
 
     def _set_tooltip(self, text: str) -> None:
+        text = textsafe.block(text)
         self.icon.title = text
         status_icon = getattr(self.icon, "_status_icon", None)
         if status_icon is not None:  # gtk: title is not the hover text
             status_icon.set_tooltip_text(text)
 
     def _notify(self, title: str, message: str) -> None:
+        # Bodies carry agent text (titles, reasons); a notification server may
+        # read markup or act on controls, so both go through textsafe.
+        title, message = textsafe.line(title), textsafe.block(message)
+        if self._bundle_notifier is not None and self._bundle_notifier.notify(title, message):
+            return
         try:
             self.icon.notify(message, title)
         except Exception as e:  # no notification daemon: the menu still says it

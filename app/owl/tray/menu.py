@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from owl import textsafe
+from owl.timefmt import countdown, duration
+
 SHIFT_FOR_S = 3600.0
 RECENT_SHOWN = 3
 TITLE_MAX = 40
@@ -51,6 +54,11 @@ class Item:
     separator: bool = False
     default: bool = False  # shown bold; the heading of the menu
 
+    def __post_init__(self) -> None:
+        # Labels carry agent and repository text (titles, project paths):
+        # one line, with nothing in it that a menu would act on.
+        object.__setattr__(self, "label", textsafe.line(self.label))
+
 
 SEPARATOR = Item("", separator=True, enabled=False)
 
@@ -62,26 +70,18 @@ def verb(name: str, **args: Any) -> Action:
 # ------------------------------------------------------------------ wording
 
 def clock(seconds: float | None) -> str:
-    """A countdown: 13:42, or 1:02:03 past an hour. Never negative."""
-    s = max(0, int(round(seconds or 0.0)))
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+    """A countdown in Owl's one duration style: 13m 42s, 1h 2m. Never negative."""
+    return countdown(seconds or 0.0)
 
 
 def span(seconds: float | None) -> str:
-    """A coarse duration for things that are not counting down: 40 s, 4 m, 1 h 05 m."""
-    s = max(0, int(seconds or 0.0))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} m"
-    h, m = divmod(s // 60, 60)
-    return f"{h} h {m:02d} m"
+    """A coarse duration for things that are not counting down: 40s, 4m, 1h 5m."""
+    return duration(seconds or 0.0, coarse=True)
 
 
 def short(title: str | None, limit: int = TITLE_MAX) -> str:
-    t = " ".join((title or "").split())
+    """`title` on one line, its control characters made visible, cut to `limit`."""
+    t = textsafe.line(" ".join((title or "").split()))
     return t if len(t) <= limit else t[: limit - 1].rstrip() + "…"
 
 

@@ -8,6 +8,8 @@ without a display:
 - a Run killed (ended by SIGKILL) is announced once;
 - a Job reaching review is announced once;
 - a Run with a process Owl may not signal (it became root) is announced once;
+- a Run that changed things outside its branch (moved `main`, planted a
+  hook, set a git config) is announced once, whenever the tray started.
 - an agent's wait for a usage limit (or its service) is announced when it begins.
 
 What was already there when the tray started is not news and is not shown.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from owl import textsafe
 from owl.tray.menu import clock, short
 
 
@@ -27,6 +30,7 @@ class Notices:
         self._killed_said: set[int] = set()
         self._review_said: set[int] = set()
         self._untouchable_said: set[int] = set()
+        self._outside_said: set[int] = set()
         self._limits_said: set[tuple] = set()
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
@@ -51,7 +55,7 @@ class Notices:
             if entry.get("ended_by") != "sigkill" or rid in self._killed_said:
                 continue
             self._killed_said.add(rid)
-            reason = entry.get("reason") or "it did not end within 5 s of being asked"
+            reason = textsafe.line(entry.get("reason") or "it did not end within 5 s of being asked")
             out.append((f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}"))
         out += self._untouchable(status)
         for job in status.get("review") or []:
@@ -59,21 +63,21 @@ class Notices:
             if jid in self._review_said:
                 continue
             self._review_said.add(jid)
-            out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {job.get('branch')}"))
+            out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}"))
         for w in status.get("limits") or []:
             key = (w.get("agent"), w.get("until"))
             if key in self._limits_said:
                 continue
             self._limits_said.add(key)
             out.append((f"Work waits until {str(w.get('until') or '')[11:16]}",
-                        f"{w.get('reason')}\nIt carries on by itself then."))
+                        f"{textsafe.line(w.get('reason'))}\nIt carries on by itself then."))
         if not self._primed:
             said = [n for n in out if " left a process" in n[0]]
             # Startup: remember what is there, announce none of it, except a
             # Run frozen right now (its countdown is running).
             self._primed = True
             out = [n for n in out if n[0].endswith(" frozen")] + said
-        return out
+        return out + self._outside(status)
 
     def _untouchable(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """One notice per Run that has processes Owl may not signal."""
@@ -91,4 +95,18 @@ class Notices:
             out.append((f"Job {jid} left a process Owl may not stop",
                         f"pid {first.get('pid')} ({short(first.get('command'), 40)}){more}: "
                         f"{first.get('why')}"))
+        return out
+
+    def _outside(self, status: dict[str, Any]) -> list[tuple[str, str]]:
+        """A Run that reached past its branch: said even if it was there before
+        the tray started, since nothing else tells the person."""
+        out = []
+        for entry in status.get("recent") or []:
+            rid, lines = entry.get("run_id"), entry.get("outside") or []
+            if not lines or rid in self._outside_said:
+                continue
+            self._outside_said.add(rid)
+            more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
+            out.append((f"Job {entry.get('job_id')} changed things outside its branch",
+                        "the agent " + "; ".join(lines[:2]) + more))
         return out

@@ -1,0 +1,130 @@
+"""Start the daemon in the background when a verb needs one, as tmux starts its server.
+
+`owl add`, `owl start` and `owl shift start` call `ensure()`; `owl daemon
+--detach` calls `detach()`. The daemon is `python -m owl daemon` with this
+interpreter and this environment (so the same OWL_HOME and OWL_MACHINE), in a
+session of its own so the terminal's hangup does not reach it, its output
+appended to `owl.log` in Owl's log folder (where the daemon logs anyway).
+
+Two commands racing to start one: the spawn is made under an exclusive flock
+on `spawn.lock`, and each command asks the socket again once it holds the
+lock, so the second finds the first one's daemon instead of starting its own.
+(The daemon's own lock would refuse a second daemon anyway; this keeps the
+loser from printing that refusal.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from owl.errors import NoDaemon, Refused
+
+START_TIMEOUT = 20.0        # a loaded 2-core machine starts the daemon in 0.3-3 s
+
+
+def disabled() -> bool:
+    """OWL_NO_AUTOSTART=1 (or any value but 0/empty) keeps verbs from starting one."""
+    return os.environ.get("OWL_NO_AUTOSTART", "") not in ("", "0")
+
+
+def log_path(paths) -> Path:
+    return paths.logs / "owl.log"      # daemon.LOG_NAME: the daemon then does not open it twice
+
+
+def running_pid(paths) -> int | None:
+    """The pid of the daemon answering on the socket, or None."""
+    from owl.control.client import ask
+
+    try:
+        return int(ask(paths.socket, "ping", timeout=5.0)["pid"])
+    except NoDaemon:
+        return None
+
+
+def ensure(paths) -> int | None:
+    """Start a daemon if none answers. Returns the new daemon's pid, or None
+    when one was already there. Raises Refused (one line) if it cannot start."""
+    if running_pid(paths) is not None:
+        return None
+    return _start(paths)
+
+
+def _start(paths) -> int | None:
+    import fcntl
+
+    paths.ensure()
+    fd = os.open(paths.runtime / "spawn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if running_pid(paths) is not None:
+            return None             # another command started it while we waited
+        log = log_path(paths)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "owl", "daemon"], stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=out, start_new_session=True,
+                                    close_fds=True, env=dict(os.environ, OWL_NO_AUTOSTART="1"))
+        return _wait_ready(paths, proc, log)
+    finally:
+        os.close(fd)
+
+
+def _wait_ready(paths, proc: subprocess.Popen, log: Path) -> int:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        pid = running_pid(paths)
+        if pid is not None:
+            return pid
+        if proc.poll() is not None:
+            if running_pid(paths) is not None:     # the tray's daemon won the race
+                return running_pid(paths) or proc.pid
+            raise Refused(f"the daemon did not start: {_last_line(log)} (log: {log})")
+        time.sleep(0.05)
+    raise Refused(f"the daemon did not answer within {START_TIMEOUT:g} s (log: {log})")
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1].removeprefix("owl: ") if lines else "it exited without a word"
+
+
+def announce(paths, pid: int | None) -> None:
+    """One line on stderr (stdout stays the verb's answer) when a daemon was started."""
+    if pid is not None:
+        print(f"owl: started the daemon in the background (pid {pid}; log {log_path(paths)})",
+              file=sys.stderr)
+
+
+def ask_starting(a, verb_name: str, args: dict | None = None):
+    """Ask the daemon; if none runs, start one (unless --no-start or
+    OWL_NO_AUTOSTART) and ask again. No extra round trip when one runs."""
+    from owl.cli.common import ask, paths
+
+    try:
+        return ask(verb_name, args)
+    except NoDaemon:
+        if getattr(a, "no_start", False) or disabled():
+            raise
+    p = paths()
+    announce(p, ensure(p))
+    return ask(verb_name, args)
+
+
+def detach() -> int:
+    """`owl daemon --detach`: a daemon in the background, or the one already there."""
+    from owl.cli.common import paths
+
+    p = paths()
+    pid = running_pid(p)
+    if pid is not None:
+        print(f"the daemon is already running (pid {pid})")
+        return 0
+    pid = _start(p) or running_pid(p)
+    print(f"the daemon is running in the background (pid {pid}; log {log_path(p)})")
+    return 0

@@ -1,0 +1,297 @@
+"""macOS input and idle time through Quartz (PyObjC), with no permission it does not need.
+
+Hooks: a *listen-only* Quartz event tap. It needs only Input Monitoring
+(not Accessibility), runs its own CFRunLoop on a thread of its own, calls no
+text-input API, and its callback only stamps the time and wakes a thread
+that tells the monitor: a tap whose callback is slow is switched off by the
+system. Without the grant (`CGPreflightListenEventAccess()` false) the hooks
+say so once, naming Input Monitoring and the app to grant it to, ask macOS
+to list Owl there (`CGRequestListenEventAccess`), and look again every few
+seconds: the tap is made the moment the grant appears, and dropped if it is
+taken away. Until then `alive` is false and the reader stands in.
+
+Reader: `CGEventSourceSecondsSinceLastEventType` on the HID system state, an
+in-process call that needs no permission, in place of spawning `ioreg`.
+
+Quartz is imported only in `start`/`open` (a fake module stands in for
+tests: `QuartzHooks(quartz=fake)`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from types import ModuleType
+from typing import Any, Callable
+
+from .base import BackendError, one_line
+
+log = logging.getLogger("owl.idle")
+
+GRANT_POLL = 3.0          # seconds between looks at the Input Monitoring grant
+READY_TIMEOUT = 5.0
+# CGEventType values the system sends to a tap it has switched off.
+TAP_DISABLED_BY_TIMEOUT = 0xFFFFFFFE
+TAP_DISABLED_BY_USER_INPUT = 0xFFFFFFFF
+# Every kind of input a person makes (CGEventType names).
+INPUT_EVENTS = (
+    "kCGEventKeyDown", "kCGEventFlagsChanged", "kCGEventMouseMoved",
+    "kCGEventLeftMouseDown", "kCGEventRightMouseDown", "kCGEventOtherMouseDown",
+    "kCGEventLeftMouseDragged", "kCGEventRightMouseDragged", "kCGEventOtherMouseDragged",
+    "kCGEventScrollWheel",
+)
+
+
+def load_quartz(quartz: ModuleType | None = None) -> ModuleType:
+    """PyObjC's Quartz module (or the stand-in given), or BackendError."""
+    if quartz is not None:
+        return quartz
+    try:
+        import Quartz  # type: ignore[import-not-found]
+    except Exception as exc:
+        raise BackendError(f"PyObjC's Quartz cannot be loaded: {one_line(exc)}") from None
+    return Quartz
+
+
+def permission_message(app: str | None = None) -> str:
+    """One line that says what to grant, where, and to whom."""
+    if app is None:
+        from owl.bundle import grantee
+
+        app = grantee()
+    return (f"Owl may not watch keyboard and mouse: grant Input Monitoring to {app} "
+            "(System Settings > Privacy & Security > Input Monitoring); until then "
+            "idle time is read once a second")
+
+
+class QuartzHooks:
+    """A listen-only event tap on the session, on a thread of its own."""
+
+    name = "quartz"
+
+    def __init__(self, quartz: ModuleType | None = None, *, grant_poll: float = GRANT_POLL,
+                 app: str | None = None) -> None:
+        self._quartz = quartz
+        self._grant_poll = grant_poll
+        self._app = app
+        self._q: Any = None
+        self._on_event: Callable[..., None] | None = None
+        self._on_dead: Callable[[str], None] | None = None
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._kick = threading.Event()
+        self._tap: Any = None
+        self._loop: Any = None
+        self._tap_thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._asked = False
+        self.last_event: float | None = None      # time.monotonic() of the last input
+
+    # ------------------------------------------------------------- interface
+
+    def start(self, on_event: Callable[..., None], on_dead: Callable[[str], None]) -> None:
+        """Make the tap now if Input Monitoring is granted, else wait for the grant.
+
+        Raises BackendError only when Quartz is missing or the system refuses
+        a tap although the grant is there."""
+        q = load_quartz(self._quartz)
+        self.stop()
+        self._q, self._on_event, self._on_dead = q, on_event, on_dead
+        self._stopping.clear()
+        if self._granted():
+            self._make_tap()          # raises BackendError if refused
+        else:
+            self._ask()
+        self._spawn(self._deliver, "owl-quartz-deliver")
+        self._spawn(self._watch_grant, "owl-quartz-grant")
+
+    @property
+    def alive(self) -> bool:
+        t = self._tap_thread
+        return self._tap is not None and t is not None and t.is_alive()
+
+    @property
+    def waiting_for_grant(self) -> bool:
+        return self._on_event is not None and not self._stopping.is_set() and self._tap is None
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._kick.set()
+        self._drop_tap()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(1.0)
+        self._threads = []
+        self._kick.clear()
+
+    # ------------------------------------------------------------- the tap
+
+    def _callback(self, proxy: Any, type_: int, event: Any, refcon: Any) -> Any:
+        # The hot path, on the tap's run loop: stamp, wake the deliverer, return.
+        if type_ == TAP_DISABLED_BY_TIMEOUT or type_ == TAP_DISABLED_BY_USER_INPUT:
+            tap = self._tap
+            if tap is not None:
+                self._q.CGEventTapEnable(tap, True)
+            return event
+        self.last_event = time.monotonic()
+        self._kick.set()
+        return event
+
+    def _mask(self) -> int:
+        q = self._q
+        mask = 0
+        for name in INPUT_EVENTS:
+            mask |= 1 << int(getattr(q, name))
+        return mask
+
+    def _make_tap(self) -> None:
+        q = self._q
+        tap = q.CGEventTapCreate(q.kCGSessionEventTap, q.kCGHeadInsertEventTap,
+                                 q.kCGEventTapOptionListenOnly, self._mask(),
+                                 self._callback, None)
+        if tap is None:
+            raise BackendError("macOS refused an input event tap although Input Monitoring "
+                               f"is granted; {permission_message(self._app)}")
+        ready = threading.Event()
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                source = q.CFMachPortCreateRunLoopSource(None, tap, 0)
+                loop = q.CFRunLoopGetCurrent()
+                q.CFRunLoopAddSource(loop, source, q.kCFRunLoopCommonModes)
+                q.CGEventTapEnable(tap, True)
+                box["loop"] = loop
+            except Exception as exc:
+                box["error"] = exc
+                ready.set()
+                return
+            ready.set()
+            q.CFRunLoopRun()
+            if not self._stopping.is_set() and self._tap is tap:
+                self._died("the event tap's run loop ended")
+
+        thread = threading.Thread(target=run, name="owl-quartz-tap", daemon=True)
+        thread.start()
+        if not ready.wait(READY_TIMEOUT) or "error" in box:
+            why = one_line(box["error"]) if "error" in box else "its thread did not start"
+            q.CFMachPortInvalidate(tap)
+            raise BackendError(f"the input event tap cannot run: {why}")
+        with self._lock:
+            self._tap, self._loop, self._tap_thread = tap, box["loop"], thread
+
+    def _drop_tap(self) -> None:
+        with self._lock:
+            tap, loop, thread = self._tap, self._loop, self._tap_thread
+            self._tap = self._loop = self._tap_thread = None
+        if tap is None:
+            return
+        q = self._q
+        try:
+            q.CGEventTapEnable(tap, False)
+            q.CFMachPortInvalidate(tap)
+            q.CFRunLoopStop(loop)
+        except Exception:
+            pass      # the run loop ends with its thread either way
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(1.0)
+
+    # ------------------------------------------------------------- threads
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def _deliver(self) -> None:
+        """Tell the monitor of input: once per wake, however many events came."""
+        while True:
+            self._kick.wait()
+            if self._stopping.is_set():
+                return
+            self._kick.clear()
+            on_event = self._on_event
+            if on_event is not None:
+                on_event()
+
+    def _granted(self) -> bool:
+        try:
+            return bool(self._q.CGPreflightListenEventAccess())
+        except Exception:
+            return False
+
+    def _ask(self) -> None:
+        log.warning("%s", permission_message(self._app))
+        if not self._asked:
+            self._asked = True
+            try:
+                self._q.CGRequestListenEventAccess()   # lists Owl in System Settings
+            except Exception:
+                pass
+
+    def _watch_grant(self) -> None:
+        """Make the tap when the grant appears; drop it when it is taken away."""
+        while not self._stopping.wait(self._grant_poll):
+            granted = self._granted()
+            if granted and self._tap is None:
+                try:
+                    self._make_tap()
+                except BackendError as exc:
+                    log.warning("input hooks: %s", exc)
+                    continue
+                log.info("Input Monitoring granted: input hooks %s are live", self.name)
+            elif not granted and self._tap is not None:
+                self._drop_tap()
+                log.warning("Input Monitoring was taken away; %s", permission_message(self._app))
+
+    def _died(self, why: str) -> None:
+        log.warning("input hooks %s stopped: %s", self.name, why)
+        with self._lock:
+            self._tap = None
+        if self._on_dead is not None:
+            self._on_dead(why)
+
+
+class QuartzReader:
+    """Seconds since the last input of any kind, from the HID system state."""
+
+    name = "quartz-idle"
+
+    def __init__(self, quartz: ModuleType | None = None) -> None:
+        self._quartz = quartz
+        self._q: Any = None
+
+    def open(self) -> None:
+        self._q = load_quartz(self._quartz)
+        self.idle_seconds()
+
+    def idle_seconds(self) -> float:
+        q = self._q
+        if q is None:
+            raise BackendError("quartz reader is not open")
+        try:
+            value = float(q.CGEventSourceSecondsSinceLastEventType(
+                q.kCGEventSourceStateHIDSystemState, q.kCGAnyInputEventType))
+        except Exception as exc:
+            raise BackendError(f"Quartz idle time failed: {one_line(exc)}") from None
+        if not math.isfinite(value) or value < 0:
+            raise BackendError(f"Quartz gave no idle time ({value})")
+        return value
+
+    def close(self) -> None:
+        self._q = None
+
+
+def darwin_plan(prefer: str | None = None) -> tuple[Any, list[Any]]:
+    """(hooks, readers) for macOS: Quartz when PyObjC has it, else pynput
+    and `ioreg`. ``prefer="pynput"`` forces the old pair."""
+    import importlib.util
+
+    from .ioreg import IoregReader
+    from .pynput_hooks import PynputHooks
+
+    if prefer != "pynput" and importlib.util.find_spec("Quartz") is not None:
+        return QuartzHooks(), [QuartzReader(), IoregReader()]
+    return PynputHooks("darwin"), [IoregReader()]

@@ -1,0 +1,263 @@
+"""What a Run changed outside its branch: refs, git config, hooks.
+
+A Job's worktree shares its `.git` with the person's checkout, so the agent
+can move `main`, plant a hook, or set `core.fsmonitor` for the person's next
+`git status`. Owl cannot forbid that (the agent runs as the person), but it
+can see it: a `Snapshot` of the project's refs, its config file (and the
+person's `~/.gitconfig`) and its hooks folder is taken before a Run starts
+and after it ends, and `changes()` lists what differs, as the JSON list kept
+in `runs.outside`:
+
+    [{"kind": "ref", "name": "refs/heads/main", "from": "a1b2…", "to": "e4f5…"},
+     {"kind": "config", "name": "core.fsmonitor", "from": null, "to": "./payload.sh"},
+     {"kind": "hook", "name": "post-checkout", "from": null, "to": "3f2a… (executable)"}]
+
+`from`/`to` are null where the thing did not exist. Kinds: `ref`, `config`
+(the project's `.git/config`), `global-config` (`~/.gitconfig` and
+`$XDG_CONFIG_HOME/git/config`) and `hook`.
+
+`take()` only reads files (no git runs, a few milliseconds), so it may run
+just before the agent starts; turning the two config texts into settings
+runs git and belongs off the engine thread (`config_settings`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+_HOOK_READ = 1024 * 1024
+_MAX_REFS = 100_000
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One moment of a project's shared git state, as raw as it was read."""
+
+    refs: dict[str, str] = field(default_factory=dict)      # name -> sha or "ref: target"
+    config: bytes | None = None
+    global_config: bytes | None = None
+    hooks: dict[str, str] = field(default_factory=dict)     # file name -> digest
+    problem: str | None = None                              # why it could not be read
+
+
+def common_dir(project: Path) -> Path:
+    """The git folder that a project and all its worktrees share.
+
+    Read from the files git itself reads (`.git`, `gitdir:`, `commondir`),
+    so no git runs. Raises OSError if the project is no longer a repository."""
+    dotgit = Path(project) / ".git"
+    if dotgit.is_dir():
+        gitdir = dotgit
+    else:
+        text = dotgit.read_text(errors="replace").strip()
+        if not text.startswith("gitdir:"):
+            raise OSError(f"{dotgit} is not a git folder or a gitdir: file")
+        gitdir = (Path(project) / text[len("gitdir:"):].strip()).resolve()
+    common = gitdir / "commondir"
+    if common.is_file():
+        gitdir = (gitdir / common.read_text().strip()).resolve()
+    if not (gitdir / "HEAD").is_file():
+        raise OSError(f"{gitdir} is not a git folder (no HEAD)")
+    return gitdir
+
+
+def take(project: Path) -> Snapshot:
+    """The project's refs, config and hooks as they are now (files only)."""
+    try:
+        gitdir = common_dir(project)
+        return Snapshot(refs=_refs(gitdir), config=_read(gitdir / "config"),
+                        global_config=_global_config(), hooks=_hooks(gitdir / "hooks"))
+    except OSError as e:
+        return Snapshot(problem=f"{project}: {e}")
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _global_config() -> bytes | None:
+    home = Path(os.path.expanduser("~"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "git" / "config"
+    parts = [p for p in (_read(home / ".gitconfig"), _read(xdg)) if p is not None]
+    return b"\n".join(parts) if parts else None
+
+
+def _refs(gitdir: Path) -> dict[str, str]:
+    """Every ref in `packed-refs` and under `refs/`, loose ones winning, plus HEAD."""
+    refs: dict[str, str] = {}
+    packed = _read(gitdir / "packed-refs") or b""
+    for line in packed.decode("utf-8", "replace").splitlines():
+        if line.startswith(("#", "^")) or " " not in line:
+            continue
+        sha, name = line.split(" ", 1)
+        refs[name.strip()] = sha
+    root = gitdir / "refs"
+    for folder, _dirs, files in os.walk(root):
+        for f in files:
+            path = Path(folder) / f
+            name = path.relative_to(gitdir).as_posix()
+            if name.endswith(".lock"):
+                continue
+            try:
+                refs[name] = path.read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if len(refs) > _MAX_REFS:
+                raise OSError(f"more than {_MAX_REFS} refs: not compared")
+    head = _read(gitdir / "HEAD")
+    if head is not None:
+        refs["HEAD"] = head.decode("utf-8", "replace").strip()
+    return refs
+
+
+def _hooks(folder: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except FileNotFoundError:
+        return out
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            out[entry.name] = "a folder"
+            continue
+        try:
+            with open(entry.path, "rb") as f:
+                digest = hashlib.sha256(f.read(_HOOK_READ)).hexdigest()[:16]
+            executable = os.access(entry.path, os.X_OK)
+        except OSError as e:
+            digest, executable = f"unreadable ({e.strerror})", False
+        out[entry.name] = digest + (" (executable)" if executable else "")
+    return out
+
+
+# ------------------------------------------------------------------ comparing
+
+def config_settings(text: bytes | None) -> dict[str, str]:
+    """A config file's settings (`key -> value`, repeated keys joined by newlines).
+
+    Runs `git config --file` through Owl's safe git on a private copy."""
+    from owl.workspace import git
+
+    if not text:
+        return {}
+    with tempfile.NamedTemporaryFile(prefix="owl-config-") as f:
+        f.write(text)
+        f.flush()
+        proc = git(tempfile.gettempdir(), "config", "--file", f.name, "--list", "-z",
+                   check=False)
+    if proc.returncode != 0:
+        return {"(the file)": "does not parse: " + (proc.stderr.strip() or "git config failed")}
+    out: dict[str, str] = {}
+    for entry in proc.stdout.split("\0"):
+        if not entry:
+            continue
+        key, _, value = entry.partition("\n")
+        out[key] = f"{out[key]}\n{value}" if key in out else value
+    return out
+
+
+def changes(before: Snapshot, after: Snapshot, *, ignore_ref: Callable[[str], bool],
+            settings: Callable[[bytes | None], dict[str, str]] = config_settings
+            ) -> list[dict[str, Any]]:
+    """What differs between two snapshots, in the `runs.outside` shape.
+
+    `ignore_ref(name)` is True for refs that are not news (the Job's own
+    branch, other Jobs' branches, Owl's own `refs/owl/`)."""
+    if before.problem or after.problem:
+        return [{"kind": "unknown", "name": "the project's git folder", "from": before.problem,
+                 "to": after.problem}]
+    out = [dict(kind="ref", name=n, **d) for n, d in
+           _diff(before.refs, after.refs).items() if not ignore_ref(n)]
+    for kind, a, b in (("config", before.config, after.config),
+                       ("global-config", before.global_config, after.global_config)):
+        if a != b:
+            out += [dict(kind=kind, name=n, **d) for n, d in
+                    _diff(settings(a), settings(b)).items()]
+    out += [dict(kind="hook", name=n, **d) for n, d in _diff(before.hooks, after.hooks).items()]
+    return out
+
+
+def _diff(a: dict[str, str], b: dict[str, str]) -> dict[str, dict[str, str | None]]:
+    return {k: {"from": a.get(k), "to": b.get(k)}
+            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def owned_ref(branch: str | None, others: set[str]) -> Callable[[str], bool]:
+    """The refs a Run's report leaves out: its branch, other Jobs' branches, refs/owl/."""
+    mine = {f"refs/heads/{b}" for b in (others | {branch or ""}) if b}
+
+    def ignore(name: str) -> bool:
+        return name in mine or name.startswith("refs/owl/")
+    return ignore
+
+
+# --------------------------------------------------------------------- words
+
+def _visible(value: str, limit: int = 120) -> str:
+    """An agent-written value on one line: control characters as `\\xNN`, cut long."""
+    out = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256
+                  else f"\\u{ord(c):04x}" for c in value)
+    return out if len(out) <= limit else out[:limit] + "…"
+
+
+def _short(value: str | None) -> str:
+    if value is None:
+        return ""
+    value = _visible(value)
+    if value.startswith("ref: "):
+        return value[5:].removeprefix("refs/heads/")
+    return value[:7] if len(value) == 40 and all(c in "0123456789abcdef" for c in value) \
+        else value
+
+
+def _ref_name(name: str) -> str:
+    for prefix, word in (("refs/heads/", ""), ("refs/tags/", "tag "),
+                         ("refs/remotes/", "remote branch ")):
+        if name.startswith(prefix):
+            return word + name[len(prefix):]
+    return name
+
+
+def describe(c: dict[str, Any]) -> str:
+    """One change in words: `moved main from a1b2c3d to e4f5a6b`."""
+    kind, name = c.get("kind"), _visible(str(c.get("name")))
+    a = None if c.get("from") is None else _visible(str(c["from"]))
+    b = None if c.get("to") is None else _visible(str(c["to"]))
+    if kind == "ref":
+        if name == "HEAD":
+            return f"switched the person's checkout from {_short(a)} to {_short(b)}"
+        ref = _ref_name(name)
+        if a is None:
+            return f"created {ref} at {_short(b)}"
+        if b is None:
+            return f"deleted {ref} (it was at {_short(a)})"
+        return f"moved {ref} from {_short(a)} to {_short(b)}"
+    if kind in ("config", "global-config"):
+        where = "" if kind == "config" else " in ~/.gitconfig"
+        if a is None:
+            return f"set {name} = {b}{where}"
+        if b is None:
+            return f"removed {name} (it was {a}){where}"
+        return f"changed {name} from {a} to {b}{where}"
+    if kind == "hook":
+        if a is None:
+            return f"added the hook {name}"
+        if b is None:
+            return f"removed the hook {name}"
+        return f"changed the hook {name}"
+    return f"left {name} unreadable, so nothing was compared ({b or a})"
+
+
+def summary(items: list[dict[str, Any]], limit: int = 3) -> str:
+    """`the agent moved main from a1b2c3d to e4f5a6b; set core.fsmonitor = …`."""
+    said = [describe(c) for c in items[:limit]]
+    more = f" (and {len(items) - limit} more)" if len(items) > limit else ""
+    return "the agent " + "; ".join(said) + more

@@ -1,0 +1,131 @@
+"""An agent that reaches past its branch: the real daemon, a real agent script, real git.
+
+The agent runs as the person in a worktree that shares the project's `.git`:
+it moves `main` to a commit that loosens the checks, plants a hook in the
+shared hooks folder and sets `core.fsmonitor` to a payload. Owl must run none
+of it (the payload says who ran it), gate with the checks of the commit the
+Job started from, and report every change on the Run, in `owl jobs show` and
+in the status document the tray's notices read.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from owlproc import OwlDaemon, make_project, wait_for
+from owl.tray.notices import Notices
+
+# The payload notes who ran it: an agent's own git carries OWL_RUN_ID.
+PAYLOAD = '#!/bin/sh\necho "${OWL_RUN_ID:-not an agent}" >> "$PAYLOAD_LOG"\n'
+
+HARM = r"""
+set -e
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+# a commit on main whose .owl.toml lets any work pass, made without touching
+# the person's index or checkout
+idx=$(mktemp); rm -f "$idx"
+GIT_INDEX_FILE=$idx git read-tree refs/heads/main
+blob=$(printf '[[checks]]\nname = "unit"\nrun = "true"\n' | git hash-object -w --stdin)
+GIT_INDEX_FILE=$idx git update-index --add --cacheinfo "100644,$blob,.owl.toml"
+tree=$(GIT_INDEX_FILE=$idx git write-tree)
+loose=$(git commit-tree "$tree" -p refs/heads/main -m "loosen the checks")
+git update-ref refs/heads/main "$loose"
+echo "work of run $OWL_RUN_ID" > out.txt
+git add out.txt
+git commit -q -m "the work"
+cp "$PAYLOAD" "$common/hooks/post-checkout"
+chmod +x "$common/hooks/post-checkout"
+git config core.fsmonitor "$PAYLOAD"
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "core.fsmonitor=false", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def hostile_daemon(tmp_path: Path) -> tuple[OwlDaemon, Path]:
+    payload, log = tmp_path / "payload.sh", tmp_path / "payload.log"
+    payload.write_text(PAYLOAD)
+    payload.chmod(0o755)
+    cfg = {"agents": {"harm": {"command": ["/bin/sh", "-c", HARM, "harm", "{prompt}"]},
+                      "script": {"command": ["/bin/sh", "-c", "exit 0"]}},
+           "agent": {"default": "harm"}}
+    d = OwlDaemon(tmp_path / "home", cfg,
+                  env={"PAYLOAD": str(payload), "PAYLOAD_LOG": str(log)})
+    return d, log
+
+
+def ran_outside_agents(log: Path) -> list[str]:
+    try:
+        lines = log.read_text().split()
+    except FileNotFoundError:
+        return []
+    return [line for line in lines if not line.isdigit()]
+
+
+def test_changes_outside_the_branch_are_recorded_shown_and_never_run(tmp_path):
+    project = make_project(tmp_path / "proj", {"README": "a project\n", ".owl.toml":
+                                               '[[checks]]\nname = "unit"\nrun = "true"\n'})
+    main_before = git(project, "rev-parse", "main")
+    d, log = hostile_daemon(tmp_path)
+    with d:
+        job = d.add("do harm", project)
+        d.machine("idle")
+        d.wait_job(job, "review")
+        main_after = git(project, "rev-parse", "main")
+        assert main_after != main_before
+        run = wait_for(lambda: (r := d.job(job)["runs"][0])["outside"] is not None and r,
+                       what="the Run's outside changes to be recorded")
+        found = {(c["kind"], c["name"]): c for c in run["outside"]}
+        assert found[("ref", "refs/heads/main")]["from"] == main_before
+        assert found[("ref", "refs/heads/main")]["to"] == main_after
+        assert found[("config", "core.fsmonitor")] == {
+            "kind": "config", "name": "core.fsmonitor", "from": None,
+            "to": str(tmp_path / "payload.sh")}
+        assert found[("hook", "post-checkout")]["from"] is None
+        assert found[("hook", "post-checkout")]["to"].endswith("(executable)")
+        # the Job's own branch is its business, not news
+        assert not any(c["name"].startswith("refs/heads/owl/") for c in run["outside"])
+
+        text = d.ok("jobs", "show", str(job))
+        assert (f"outside its branch, the agent moved main from {main_before[:7]} to "
+                f"{main_after[:7]}") in text
+        assert f"the agent set core.fsmonitor = {tmp_path / 'payload.sh'}" in text
+        assert "the agent added the hook post-checkout" in text
+
+        notes = Notices().update(d.status())
+        [(title, body)] = [n for n in notes if "outside its branch" in n[0]]
+        assert title == f"Job {job} changed things outside its branch"
+        assert body.startswith(f"the agent moved main from {main_before[:7]} to "
+                               f"{main_after[:7]}")
+
+        # Owl's own git (show, a new Job's worktree, drop's status, accept) runs none of it
+        other = d.add("do harm", project, "--agent", "script")
+        d.wait_job(other, "review")
+        d.ok("jobs", "show", str(other))
+        d.ok("jobs", "drop", str(other))
+        d.ok("jobs", "accept", str(job))
+    assert ran_outside_agents(log) == []
+    # the payload is real: the person's own `git status` runs it
+    subprocess.run(["git", "-C", str(project), "status"], capture_output=True,
+                   env=dict(os.environ, PAYLOAD_LOG=str(log)))
+    assert ran_outside_agents(log) != []
+
+
+def test_checks_gate_with_the_commit_the_job_started_from(tmp_path):
+    project = make_project(tmp_path / "proj", {"README": "a project\n", ".owl.toml":
+                                               '[[checks]]\nname = "unit"\nrun = "false"\n'})
+    d, log = hostile_daemon(tmp_path)
+    with d:
+        job = d.add("do harm", project, "--attempts", "2")
+        d.machine("idle")
+        j = d.wait_job(job, "blocked", timeout=30)
+        assert [r["outcome"] for r in j["runs"]] == ["failed", "failed"]
+        assert all(r["checks"][0]["run"] == "false" for r in j["runs"])
+        assert "unit" in j["reason"]
+        # main did move: the loosened checks are there, and were not used
+        assert 'run = "true"' in git(project, "show", "main:.owl.toml")
+    assert ran_outside_agents(log) == []
