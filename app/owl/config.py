@@ -144,6 +144,10 @@ def _regex(v: str) -> str | None:
     return None
 
 
+def _exit_code(v: int) -> str | None:
+    return None if 1 <= v <= 255 else "must be an exit status from 1 to 255"
+
+
 AGENT_KEYS: dict[str, Key] = {
     "command": Key("argv", None),
     "path": Key("str", None),
@@ -153,7 +157,7 @@ AGENT_KEYS: dict[str, Key] = {
     "resume": Key("bool", None),
     # command agents: how their output says a usage limit was met (a wait, not a failure)
     "limit_pattern": Key("str", None, _regex),
-    "limit_exit_code": Key("int", None),
+    "limit_exit_code": Key("int", None, _exit_code),
 }
 
 PROJECT_KEYS: dict[str, Key] = {
