@@ -390,7 +390,8 @@ class Engine(Verbs):
                 if r is not None and r.check is not None and not r.check_live:
                     lv.exited, lv.waiting = False, True   # frozen before its check began
                 continue
-            pids = sorted(p for p, _ in lv.tree.identities())
+            reaper = getattr(lv.popen, "reaper_pid", None)     # the Run's own, not the agent's
+            pids = sorted(p for p, _ in lv.tree.identities() if p != reaper)
             if pids != lv.pids and self.core.runs.get(lv.run_id) is not None:
                 lv.pids = pids
                 self._note(lv.run_id, pids=lv.tree.identities())
@@ -586,7 +587,7 @@ class Engine(Verbs):
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             popen = tree.spawn(driver.argv(ctx), cwd=str(ws.worktree), env=env,
-                               stdout=fd, stderr=fd, nice=self.cfg.nice)
+                               stdout=fd, stderr=fd, nice=self.cfg.nice, reaper=True)
         except OSError as e:
             os.close(fd)
             self.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}",
