@@ -291,7 +291,8 @@ class Engine(Verbs):
             if isinstance(action, lifecycle.Freeze):
                 lv.tree.freeze()
                 r = self.core.runs[action.run]
-                self._note(lv.run_id, state="frozen", frozen_by=r.frozen_by)
+                self._note(lv.run_id, state="frozen", frozen_by=r.frozen_by,
+                           grace_ends_at=self._grace_ends_at(r))
                 log.info("run %s frozen by %s", lv.run_id, r.frozen_by)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
@@ -314,6 +315,11 @@ class Engine(Verbs):
                 self._note_untouchable(lv)
         if actions and self.on_change is not None:
             self.on_change()
+
+    def _grace_ends_at(self, r: lifecycle.Run) -> float | None:
+        """The wall-clock end of a frozen Run's window, for the watchdog."""
+        left = r.grace_left(self.clock())
+        return None if left is None else time.time() + left
 
     def _note_untouchable(self, lv: Live) -> None:
         """Name, once, each process of the Run the system would not let us

@@ -313,6 +313,10 @@ class Core:
         r.exited = True
         if r.phase is Phase.ENDING:
             return []
+        if r.phase is Phase.FROZEN and r.deadline is not None and now >= r.deadline:
+            # Its window had passed (something ended it in our place while we
+            # could not act): the window's outcome, not the agent's failure.
+            return self._end(r, now, Outcome.INTERRUPTED, r.expiry_reason)
         if r.phase is Phase.FROZEN:
             self._unfreeze(r, now)
         if r.check is not None:
