@@ -10,8 +10,9 @@ verbs themselves are in `verbs.py` and what people read in `views.py`.
 It sleeps until the next thing that can change something: the core's next
 deadline, the moment the machine would count as idle, an agent's exit, an
 input event (only while the machine counts as idle, so mouse moves during the
-day cost one timestamp each), or a config edit. With nothing live and nothing
-queued it wakes every few seconds only to notice config edits.
+day cost one timestamp each), or a config edit (read on a thread of its own,
+`config_watch`, it arrives as an event). With nothing live and nothing
+queued it still wakes every few seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from owl import carryon
 from owl import checks as checksmod
 from owl import config as configmod
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
+from owl.config_watch import ConfigWatch
 from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
@@ -42,7 +44,7 @@ from owl.verbs import Verbs
 log = logging.getLogger("owl.engine")
 
 LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated past this size
-IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
+IDLE_WAKE = 5.0                    # with nothing to do: how often the loop looks around
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
 ENDING_WATCH = 0.05                # while an exited agent's tree drains
 
@@ -86,6 +88,10 @@ class Engine(Verbs):
         self.cfg = cfg
         self.config_problem: str | None = None
         self._config_mtime = self._mtime()
+        # Edits are read on a thread of their own and come back as events.
+        self._config_watch = ConfigWatch(
+            paths.config, lambda cfg, problem: self._q.put(("config", cfg, problem)),
+            seen=self._config_mtime)
         self.machine = machine
         self.inhibitor = inhibitor
         self.instance = instance
@@ -114,6 +120,7 @@ class Engine(Verbs):
     def start(self) -> None:
         self.machine.start(self._on_input, lambda: self._q.put(("wake",)))
         self._thread.start()
+        self._config_watch.start()
 
     def stop(self, timeout: float = 10.0) -> bool:
         """End every live Run the way ADR-0011 says, then stop the thread."""
@@ -156,7 +163,6 @@ class Engine(Verbs):
                     except queue.Empty:
                         item = None
                 now = self.clock()
-                self._reload_config()
                 self._settle_machine(now)
                 self._do(self.core.tick(now))
                 self._watch(now)
@@ -175,6 +181,7 @@ class Engine(Verbs):
                 except Exception:
                     pass
         finally:
+            self._config_watch.stop()
             if self.inhibitor is not None:
                 self.inhibitor.release()
             self.machine.stop()
@@ -232,6 +239,8 @@ class Engine(Verbs):
                 # trip to the X server), so the Run stops as soon as possible.
                 self._do(self.core.input(now))
             self._settle_machine(now, force_input=True)
+        elif kind == "config":
+            self._apply_config(item[1], item[2])
         elif kind == "shutdown":
             if not self._stopping:
                 self._stopping = True
@@ -814,16 +823,11 @@ class Engine(Verbs):
     def _timing(cfg: configmod.Config) -> lifecycle.Timing:
         return lifecycle.Timing(grace=cfg.grace_window, timeout=cfg.timeout, stall=cfg.stall)
 
-    def _reload_config(self) -> None:
-        mtime = self._mtime()
-        if mtime == self._config_mtime:
-            return
-        self._config_mtime = mtime
-        try:
-            cfg = configmod.load(self.paths.config)
-        except configmod.ConfigError as e:
-            self.config_problem = f"{e} (the last good config stays in force)"
-            log.warning("config not applied: %s", e)
+    def _apply_config(self, cfg: configmod.Config | None, problem: str | None) -> None:
+        """An edit the config watch read (off this thread): apply it, or say why not."""
+        if cfg is None:
+            self.config_problem = f"{problem} (the last good config stays in force)"
+            log.warning("config not applied: %s", problem)
             return
         self.cfg = cfg
         self.config_problem = None
