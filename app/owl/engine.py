@@ -33,6 +33,7 @@ from owl import checks as checksmod
 from owl import config as configmod
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.config_watch import ConfigWatch
+from owl.sleepclock import SleepWatch
 from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
@@ -96,6 +97,7 @@ class Engine(Verbs):
         self.inhibitor = inhibitor
         self.instance = instance
         self.clock = clock
+        self.sleep_watch = SleepWatch(awake=clock, total=None if clock is time.monotonic else clock)
         self.core = lifecycle.Core(timing=self._timing(cfg), paused=bool(store.setting("paused", False)))
         self.live: dict[int, Live] = {}
         self.reading = Reading(idle_for=None, on_ac=None)
@@ -156,6 +158,7 @@ class Engine(Verbs):
                     item = self._q.get(timeout=self._wait())
                 except queue.Empty:
                     item = None
+                self._notice_sleep()        # before any event of a wake
                 while item is not None:
                     self._handle(item)
                     try:
@@ -212,6 +215,18 @@ class Engine(Verbs):
         if ends and self._pending_cache:
             moments.append(now + min(ends) + 0.05)     # a limit resets: its Jobs may start
         return max(0.0, min(moments) - now)
+
+    def _notice_sleep(self) -> None:
+        """Tell the core how long the machine slept, if it did: a frozen Run's
+        grace window counts the sleep (see lifecycle.Core.slept)."""
+        slept = self.sleep_watch.slept()
+        if not slept:
+            return
+        log.info("the machine slept for %.0f s", slept)
+        self._do(self.core.slept(self.clock(), slept))
+        for r in self.core.runs.values():
+            if r.phase is Phase.FROZEN and r.id in self.live:
+                self._note(r.id, grace_ends_at=self._grace_ends_at(r))
 
     def _handle(self, item: tuple) -> None:
         kind = item[0]
