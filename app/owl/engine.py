@@ -116,6 +116,7 @@ class Engine(Verbs):
         self._unrecorded: list[tuple[tuple, Any]] = []   # finished Runs a full disk held back
         self._verifications: dict[int, checksmod.Verification] = {}
         self.waits = carryon.load_waits(store)   # agents waiting out a usage limit
+        self.after_run: dict[int, Callable[[], None]] = {}   # once a Run's tree is gone
 
     # ------------------------------------------------------------ lifecycle
 
@@ -335,6 +336,9 @@ class Engine(Verbs):
                 log.info("run %s killed", lv.run_id)
             elif isinstance(action, lifecycle.Finish):
                 self._finish(lv, action)
+                then = self.after_run.pop(action.run, None)
+                if then is not None:
+                    then()
             if not isinstance(action, lifecycle.Finish):
                 self._note_untouchable(lv)
         if actions and self.on_change is not None:
