@@ -108,3 +108,42 @@ def test_a_killed_daemon_s_watchdog_ends_an_orphan_without_the_tag(tmp_path):
         wait_for(lambda: gone(procs), timeout=15, what="the watchdog to end the orphans")
     finally:
         d.__exit__(None, None, None)
+
+
+def cgroup_of(pid: int) -> str:
+    with open(f"/proc/{pid}/cgroup") as fh:
+        return next(line[3:].strip() for line in fh if line.startswith("0::"))
+
+
+def test_where_a_cgroup_can_be_made_each_run_has_its_own(tmp_path):
+    from owl.tree import cgroup
+
+    if cgroup.delegated_base() is None:
+        pytest.skip("no delegated cgroup v2 here: the sweep alone is the path")
+    d, job, procs = start(tmp_path)
+    try:
+        run = d.run_of(job)
+        groups = {cgroup_of(p.pid) for p in procs} | {cgroup_of(p) for p in run["pids"]}
+        assert len(groups) == 1 and groups.pop().endswith(f"/run-{run['id']}")
+        path = cgroup.delegated_base()
+        [folder] = [p for p in path.glob("owl-*/run-%d" % run["id"])]
+        d.machine("input")
+        d.wait_job(job, "pending", timeout=15)
+        wait_for(lambda: gone(procs), timeout=5, what="the orphans to end")
+        wait_for(lambda: not folder.exists(), timeout=5, what="the Run's cgroup removed")
+    finally:
+        d.__exit__(None, None, None)
+
+
+def test_the_sweep_alone_still_catches_them_without_a_cgroup(tmp_path, monkeypatch):
+    monkeypatch.setenv("OWL_CGROUP", "off")
+    d, job, procs = start(tmp_path)
+    try:
+        d.machine("input")
+        d.wait_run(job, "frozen", timeout=5)
+        wait_for(lambda: all(p.status() == psutil.STATUS_STOPPED for p in procs), timeout=2,
+                 what="the orphans to be stopped")
+        assert d.stop() == 0
+        assert gone(procs)
+    finally:
+        d.__exit__(None, None, None)

@@ -79,6 +79,7 @@ class Live:
     ctx: Any = None
     resuming: bool = False                # started with --resume: a refusal falls back fresh
     report: Any = None                    # the driver's Report, set just before "exited"
+    cgroup: Any = None                    # the Run's own cgroup v2, where one can be made
 
 
 class Engine(Verbs):
@@ -336,6 +337,8 @@ class Engine(Verbs):
                 log.info("run %s killed", lv.run_id)
             elif isinstance(action, lifecycle.Finish):
                 self._finish(lv, action)
+                if lv.cgroup is not None:
+                    lv.cgroup.remove()
                 then = self.after_run.pop(action.run, None)
                 if then is not None:
                     then()
@@ -619,21 +622,25 @@ class Engine(Verbs):
         env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id),
                     "OWL_INSTANCE": self.instance})
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        cg = tree.RunGroup.make(self.instance, str(run_id))
         try:
             popen = tree.spawn(driver.argv(ctx), cwd=str(ws.worktree), env=env,
-                               stdout=fd, stderr=fd, nice=self.cfg.nice, reaper=True)
+                               stdout=fd, stderr=fd, nice=self.cfg.nice, reaper=True,
+                               cgroup=cg)
         except OSError as e:
             os.close(fd)
+            if cg is not None:
+                cg.remove()
             self.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}",
                                   None)
             self.store.set_job(job_id, state="blocked",
                                reason=f"the agent could not be started: {e}")
             return None
-        pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid)
+        pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg)
         lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
                   popen=popen, tree=pt, log_path=log_path, log_fd=fd, worktree=ws.worktree,
                   env=env, checks=settings.checks, outside_before=before, driver=driver,
-                  ctx=ctx, resuming=plan.resume is not None)
+                  ctx=ctx, resuming=plan.resume is not None, cgroup=cg)
         self.live[run_id] = lv
         threading.Thread(target=self._wait_agent, args=(lv, popen, 0), daemon=True,
                          name=f"owl-run-{run_id}").start()

@@ -76,8 +76,13 @@ def recover(store: Any, instance: str) -> tuple[list[int], int]:
 
     open_runs = store.open_runs()
     identities = [tuple(p) for r in open_runs for p in r["pids"]]
+    groups = tree.cgroup.leftovers(instance)
+    for group in groups:
+        group.kill()            # every process of the Run, wherever it went
     survivors = tree.find_survivors("OWL_INSTANCE", [instance], identities)
     killed, refused = tree.end_processes(survivors) if survivors else (0, [])
+    for group in groups:
+        group.remove()
     ids: list[int] = []
     if open_runs:
         ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}

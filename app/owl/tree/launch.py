@@ -114,7 +114,7 @@ class Reaped:
 
 def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
           stderr: Any, nice: int = 10, stdin: Any = subprocess.DEVNULL,
-          reaper: bool = False) -> Any:
+          reaper: bool = False, cgroup: Any = None) -> Any:
     """Start ``argv`` in a new session at low priority, never through a shell.
 
     The program runs at niceness ``nice`` and (Linux) in the idle I/O class,
@@ -127,7 +127,8 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
     With ``reaper``, the program starts under a reaper of its own that is
     a child subreaper (``reaper.py``), so whatever it leaves behind stays in
     its tree; the result is then a ``Reaped``, whose ``wait`` is the
-    program's own exit status.
+    program's own exit status; with ``cgroup`` too (a ``RunGroup``), the
+    reaper joins that cgroup before the program starts.
 
     Raises FileNotFoundError or PermissionError, with a message a person
     can act on, if the program or the working directory cannot be used.
@@ -139,7 +140,8 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
     rfd = wfd = -1
     if reaper:
         rfd, wfd = os.pipe()
-        command = [sys.executable, "-I", "-S", REAPER, str(wfd), *command]
+        where = str(cgroup.path) if cgroup is not None else "-"
+        command = [sys.executable, "-I", "-S", REAPER, str(wfd), where, *command]
     command = _platform.backend.priority_prefix(nice) + command
     try:
         with SPAWN_LOCK:

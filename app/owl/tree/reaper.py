@@ -1,6 +1,6 @@
 """The small reaper every Run's agent starts under (run as a script, not imported).
 
-    python -I -S reaper.py REPORT_FD PROGRAM [ARGS...]
+    python -I -S reaper.py REPORT_FD CGROUP PROGRAM [ARGS...]
 
 Why: a process that sheds the Run's tag (``env -i``) and double-forks away
 from its parent (``( setsid cmd & )``) is re-parented to the nearest child
@@ -8,7 +8,9 @@ subreaper. With this one in every Run, that is the Run's own reaper: the
 orphan stays inside the Run's tree, where every sweep finds it by parentage
 alone, needing no tag and no memory of having seen it.
 
-It sets PR_SET_CHILD_SUBREAPER (Linux; elsewhere it is a plain parent),
+CGROUP is the Run's cgroup directory (see ``cgroup.py``), or ``-``: the
+reaper moves itself into it first, so the agent and all it starts are born
+there. It sets PR_SET_CHILD_SUBREAPER (Linux; elsewhere it is a plain parent),
 forks the agent (in a session of its own, with the signals it inherited
 back at their defaults), and
 reaps every child. When the agent itself exits, its status is written to
@@ -55,8 +57,19 @@ def _report(fd: int, code: int) -> None:
         pass
 
 
+def _join(cgroup: str) -> None:
+    if cgroup == "-":
+        return
+    try:
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as fh:
+            fh.write(str(os.getpid()))
+    except OSError as e:
+        os.write(2, f"owl: the Run's cgroup could not be joined: {e}\n".encode())
+
+
 def main(argv: list[str]) -> int:
-    fd, program, args = int(argv[0]), argv[1], argv[1:]
+    fd, cgroup, program, args = int(argv[0]), argv[1], argv[2], argv[2:]
+    _join(cgroup)
     _become_subreaper()
     os.set_inheritable(fd, False)
     agent = os.fork()
