@@ -104,7 +104,10 @@ def _phases(d: OwlDaemon, project: Path, added: list[int]) -> list:
     return [
         add(A, B),
         add(C, D),
-        machine("idle", first_run("running")),
+        # (running, and both agents past their first steps: A traps TERM)
+        machine("idle", lambda: (first_run("running")(),
+                                 wait_for(lambda: len(d.agent_pids()) >= 4,
+                                          what="both agents and their children"))),
         machine("input", first_run("frozen")),
         machine("idle", first_run("running")),
         machine("input", first_run("frozen")),
