@@ -184,3 +184,81 @@ def test_an_unknown_forced_backend_is_named(tmp_path: Path) -> None:
         reason = d.status()["machine"]["reason"]
         assert reason.startswith("input cannot be read: OWL_IDLE_BACKEND=kwin is not one of: "
                                  "mutter, ext-idle-notify, kde-idle"), reason
+
+
+@pytest.mark.parametrize("kind", ["mutter", "kwin"])
+def test_idle_after_edited_in_config_rearms_the_compositor_watch(
+        kind: str, tmp_path: Path, project: Path) -> None:
+    import tomllib
+
+    with compositor(kind) as c, daemon_on(c, tmp_path / "home", {"idle": {"after": "1h"}}) as d:
+        c.move()
+        job = d.add("sleep=30", project)
+        time.sleep(1.5)
+        st = d.status()
+        assert st["runs"] == [] and st["machine"]["reason"] == "in use"
+        assert st["machine"]["idle_in_s"] > 3000
+        cfg = tomllib.loads((d.home / "config.toml").read_text())
+        cfg["idle"]["after"] = "1s"
+        d.write_config(cfg)
+        d.wait_run(job, "running", timeout=10)
+        # The watch now fires at 1 s: input freezes and a second of quiet thaws.
+        pids = wait_for(lambda: d.alive_agent_pids(), what="the agent")
+        c.move()
+        wait_for(lambda: states(pids) == {"stopped"}, timeout=5, interval=0.005,
+                 what="the Run to freeze")
+        wait_for(lambda: "stopped" not in states(pids), timeout=6, interval=0.01,
+                 what="a second of quiet to thaw it")
+
+
+class Events:
+    """Callbacks that record what a backend said, and when."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def input(self, *_: object) -> None:
+        self.seen.append("input")
+
+    def quiet(self) -> None:
+        self.seen.append("quiet")
+
+    def dead(self, why: str) -> None:
+        self.seen.append(f"dead: {why}")
+
+    def count(self, what: str) -> int:
+        return sum(1 for s in self.seen if s.startswith(what))
+
+
+@pytest.mark.parametrize("kind", ["mutter", "kwin", "sway"])
+def test_the_backend_says_input_and_quiet_rearms_for_a_new_after_and_notices_the_end(
+        kind: str) -> None:
+    from owl.idle.mutter_watch import MutterWatch
+    from owl.idle.wayland import WaylandIdle
+
+    with compositor(kind) as c:
+        ev = Events()
+        backend = (MutterWatch(bus=c.env["DBUS_SESSION_BUS_ADDRESS"]) if kind == "mutter"
+                   else WaylandIdle(c.env["WAYLAND_DISPLAY"]))
+        backend.watch_quiet(3600.0, ev.quiet)
+        backend.start(ev.input, ev.dead)
+        try:
+            assert backend.alive
+            c.move()
+            if kind == "mutter":      # armed at start: the first input is said at once
+                wait_for(lambda: ev.count("input") == 1, timeout=5, what="the input")
+            backend.watch_quiet(1.0, ev.quiet)           # idle.after edited to 1 s
+            wait_for(lambda: ev.count("quiet") == 1, timeout=5, what="quiet after 1 s")
+            assert ev.count("quiet") == 1
+            if kind != "mutter":
+                assert backend.idle_seconds() >= 1.0     # type: ignore[attr-defined]
+            before = ev.count("input")
+            c.move()
+            wait_for(lambda: ev.count("input") > before, timeout=5, what="the next input")
+            if kind != "mutter":
+                assert backend.idle_seconds() == 0.0     # type: ignore[attr-defined]
+            c.kill()
+            wait_for(lambda: ev.count("dead"), timeout=5, what="the end to be noticed")
+            assert not backend.alive
+        finally:
+            backend.stop()

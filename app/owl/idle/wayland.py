@@ -58,16 +58,18 @@ class Quiet:
         self._since = now
 
     def idle_seconds(self, now: float) -> float:
-        """Seconds since the last input; exact once the shortest notification has idled.
+        """Seconds since the last input; known once a notification has idled.
 
-        Before that, input came within that notification's timeout (but perhaps
-        not at its resumed): 0, so an engine waiting for `after` never wakes
-        early on a guess; it is woken by the long notification anyway.
+        Each idled one says "quiet since (when it idled - its timeout)"; it
+        arrives a little after its timer, so each is a slight underestimate and
+        the largest is the best (the long one's is always >= `after`, so the
+        engine it wakes sees an idle machine). Before any has idled, input came
+        within the shortest timeout: 0, so an engine waiting for `after` never
+        wakes early on a guess; it is woken by the long notification anyway.
         """
         if not self._idled:
             return 0.0
-        timeout = min(self._idled)
-        return max(0.0, now - (self._idled[timeout] - timeout))
+        return max(0.0, max(now - at + timeout for timeout, at in self._idled.items()))
 
 
 def _timeouts(after: float) -> list[float]:

@@ -13,7 +13,8 @@ raises with no display):
 
 - macOS: ``darwin``; Windows: ``win32``.
 - Linux/BSD: ``appindicator`` when a StatusNotifier host is on the session
-  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``.
+  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``. On
+  Wayland (``WAYLAND_DISPLAY``, no ``DISPLAY``) only ``appindicator``.
   ``xorg`` is refused: it has no menu and ignores clicks, so Owl would be
   uncontrollable. No display or no tray host within a short wait raises
   `TrayUnavailable`, and the caller runs the daemon headless instead.
@@ -113,8 +114,12 @@ def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S)
         return name or "darwin"
     if sys.platform == "win32":
         return name or "win32"
-    if not os.environ.get("DISPLAY") and not (name == "appindicator" and os.environ.get("WAYLAND_DISPLAY")):
+    # Wayland has no XEmbed tray: only a StatusNotifier host can show the icon there.
+    wayland_only = bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY")
+    if not os.environ.get("DISPLAY") and not wayland_only:
         raise TrayUnavailable("no display (DISPLAY is not set)")
+    if wayland_only and name not in (None, "appindicator"):
+        raise TrayUnavailable(f"the {name} tray needs X (DISPLAY); on Wayland use appindicator")
     try:
         import gi
 
@@ -127,9 +132,12 @@ def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S)
     while True:
         if _sni_host_present():
             return "appindicator"
-        if _x_tray_owned():
+        if not wayland_only and _x_tray_owned():
             return "gtk"
         if time.monotonic() >= deadline:
+            if wayland_only:
+                raise TrayUnavailable("no StatusNotifier host on this Wayland desktop (on GNOME, "
+                                      "turn on the AppIndicator extension)")
             raise TrayUnavailable("no system tray on this desktop (no StatusNotifier host, no XEmbed tray)")
         time.sleep(0.25)
 
