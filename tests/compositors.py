@@ -88,7 +88,9 @@ class Compositor:
 
 
 @contextlib.contextmanager
-def compositor(kind: str) -> Iterator[Compositor]:
+def compositor(kind: str, *, bus_services: dict[str, str] | None = None
+               ) -> Iterator[Compositor]:
+    """Start one; `bus_services` (D-Bus name -> command) are made activatable on its bus."""
     require(kind)
     started: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix=f"owl-{kind}-") as tmp:
@@ -100,7 +102,7 @@ def compositor(kind: str) -> Iterator[Compositor]:
         env.update(XDG_RUNTIME_DIR=str(runtime), XDG_SESSION_TYPE="wayland",
                    XDG_CURRENT_DESKTOP=DESKTOP[kind], NO_AT_BRIDGE="1")
         try:
-            bus = _session_bus(env, started)
+            bus = _session_bus(env, started, _services(Path(tmp), bus_services or {}))
             env["DBUS_SESSION_BUS_ADDRESS"] = bus
             start = {"mutter": _mutter, "kwin": _kwin, "sway": _sway}[kind]
             c = start(env, runtime, Path(tmp), started)
@@ -113,10 +115,27 @@ def compositor(kind: str) -> Iterator[Compositor]:
                 _stop(proc)
 
 
-def _session_bus(env: dict, started: list) -> str:
+def _services(tmp: Path, services: dict[str, str]) -> list[str]:
+    """dbus-daemon arguments for a session bus that can also start `services`."""
+    if not services:
+        return ["--session"]
+    folder = tmp / "services"
+    folder.mkdir()
+    for name, command in services.items():
+        (folder / f"{name}.service").write_text(
+            f"[D-BUS Service]\nName={name}\nExec={command}\n")
+    conf = tmp / "session.conf"
+    conf.write_text('<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"'
+                    ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+                    f"<busconfig><include>/usr/share/dbus-1/session.conf</include>"
+                    f"<servicedir>{folder}</servicedir></busconfig>\n")
+    return [f"--config-file={conf}"]
+
+
+def _session_bus(env: dict, started: list, how: list[str]) -> str:
     rfd, wfd = os.pipe()
     try:
-        bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile",
+        bus = subprocess.Popen(["dbus-daemon", *how, "--nofork", "--nopidfile",
                                 f"--print-address={wfd}"], pass_fds=(wfd,), env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)

@@ -194,3 +194,31 @@ def test_on_wayland_without_a_status_notifier_host_the_tray_says_what_gnome_need
             choose_backend(None, wait_s=0.3)
         with pytest.raises(TrayUnavailable, match="on Wayland use appindicator"):
             choose_backend("gtk", wait_s=0)
+
+
+def test_a_tray_whose_toolkit_fails_at_start_exits_instead_of_hanging(tmp_path: Path) -> None:
+    # The notification service the desktop offers cannot start (it exits at
+    # once), so pystray's appindicator loop fails before it is ready.
+    _needs("status-notifier-watcher")
+    broken = {"org.freedesktop.Notifications": "/bin/false"}
+    with compositor("sway", bus_services=broken) as c:
+        bus = c.env["DBUS_SESSION_BUS_ADDRESS"]
+        watcher = subprocess.Popen(["status-notifier-watcher"], env=c.env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            _wait_for(_bus_name_owned(bus, WATCHER), "status-notifier-watcher", watcher)
+            env = dict(c.env, OWL_HOME=str(tmp_path / "home"), OWL_MACHINE="manual")
+            env.pop("DISPLAY", None)
+            log = tmp_path / "tray.log"
+            tray = subprocess.Popen([*OWL, "tray"], env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+            try:
+                assert tray.wait(20) == 0, log.read_text()
+            finally:
+                if tray.poll() is None:
+                    tray.kill()
+                    tray.wait(5)
+            assert "tray stopped with an error" in log.read_text()
+        finally:
+            _stop(watcher)

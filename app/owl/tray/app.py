@@ -243,8 +243,20 @@ class TrayApp:
             log.warning("tray stopped with an error: %s", e)
         finally:
             self._stopping.set()
+            self._release_setup()
             self.daemon.request_stop()
         return 0
+
+    def _release_setup(self) -> None:
+        """Let pystray's setup thread end when the loop never became ready.
+
+        The thread waits for the loop's "ready" before calling `_refresher`;
+        a loop that failed at start (e.g. its notification service could not
+        be started) never says it, and that (non-daemon) thread would keep
+        the process alive for good. One more "ready" is harmless otherwise."""
+        ready = getattr(self.icon, "_Icon__queue", None)
+        if ready is not None:
+            ready.put(True)
 
     def stop(self) -> None:
         """End the loop (from any thread); `run` then ends the Runs. On macOS
@@ -288,6 +300,8 @@ class TrayApp:
     # -- refreshing
 
     def _refresher(self, icon: Any) -> None:
+        if self._stopping.is_set():
+            return          # released after the loop failed: nothing to show
         icon.visible = True
         while not self._stopping.is_set():
             status = self.refresh()
