@@ -126,8 +126,10 @@ class MutterWatch:
                         active_id = -1
                         on_event()
                     elif fired == idle_id:
-                        # Idle now: the next input must be seen the moment it comes.
-                        active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
+                        # Idle now: the next input must be seen the moment it comes
+                        # (the watch armed at start may still be waiting for it).
+                        if active_id < 0:
+                            active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
                         idle_ms = _call(conn, _monitor(), "GetIdletime")[0]
                         if idle_ms < after_ms:      # input slipped in before the watch was armed
                             on_event()
