@@ -125,7 +125,8 @@ class Daemon:
         try:
             from owl.machine import RealMachine
 
-            return RealMachine()
+            # idle.after as the engine has it now (edits apply without a restart).
+            return RealMachine(after=lambda: self.engine.cfg.idle_after)
         except Exception as e:  # no backend at all: the machine cannot be read
             log.warning("idle detection unavailable: %s", e)
             return _Unreadable(str(e))
