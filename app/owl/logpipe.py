@@ -20,11 +20,13 @@ bytes are dropped, as the log's own cap would have dropped them.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import logging
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 
 log = logging.getLogger("owl.logpipe")
@@ -63,6 +65,7 @@ class Sink:
                                         name=f"owl-log-write-{self.path.stem}")
         self._reader.start()
         self._writer.start()
+        _open_sinks.add(self)
 
     # ------------------------------------------------------------ the engine
 
@@ -263,6 +266,19 @@ class Sink:
 
     def _open_new(self) -> int:
         return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+
+_open_sinks: "weakref.WeakSet[Sink]" = weakref.WeakSet()
+
+
+@atexit.register
+def _drain_all() -> None:
+    """At exit (the daemon stopping after its Runs ended), let each writer put
+    down what it still holds, within DRAIN_AFTER_CLOSE in all."""
+    deadline = time.monotonic() + DRAIN_AFTER_CLOSE
+    for sink in list(_open_sinks):
+        sink.close()
+        sink._writer.join(max(0.0, deadline - time.monotonic()))
 
 
 def _widen(fd: int) -> None:
