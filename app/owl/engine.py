@@ -31,6 +31,7 @@ from typing import Any, Callable
 from owl import carryon
 from owl import checks as checksmod
 from owl import config as configmod
+from owl import diskroom, logpipe
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.config_watch import ConfigWatch
 from owl.sleepclock import SleepWatch
@@ -44,8 +45,8 @@ from owl.verbs import Verbs
 
 log = logging.getLogger("owl.engine")
 
-LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated past this size
-IDLE_WAKE = 5.0                    # with nothing to do: how often the loop looks around
+LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated at this size, as it is written
+IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
 ENDING_WATCH = 0.05                # while an exited agent's tree drains
 
@@ -61,8 +62,8 @@ class Live:
     popen: Any
     tree: Any
     log_path: Path
-    log_fd: int
-    log_size: int = 0
+    sink: Any                            # a logpipe.Sink: the agent's output into its log
+    log_size: int = 0                    # bytes of output seen by the last watch
     exited: bool = False
     pids: list[int] = field(default_factory=list)
     # verification: the checks read from the base branch when the Run started
@@ -114,7 +115,9 @@ class Engine(Verbs):
         self.set_aside: set[int] = set()         # Jobs stopped by the person, this spell
         self._projects: dict[str, tuple[float, Any]] = {}
         self.on_change: Callable[[], None] | None = None
-        self._unrecorded: list[tuple[tuple, Any]] = []   # finished Runs a full disk held back
+        self._unrecorded: list[tuple[tuple, Any, dict]] = []   # finished Runs a full disk held back
+        self._reserve = diskroom.Reserve(paths.db.parent)     # room kept back for those records
+        self._reserve.ensure()
         self._verifications: dict[int, checksmod.Verification] = {}
         self.waits = carryon.load_waits(store)   # agents waiting out a usage limit
         self.after_run: dict[int, Callable[[], None]] = {}   # once a Run's tree is gone
@@ -367,10 +370,7 @@ class Engine(Verbs):
         self._note(lv.run_id, untouchable=lv.untouchable)
 
     def _finish(self, lv: Live, f: lifecycle.Finish) -> None:
-        try:
-            os.close(lv.log_fd)
-        except OSError:
-            pass
+        lv.sink.close()
         verdict = carryon.conclude(self.store, self.waits, run_id=lv.run_id,
                                    agent=getattr(lv.driver, "name", ""), outcome=f.outcome.value,
                                    ended_by=f.ended_by.value, reason=f.reason,
@@ -390,9 +390,11 @@ class Engine(Verbs):
         broken = self._broken_workspace(lv)
         if broken and outcome == "succeeded":
             outcome, reason = "failed", broken      # a Run that could not commit never succeeds
-        args = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code)
+        # the time it ended, kept with the record should it be written later
+        args = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code, time.time())
         try:
-            new_state = self.store.finish_run(*args, spent=spent)
+            new_state = diskroom.write(self._reserve,
+                                       lambda: self.store.finish_run(*args, spent=spent))
             if broken and new_state in ("pending", "exhausted", "review"):
                 self.store.set_job(lv.job_id, state="blocked", reason=broken)
                 new_state = "blocked"
@@ -401,7 +403,8 @@ class Engine(Verbs):
             # write it when there is room (or the next start records it
             # interrupted, should the daemon stop first).
             log.error("run %s ended but could not be recorded yet: %s", lv.run_id, e)
-            self._unrecorded.append((args, spent))
+            self._unrecorded.append((args, spent, {"job_id": lv.job_id, "title": lv.title,
+                                                   "log": str(lv.log_path)}))
             new_state = "not yet recorded"
         if new_state == "review":
             passed = sum(1 for r in lv.results if r.passed)
@@ -444,13 +447,14 @@ class Engine(Verbs):
 
     def _record_pending_finishes(self) -> None:
         while self._unrecorded:
-            args, spent = self._unrecorded[0]
+            args, spent = self._unrecorded[0][:2]
             try:
-                self.store.finish_run(*args, spent=spent)
+                diskroom.write(self._reserve, lambda: self.store.finish_run(*args, spent=spent))
             except sqlite3.OperationalError:
                 return
             self._unrecorded.pop(0)
             log.info("run %s recorded %s", args[0], args[1])
+        self._reserve.ensure()
 
     def _disk_full(self) -> str | None:
         try:
@@ -463,34 +467,11 @@ class Engine(Verbs):
         return any(lv.popen.pid == pid and lv.popen.returncode is None for lv in self.live.values())
 
     def _watch_log(self, lv: Live, now: float) -> None:
-        try:
-            size = os.fstat(lv.log_fd).st_size
-        except OSError:
-            return
-        if size != lv.log_size:
-            if size > lv.log_size:
-                self.core.output(lv.run_id, now)
-            lv.log_size = size
-            if size > LOG_CAP:
-                self._rotate(lv)
-
-    def _rotate(self, lv: Live) -> None:
-        """Keep the last LOG_CAP bytes in `<log>.1` and start the log afresh.
-
-        The agent writes with O_APPEND, so truncating in place is safe: its next
-        write lands at the new end."""
-        try:
-            with open(lv.log_path, "rb") as src:
-                src.seek(max(0, lv.log_size - LOG_CAP))
-                tail = src.read(LOG_CAP)
-            old = lv.log_path.with_name(lv.log_path.name + ".1")
-            fd = os.open(old, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as dst:
-                dst.write(tail)
-            os.ftruncate(lv.log_fd, 0)
-            lv.log_size = 0
-        except OSError as e:
-            log.warning("could not rotate %s: %s", lv.log_path, e)
+        # The sink keeps the log within LOG_CAP as it writes; here only a sign of life.
+        seen = lv.sink.received
+        if seen != lv.log_size:
+            self.core.output(lv.run_id, now)
+            lv.log_size = seen
 
     # ------------------------------------------------------------- starting
 
@@ -621,14 +602,14 @@ class Engine(Verbs):
         env.update(driver.env(ctx))
         env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id),
                     "OWL_INSTANCE": self.instance})
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        sink = logpipe.Sink(log_path, LOG_CAP)
         cg = tree.RunGroup.make(self.instance, str(run_id))
         try:
             popen = tree.spawn(driver.argv(ctx), cwd=str(ws.worktree), env=env,
-                               stdout=fd, stderr=fd, nice=self.cfg.nice, reaper=True,
+                               stdout=sink.fd, stderr=sink.fd, nice=self.cfg.nice, reaper=True,
                                cgroup=cg)
         except OSError as e:
-            os.close(fd)
+            sink.close()
             if cg is not None:
                 cg.remove()
             self.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}",
@@ -636,9 +617,10 @@ class Engine(Verbs):
             self.store.set_job(job_id, state="blocked",
                                reason=f"the agent could not be started: {e}")
             return None
+        sink.started()
         pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg)
         lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
-                  popen=popen, tree=pt, log_path=log_path, log_fd=fd, worktree=ws.worktree,
+                  popen=popen, tree=pt, log_path=log_path, sink=sink, worktree=ws.worktree,
                   env=env, checks=settings.checks, outside_before=before, driver=driver,
                   ctx=ctx, resuming=plan.resume is not None, cgroup=cg)
         self.live[run_id] = lv
@@ -718,8 +700,9 @@ class Engine(Verbs):
             self._q.put(("call", lambda: self._note(lv.run_id, session_id=sid),
                          concurrent.futures.Future()))
 
+        sink = lv.sink
         code, lv.report = carryon.watch_agent(popen, lv.log_path, offset, lv.driver,
-                                              lv.resuming, session)
+                                              lv.resuming, session, settle=sink.settle)
         self._q.put(("exited", lv.run_id, code, popen))
 
     def _fall_back(self, lv: Live) -> bool:
@@ -735,16 +718,20 @@ class Engine(Verbs):
 
         lv.resuming, lv.report = False, None
         lv.ctx = replace(lv.ctx, resume=None, message=None)
-        os.write(lv.log_fd, f"owl: the conversation could not be resumed ({report.resume_failed}); "
-                            "starting afresh with the handoff\n".encode())
-        offset = os.fstat(lv.log_fd).st_size
+        lv.sink.settle()
+        offset = lv.log_path.stat().st_size if lv.log_path.exists() else 0
+        old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP)   # appends to the same log
+        old.close()
+        os.write(lv.sink.fd, f"owl: the conversation could not be resumed ({report.resume_failed}); "
+                             "starting afresh with the handoff\n".encode())
         lv.tree.kill()                 # anything the refused process left (before the
         try:                           # fresh one starts: the sweep finds the Run's tag)
             popen = tree.spawn(lv.driver.argv(lv.ctx), cwd=str(lv.worktree), env=lv.env,
-                               stdout=lv.log_fd, stderr=lv.log_fd, nice=self.cfg.nice)
+                               stdout=lv.sink.fd, stderr=lv.sink.fd, nice=self.cfg.nice)
         except OSError as e:
             log.warning("run %s: could not start afresh: %s", lv.run_id, e)
             return False
+        lv.sink.started()
         lv.popen, lv.tree = popen, tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid)
         self._note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
         threading.Thread(target=self._wait_agent, args=(lv, popen, offset), daemon=True,
