@@ -59,13 +59,13 @@ def hhmm(epoch: float) -> str:
 
 def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
     project = make_project(tmp_path / "proj")
-    reset = int(time.time()) + 8
-    script = [UsageLimit(reset), Bash(COMMIT), Text("Committed hello.txt.")]
+    script = [UsageLimit(reset_in=6), Bash(COMMIT), Text("Committed hello.txt.")]
     with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub, oauth=True) as d:
         job = d.add("Add a hello file and commit it.", project, "--attempts", "1")
         other = d.add("sleep=0 write=other.txt commit=other", project, "--agent", "script")
         d.machine("idle")
         j = first_ended(d, job)
+        reset = stub.main_requests()[0].reset
         first = j["runs"][0]
         assert first["outcome"] == "interrupted"
         assert first["reason"] == f"Claude's 5-hour usage limit; resets at {hhmm(reset)}"
@@ -95,12 +95,13 @@ def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
 
 def test_the_reset_time_is_read_from_the_text_when_nothing_else_gives_it(tmp_path):
     project = make_project(tmp_path / "proj")
-    reset = int(time.time()) + 6
-    script = [RateLimited(f"Claude AI usage limit reached|{reset}", times=2), Text("Done.")]
+    script = [RateLimited("Claude AI usage limit reached|{reset}", times=2, reset_in=8),
+              Text("Done.")]
     with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
         job = d.add("Say done.", project, "--attempts", "1")
         d.machine("idle")
         first = first_ended(d, job)["runs"][0]
+        reset = stub.main_requests()[1].reset      # the CLI's retry: the reset it last saw
         assert first["outcome"] == "interrupted"
         assert first["reason"] == f"Claude's API rate limit (HTTP 429); resets at {hhmm(reset)}"
         j = d.wait_job(job, "review", timeout=40)

@@ -244,3 +244,20 @@ def test_claude_codes_inside_markers_are_not_passed_to_agents():
             "CLAUDE_CODE_SSE_PORT": "1234", "CLAUDE_CONFIG_DIR": "/c", "HOME": "/h"}
     assert agent_env(base) == {"PATH": "/bin", "CLAUDE_CONFIG_DIR": "/c", "HOME": "/h"}
     assert {"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"} <= set(INSIDE_MARKERS)
+
+
+def test_the_config_refuses_a_broken_limit_pattern_or_exit_code_in_one_line():
+    from owl import config
+
+    ok = config.from_dict({"agents": {"codex": {"command": ["codex", "{prompt}"],
+                                                "limit_pattern": "usage limit",
+                                                "limit_exit_code": 2},
+                                      "claude": {"resume": False}}})
+    assert ok.agent("codex")["limit_exit_code"] == 2 and ok.agent("claude")["resume"] is False
+    for bad, words in (({"limit_pattern": "(unclosed"}, "not a regular expression"),
+                       ({"limit_exit_code": 0}, "from 1 to 255"),
+                       ({"limit_exit_code": 300}, "from 1 to 255"),
+                       ({"resume": "yes"}, "true or false")):
+        with pytest.raises(config.ConfigError) as e:
+            config.from_dict({"agents": {"codex": {"command": ["codex"], **bad}}})
+        assert words in str(e.value) and "\n" not in str(e.value)

@@ -194,9 +194,10 @@ def resume_message(prior: Prior, replies: tuple[str, ...], handoff: str | None) 
             head = (f"Your run was stopped by {why.split(';')[0]}. That wait is over: carry on "
                     "where you stopped.")
         else:
-            head = (f"Your run was stopped ({why}): Owl gives the machine back when the person "
-                    "returns. Any tool call that was running was ended, so check its effect "
-                    "before you rely on it, then carry on where you stopped.")
+            who = ("The person came back to the machine and your run was stopped"
+                   if "grace window" in why or "paused" in why else "Your run was stopped")
+            head = (f"{who} ({why}). Any tool call that was running was ended, so check its "
+                    "effect before you rely on it, then carry on where you stopped.")
     elif prior.outcome == "failed":
         head = f"Your previous run failed: {prior.reason or 'no reason was given'}."
         if prior.check_note:

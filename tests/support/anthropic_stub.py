@@ -64,23 +64,30 @@ class ApiError:
     kind: str = "invalid_request_error"
     headers: tuple[tuple[str, str], ...] = ()
     times: int = 1
+    # "{reset}" in the message or a header becomes the epoch second this many
+    # seconds after the request arrives (recorded as Request.reset), so a
+    # test's reset moment does not depend on how long the CLI took to start
+    reset_in: float | None = None
 
 
-def UsageLimit(reset: float | None, claim: str = "five_hour", times: int = 1) -> ApiError:
+def UsageLimit(reset: float | None = None, claim: str = "five_hour", times: int = 1,
+               reset_in: float | None = None) -> ApiError:
     """A subscription's usage limit: 429 with the unified rate-limit headers.
 
-    `reset` is the epoch second it resets (None leaves the header out)."""
+    `reset` is the epoch second it resets, or `reset_in` seconds after the
+    request (neither leaves the header out)."""
     headers = [("anthropic-ratelimit-unified-status", "rejected"),
                ("anthropic-ratelimit-unified-representative-claim", claim)]
-    if reset is not None:
-        headers.append(("anthropic-ratelimit-unified-reset", str(int(reset))))
-    return ApiError(429, "rate limited", "rate_limit_error", tuple(headers), times)
+    if reset is not None or reset_in is not None:
+        value = "{reset}" if reset_in is not None else str(int(reset or 0))
+        headers.append(("anthropic-ratelimit-unified-reset", value))
+    return ApiError(429, "rate limited", "rate_limit_error", tuple(headers), times, reset_in)
 
 
 def RateLimited(message: str = "Number of request tokens has exceeded your rate limit",
-                times: int = 1) -> ApiError:
+                times: int = 1, reset_in: float | None = None) -> ApiError:
     """An API key's 429: a rate_limit_error and no unified headers."""
-    return ApiError(429, message, "rate_limit_error", (("retry-after", "0"),), times)
+    return ApiError(429, message, "rate_limit_error", (("retry-after", "0"),), times, reset_in)
 
 
 def Overloaded(times: int = 1) -> ApiError:
@@ -111,6 +118,7 @@ class Request:
     body: Any                      # parsed JSON, or the raw text when not JSON
     turn: Turn | None = None       # the script turn it was answered with
     at: float = 0.0                # time.time() when it arrived
+    reset: int | None = None       # the reset moment an ApiError(reset_in=...) answered with
 
     @property
     def has_tools(self) -> bool:
@@ -279,8 +287,13 @@ class _Handler(BaseHTTPRequestHandler):
             req.turn = turn
         model = body.get("model") or MODEL
         if isinstance(turn, ApiError):
-            self._json(turn.status, {"type": "error", "error": {"type": turn.kind, "message": turn.message}},
-                       turn.headers)
+            message, headers = turn.message, turn.headers
+            if turn.reset_in is not None:
+                req.reset = int(req.at + turn.reset_in) + 1
+                message = message.replace("{reset}", str(req.reset))
+                headers = tuple((k, v.replace("{reset}", str(req.reset))) for k, v in headers)
+            self._json(turn.status, {"type": "error", "error": {"type": turn.kind, "message": message}},
+                       headers)
             return
         if not body.get("stream"):
             self._json(200, _message(turn, msg_id, model))

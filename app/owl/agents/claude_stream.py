@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -173,7 +174,14 @@ def _usage(event: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Only lines that carry one of these are parsed: a long Run's log is mostly
+# tool calls and their output, which say nothing about how it ended.
+_MARKS = re.compile(r'"init"|"rate_limit_event"|"error"|"type": ?"result"')
+
+
 def _event(line: str) -> dict[str, Any] | None:
+    if line.startswith('{"type":"user"') or not _MARKS.search(line):
+        return None
     line = line.strip()
     if not line.startswith("{"):
         return None

@@ -13,7 +13,8 @@ raises with no display):
 
 - macOS: ``darwin``; Windows: ``win32``.
 - Linux/BSD: ``appindicator`` when a StatusNotifier host is on the session
-  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``.
+  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``. On
+  Wayland (``WAYLAND_DISPLAY``, no ``DISPLAY``) only ``appindicator``.
   ``xorg`` is refused: it has no menu and ignores clicks, so Owl would be
   uncontrollable. No display or no tray host within a short wait raises
   `TrayUnavailable`, and the caller runs the daemon headless instead.
@@ -118,8 +119,12 @@ def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S)
         return name or "darwin"
     if sys.platform == "win32":
         return name or "win32"
-    if not os.environ.get("DISPLAY") and not (name == "appindicator" and os.environ.get("WAYLAND_DISPLAY")):
+    # Wayland has no XEmbed tray: only a StatusNotifier host can show the icon there.
+    wayland_only = bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY")
+    if not os.environ.get("DISPLAY") and not wayland_only:
         raise TrayUnavailable("no display (DISPLAY is not set)")
+    if wayland_only and name not in (None, "appindicator"):
+        raise TrayUnavailable(f"the {name} tray needs X (DISPLAY); on Wayland use appindicator")
     try:
         import gi
 
@@ -132,9 +137,12 @@ def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S)
     while True:
         if _sni_host_present():
             return "appindicator"
-        if _x_tray_owned():
+        if not wayland_only and _x_tray_owned():
             return "gtk"
         if time.monotonic() >= deadline:
+            if wayland_only:
+                raise TrayUnavailable("no StatusNotifier host on this Wayland desktop (on GNOME, "
+                                      "turn on the AppIndicator extension)")
             raise TrayUnavailable("no system tray on this desktop (no StatusNotifier host, no XEmbed tray)")
         time.sleep(0.25)
 
@@ -244,8 +252,20 @@ class TrayApp(ComingBack):
             self._stopping.set()
             if self._buttons is not None:
                 self._buttons.close()
+            self._release_setup()
             self.daemon.request_stop()
         return 0
+
+    def _release_setup(self) -> None:
+        """Let pystray's setup thread end when the loop never became ready.
+
+        The thread waits for the loop's "ready" before calling `_refresher`;
+        a loop that failed at start (e.g. its notification service could not
+        be started) never says it, and that (non-daemon) thread would keep
+        the process alive for good. One more "ready" is harmless otherwise."""
+        ready = getattr(self.icon, "_Icon__queue", None)
+        if ready is not None:
+            ready.put(True)
 
     def stop(self) -> None:
         """End the loop (from any thread); `run` then ends the Runs. On macOS
@@ -289,6 +309,8 @@ class TrayApp(ComingBack):
     # -- refreshing
 
     def _refresher(self, icon: Any) -> None:
+        if self._stopping.is_set():
+            return          # released after the loop failed: nothing to show
         icon.visible = True
         self._buttons_on()     # D-Bus set-up here, not on the toolkit's thread
         while not self._stopping.is_set():
