@@ -17,10 +17,11 @@ from owlproc import OWL, make_project
 
 
 def test_control_characters_are_shown_not_obeyed() -> None:
-    assert text.visible("a\x1b[31mred\x07\r\n") == "a␛[31mred␇\n"
-    assert text.visible("x\u202eevil\u2066") == "x<U+202E>evil<U+2066>"
-    assert text.visible("\x7f\x9b") == "␡<U+009B>"
-    assert text.visible("tab\tand\nnewline", keep_newlines=False) == "tab and␤newline"
+    """The house rule (owl.textsafe): escapes written out, newlines kept in a block."""
+    assert text.visible("a\x1b[31mred\x07\r\n") == "a\\x1b[31mred\\x07\n"
+    assert text.visible("x\u202eevil\u2066") == "x\\u202eevil\\u2066"
+    assert text.visible("\x7f\x9b") == "\\x7f\\x9b"
+    assert text.visible("tab\tand\nnewline", keep_newlines=False) == "tab\\tand\\nnewline"
     assert text.visible("héllo → ok") == "héllo → ok"
 
 
@@ -102,8 +103,8 @@ def _facts(**over) -> dict:
 
 def test_the_page_escapes_what_agents_wrote_and_shows_their_control_characters() -> None:
     html = page.render(_facts())
-    assert "<script>" not in html and "&lt;script&gt;x&lt;/script&gt;␛]0;t␇" in html
-    assert "Do &lt;it&gt;␛[2J" in html
+    assert "<script>" not in html and "&lt;script&gt;x&lt;/script&gt;\\x1b]0;t\\x07" in html
+    assert "Do &lt;it&gt;\\x1b[2J" in html
     assert "\x1b" not in html and "\x07" not in html
 
 
@@ -152,7 +153,7 @@ def test_owl_jobs_diff_pages_in_colour_on_a_terminal_and_is_plain_in_a_pipe(tmp_
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     paged = pager_out.read_text()
-    assert "\x1b[32m+␛[2Jcleared\x1b[0m" in paged and "\x1b[2J" not in paged.replace("\x1b[32m", "")
+    assert "\x1b[32m+\\x1b[2Jcleared\x1b[0m" in paged and "\x1b[2J" not in paged.replace("\x1b[32m", "")
     assert "\x1b[1mdiff --git a/evil.txt b/evil.txt" in paged
 
 
