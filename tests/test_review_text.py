@@ -195,3 +195,15 @@ def test_the_persons_replies_are_on_the_page_with_the_run_they_went_to() -> None
     assert "The prompt and your 2 replies" in html
     assert "given to run 7" in html and "also cover the <code>empty</code> case" in html
     assert "&lt;and this&gt;" in html and "for the next run" in html
+
+
+def test_long_lists_fold_and_file_links_point_at_their_diffs() -> None:
+    commits = [{"hash": f"{i:040x}", "short": f"{i:07x}", "author": "A", "at": 0,
+                "subject": f"commit {i}", "body": ""} for i in range(30)]
+    files = [{"path": "logo.png", "added": None, "removed": None},
+             {"path": "app.py", "added": 1, "removed": 1}, {"path": "new.txt", "added": 1, "removed": 0}]
+    html = page.render(_facts(commits=commits, files=files))
+    assert "10 more commits</summary>" in html
+    # app.py is the first file of the diff, new.txt the second: the links say so
+    assert 'href="#file-0">app.py</a>' in html and 'href="#file-1">new.txt</a>' in html
+    assert 'id="file-0"><span class="path">app.py' in html

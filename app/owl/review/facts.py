@@ -19,7 +19,7 @@ from owl import workspace
 from owl.review import text as textmod
 from owl.store import Store
 
-DIFF_MAX_CHARS = 800_000      # the page's diff is cut here, at a file boundary if one is near
+DIFF_MAX_CHARS = 500_000      # the page's diff is cut here, at a file boundary if one is near
 COMMITS_MAX = 200
 LOG_READ_MAX = 4 << 20        # the last message is in the log's tail
 
