@@ -26,12 +26,16 @@ HIGHLIGHT_BUDGET = 250_000
 COMMITS_SHOWN = 20       # more are behind a click
 FILES_SHOWN = 40
 CODE_STYLE = "default"     # Pygments style: reads well on the light green and red of a diff
+CODE_STYLE_DARK = "github-dark"   # and on the dark ones, when the desktop asks for dark
 _ENDED = {"exit": "exited", "sigterm": "stopped (SIGTERM)", "sigkill": "killed (SIGKILL)"}
 
 
 def _style() -> str:
     sheet = resources.files("owl.review").joinpath("style.css").read_text(encoding="utf-8")
-    return sheet + "\n" + diffs.css(CODE_STYLE)
+    dark = diffs.css(CODE_STYLE_DARK).replace("\n", "\n  ")
+    return (sheet + "\n" + diffs.css(CODE_STYLE)
+            + "\n@media (prefers-color-scheme: dark) {\n  " + dark + "\n}\n"
+            + ".diff.code { background: transparent; }\n")
 
 
 def _plural(n: int, word: str) -> str:
