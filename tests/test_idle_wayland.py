@@ -131,15 +131,16 @@ def test_input_keeps_a_job_waiting_quiet_starts_it_input_freezes_quiet_thaws_and
               f"{froze * 1000:.1f} ms, thawed {thawed:.2f}s after it")
 
 
-def test_sway_counts_wtype_as_input(tmp_path: Path, project: Path) -> None:
-    with compositor("sway") as c, daemon_on(
-            c, tmp_path / "home", {"interruption": {"grace_window": "30s"}}) as d:
+def test_a_key_press_freezes_the_run_too(tmp_path: Path, desktop: Compositor,
+                                        project: Path) -> None:
+    c = desktop
+    with daemon_on(c, tmp_path / "home", {"interruption": {"grace_window": "30s"}}) as d:
         job = d.add("sleep=60", project)
         d.wait_run(job, "running", timeout=10)
         pids = wait_for(lambda: d.alive_agent_pids(), what="the agent")
-        c.wtype("a")      # type: ignore[attr-defined]
+        c.key()
         wait_for(lambda: states(pids) == {"stopped"}, timeout=5, interval=0.005,
-                 what="a key typed with wtype to freeze the Run")
+                 what=f"a key typed on {c.kind} to freeze the Run")
 
 
 def test_kwin_offers_ext_idle_notify_and_the_kde_protocol_can_be_forced(
