@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from owl.review import diffs, facts, page, text
-from owlproc import OWL, make_project
+from owlproc import OWL, make_project, wait_for
 
 
 def test_control_characters_are_shown_not_obeyed() -> None:
@@ -184,8 +184,20 @@ def test_review_and_diff_of_a_job_that_is_not_there_or_never_ran_say_so_in_one_l
     p = subprocess.run([*OWL, "jobs", "review", str(fresh), "--no-open"], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    html = Path(p.stdout.strip().splitlines()[-1]).read_text()
+    written = Path(p.stdout.strip().splitlines()[-1])
+    html = written.read_text()
     assert "Not run yet" in html and "the Job has not run" in html and "No runs yet." in html
+    # without --no-open the desktop's opener gets the page (a stand-in that records it)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    opened = tmp_path / "opened"
+    (bin_dir / "xdg-open").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" > {opened}\n")
+    (bin_dir / "xdg-open").chmod(0o755)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    p = subprocess.run([*OWL, "jobs", "review", str(fresh)], env=env, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == str(written)
+    wait_for(opened.exists, what="the page handed to xdg-open")
+    wait_for(lambda: opened.read_text().strip() == str(written), what="the page's path")
 
 
 def test_the_persons_replies_are_on_the_page_with_the_run_they_went_to() -> None:
