@@ -83,12 +83,13 @@ class Verbs:
             raise Refused("no Job is waiting to start")
         decision = self._decide(asked=True)
         if decision.job is None:
+            for job_id in self.setups.jobs():
+                raise Refused(f"job {job_id} is being set up; try again in a moment")
             raise Refused(f"cannot start now: {decision.waiting}")
-        run_id = self._start_job(decision.job.id, exempt=True)
-        if run_id is None:
-            job = self.store.job(decision.job.id)
-            raise Refused(f"job {decision.job.id} could not start: {job['reason'] if job else ''}")
-        return {"run_id": run_id, "job_id": decision.job.id}
+        self._start_job(decision.job.id, exempt=True)
+        return {"run_id": None, "job_id": decision.job.id,
+                "message": f"job {decision.job.id} is being set up; its Run starts in a "
+                           "moment, and input will not freeze it"}
 
     def pause(self) -> dict:
         if self.core.paused:        # the goal already holds: say so, and succeed
@@ -130,6 +131,7 @@ class Verbs:
 
     def drop(self, job_id: int, force: bool) -> dict:
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] == "cancelled":
             return {"id": job_id, "state": "cancelled", "already": True,
                     "message": f"job {job_id} was already dropped"}
@@ -163,6 +165,7 @@ class Verbs:
         from owl.review import merge as mergemod
 
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] == "done":
             return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
                     "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
@@ -192,6 +195,7 @@ class Verbs:
 
     def extend(self, job_id: int, attempts: int | None) -> dict:
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] not in ("exhausted", "blocked", "pending"):
             raise Refused(f"job {job_id} is {job['state']}; only an exhausted, blocked or "
                           "pending job takes more attempts")
@@ -210,6 +214,7 @@ class Verbs:
         can resume it). The Job goes back to its old place, or to the head
         with `first`, with at least one attempt left."""
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] not in ("review", "blocked", "exhausted"):
             raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
                           "exhausted takes a reply")
@@ -236,6 +241,7 @@ class Verbs:
 
     def move(self, job_id: int, position: int) -> dict:
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] != "pending":
             raise Refused(f"job {job_id} is {job['state']}; only pending jobs move")
         n = self.store.queue_length()
@@ -251,6 +257,7 @@ class Verbs:
         on a thread of their own and the answer comes at once; `owl jobs show`
         gives the results. A Job whose checks all pass goes to review."""
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if any(lv.job_id == job_id for lv in self.live.values()):
             raise Refused(f"job {job_id} has a Run going; its checks run when its agent finishes")
         if job_id in self._verifications:
@@ -306,6 +313,11 @@ class Verbs:
             self.store.set_job(job_id, state="review", reason=None)
         log.info("job %s verified on demand: %s", job_id,
                  "all checks passed" if ok else "a check failed")
+
+    def _not_while_set_up(self, job_id: int) -> None:
+        """A Job whose worktree is being made cannot be changed under it: say so."""
+        if self.setups.busy(job_id):
+            raise Refused(f"job {job_id} is being set up; try again in a moment")
 
     def _job_or_refuse(self, job_id: Any) -> dict:
         job = self.store.job(job_id) if isinstance(job_id, int) else None
