@@ -34,6 +34,7 @@ from owl import config as configmod
 from owl import diskroom, logpipe
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.config_watch import ConfigWatch
+from owl.awake_keeper import AwakeKeeper
 from owl import setup as setupmod
 from owl.sleepclock import SleepWatch
 from owl.errors import Refused
@@ -98,6 +99,7 @@ class Engine(Verbs):
             seen=self._config_mtime)
         self.machine = machine
         self.inhibitor = inhibitor
+        self.awake = AwakeKeeper(self, views.AWAKE_WHY)
         self.instance = instance
         self.clock = clock
         self.sleep_watch = SleepWatch(awake=clock, total=None if clock is time.monotonic else clock)
@@ -194,8 +196,7 @@ class Engine(Verbs):
                     pass
         finally:
             self._config_watch.stop()
-            if self.inhibitor is not None:
-                self.inhibitor.release()
+            self.awake.stop()           # lets go of the inhibitor
             self.machine.stop()
             self._stopped.set()
             # answer whoever is still waiting
@@ -859,22 +860,10 @@ class Engine(Verbs):
         reason handed to the backend stays the same whatever the Runs are:
         one lock serves them all, and tools that list inhibitors would
         otherwise show a count that went stale."""
-        inh = self.inhibitor
-        if inh is None:
+        if self.inhibitor is None:
             return
-        if not self.cfg.keep_awake:
-            inh.release()
-            return
-        if inh.backend == "none" and inh.problem is None:
-            # Built while power.keep_awake was false; it was turned on since.
-            from owl.power import make_inhibitor
-
-            inh.close()
-            inh = self.inhibitor = make_inhibitor(True)
-        if self._working_runs():
-            inh.hold(views.AWAKE_WHY)
-        else:
-            inh.release()
+        # The D-Bus calls are the keeper's, on its own thread (owl.awake_keeper).
+        self.awake.want(bool(self._working_runs()), self.cfg.keep_awake)
 
     # ----------------------------------------------------------------- config
 
