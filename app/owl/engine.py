@@ -35,7 +35,7 @@ from owl import diskroom, logpipe
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.config_watch import ConfigWatch
 from owl.awake_keeper import AwakeKeeper
-from owl import setup as setupmod
+from owl import setup as setupmod, verbwork
 from owl.sleepclock import SleepWatch
 from owl.errors import Refused
 from owl.lifecycle import Phase
@@ -940,7 +940,11 @@ class Engine(Verbs):
     # ================================================================= views
 
     def job_view(self, job_id: int) -> dict:
-        return views.job_view(self.store, self._job_or_refuse(job_id))
+        """The Job's view; what git adds comes later, off this thread (owl.verbwork)."""
+        job = self._job_or_refuse(job_id)
+        view = views.job_view(self.store, job, git=False)
+        view[verbwork.LATER] = lambda v: views.add_git_facts(v, job)
+        return view
 
     def status(self) -> dict:
         return views.status(self)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from owl import checks as checksmod
 from owl import guards, lifecycle, project as projectmod, shifts, timefmt, workspace
+from owl import verbwork
 from owl.errors import Refused
 
 log = logging.getLogger("owl.engine")
@@ -28,41 +30,38 @@ MAX_PROMPT = 100_000               # bytes; long context belongs in a file in th
 MIN_FREE = 1024 * 1024
 
 
+def check_prompt(prompt: Any) -> None:
+    """Refuse a prompt no agent could be given, in one line."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise Refused("the prompt is empty: say what the agent should do")
+    if "\x00" in prompt:
+        # argv strings end at a NUL: the agent would get a cut prompt
+        raise Refused("the prompt contains a NUL character, which no program's "
+                      "arguments can carry; remove it")
+    size = len(prompt.encode("utf-8", "surrogatepass"))
+    if size > MAX_PROMPT:
+        raise Refused(f"the prompt is {size:,} bytes; "
+                      f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
+
+
 class Verbs:
     """The person's requests; see the module docstring."""
 
     def add_job(self, prompt: str, project: str, agent: str | None, attempts: int | None) -> dict:
-        from owl import agents
+        """`owl add` in one go (its git on this thread: the daemon splits it)."""
+        check_prompt(prompt)
+        return self.add_prepared(verbwork.prepare_add(self.cfg, prompt, project, agent), attempts)
 
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise Refused("the prompt is empty: say what the agent should do")
-        if "\x00" in prompt:
-            # argv strings end at a NUL: the agent would get a cut prompt
-            raise Refused("the prompt contains a NUL character, which no program's "
-                          "arguments can carry; remove it")
-        if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT:
-            raise Refused(f"the prompt is {len(prompt.encode('utf-8', 'surrogatepass')):,} bytes; "
-                          f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
-        root = workspace.project_root(project)
-        self._projects.pop(str(root), None)
-        try:
-            settings = self.project_settings(str(root))
-        except projectmod.ProjectError as e:
-            raise Refused(str(e)) from None
-        name = (agent or self.cfg.projects.get(str(root), {}).get("agent") or settings.agent
-                or self.cfg.default_agent)
-        try:
-            driver = agents.get_driver(name, self.cfg.agent(name))
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        problem = driver.problem()
-        if problem:
-            raise Refused(problem)
+    def add_prepared(self, prep: dict, attempts: int | None) -> dict:
+        """Queue a Job whose project `verbwork.prepare_add` has already read."""
+        check_prompt(prep["prompt"])
         if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
             raise Refused("--attempts must be a whole number, 1 or more")
         self._refuse_if_full()
+        self._projects.pop(prep["root"], None)
         try:
-            job_id = self.store.add_job(prompt, str(root), name, attempts or self.cfg.attempts)
+            job_id = self.store.add_job(prep["prompt"], prep["root"], prep["agent"],
+                                        attempts or self.cfg.attempts)
         except sqlite3.OperationalError as e:       # SQLITE_FULL, an I/O error
             raise Refused(f"cannot queue the job: {self.paths.db}: {e}") from None
         self._pending_cache = True
@@ -146,18 +145,26 @@ class Verbs:
         if live:
             # The agent may still be committing in its 5 s: the worktree and
             # branch go only once every process of the Run is gone.
+            def remove() -> None:       # git: on a thread of its own, never this one
+                threading.Thread(target=lambda: log.info(
+                    "job %s dropped%s", job_id, guards.drop_workspace(job)),
+                    name=f"owl-drop-{job_id}", daemon=True).start()
             for lv in live:
-                self.after_run[lv.run_id] = lambda: log.info(
-                    "job %s dropped%s", job_id, guards.drop_workspace(job))
+                self.after_run[lv.run_id] = remove
                 self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
             self.store.set_job(job_id, state="cancelled")
             return {"id": job_id, "state": "cancelled",
                     "message": f"job {job_id} dropped; its worktree and branch go once its "
                                "Run has ended"}
         self.store.set_job(job_id, state="cancelled")
-        said = guards.drop_workspace(job)
-        log.info("job %s dropped%s", job_id, said)
-        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped{said}"}
+
+        def later(answer: dict) -> dict:        # git, on the caller's thread
+            said = guards.drop_workspace(job)
+            log.info("job %s dropped%s", job_id, said)
+            answer["message"] += said
+            return answer
+        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped",
+                verbwork.LATER: later}
 
     def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False) -> dict:
         """Keep a Job's work: with `merge`, bring its branch into its base branch first
