@@ -26,7 +26,7 @@ from typing import Any
 
 from owl import bounds
 from owl import config as configmod
-from owl import tree, watchdog
+from owl import tree, verbwork, watchdog
 from owl.control import args as control_args
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
@@ -196,10 +196,19 @@ class Daemon:
 
             key = "id" if "id" in args else "job_id"
             return {"path": str(write_page(self.paths, A.ident(args, key)))}
+        prepared: dict = {}
+        if verb == "add":
+            # The project is read (git, .owl.toml) here, on the caller's thread.
+            from owl.verbs import check_prompt
+
+            A.attempts(args)
+            check_prompt(A.text(args, "prompt"))
+            prepared = verbwork.prepare_add(e.cfg, A.text(args, "prompt"),
+                                            A.text(args, "project"),
+                                            A.optional_text(args, "agent"))
         table = {
             "status": lambda: e.status(),
-            "add": lambda: e.add_job(A.text(args, "prompt"), A.text(args, "project"),
-                                     A.optional_text(args, "agent"), A.attempts(args)),
+            "add": lambda: e.add_prepared(prepared, A.attempts(args)),
             "jobs.list": lambda: _jobs_list(e.store, A.flag(args, "all")),
             "jobs.show": lambda: e.job_view(A.ident(args, "id")),
             "jobs.drop": lambda: e.drop(A.ident(args, "id"), A.flag(args, "force")),
@@ -235,7 +244,7 @@ class Daemon:
         fn = table.get(verb)
         if fn is None:
             raise Refused(f"unknown verb {verb!r}")
-        return e.call(fn)
+        return verbwork.finish(e.call(fn))
 
 
 class _Unreadable:

@@ -23,10 +23,13 @@ commands in their checkout are theirs, with their hooks.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from owl import tree
@@ -75,6 +78,22 @@ _ENV = {
 
 class GitTimeout(Exception):
     """git ran past its time and its process tree was ended."""
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def tagged(**env: str) -> Iterator[None]:
+    """Every git this thread runs inside carries these variables too: the
+    tags by which its processes are found again (to cancel a setup, or
+    after a crash)."""
+    before = getattr(_local, "env", {})
+    _local.env = {**before, **env}
+    try:
+        yield
+    finally:
+        _local.env = before
 
 
 def overrides(keys: list[str]) -> list[tuple[str, str]]:
@@ -129,6 +148,7 @@ def run(cwd: Path | str, *args: str,
 
 def _spawn(command: list[str], env: dict[str, str],
            timeout: float) -> subprocess.CompletedProcess[str]:
+    env.update(getattr(_local, "env", {}))
     env[_TAG] = f"{os.getpid()}-{next(_counter)}"
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         with tree.SPAWN_LOCK:

@@ -179,8 +179,11 @@ def attempt_numbers(runs: list[dict]) -> list[int | None]:
     return out
 
 
-def job_view(store: Store, job: dict) -> dict:
-    """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
+def job_view(store: Store, job: dict, git: bool = True) -> dict:
+    """A Job as `owl jobs show --json` gives it (also used without a daemon).
+
+    Without `git`, the facts only git can give (commits, diffstat, files) are
+    left for `add_git_facts`: the daemon adds them off the engine thread."""
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
@@ -214,6 +217,14 @@ def job_view(store: Store, job: dict) -> dict:
         view["verify"] = {"checks": [checksmod.view(c) for c in again],
                           "passed": all(c["outcome"] == "passed" for c in again),
                           "ended_at": iso(max(c["ended_at"] for c in again))}
+    if git:
+        add_git_facts(view, job)
+    return view
+
+
+def add_git_facts(view: dict, job: dict) -> dict:
+    """The commits, diffstat and files of a Job's branch (runs git: slow for a large
+    branch, so never on the engine thread)."""
     if job["branch"] and job["base"]:
         try:
             project = Path(job["project"])
