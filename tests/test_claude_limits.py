@@ -220,7 +220,7 @@ def test_when_the_conversation_cannot_be_resumed_the_same_run_starts_afresh(tmp_
         text = "\n".join(fresh.user_texts())
         assert "hello is next" in text and "Now the hello file, please." in text
         assert fresh.tool_uses() == []
-        assert "could not be resumed" in d.ok("logs", str(second["id"]), "--raw")
+        assert "could not be resumed" in d.ok("logs", "--run", str(second["id"]), "--raw")
 
 
 def test_with_resume_off_every_run_starts_fresh_with_the_handoff_and_the_reply(tmp_path):
@@ -238,7 +238,7 @@ def test_with_resume_off_every_run_starts_fresh_with_the_handoff_and_the_reply(t
         text = "\n".join(fresh.user_texts())
         assert "--- Attempt 2 ---" in text and "hello is next" in text
         assert "Go on with the hello file." in text and fresh.tool_uses() == []
-        assert "--resume" not in d.ok("logs", str(j["runs"][1]["id"]), "--raw")
+        assert j["runs"][1]["session_id"] not in (None, j["runs"][0]["session_id"])
 
 
 def test_after_the_daemon_dies_mid_run_the_next_run_carries_the_conversation_on(tmp_path):
