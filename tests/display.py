@@ -31,7 +31,9 @@ from typing import Callable, Iterator
 
 import pytest
 
-#: Programs each piece needs; a test is skipped when one is missing.
+from support import need
+
+#: Programs each piece needs; a test is skipped when one is missing (fails under CI).
 NEEDS = {"x": ["Xvfb"], "dbus": ["dbus-daemon"], "tray": ["trayer"], "notify": ["dunst"]}
 
 STARTUP_TIMEOUT = 10.0
@@ -165,11 +167,11 @@ def virtual_display(*, tray: bool = False, notify: bool = False, dbus: bool = Tr
     """Start Xvfb (+ session bus, + trayer, + dunst) and yield their environment.
 
     `tray` and `notify` imply `dbus`. Skips the calling test when a program is
-    missing. Everything started here is stopped on exit, in reverse order.
+    missing (under CI=true, fails it). Everything started here is stopped on exit, in reverse order.
     """
     missing = missing_programs(tray=tray, notify=notify, dbus=dbus)
     if missing:
-        pytest.skip(f"not installed: {', '.join(missing)}")
+        need.missing(f"not installed: {', '.join(missing)}")
 
     started: list[subprocess.Popen] = []
     env = DisplayEnv(os.environ)
@@ -273,6 +275,6 @@ def display_fixture(*, scope: str = "function", tray: bool = False, notify: bool
 def xdotool(env: dict, *args: str, timeout: float = 10.0) -> None:
     """Run xdotool on the virtual desktop; raise if it fails."""
     if shutil.which("xdotool") is None:
-        pytest.skip("not installed: xdotool")
+        need.missing("not installed: xdotool")
     subprocess.run(["xdotool", *args], env=env, check=True, timeout=timeout,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

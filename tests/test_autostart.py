@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import need
 
 from owl.autostart import launchd, xdg
 from owl.autostart.command import owl_command
@@ -27,8 +28,7 @@ def _desktop_keys(path: Path) -> dict[str, str]:
 
 
 def _validate(path: Path) -> None:
-    if shutil.which("desktop-file-validate") is None:
-        pytest.skip("not installed: desktop-file-validate")
+    need.programs("desktop-file-validate")
     out = subprocess.run(["desktop-file-validate", str(path)], capture_output=True, text=True)
     assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
 

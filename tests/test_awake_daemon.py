@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import need
 
 from owlproc import OwlDaemon, make_project, wait_for
 
@@ -147,8 +148,8 @@ def test_one_lock_serves_several_runs(home, tmp_path, logind):
 
 @pytest.mark.parametrize("how", ["logind", "systemd-inhibit"])
 def test_lock_goes_when_the_daemon_is_stopped(home, project, logind, how):
-    if how == "systemd-inhibit" and shutil.which("systemd-inhibit") is None:
-        pytest.skip("systemd-inhibit is not installed")
+    if how == "systemd-inhibit":
+        need.programs("systemd-inhibit")
     env = via_logind(logind) if how == "logind" else via_systemd_inhibit(logind)
     with OwlDaemon(home, env=env) as d:
         job = d.add("sleep=60", project)
@@ -162,8 +163,8 @@ def test_lock_goes_when_the_daemon_is_stopped(home, project, logind, how):
 
 @pytest.mark.parametrize("how", ["logind", "systemd-inhibit"])
 def test_lock_dies_with_a_crashed_daemon(home, project, logind, how):
-    if how == "systemd-inhibit" and shutil.which("systemd-inhibit") is None:
-        pytest.skip("systemd-inhibit is not installed")
+    if how == "systemd-inhibit":
+        need.programs("systemd-inhibit")
     env = via_logind(logind) if how == "logind" else via_systemd_inhibit(logind)
     with OwlDaemon(home, env=env) as d:
         job = d.add("setsid-child=60 sleep=60", project)

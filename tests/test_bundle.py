@@ -134,12 +134,18 @@ def test_the_watchdog_starts_through_the_bundle_and_ends_runs(tmp_path: Path) ->
     project = make_project(tmp_path / "proj")
     with BundledOwl(tmp_path / "home", app) as d:
         db = str(d.home / "owl.db")
-        guards = [p for p in psutil.Process(d.proc.pid).children()
-                  if "owl.watchdog" in p.cmdline() and db in p.cmdline()]
-        assert len(guards) == 1, d.log_text()
-        cmd = guards[0].cmdline()
-        assert cmd[0] == str(app / "Contents" / "MacOS" / "python")
+        python = str(app / "Contents" / "MacOS" / "python")
+
+        def guards() -> list[psutil.Process]:
+            # the main executable is a script: wait until it has exec'd python
+            return [p for p in psutil.Process(d.proc.pid).children()
+                    if "owl.watchdog" in p.cmdline() and db in p.cmdline()
+                    and p.cmdline()[0] == python]
+        wait_for(guards, what="the watchdog, started through the bundle")
+        assert len(guards()) == 1, d.log_text()
+        cmd = guards()[0].cmdline()
         assert "from owl.bundle import entry" in cmd[2] and cmd[3:5] == ["-m", "owl.watchdog"]
+        guard = guards()[0]
         job = d.add("sleep=60", project)
         d.machine("idle")
         d.wait_run(job, "running")
@@ -147,5 +153,5 @@ def test_the_watchdog_starts_through_the_bundle_and_ends_runs(tmp_path: Path) ->
         d.kill()
         wait_for(lambda: d.alive_agent_pids() == [], timeout=10,
                  what="the watchdog to end the Run")
-        wait_for(lambda: not guards[0].is_running(), what="the watchdog to exit")
+        wait_for(lambda: not guard.is_running(), what="the watchdog to exit")
         d.proc = None

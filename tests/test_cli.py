@@ -294,9 +294,11 @@ def test_accept_drop_extend_and_the_git_they_leave(tmp_path):
         again = d.owl("jobs", "accept", str(a))
         assert again.returncode == 0 and "already accepted" in again.stdout, again
 
-        # drop: the branch and the worktree both go
-        p = d.owl("jobs", "drop", str(b))
-        assert p.returncode == 0 and f"job {b} dropped" in p.stdout
+        # drop: a branch with commits of its own needs --force (before or after the id);
+        # then the branch and the worktree both go, the tip said and kept
+        refused(d.owl("jobs", "drop", str(b)), "has 1 commit found on no other branch")
+        p = d.owl("jobs", "drop", "--force", str(b))
+        assert p.returncode == 0 and f"job {b} dropped; branch {jb['branch']} deleted at " in p.stdout
         assert jb["branch"] not in branches(project)
         assert not Path(jb["worktree"]).exists() and jb["worktree"] not in worktrees(project)
         assert d.job(b)["state"] == "cancelled"

@@ -55,7 +55,7 @@ def test_drop_refuses_to_lose_commits_and_with_force_keeps_them_reachable(tmp_pa
         assert git(project, "rev-parse", branch).stdout.strip() == tip
         assert d.job(job)["state"] == "review"
 
-        out = d.ok("jobs", "drop", str(job), "--force").strip()
+        out = d.ok("jobs", "drop", "--force", str(job)).strip()
         assert (f"job {job} dropped; branch {branch} deleted at {tip[:7]}; git branch "
                 f"{branch} {tip[:7]} brings it back (kept as refs/owl/dropped/{branch}/") in out
         assert out.endswith("for 30 days)")

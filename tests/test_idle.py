@@ -375,7 +375,7 @@ class FakeMutter:
         self._thread.join(5)
 
     def _serve(self) -> None:
-        from jeepney import MessageType, new_method_return
+        from jeepney import MessageType, new_error, new_method_return
         from jeepney.bus_messages import message_bus
         from jeepney.io.blocking import open_dbus_connection
         from jeepney.low_level import HeaderFields
@@ -395,6 +395,9 @@ class FakeMutter:
                         and fields.get(HeaderFields.member) == "GetIdletime"):
                     self.calls += 1
                     conn.send(new_method_return(msg, "t", (self.idle_ms,)))
+                elif msg.header.message_type is MessageType.method_call:
+                    # No watches here: an old or stripped-down monitor.
+                    conn.send(new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod"))
 
 
 def test_mutter_reader_over_session_bus(xenv: DisplayEnv) -> None:
@@ -409,9 +412,11 @@ def test_mutter_reader_over_session_bus(xenv: DisplayEnv) -> None:
     reader.close()
 
 
-def test_wayland_session_uses_mutter_and_polls_when_idle(
+def test_wayland_session_polls_mutter_when_its_watches_are_refused(
         on_x: DisplayEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The event-driven path, against the real mutter, is in test_idle_wayland.py.
     monkeypatch.setenv("XDG_SESSION_TYPE", "wayland")
+    monkeypatch.delenv("XDG_CURRENT_DESKTOP", raising=False)
     with FakeMutter(on_x["DBUS_SESSION_BUS_ADDRESS"], idle_ms=30_000):
         mon = IdleMonitor(Counter())
         mon.start()
@@ -428,7 +433,8 @@ def test_wayland_session_uses_mutter_and_polls_when_idle(
     mon.start()
     try:
         assert mon.idle_seconds() is None
-        assert mon.problem == "Wayland session without GNOME's idle monitor"
+        assert mon.problem == ("Wayland session without WAYLAND_DISPLAY, and GNOME's idle "
+                               "monitor is not on the session bus")
     finally:
         mon.stop()
 
@@ -460,8 +466,10 @@ def test_choose_by_platform_and_session() -> None:
     assert names(choose("linux", {"DISPLAY": ":0"})) == (
         "pynput-x11", ["xscreensaver", "mutter"], None)
     assert names(choose("linux", {"DISPLAY": ":0", "XDG_SESSION_TYPE": "wayland"})) == (
-        None, ["mutter"], "Wayland session without GNOME's idle monitor")
-    assert names(choose("linux", {"WAYLAND_DISPLAY": "wayland-0"}))[1] == ["mutter"]
+        None, [], "Wayland session without WAYLAND_DISPLAY, and no session D-Bus for "
+        "GNOME's idle monitor")
+    gnome = {"WAYLAND_DISPLAY": "wayland-0", "XDG_CURRENT_DESKTOP": "ubuntu:GNOME"}
+    assert names(choose("linux", gnome)) == ("mutter-watch", ["mutter"], None)
     assert names(choose("linux", {})) == (None, [], "no DISPLAY")
     assert names(choose("linux", {"DBUS_SESSION_BUS_ADDRESS": "unix:path=/x"}))[1] == ["mutter"]
     assert names(choose("darwin", {})) == ("pynput-darwin", ["ioreg"], None)

@@ -61,14 +61,16 @@ def test_session_environment_takes_only_what_is_set() -> None:
 
 
 def _as_launchd(doc: dict, extra: dict[str, str], stderr_to_log: bool) -> subprocess.Popen:
-    """Start the plist's program the way launchd does, plus `daemon` (no GUI here)."""
-    env = {"PATH": LAUNCHD_PATH, **doc.get("EnvironmentVariables", {}), **extra}
+    """Start the plist's program the way launchd does, plus `daemon` (no GUI
+    here): `env -i PATH=/usr/bin:/bin`, then the plist's EnvironmentVariables."""
+    words = [f"{k}={v}" for k, v in {**doc.get("EnvironmentVariables", {}), **extra}.items()]
     if stderr_to_log:
         out = open(doc["StandardErrorPath"], "ab")
     else:
         out = open(os.devnull, "wb")
     with out:
-        return subprocess.Popen([*doc["ProgramArguments"], "daemon"], env=env, cwd="/",
+        return subprocess.Popen(["/usr/bin/env", "-i", f"PATH={LAUNCHD_PATH}", *words,
+                                 *doc["ProgramArguments"], "daemon"], cwd="/",
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out)
 
 
@@ -119,3 +121,34 @@ def test_without_the_recorded_path_the_agent_is_not_found(
         d.__exit__(None, None, None)
     assert refused.returncode == 1
     assert "my-agent was not found on PATH" in refused.stderr
+
+
+def _stub_shell(tmp_path: Path, path_it_sets: str) -> Path:
+    """A login shell that prints a greeting (as rc files do) and sets PATH."""
+    shell = tmp_path / "zsh"
+    shell.write_text("#!/bin/sh\n"
+                     f"echo called >> '{tmp_path}/shell-calls'\n"
+                     "echo 'Welcome back!'\n"
+                     f"PATH='{path_it_sets}'\n"
+                     'shift 3; eval "$1"\n')
+    shell.chmod(0o755)
+    return shell
+
+
+def test_started_by_launchd_the_login_shells_path_is_recorded(tmp_path: Path) -> None:
+    shell = _stub_shell(tmp_path, "/opt/homebrew/bin:/Users/me/.nvm/bin:/usr/bin:/bin")
+    env = {"PATH": launchd.LAUNCHD_PATH, "SHELL": str(shell), "LANG": "de_DE.UTF-8"}
+    assert launchd.session_environment(env) == {
+        "PATH": "/opt/homebrew/bin:/Users/me/.nvm/bin:/usr/bin:/bin", "LANG": "de_DE.UTF-8"}
+
+
+def test_from_a_terminal_its_own_path_is_recorded_and_no_shell_asked(tmp_path: Path) -> None:
+    shell = _stub_shell(tmp_path, "/elsewhere")
+    env = {"PATH": "/opt/homebrew/bin:/usr/bin:/bin", "SHELL": str(shell)}
+    assert launchd.session_environment(env) == {"PATH": "/opt/homebrew/bin:/usr/bin:/bin"}
+    assert not (tmp_path / "shell-calls").exists()
+
+
+def test_a_broken_login_shell_keeps_launchds_path(tmp_path: Path) -> None:
+    env = {"PATH": launchd.LAUNCHD_PATH, "SHELL": str(tmp_path / "no-such-shell")}
+    assert launchd.session_environment(env) == {"PATH": launchd.LAUNCHD_PATH}

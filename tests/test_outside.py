@@ -129,3 +129,37 @@ def test_checks_gate_with_the_commit_the_job_started_from(tmp_path):
         # main did move: the loosened checks are there, and were not used
         assert 'run = "true"' in git(project, "show", "main:.owl.toml")
     assert ran_outside_agents(log) == []
+
+
+def test_changes_leave_out_the_jobs_branches_and_owls_refs():
+    from owl.outside import Snapshot, changes, owned_ref, summary
+
+    a, b = "a" * 40, "b" * 40
+    before = Snapshot(refs={"refs/heads/main": a, "refs/heads/owl/job-1": a,
+                            "refs/heads/owl/job-2": a, "HEAD": "ref: refs/heads/main"},
+                      hooks={"pre-commit.sample": "1234"})
+    after = Snapshot(refs={"refs/heads/main": a, "refs/heads/owl/job-1": b,
+                           "refs/owl/dropped/owl/job-3/1": b, "refs/tags/v1": b,
+                           "HEAD": "ref: refs/heads/owl/job-1"},
+                     hooks={"pre-commit.sample": "1234", "pre-push": "99 (executable)"})
+    found = changes(before, after, ignore_ref=owned_ref("owl/job-1", {"owl/job-2"}),
+                    settings=lambda text: {})
+    assert [(c["kind"], c["name"], c["from"], c["to"]) for c in found] == [
+        ("ref", "HEAD", "ref: refs/heads/main", "ref: refs/heads/owl/job-1"),
+        ("ref", "refs/tags/v1", None, b),
+        ("hook", "pre-push", None, "99 (executable)")]
+    assert summary(found) == ("the agent switched the person's checkout from main to "
+                              "owl/job-1; created tag v1 at bbbbbbb; added the hook pre-push")
+
+
+def test_a_base_file_git_cannot_read_is_an_error_not_an_absent_file(tmp_path):
+    import pytest
+
+    from owl import workspace
+
+    project = make_project(tmp_path / "proj")
+    assert workspace.read_base_file(project, ".owl.toml") is None
+    with pytest.raises(workspace.WorkspaceError, match="cannot read .owl.toml"):
+        workspace.read_base_file(project, ".owl.toml", "0" * 40)
+    with pytest.raises(workspace.WorkspaceError):
+        workspace.read_base_file(tmp_path / "nowhere", ".owl.toml")

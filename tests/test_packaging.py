@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from support import need
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -146,8 +147,7 @@ def test_the_installed_package_finds_its_own_icon_and_templates(installed: Insta
 
 
 def test_autostart_from_the_venv_writes_a_valid_login_item(installed: Installed) -> None:
-    if shutil.which("desktop-file-validate") is None:
-        pytest.skip("not installed: desktop-file-validate (desktop-file-utils)")
+    need.programs("desktop-file-validate")
     config = installed.work / "xdg-config"
     owl = str(installed.bin / "owl")
     p = installed.run(owl, "autostart", "on", XDG_CONFIG_HOME=str(config))
@@ -166,8 +166,7 @@ def test_autostart_from_the_venv_writes_a_valid_login_item(installed: Installed)
 
 @pytest.mark.parametrize("name", ["owl.desktop", "owl-autostart.desktop"])
 def test_desktop_entries_validate(name: str) -> None:
-    if shutil.which("desktop-file-validate") is None:
-        pytest.skip("not installed: desktop-file-validate (desktop-file-utils)")
+    need.programs("desktop-file-validate")
     p = subprocess.run(["desktop-file-validate", str(ROOT / "packaging" / name)],
                        capture_output=True, text=True)
     assert p.returncode == 0 and not p.stdout.strip(), p.stdout + p.stderr

@@ -39,8 +39,9 @@ def run_processes(run_id: int, instance: str) -> list[psutil.Process]:
         try:
             env = p.environ()
             if (env.get("OWL_RUN_ID") == str(run_id) and env.get("OWL_INSTANCE") == instance
-                    and p.status() != psutil.STATUS_ZOMBIE):
-                found.append(p)
+                    and p.status() != psutil.STATUS_ZOMBIE
+                    and not any(a.endswith("reaper.py") for a in p.cmdline())):
+                found.append(p)          # (the Run's own reaper is not the agent's)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
     return found

@@ -54,6 +54,11 @@ def test_logs_commits_and_titles_show_controls_as_visible_escapes(tmp_path: Path
         assert "real subject\\r\\x1b[32mverified: 3 checks passed\\x1b[0m" in commits[0]
         assert "paint it \\x1b[31mred" in out.decode()
 
+        page = Path(_owl_bytes(d, "jobs", "review", str(job), "--no-open").decode().strip()
+                    .splitlines()[-1]).read_text()
+        assert "\x1b" not in page and "\r" not in page.replace("\r\n", "")
+        assert "real subject\\r\\x1b[32mverified" in page
+
         listed = _owl_bytes(d, "jobs")
         assert b"\x1b" not in listed and b"paint it \\x1b[31mred" in listed
         # JSON keeps the data as it is, escaped by JSON itself

@@ -505,7 +505,8 @@ class FakeDaemon:
     """DaemonLike over files: status from a JSON file, verbs to a JSON-lines log.
 
     A status document may carry `_refuse` {verb: reason} to make `call`
-    refuse that verb the way the real daemon does.
+    refuse that verb the way the real daemon does, and `_answer` {verb: reply}
+    to answer it (the review page's path, say).
     """
 
     def __init__(self, state: Path, calls: Path) -> None:
@@ -521,7 +522,7 @@ class FakeDaemon:
         reason = (self.status().get("_refuse") or {}).get(verb)
         if reason:
             raise Refused(reason)
-        return {"ok": True}
+        return (self.status().get("_answer") or {}).get(verb) or {"ok": True}
 
     def request_stop(self) -> None:
         self._log({"verb": "request_stop"})

@@ -16,6 +16,7 @@ import queue
 import signal
 import subprocess
 import threading
+import time
 import types
 import uuid
 from collections.abc import Callable
@@ -26,7 +27,7 @@ import pytest
 
 from owl.tree import _platform, posix
 from owl.tree.process_tree import ProcessTree
-from test_tree import gone, status, wait_for
+from test_tree import NS_LAST_PID, can_set_last_pid, gone, status, wait_for
 
 HIDDEN = ("/bin/", "/usr/bin/")
 
@@ -227,7 +228,11 @@ def test_a_fork_makes_the_tree_sweep_and_watch_the_child(tag):
         if agent.poll() is None:
             agent.kill()
         agent.wait(5)
-    assert all(kq.closed for kq in api.queues)
+    t0 = time.monotonic()
+    wait_for(lambda: all(kq.closed for kq in api.queues), what="the kqueue closed")
+    assert time.monotonic() - t0 < 2 * posix.ForkWatch.POLL + 0.5
+    wait_for(lambda: not [t for t in threading.enumerate() if t.name == "owl-forkwatch"],
+             what="the fork watch thread to end")
 
 
 def test_an_exit_event_lets_the_pid_be_watched_again_and_gone_pids_are_no_error():
@@ -253,3 +258,46 @@ def test_without_kqueue_there_is_no_fork_watch():
     kin = posix.Kin(lambda: None)
     assert kin.watching_forks is (hasattr(__import__("select"), "kqueue"))
     kin.close()
+
+
+def test_a_session_id_reused_by_a_new_leader_is_no_evidence(tag, strays):
+    """A session id cannot be reused while anything lives in it; once the
+    Run's session is wholly gone, the id may name a new, unrelated session
+    (forced here with ns_last_pid), whose processes are not the Run's."""
+    if not can_set_last_pid():
+        pytest.skip("cannot choose the next pid here (needs root)")
+    sh = tool_shell(tag)
+    kin = posix.Kin()
+    kin.note([sh.pid])
+    sleeper = orphan(sh, strays)
+    assert kin.claims(sleeper)              # the leader is gone: the session is the Run's
+    os.kill(sleeper, signal.SIGKILL)
+    wait_for(lambda: not psutil.pid_exists(sleeper), what="the Run's session to end")
+    leader = None
+    for _ in range(20):
+        NS_LAST_PID.write_text(str(sh.pid - 1))
+        candidate = subprocess.Popen(["/bin/sh", "-c", "/bin/sleep 300 & exec /bin/sleep 301"],
+                                     start_new_session=True)
+        if candidate.pid == sh.pid:
+            leader = candidate
+            break
+        candidate.kill()
+        candidate.wait()
+    assert leader is not None, "another process took the pid each time"
+    try:
+        wait_for(lambda: psutil.Process(leader.pid).children(), what="the new session's child")
+        (child,) = psutil.Process(leader.pid).children()
+        strays.append(child.pid)
+        assert os.getsid(child.pid) == sh.pid
+        assert not kin.claims(child.pid)
+    finally:
+        leader.kill()
+        leader.wait()
+        kin.close()
+
+
+def test_the_macos_backend_has_the_orphan_rule_and_linux_needs_none():
+    from owl.tree import linux, macos
+
+    assert macos.Kin is posix.Kin and macos.sweeper is posix.sweeper
+    assert getattr(linux, "Kin", None) is None     # the subreaper keeps orphans there

@@ -14,7 +14,9 @@ want_test=0
 run_pkgs=(git python3 python3-venv python3-dev gcc python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1
           libxss1 xdg-utils procps util-linux dbus)
 test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x11-utils chromium
-           dbus-x11 dbus-daemon)
+           dbus-x11 dbus-daemon zsh fish groff-base man-db
+           # headless Wayland compositors for the idle tests, and a StatusNotifier watcher
+           mutter kwin-wayland sway wtype plasma-wayland-protocols haskell-status-notifier-item-utils)
 
 apt_install() {
   local missing=()

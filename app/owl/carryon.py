@@ -61,7 +61,8 @@ def blocked_agents(waits: Mapping[str, Wait], now: float) -> frozenset[str]:
 
 
 def watch_agent(popen: Any, log_path: Path, offset: int, driver: Any, resuming: bool,
-                on_session: Callable[[str], None]) -> tuple[int, Report]:
+                on_session: Callable[[str], None],
+                settle: Callable[[], Any] | None = None) -> tuple[int, Report]:
     """Wait for the agent to exit; return its exit code and the driver's report.
 
     Runs on the Run's own waiting thread. `on_session` is called (from this
@@ -81,6 +82,8 @@ def watch_agent(popen: Any, log_path: Path, offset: int, driver: Any, resuming: 
                 break
     if code is None:
         code = popen.wait()
+    if settle is not None:
+        settle()                  # the output so far reaches the log before it is read
     try:
         report = driver.report(read_span(log_path, offset), code, resuming=resuming,
                                now=time.time())

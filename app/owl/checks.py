@@ -97,7 +97,7 @@ class CheckProcess:
         self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.popen = tree.spawn([SHELL, "-c", check.run], cwd=str(worktree), env=env,
-                                    stdout=self.fd, stderr=self.fd, nice=nice)
+                                    stdout=self.fd, stderr=self.fd, nice=nice, reaper=True)
         except OSError:
             os.close(self.fd)
             raise

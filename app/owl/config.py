@@ -16,7 +16,9 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,14 +332,60 @@ def _load_projects(cfg: Config, body: Any, where: str) -> None:
         cfg.projects[str(where_to)] = proj
 
 
-def load(path: Path) -> Config:
-    """Read and check the config file. A missing file means all defaults."""
+MAX_BYTES = 1024 * 1024     # a config file is a few hundred bytes; more is not one
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes, None if it does not exist; ConfigError if it is not a
+    regular file (a FIFO or a device would block the reader, or never end).
+
+    Opened non-blocking and checked again after opening, so a file swapped
+    for a FIFO between the two looks is refused too."""
     try:
-        data = path.read_bytes()
+        before = os.stat(path)
     except FileNotFoundError:
-        return Config()
+        return None
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read: {e.strerror}") from None
+    if not stat.S_ISREG(before.st_mode):
+        raise ConfigError(f"{path}: is {_kind(before.st_mode)}, not a regular file; "
+                          "not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path}: is {_kind(st.st_mode)}, not a regular file; not read")
+        if st.st_size > MAX_BYTES:
+            raise ConfigError(f"{path}: is {st.st_size} bytes, too large for a config file")
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def load(path: Path) -> Config:
+    """Read and check the config file. A missing file means all defaults."""
+    data = read_bytes(path)
+    if data is None:
+        return Config()
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:

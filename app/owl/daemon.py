@@ -125,7 +125,8 @@ class Daemon:
         try:
             from owl.machine import RealMachine
 
-            return RealMachine()
+            # idle.after as the engine has it now (edits apply without a restart).
+            return RealMachine(after=lambda: self.engine.cfg.idle_after)
         except Exception as e:  # no backend at all: the machine cannot be read
             log.warning("idle detection unavailable: %s", e)
             return _Unreadable(str(e))
@@ -292,9 +293,25 @@ def _jobs_list(store: Store, everything: bool) -> list[dict]:
     return sorted(jobs, key=lambda j: (j["position"] is None, j["position"] or 0, j["id"]))
 
 
+# Job-control stops from a terminal: a Ctrl-Z must not stop the supervisor
+# with Runs frozen. (SIGSTOP cannot be ignored; the watchdog covers that.)
+TERMINAL_STOPS = ("SIGTSTP", "SIGTTIN", "SIGTTOU")
+
+
+def ignore_terminal_stops() -> None:
+    """Ignore SIGTSTP, SIGTTIN and SIGTTOU (main thread only). Agents do not
+    inherit this: their reaper puts the signals back to their defaults."""
+    for name in TERMINAL_STOPS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def start_daemon() -> Daemon | None:
     """Start the daemon for `owl daemon` or the tray, or say in one line why not."""
     _setup_logging()
+    if threading.current_thread() is threading.main_thread():
+        ignore_terminal_stops()
     d = Daemon()
     try:
         d.start()

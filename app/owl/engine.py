@@ -10,8 +10,9 @@ verbs themselves are in `verbs.py` and what people read in `views.py`.
 It sleeps until the next thing that can change something: the core's next
 deadline, the moment the machine would count as idle, an agent's exit, an
 input event (only while the machine counts as idle, so mouse moves during the
-day cost one timestamp each), or a config edit. With nothing live and nothing
-queued it wakes every few seconds only to notice config edits.
+day cost one timestamp each), or a config edit (read on a thread of its own,
+`config_watch`, it arrives as an event). With nothing live and nothing
+queued it still wakes every few seconds.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from typing import Any, Callable
 from owl import carryon
 from owl import checks as checksmod
 from owl import config as configmod
+from owl import diskroom, logpipe
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
+from owl.config_watch import ConfigWatch
+from owl.sleepclock import SleepWatch
 from owl.errors import Refused
 from owl.lifecycle import Phase
 from owl.machine import Reading
@@ -41,7 +45,7 @@ from owl.verbs import Verbs
 
 log = logging.getLogger("owl.engine")
 
-LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated past this size
+LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated at this size, as it is written
 IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
 ENDING_WATCH = 0.05                # while an exited agent's tree drains
@@ -58,8 +62,8 @@ class Live:
     popen: Any
     tree: Any
     log_path: Path
-    log_fd: int
-    log_size: int = 0
+    sink: Any                            # a logpipe.Sink: the agent's output into its log
+    log_size: int = 0                    # bytes of output seen by the last watch
     exited: bool = False
     pids: list[int] = field(default_factory=list)
     # verification: the checks read from the base branch when the Run started
@@ -76,6 +80,7 @@ class Live:
     ctx: Any = None
     resuming: bool = False                # started with --resume: a refusal falls back fresh
     report: Any = None                    # the driver's Report, set just before "exited"
+    cgroup: Any = None                    # the Run's own cgroup v2, where one can be made
 
 
 class Engine(Verbs):
@@ -86,10 +91,15 @@ class Engine(Verbs):
         self.cfg = cfg
         self.config_problem: str | None = None
         self._config_mtime = self._mtime()
+        # Edits are read on a thread of their own and come back as events.
+        self._config_watch = ConfigWatch(
+            paths.config, lambda cfg, problem: self._q.put(("config", cfg, problem)),
+            seen=self._config_mtime)
         self.machine = machine
         self.inhibitor = inhibitor
         self.instance = instance
         self.clock = clock
+        self.sleep_watch = SleepWatch(awake=clock, total=None if clock is time.monotonic else clock)
         self.core = lifecycle.Core(timing=self._timing(cfg), paused=bool(store.setting("paused", False)))
         self.live: dict[int, Live] = {}
         self.reading = Reading(idle_for=None, on_ac=None)
@@ -105,15 +115,19 @@ class Engine(Verbs):
         self.set_aside: set[int] = set()         # Jobs stopped by the person, this spell
         self._projects: dict[str, tuple[float, Any]] = {}
         self.on_change: Callable[[], None] | None = None
-        self._unrecorded: list[tuple[tuple, Any]] = []   # finished Runs a full disk held back
+        self._unrecorded: list[tuple[tuple, Any, dict]] = []   # finished Runs a full disk held back
+        self._reserve = diskroom.Reserve(paths.db.parent)     # room kept back for those records
+        self._reserve.ensure()
         self._verifications: dict[int, checksmod.Verification] = {}
         self.waits = carryon.load_waits(store)   # agents waiting out a usage limit
+        self.after_run: dict[int, Callable[[], None]] = {}   # once a Run's tree is gone
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         self.machine.start(self._on_input, lambda: self._q.put(("wake",)))
         self._thread.start()
+        self._config_watch.start()
 
     def stop(self, timeout: float = 10.0) -> bool:
         """End every live Run the way ADR-0011 says, then stop the thread."""
@@ -149,6 +163,7 @@ class Engine(Verbs):
                     item = self._q.get(timeout=self._wait())
                 except queue.Empty:
                     item = None
+                self._notice_sleep()        # before any event of a wake
                 while item is not None:
                     self._handle(item)
                     try:
@@ -156,7 +171,6 @@ class Engine(Verbs):
                     except queue.Empty:
                         item = None
                 now = self.clock()
-                self._reload_config()
                 self._settle_machine(now)
                 self._do(self.core.tick(now))
                 self._watch(now)
@@ -175,6 +189,7 @@ class Engine(Verbs):
                 except Exception:
                     pass
         finally:
+            self._config_watch.stop()
             if self.inhibitor is not None:
                 self.inhibitor.release()
             self.machine.stop()
@@ -206,6 +221,18 @@ class Engine(Verbs):
             moments.append(now + min(ends) + 0.05)     # a limit resets: its Jobs may start
         return max(0.0, min(moments) - now)
 
+    def _notice_sleep(self) -> None:
+        """Tell the core how long the machine slept, if it did: a frozen Run's
+        grace window counts the sleep (see lifecycle.Core.slept)."""
+        slept = self.sleep_watch.slept()
+        if not slept:
+            return
+        log.info("the machine slept for %.0f s", slept)
+        self._do(self.core.slept(self.clock(), slept))
+        for r in self.core.runs.values():
+            if r.phase is Phase.FROZEN and r.id in self.live:
+                self._note(r.id, grace_ends_at=self._grace_ends_at(r))
+
     def _handle(self, item: tuple) -> None:
         kind = item[0]
         if kind == "call":
@@ -232,6 +259,8 @@ class Engine(Verbs):
                 # trip to the X server), so the Run stops as soon as possible.
                 self._do(self.core.input(now))
             self._settle_machine(now, force_input=True)
+        elif kind == "config":
+            self._apply_config(item[1], item[2])
         elif kind == "shutdown":
             if not self._stopping:
                 self._stopping = True
@@ -291,7 +320,8 @@ class Engine(Verbs):
             if isinstance(action, lifecycle.Freeze):
                 lv.tree.freeze()
                 r = self.core.runs[action.run]
-                self._note(lv.run_id, state="frozen", frozen_by=r.frozen_by)
+                self._note(lv.run_id, state="frozen", frozen_by=r.frozen_by,
+                           grace_ends_at=self._grace_ends_at(r))
                 log.info("run %s frozen by %s", lv.run_id, r.frozen_by)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
@@ -310,10 +340,20 @@ class Engine(Verbs):
                 log.info("run %s killed", lv.run_id)
             elif isinstance(action, lifecycle.Finish):
                 self._finish(lv, action)
+                if lv.cgroup is not None:
+                    lv.cgroup.remove()
+                then = self.after_run.pop(action.run, None)
+                if then is not None:
+                    then()
             if not isinstance(action, lifecycle.Finish):
                 self._note_untouchable(lv)
         if actions and self.on_change is not None:
             self.on_change()
+
+    def _grace_ends_at(self, r: lifecycle.Run) -> float | None:
+        """The wall-clock end of a frozen Run's window, for the watchdog."""
+        left = r.grace_left(self.clock())
+        return None if left is None else time.time() + left
 
     def _note_untouchable(self, lv: Live) -> None:
         """Name, once, each process of the Run the system would not let us
@@ -330,10 +370,7 @@ class Engine(Verbs):
         self._note(lv.run_id, untouchable=lv.untouchable)
 
     def _finish(self, lv: Live, f: lifecycle.Finish) -> None:
-        try:
-            os.close(lv.log_fd)
-        except OSError:
-            pass
+        lv.sink.close()
         verdict = carryon.conclude(self.store, self.waits, run_id=lv.run_id,
                                    agent=getattr(lv.driver, "name", ""), outcome=f.outcome.value,
                                    ended_by=f.ended_by.value, reason=f.reason,
@@ -353,9 +390,11 @@ class Engine(Verbs):
         broken = self._broken_workspace(lv)
         if broken and outcome == "succeeded":
             outcome, reason = "failed", broken      # a Run that could not commit never succeeds
-        args = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code)
+        # the time it ended, kept with the record should it be written later
+        args = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code, time.time())
         try:
-            new_state = self.store.finish_run(*args, spent=spent)
+            new_state = diskroom.write(self._reserve,
+                                       lambda: self.store.finish_run(*args, spent=spent))
             if broken and new_state in ("pending", "exhausted", "review"):
                 self.store.set_job(lv.job_id, state="blocked", reason=broken)
                 new_state = "blocked"
@@ -364,7 +403,8 @@ class Engine(Verbs):
             # write it when there is room (or the next start records it
             # interrupted, should the daemon stop first).
             log.error("run %s ended but could not be recorded yet: %s", lv.run_id, e)
-            self._unrecorded.append((args, spent))
+            self._unrecorded.append((args, spent, {"job_id": lv.job_id, "title": lv.title,
+                                                   "log": str(lv.log_path)}))
             new_state = "not yet recorded"
         if new_state == "review":
             passed = sum(1 for r in lv.results if r.passed)
@@ -390,7 +430,8 @@ class Engine(Verbs):
                 if r is not None and r.check is not None and not r.check_live:
                     lv.exited, lv.waiting = False, True   # frozen before its check began
                 continue
-            pids = sorted(p for p, _ in lv.tree.identities())
+            reaper = getattr(lv.popen, "reaper_pid", None)     # the Run's own, not the agent's
+            pids = sorted(p for p, _ in lv.tree.identities() if p != reaper)
             if pids != lv.pids and self.core.runs.get(lv.run_id) is not None:
                 lv.pids = pids
                 self._note(lv.run_id, pids=lv.tree.identities())
@@ -406,13 +447,14 @@ class Engine(Verbs):
 
     def _record_pending_finishes(self) -> None:
         while self._unrecorded:
-            args, spent = self._unrecorded[0]
+            args, spent = self._unrecorded[0][:2]
             try:
-                self.store.finish_run(*args, spent=spent)
+                diskroom.write(self._reserve, lambda: self.store.finish_run(*args, spent=spent))
             except sqlite3.OperationalError:
                 return
             self._unrecorded.pop(0)
             log.info("run %s recorded %s", args[0], args[1])
+        self._reserve.ensure()
 
     def _disk_full(self) -> str | None:
         try:
@@ -425,34 +467,11 @@ class Engine(Verbs):
         return any(lv.popen.pid == pid and lv.popen.returncode is None for lv in self.live.values())
 
     def _watch_log(self, lv: Live, now: float) -> None:
-        try:
-            size = os.fstat(lv.log_fd).st_size
-        except OSError:
-            return
-        if size != lv.log_size:
-            if size > lv.log_size:
-                self.core.output(lv.run_id, now)
-            lv.log_size = size
-            if size > LOG_CAP:
-                self._rotate(lv)
-
-    def _rotate(self, lv: Live) -> None:
-        """Keep the last LOG_CAP bytes in `<log>.1` and start the log afresh.
-
-        The agent writes with O_APPEND, so truncating in place is safe: its next
-        write lands at the new end."""
-        try:
-            with open(lv.log_path, "rb") as src:
-                src.seek(max(0, lv.log_size - LOG_CAP))
-                tail = src.read(LOG_CAP)
-            old = lv.log_path.with_name(lv.log_path.name + ".1")
-            fd = os.open(old, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as dst:
-                dst.write(tail)
-            os.ftruncate(lv.log_fd, 0)
-            lv.log_size = 0
-        except OSError as e:
-            log.warning("could not rotate %s: %s", lv.log_path, e)
+        # The sink keeps the log within LOG_CAP as it writes; here only a sign of life.
+        seen = lv.sink.received
+        if seen != lv.log_size:
+            self.core.output(lv.run_id, now)
+            lv.log_size = seen
 
     # ------------------------------------------------------------- starting
 
@@ -583,22 +602,27 @@ class Engine(Verbs):
         env.update(driver.env(ctx))
         env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id),
                     "OWL_INSTANCE": self.instance})
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        sink = logpipe.Sink(log_path, LOG_CAP)
+        cg = tree.RunGroup.make(self.instance, str(run_id))
         try:
             popen = tree.spawn(driver.argv(ctx), cwd=str(ws.worktree), env=env,
-                               stdout=fd, stderr=fd, nice=self.cfg.nice)
+                               stdout=sink.fd, stderr=sink.fd, nice=self.cfg.nice, reaper=True,
+                               cgroup=cg)
         except OSError as e:
-            os.close(fd)
+            sink.close()
+            if cg is not None:
+                cg.remove()
             self.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}",
                                   None)
             self.store.set_job(job_id, state="blocked",
                                reason=f"the agent could not be started: {e}")
             return None
-        pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid)
+        sink.started()
+        pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg)
         lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
-                  popen=popen, tree=pt, log_path=log_path, log_fd=fd, worktree=ws.worktree,
+                  popen=popen, tree=pt, log_path=log_path, sink=sink, worktree=ws.worktree,
                   env=env, checks=settings.checks, outside_before=before, driver=driver,
-                  ctx=ctx, resuming=plan.resume is not None)
+                  ctx=ctx, resuming=plan.resume is not None, cgroup=cg)
         self.live[run_id] = lv
         threading.Thread(target=self._wait_agent, args=(lv, popen, 0), daemon=True,
                          name=f"owl-run-{run_id}").start()
@@ -676,8 +700,9 @@ class Engine(Verbs):
             self._q.put(("call", lambda: self._note(lv.run_id, session_id=sid),
                          concurrent.futures.Future()))
 
+        sink = lv.sink
         code, lv.report = carryon.watch_agent(popen, lv.log_path, offset, lv.driver,
-                                              lv.resuming, session)
+                                              lv.resuming, session, settle=sink.settle)
         self._q.put(("exited", lv.run_id, code, popen))
 
     def _fall_back(self, lv: Live) -> bool:
@@ -693,16 +718,20 @@ class Engine(Verbs):
 
         lv.resuming, lv.report = False, None
         lv.ctx = replace(lv.ctx, resume=None, message=None)
-        os.write(lv.log_fd, f"owl: the conversation could not be resumed ({report.resume_failed}); "
-                            "starting afresh with the handoff\n".encode())
-        offset = os.fstat(lv.log_fd).st_size
+        lv.sink.settle()
+        offset = lv.log_path.stat().st_size if lv.log_path.exists() else 0
+        old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP)   # appends to the same log
+        old.close()
+        os.write(lv.sink.fd, f"owl: the conversation could not be resumed ({report.resume_failed}); "
+                             "starting afresh with the handoff\n".encode())
         lv.tree.kill()                 # anything the refused process left (before the
         try:                           # fresh one starts: the sweep finds the Run's tag)
             popen = tree.spawn(lv.driver.argv(lv.ctx), cwd=str(lv.worktree), env=lv.env,
-                               stdout=lv.log_fd, stderr=lv.log_fd, nice=self.cfg.nice)
+                               stdout=lv.sink.fd, stderr=lv.sink.fd, nice=self.cfg.nice)
         except OSError as e:
             log.warning("run %s: could not start afresh: %s", lv.run_id, e)
             return False
+        lv.sink.started()
         lv.popen, lv.tree = popen, tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid)
         self._note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
         threading.Thread(target=self._wait_agent, args=(lv, popen, offset), daemon=True,
@@ -807,16 +836,11 @@ class Engine(Verbs):
     def _timing(cfg: configmod.Config) -> lifecycle.Timing:
         return lifecycle.Timing(grace=cfg.grace_window, timeout=cfg.timeout, stall=cfg.stall)
 
-    def _reload_config(self) -> None:
-        mtime = self._mtime()
-        if mtime == self._config_mtime:
-            return
-        self._config_mtime = mtime
-        try:
-            cfg = configmod.load(self.paths.config)
-        except configmod.ConfigError as e:
-            self.config_problem = f"{e} (the last good config stays in force)"
-            log.warning("config not applied: %s", e)
+    def _apply_config(self, cfg: configmod.Config | None, problem: str | None) -> None:
+        """An edit the config watch read (off this thread): apply it, or say why not."""
+        if cfg is None:
+            self.config_problem = f"{problem} (the last good config stays in force)"
+            log.warning("config not applied: %s", problem)
             return
         self.cfg = cfg
         self.config_problem = None

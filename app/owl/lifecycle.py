@@ -16,6 +16,9 @@ Events in (methods of `Core`, each taking `now`, a monotonic time in seconds):
     idle()                   the idle policy holds again (a full idle.after of quiet)
     power(ok)                on AC, or on battery where that matters
     tick()                   time passed; deadlines are checked
+    slept(seconds)           the machine was suspended that long (`now` did not
+                             move meanwhile): it counts for the grace window,
+                             not for runs.timeout or runs.stall
     output(run)              the Run wrote something (for the stall rule)
     exited(run, code)        the agent (leader), or the check now running, exited
     gone(run)                no process of the Run is left
@@ -304,6 +307,24 @@ class Core:
                 actions.append(Kill(r.id))
         return actions
 
+    def slept(self, now: float, seconds: float) -> list[Action]:
+        """The machine slept `seconds` that `now` did not count.
+
+        The grace window is the person's time, so a frozen Run's window
+        shrinks by the sleep; one whose window passed while asleep is ended
+        here and now, before any other event of the wake (an idle reading
+        must never thaw it first). Working time (timeout, stall, a check's
+        timeout) is untouched: nothing worked while the machine slept."""
+        if seconds <= 0:
+            return []
+        actions: list[Action] = []
+        for r in list(self.runs.values()):
+            if r.phase is Phase.FROZEN and r.deadline is not None:
+                r.deadline -= seconds
+                if now >= r.deadline:
+                    actions += self._end(r, now, Outcome.INTERRUPTED, r.expiry_reason)
+        return actions
+
     def exited(self, run: int, now: float, code: int) -> list[Action]:
         r = self.runs.get(run)
         if r is None:
@@ -313,6 +334,10 @@ class Core:
         r.exited = True
         if r.phase is Phase.ENDING:
             return []
+        if r.phase is Phase.FROZEN and r.deadline is not None and now >= r.deadline:
+            # Its window had passed (something ended it in our place while we
+            # could not act): the window's outcome, not the agent's failure.
+            return self._end(r, now, Outcome.INTERRUPTED, r.expiry_reason)
         if r.phase is Phase.FROZEN:
             self._unfreeze(r, now)
         if r.check is not None:

@@ -72,12 +72,18 @@ class ManualMachine:
 
 
 class RealMachine:
-    """Input hooks, idle readers and power, as chosen for this platform at start."""
+    """Input hooks, idle readers and power, as chosen for this platform at start.
 
-    def __init__(self) -> None:
+    `after` gives the current `idle.after` (it may be edited while running):
+    hooks that watch for quiet themselves (Mutter, the Wayland idle protocols)
+    wake the engine when the machine becomes idle, so it need not poll.
+    """
+
+    def __init__(self, after: Callable[[], float] | None = None) -> None:
         from owl import idle
 
         self._idle = idle
+        self._after = after
         self._monitor = idle.IdleMonitor(self._input, on_change=self._changed)
         self._power = idle.Power()
         self._on_input: Callable[[], None] | None = None
@@ -99,12 +105,18 @@ class RealMachine:
               on_change: Callable[[], None] | None = None) -> None:
         self._on_input = on_input
         self._on_change = on_change
+        self._tell_after()
         self._monitor.start()
+
+    def _tell_after(self) -> None:
+        if self._after is not None:
+            self._monitor.set_after(self._after())
 
     def stop(self) -> None:
         self._monitor.stop()
 
     def read(self) -> Reading:
+        self._tell_after()
         return Reading(
             idle_for=self._monitor.idle_seconds(),
             on_ac=self._power.on_ac(),

@@ -20,11 +20,13 @@ _NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\b": "\\b", "\f": "\\f",
           "\v": "\\v", "\0": "\\0"}
 
 # Characters that are not C0/C1 controls but still change how text reads or
-# where it goes: bidi embeddings, overrides and isolates (Trojan Source), and
-# the Unicode line and paragraph separators some terminals and widgets break on.
+# where it goes: bidi embeddings, overrides and isolates (Trojan Source),
+# zero-width characters that hide text inside a word, and the Unicode line and
+# paragraph separators some terminals and widgets break on.
 _INVISIBLE_ACTORS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
     "\u2066\u2067\u2068\u2069\u2028\u2029\ufeff"
+    "\u200b\u200c\u200d\u2060"
 )
 
 REPLACEMENT = "\ufffd"

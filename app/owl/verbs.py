@@ -141,8 +141,17 @@ class Verbs:
         refusal = guards.drop_refusal(job, force)
         if refusal:
             raise Refused(refusal)
-        for lv in live:
-            self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
+        if live:
+            # The agent may still be committing in its 5 s: the worktree and
+            # branch go only once every process of the Run is gone.
+            for lv in live:
+                self.after_run[lv.run_id] = lambda: log.info(
+                    "job %s dropped%s", job_id, guards.drop_workspace(job))
+                self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
+            self.store.set_job(job_id, state="cancelled")
+            return {"id": job_id, "state": "cancelled",
+                    "message": f"job {job_id} dropped; its worktree and branch go once its "
+                               "Run has ended"}
         self.store.set_job(job_id, state="cancelled")
         said = guards.drop_workspace(job)
         log.info("job %s dropped%s", job_id, said)

@@ -55,6 +55,7 @@ def status(e: "Engine") -> dict:
             "running_for_s": round(run.active_time(now), 1), "pids": lv.pids,
             "exempt": run.exempt, "log": str(lv.log_path),
             "untouchable": list(getattr(lv, "untouchable", []))})
+    runs += _unrecorded_runs(e)
     queue_ = [{"id": j["id"], "position": j["position"], "state": j["state"],
                "title": j["title"], "project": j["project"], "worktree": j["worktree"]}
               for j in e.store.jobs(("pending", "active"), limit=50)]
@@ -80,6 +81,10 @@ def status(e: "Engine") -> dict:
         attention = f"job {recent[0]['job_id']} failed: {recent[0]['reason']}"
     elif recent and recent[0]["ended_by"] == "sigkill":
         attention = f"job {recent[0]['job_id']}'s agent was killed"
+    if any(run.get("unrecorded") for run in runs):
+        first = next(run for run in runs if run.get("unrecorded"))
+        attention = (f"run {first['id']} of job {first['job_id']} ended at {first['ended_at']}; "
+                     "the disk is full, so its end is written when there is room")
     awake: dict[str, Any] = {"enabled": cfg.keep_awake, "held": False, "backend": "none",
                              "problem": None, "why": None, "runs": []}
     if e.inhibitor is not None and cfg.keep_awake:
@@ -111,6 +116,20 @@ def status(e: "Engine") -> dict:
         "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
         "config_problem": e.config_problem,
     }
+
+def _unrecorded_runs(e: "Engine") -> list[dict]:
+    """Runs that ended while the disk was full, not yet written: `ending`, as the
+    database says while their record waits, so `owl status` and `owl jobs` agree."""
+    out = []
+    for args, _spent, info in getattr(e, "_unrecorded", ()):
+        out.append({"id": args[0], "job_id": info["job_id"], "title": info["title"],
+                    "state": "ending", "unrecorded": True, "outcome": args[1],
+                    "ended_at": iso(args[5]), "check": None, "frozen_by": None,
+                    "grace_left_s": None, "grace_window_s": e.cfg.grace_window,
+                    "running_for_s": None, "pids": [], "exempt": False, "log": info["log"],
+                    "untouchable": []})
+    return out
+
 
 def _still_there(procs: list[dict] | None) -> list[dict]:
     """Of the processes a finished Run left behind because Owl may not signal

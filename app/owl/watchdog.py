@@ -25,6 +25,13 @@ ignores SIGINT/SIGHUP/SIGTERM, so a Ctrl-C or a hang-up that reaches the
 daemon's terminal group stops the daemon cleanly (which then says ``bye``)
 instead of killing the guard first.
 
+A daemon that is *stopped* (SIGSTOP; it ignores the terminal's stops) is
+not dead, but it cannot keep the grace window's promise either. While it is
+stopped, the watchdog does it in its place: each frozen Run whose grace
+window (recorded as wall-clock `grace_ends_at`) has passed is ended, TERM
+then KILL 5 s later, and the log says so. The daemon, once continued, finds
+the tree gone and records the Run as usual.
+
 `recover` is the same clean-up the daemon runs at start: one function, so the
 guard and a restart can never disagree about what a leftover is.
 """
@@ -32,9 +39,12 @@ guard and a restart can never disagree about what a leftover is.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
+import select
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -48,6 +58,8 @@ CLEAN = b"bye\n"
 # The env vars that make a process part of a Run; the guard must carry none.
 _TAGS = ("OWL_RUN_ID", "OWL_INSTANCE", "OWL_JOB_ID")
 _LOCK_WAIT = 10.0
+WATCH_EVERY = 0.5          # how often the guard looks whether the daemon is stopped
+KILL_DELAY = 5.0           # as the lifecycle's: the guarantee behind the window
 
 
 def recover(store: Any, instance: str) -> tuple[list[int], int]:
@@ -64,8 +76,13 @@ def recover(store: Any, instance: str) -> tuple[list[int], int]:
 
     open_runs = store.open_runs()
     identities = [tuple(p) for r in open_runs for p in r["pids"]]
+    groups = tree.cgroup.leftovers(instance)
+    for group in groups:
+        group.kill()            # every process of the Run, wherever it went
     survivors = tree.find_survivors("OWL_INSTANCE", [instance], identities)
     killed, refused = tree.end_processes(survivors) if survivors else (0, [])
+    for group in groups:
+        group.remove()
     ids: list[int] = []
     if open_runs:
         ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}
@@ -201,14 +218,95 @@ def _after_death(db: Path, lock: Path, instance: str) -> None:
         os.close(fd)      # releases the lock
 
 
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (by SIGSTOP or a tracer), not just asleep."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED,
+                                                 psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
+        return False
+
+
+class StandIn:
+    """Keeps the grace window's promise for a daemon that is stopped."""
+
+    def __init__(self, daemon: int, db: Path, instance: str) -> None:
+        self.daemon = daemon
+        self.db = db
+        self.instance = instance
+        self.ended: set[int] = set()
+        self._said_stopped = False
+
+    def check(self, now: float | None = None) -> list[int]:
+        """End the frozen Runs whose window passed, if the daemon is stopped;
+        returns their ids."""
+        if not _stopped(self.daemon):
+            self._said_stopped = False
+            return []
+        due = [r for r in self._frozen_runs() if r[0] not in self.ended
+               and r[2] <= (time.time() if now is None else now)]
+        if not self._said_stopped:
+            self._said_stopped = True
+            log.warning("the daemon (pid %s) is stopped; its frozen Runs will still end "
+                        "when their grace window passes", self.daemon)
+        for run_id, pids, _ in due:
+            log.warning("the daemon (pid %s) is stopped and run %s's grace window has "
+                        "passed: ending it in the daemon's place", self.daemon, run_id)
+            self.ended.add(run_id)
+            self._end(run_id, pids)
+        return [r[0] for r in due]
+
+    def _frozen_runs(self) -> list[tuple[int, list, float]]:
+        try:
+            with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1.0) as db:
+                rows = db.execute("SELECT id, pids, grace_ends_at FROM runs WHERE "
+                                  "ended_at IS NULL AND state='frozen' AND "
+                                  "grace_ends_at IS NOT NULL").fetchall()
+        except sqlite3.Error as e:
+            log.warning("cannot read the Runs: %s", e)
+            return []
+        return [(r[0], json.loads(r[1] or "[]"), float(r[2])) for r in rows]
+
+    def _end(self, run_id: int, pids: list) -> None:
+        """TERM (with CONT), and 5 s later KILL, every process of the Run."""
+        from owl import tree
+
+        found = tree.find_survivors("OWL_RUN_ID", [str(run_id)],
+                                    [tuple(p) for p in pids],
+                                    instance=("OWL_INSTANCE", self.instance))
+        with tree.ProcessTree(None) as pt:
+            for proc in found:
+                try:
+                    pt.add_leader(proc.pid, create_time=proc.create_time())
+                except Exception:
+                    continue
+            pt.term()
+            deadline = time.monotonic() + KILL_DELAY
+            while pt.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if pt.alive():
+                pt.kill()
+            for p in pt.refused():
+                log.warning("pid %s (%s) was left running: %s", p["pid"], p["command"],
+                            p["why"])
+
+
 def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s owl.watchdog %(levelname)s %(message)s")
     rfd, db, lock, instance = int(argv[0]), Path(argv[1]), Path(argv[2]), argv[3]
+    daemon = os.getppid()
+    stand_in = StandIn(daemon, db, instance)
     said = b""
     while True:
+        ready, _, _ = select.select([rfd], [], [], WATCH_EVERY)
+        if not ready:
+            stand_in.check()
+            continue
         try:
             chunk = os.read(rfd, 64)
         except InterruptedError:  # pragma: no cover - PEP 475 retries

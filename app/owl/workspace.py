@@ -170,9 +170,20 @@ def diff_stat(repo: Path, base: str, branch: str) -> str:
 
 
 def read_base_file(project: Path, name: str, ref: str = "HEAD") -> str | None:
-    """A file as committed on the project's base branch, never from a worktree."""
+    """A file as committed on the project's base branch, never from a worktree.
+
+    None only when git says the commit has no such file; any other failure
+    raises WorkspaceError (the checks must not vanish because git failed)."""
     proc = git(project, "show", f"{ref}:{name}", check=False)
-    return proc.stdout if proc.returncode == 0 else None
+    if proc.returncode == 0:
+        return proc.stdout
+    absent = "does not exist in" in proc.stderr or "exists on disk, but not in" in proc.stderr
+    # git says "does not exist" for a commit it does not have, too
+    if absent and git(project, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}",
+                      check=False).returncode == 0:
+        return None
+    raise WorkspaceError(f"cannot read {name} as committed on {ref} in {project}: "
+                         f"{proc.stderr.strip() or proc.returncode}")
 
 
 # --------------------------------------------------- keeping work reachable

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import plistlib
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from owl.autostart.command import install, owl_environment, template, uninstall
@@ -25,16 +27,43 @@ LOG_NAME = "owl.log"          # the daemon's own log file, in Owl's log folder
 # What a login session lacks and an agent needs, taken from the session
 # that turns start-at-login on.
 SESSION_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE")
+LAUNCHD_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"     # what launchd gives its jobs
+LOGIN_SHELL_TIMEOUT = 5.0
+_MARK = "OWL-LOGIN-PATH="
 
 
 def path() -> Path:
     return Path.home() / "Library" / "LaunchAgents" / f"{LABEL}.plist"
 
 
-def session_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """PATH and locale of this session: what launchd would not give the agent."""
+def session_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """PATH and locale of this session: what launchd would not give the agent.
+
+    Turned on from a tray that Finder or launchd started, PATH is launchd's
+    own; the login shell's PATH (where Homebrew, nvm and npm put theirs) is
+    asked for instead."""
     env = os.environ if environ is None else environ
-    return {k: env[k] for k in SESSION_VARIABLES if env.get(k)}
+    out = {k: env[k] for k in SESSION_VARIABLES if env.get(k)}
+    if out.get("PATH", LAUNCHD_PATH) == LAUNCHD_PATH:
+        path = login_shell_path(env)
+        if path:
+            out["PATH"] = path
+    return out
+
+
+def login_shell_path(environ: Mapping[str, str]) -> str | None:
+    """PATH as the person's login shell sets it up, or None if it cannot tell."""
+    shell = environ.get("SHELL") or "/bin/zsh"
+    try:
+        done = subprocess.run([shell, "-l", "-i", "-c", f'printf "\\n{_MARK}%s\\n" "$PATH"'],
+                              capture_output=True, text=True, timeout=LOGIN_SHELL_TIMEOUT,
+                              stdin=subprocess.DEVNULL, env=dict(environ))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(_MARK):
+            return line[len(_MARK):] or None
+    return None
 
 
 def log_file() -> Path:

@@ -222,6 +222,7 @@ def _each(verb_name: str, extra=lambda a: {}):
                     raise
                 failed = e      # the others are still done; each says what happened
                 print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
+                outs.append({"id": job_id, "error": textsafe.line(str(e)), "exit": EXIT_REFUSED})
                 continue
             outs.append(out)
             if not a.json:

@@ -8,6 +8,8 @@ import time
 from owl.cli.carry import job_lines, run_line
 from owl.timefmt import duration, moment, parse_iso
 
+SAID_LINES = 20       # the agent's last message in `jobs show`; the page has it whole
+
 
 def run_outcome(r: dict) -> str:
     """What became of a Run, in words: "failed: check unit tests failed (exit 1)"."""
@@ -70,8 +72,10 @@ def show_job(job: dict, now: float | None = None) -> None:
     if job.get("last_message"):
         from owl.review.text import visible
 
-        said = visible(job["last_message"].strip()).replace("\n", "\n            ")
-        print(f"  agent:    {said}")
+        lines = visible(job["last_message"].strip()).split("\n")
+        if len(lines) > SAID_LINES:
+            lines = lines[:SAID_LINES] + [f"… (owl jobs review {job['id']} shows all of it)"]
+        print("  agent:    " + "\n            ".join(lines))
     for line in job_lines(job):
         print(line)
     runs = job.get("runs") or []

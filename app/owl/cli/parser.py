@@ -12,11 +12,11 @@ import difflib
 import re
 
 from owl import __version__
-from owl.cli import db, jobs, logs, setup, status, work
+from owl.cli import db, docs, jobs, logs, setup, status, work
 from owl.cli.common import Parser
 
 HIDDEN = ("machine",)   # the manual machine: for tests and headless scripts, not for --help
-GROUPS = (jobs, status, logs, work, setup, db)
+GROUPS = (jobs, status, logs, work, setup, db, docs)
 
 
 def build_parser() -> Parser:
@@ -28,7 +28,18 @@ def build_parser() -> Parser:
     for group in GROUPS:
         group.register(sub)
     _hide(sub, HIDDEN)
+    _require_actions(p)
     return p
+
+
+def _require_actions(p: argparse.ArgumentParser) -> None:
+    """A verb with actions (`owl db`, `owl shift`) needs one: a usage error, not a crash."""
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                for b in sub._actions:
+                    if isinstance(b, argparse._SubParsersAction):
+                        b.required = True
 
 
 def _hide(sub: argparse._SubParsersAction, names: tuple[str, ...]) -> None:

@@ -20,16 +20,22 @@ def register(sub: Any) -> None:
         json_flag(s)
         s.set_defaults(fn=cmd_config)
 
-    au = verb(sub, "autostart", help="start Owl at login: on, off, or status")
+    au = verb(sub, "autostart", help="start Owl at login: on, off, or status",
+              description="Start Owl at login: its tray, through the desktop's login items "
+              "(XDG autostart, or a LaunchAgent on macOS); or, with --service, the daemon "
+              "alone as a systemd user unit, for machines without a desktop.")
     acts = au.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = verb(acts, "on", help="start Owl at login")
+    s.add_argument("--service", action="store_true", help="install and start a systemd user "
+                   "unit that runs the daemon (no tray), where the session has systemd")
     json_flag(s)
     s.set_defaults(fn=cmd_autostart)
-    s = verb(acts, "off", help="do not start Owl at login")
+    s = verb(acts, "off", help="do not start Owl at login (removes the login item and the "
+             "user unit, whichever is there)")
     json_flag(s)
     s.set_defaults(fn=cmd_autostart)
     s = verb(acts, "status", help="whether Owl starts at login, and from which file")
-    json_flag(s, "{\"on\": ..., \"path\": ...}")
+    json_flag(s, "{\"on\": ..., \"path\": ..., \"service\": ..., \"unit\": ...}")
     s.set_defaults(fn=cmd_autostart)
 
 
@@ -66,15 +72,47 @@ def cmd_config(a: argparse.Namespace) -> int:
 
 def cmd_autostart(a: argparse.Namespace) -> int:
     from owl import autostart
+    from owl.autostart import systemd
 
-    if a.action == "on":
-        print(f"Owl will start at login ({autostart.enable()})")
+    if a.action == "on" and a.service:
+        from owl.autostart.command import owl_command, owl_environment
+
+        was = systemd.status()[0]
+        unit = systemd.enable(owl_command(), owl_environment())
+        _said(a, {"on": True, "service": True, "unit": str(unit), "already": was},
+              f"{'already on; rewritten and restarted' if was else 'the daemon now runs as'} "
+              f"{unit} (systemctl --user status owl; loginctl enable-linger starts it "
+              "without a login)")
+    elif a.action == "on":
+        was = autostart.status()[0]
+        path = autostart.enable()
+        _said(a, {"on": True, "path": str(path), "already": was},
+              f"Owl {'already starts' if was else 'will start'} at login ({path})")
     elif a.action == "off":
-        print(f"Owl will not start at login (removed {autostart.disable()})")
+        on, path = autostart.status()
+        if on:
+            autostart.disable()
+        unit = systemd.disable()
+        if not on and unit is None:
+            _said(a, {"on": False, "already": True, "path": str(path)},
+                  f"already off (no {path})")
+        else:
+            gone = [str(x) for x in (path if on else None, unit) if x is not None]
+            _said(a, {"on": False, "removed": gone},
+                  f"Owl will not start at login (removed {', '.join(gone)})")
     else:
         on, path = autostart.status()
+        service, unit = systemd.status()
         if a.json:
-            print_json({"on": on, "path": str(path)})
+            print_json({"on": on, "path": str(path), "service": service, "unit": str(unit)})
         else:
-            print(f"{'on' if on else 'off'} ({path})")
+            print(f"{'on' if on else 'off'} ({path})"
+                  + (f"; the daemon runs as a systemd user unit ({unit})" if service else ""))
     return EXIT_OK
+
+
+def _said(a: argparse.Namespace, doc: dict, text: str) -> None:
+    if a.json:
+        print_json(doc)
+    else:
+        print(text)

@@ -88,7 +88,7 @@ def _status_text(st: dict) -> str:
     if sh and sh.get("ended"):
         lines.append(_line("shift", sh["text"]))
     elif sh:
-        lines.append(_line("shift", f"on · {duration(sh['left_s'])} left · Runs start and are "
+        lines.append(_line("shift", f"on · {duration(sh['left_s'], coarse=True)} left · Runs start and are "
                            "not frozen although the machine is in use"
                            + (" · held by pause" if sh.get("held") else "")))
     awake = _awake(st.get("awake") or {}, bool(st["runs"]))

@@ -72,7 +72,7 @@ def register(sub: Any) -> None:
                    help="replace the current Shift instead of extending it")
     _no_start(s)
     json_flag(s)
-    s.set_defaults(fn=cmd_shift_start)
+    s.set_defaults(fn=cmd_shift_start, parser=s)
     s = verb(acts, "stop", help="end the Shift; its Runs are let finish")
     json_flag(s)
     s.set_defaults(fn=cmd_shift_stop)
@@ -80,9 +80,11 @@ def register(sub: Any) -> None:
     json_flag(s)
     s.set_defaults(fn=cmd_shift_status)
 
-    s = verb(sub, "machine", help="drive the manual machine (OWL_MACHINE=manual)")
+    s = verb(sub, "machine", help="tell the manual machine (OWL_MACHINE=manual) what the "
+             "machine does: for headless machines and scripts")
     s.add_argument("event", choices=["input", "idle", "battery", "ac", "power-unknown"],
-                   help="what the machine does now")
+                   metavar="EVENT", help="input (someone is here), idle (nobody is, as if "
+                   "idle.after had passed), battery, ac or power-unknown")
     s.set_defaults(fn=cmd_machine)
 
 
@@ -131,8 +133,7 @@ def cmd_shift_start(a: argparse.Namespace) -> int:
         if length > MAX_SHIFT_S:
             raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
     except ValueError as e:
-        print(f"owl: --for: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        a.parser.error(f"--for: {e}")
     out = spawn.ask_starting(a, "shift.start", {"for_s": length, "until_empty": a.until_empty,
                               "require_power": a.require_power, "replace": a.replace})
     _said(out, a.json)
@@ -153,7 +154,13 @@ def cmd_shift_status(a: argparse.Namespace) -> int:
     elif out.get("ended"):
         print(out["text"])
     else:
-        print(f"Shift on · {duration(out['left_s'])} left (until {out['ends_at']})"
+        import time
+
+        from owl.timefmt import clock, parse_iso
+
+        ends = parse_iso(out.get("ends_at"))
+        until = clock(ends, time.time()) if ends else out.get("ends_at")
+        print(f"Shift on · {duration(out['left_s'], coarse=True)} left (until {until})"
               + (" · until the queue is empty" if out["until_empty"] else "")
               + (" · needs AC power" if out["require_power"] else "")
               + (" · held by pause" if out["held"] else ""))

@@ -11,7 +11,8 @@ works with no display.
 """
 
 from .base import BackendError
-from .monitor import IdleMonitor, Plan, choose
+from .choose import Plan, choose
+from .monitor import IdleMonitor
 from .power import Power
 from .state import INPUT_POLL, POWER_POLL, RETRY, MachineState, read_machine
 

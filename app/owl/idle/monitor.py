@@ -6,8 +6,10 @@ about input from before Owl started, and stand in when hooks cannot run).
 `last_input` is the later of the two.
 
 Backends are chosen once, at `start`, from the platform and the session
-(`choose`). A backend that fails later is logged once and the next one is
-used; with none left the machine "cannot be read", which the policy treats as
+(`choose`). Hooks that can also say when input has stopped for `idle.after`
+(Mutter's watches, the Wayland idle protocols: they have `watch_quiet`) are
+told it (`set_after`), and wake the caller then through `on_change`. A
+backend that fails later is logged once and the next one is used; with none left the machine "cannot be read", which the policy treats as
 not idle. Nothing here raises into the caller, and no timer runs: a machine
 that cannot be read is looked at again only when asked, at most every
 `state.RETRY` seconds.
@@ -16,52 +18,15 @@ that cannot be read is looked at again only when asked, at most every
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable
 
 from .base import BackendError, Hooks, Reader
+from .choose import Plan, choose
 from .state import RETRY
 
 log = logging.getLogger("owl.idle")
-
-
-@dataclass
-class Plan:
-    """What to try on this machine, best first, and why it may not be readable."""
-
-    hooks: Hooks | None
-    readers: list[Reader] = field(default_factory=list)
-    limit: str | None = None   # said when nothing works, e.g. "no DISPLAY"
-
-
-def choose(platform: str | None = None, environ: Mapping[str, str] | None = None) -> Plan:
-    """Pick backends for this platform and session (nothing is opened here)."""
-    from .ioreg import IoregReader
-    from .mutter import MutterReader
-    from .pynput_hooks import PynputHooks
-    from .xscreensaver import XScreenSaverReader
-
-    platform = platform or sys.platform
-    env = os.environ if environ is None else environ
-    if platform == "darwin":
-        from .quartz import darwin_plan
-
-        hooks, darwin_readers = darwin_plan(env.get("OWL_MACOS_INPUT"))
-        return Plan(hooks, darwin_readers)
-    if platform == "win32":
-        return Plan(PynputHooks("win32"), [])
-    display = env.get("DISPLAY")
-    if env.get("XDG_SESSION_TYPE") == "wayland" or (env.get("WAYLAND_DISPLAY") and not display):
-        # pynput and XScreenSaver only see XWayland windows there: worse than nothing.
-        return Plan(None, [MutterReader()], "Wayland session without GNOME's idle monitor")
-    if not display:
-        readers: list[Reader] = [MutterReader()] if env.get("DBUS_SESSION_BUS_ADDRESS") else []
-        return Plan(None, readers, "no DISPLAY")
-    return Plan(PynputHooks("x11"), [XScreenSaverReader(display), MutterReader()])
 
 
 class IdleMonitor:
@@ -92,6 +57,7 @@ class IdleMonitor:
         self._next_retry = 0.0
         self._retry_every = retry_every
         self._callback_failed = False
+        self._after: float | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -122,6 +88,16 @@ class IdleMonitor:
             if reader is not None:
                 reader.close()
 
+    def set_after(self, after: float) -> None:
+        """`idle.after`, for hooks that watch for quiet themselves (cheap when unchanged)."""
+        if after == self._after:
+            return
+        self._after = after
+        hooks = self._hooks or (self._plan.hooks if self._plan else None)
+        watch = getattr(hooks, "watch_quiet", None)
+        if watch is not None:
+            watch(after, self._quiet)
+
     # --------------------------------------------------------------- reading
 
     def last_input(self) -> float | None:
@@ -150,8 +126,8 @@ class IdleMonitor:
         names = []
         if self.hooks_live:
             names.append(self._hooks.name)  # type: ignore[union-attr]
-        if self._reader is not None:
-            names.append(self._reader.name)
+        if self._reader is not None and self._reader.name not in names:
+            names.append(self._reader.name)   # one object can be both (Wayland)
         return names
 
     @property
@@ -183,9 +159,16 @@ class IdleMonitor:
                 self._callback_failed = True
                 log.exception("on_input failed (further failures are not logged)")
 
+    def _quiet(self) -> None:
+        # The hooks say input stopped `after` ago: the caller must look now.
+        self._changed()
+
     def _hooks_died(self, why: str) -> None:
         log.warning("input hooks stopped: %s", why)
         self._hooks_error = why
+        self._changed()
+
+    def _changed(self) -> None:
         if self._on_change is not None:
             try:
                 self._on_change()
@@ -196,6 +179,9 @@ class IdleMonitor:
         plan = self._plan
         if plan is None or plan.hooks is None:
             return
+        watch = getattr(plan.hooks, "watch_quiet", None)
+        if watch is not None and self._after is not None:
+            watch(self._after, self._quiet)
         try:
             plan.hooks.start(self._hook_event, self._hooks_died)
         except BackendError as exc:

@@ -119,11 +119,12 @@ class QuartzHooks:
     def stop(self) -> None:
         self._stopping.set()
         self._kick.set()
-        self._drop_tap()
+        # The grant watcher may be making a tap right now: let it finish first.
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(1.0)
         self._threads = []
+        self._drop_tap()
         self._kick.clear()
 
     # ------------------------------------------------------------- the tap

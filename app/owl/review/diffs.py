@@ -137,12 +137,19 @@ def _lex_lines(lexer: object, lines: list[str]) -> list[list[tuple[str, str]]]:
     out: list[list[tuple[str, str]]] = [[]]
     for ttype, value in lexer.get_tokens("\n".join(lines) + "\n"):   # type: ignore[attr-defined]
         cls = _token_class(ttype)
+        if cls in ("w", "x"):          # whitespace and plain text need no span
+            cls = ""
         parts = value.split("\n")
         for i, part in enumerate(parts):
             if i:
                 out.append([])
-            if part:
-                out[-1].append((cls, part))
+            if not part:
+                continue
+            line = out[-1]
+            if line and line[-1][0] == cls:        # one span for a run of one kind
+                line[-1] = (cls, line[-1][1] + part)
+            else:
+                line.append((cls, part))
     return out[: len(lines)] + [[] for _ in range(len(lines) - len(out))]
 
 

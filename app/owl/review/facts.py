@@ -130,6 +130,7 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
                                         "attempts_left", "created_at", "base_branch")},
         "runs": runs,
         "verify": [checksmod.view(c) for c in store.verification(job_id)],
+        "replies": list(store.replies(job_id)) if hasattr(store, "replies") else [],
         "commits": [], "files": [], "diff": "", "diff_chars": 0, "diff_cut": False,
         "git_problem": None, "worktree_dirty": None, "generated_at": time.time(),
     }
@@ -153,5 +154,6 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
     worktree = job.get("worktree")
     if worktree and Path(worktree).is_dir():
         status = _git(Path(worktree), "status", "--porcelain")
-        facts["worktree_dirty"] = bool(status and status.strip())
+        facts["worktree_dirty"] = [line[3:] for line in (status or "").splitlines()
+                                   if line[3:] and not line[3:].startswith(".owl/")]
     return facts

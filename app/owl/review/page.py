@@ -12,46 +12,21 @@ its control characters are made visible (`owl.review.text.visible`).
 
 from __future__ import annotations
 
-import html
-import time
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from owl import timefmt
 from owl.review import diffs
-from owl.review.text import visible
+from owl.review.prose import _logo, esc, file_url, heading, prose, took, when
 
 OUTPUT_TAIL_LINES = 40
-
-
-def esc(value: Any) -> str:
-    """Text from anywhere, safe inside HTML and with its control characters shown."""
-    return html.escape(visible("" if value is None else str(value)), quote=True)
-
-
-def file_url(path: str | None) -> str | None:
-    if not path:
-        return None
-    try:
-        return Path(path).absolute().as_uri()
-    except ValueError:
-        return None
-
-
-def when(ts: float | None) -> str:
-    """A moment in Owl's one clock style (dated when not today)."""
-    return timefmt.clock(ts, time.time()) if ts else "?"
-
-
-def took(seconds: float | None) -> str:
-    """A duration in Owl's one style: 9m 59s, 2h 5m."""
-    return timefmt.duration(seconds)
+CODE_STYLE = "default"     # Pygments style: reads well on the light green and red of a diff
+_ENDED = {"exit": "exited", "sigterm": "stopped (SIGTERM)", "sigkill": "killed (SIGKILL)"}
 
 
 def _style() -> str:
     sheet = resources.files("owl.review").joinpath("style.css").read_text(encoding="utf-8")
-    return sheet + "\n" + diffs.css("default")
+    return sheet + "\n" + diffs.css(CODE_STYLE)
 
 
 def _plural(n: int, word: str) -> str:
@@ -64,15 +39,24 @@ def _header(f: dict[str, Any]) -> str:
     j = f["job"]
     state = esc(j["state"])
     bits = [f"<span>Job {int(j['id'])}</span>",
-            f"<span>{esc(j['project'])}</span>"]
+            f'<span title="{esc(j["project"])}"><b>{esc(Path(j["project"]).name)}</b></span>']
     if j.get("branch"):
         onto = f" → <code>{esc(j['base_branch'])}</code>" if j.get("base_branch") else ""
         bits.append(f"<span><code>{esc(j['branch'])}</code>{onto}</span>")
     bits.append(f"<span>agent {esc(j['agent'])}</span>")
     bits.append(f"<span>queued {esc(when(j.get('created_at')))}</span>")
-    return (f'<header class="top"><div class="owl" aria-hidden="true">🦉</div><div>'
-            f'<h1>{esc(j["title"])}<span class="pill {state}">{state}</span></h1>'
-            f'<div class="meta">{"".join(bits)}</div></div></header>')
+    return (f'<header class="top">{_logo()}<div class="head">'
+            f'<h1>{esc(heading(j))}<span class="pill {state}">{state}</span></h1>'
+            f'<div class="meta">{"".join(bits)}</div></div>{_next(j)}</header>')
+
+
+def _next(j: dict[str, Any]) -> str:
+    """The one command a person coming back most likely wants, in the corner."""
+    if j.get("state") != "review":
+        return ""
+    onto = f"into {esc(j['base_branch'])}" if j.get("base_branch") else "into its base branch"
+    return (f'<div class="next"><span>Looks right? Bring it {onto}:</span>'
+            f'<code>owl jobs accept {int(j["id"])} --merge</code></div>')
 
 
 def _checks_summary(f: dict[str, Any]) -> tuple[str, str]:
@@ -96,21 +80,35 @@ def _stats(f: dict[str, Any]) -> str:
              "<span>lines</span>"),
         (cls, f"<b>{value}</b><span>checks passed</span>"),
         ("", f"<b>{len(runs)}</b><span>{'run' if len(runs) == 1 else 'runs'} · "
-             f"{esc(took(sum(r['duration_s'] or 0 for r in runs)))}</span>"),
+             f"{esc(took(sum(r['duration_s'] or 0 for r in runs)))}{_cost(runs)}</span>"),
     ]
     return '<div class="stats">' + "".join(
         f'<div class="stat {c}">{body}</div>' for c, body in tiles) + "</div>"
 
 
+def _cost(runs: list[dict[str, Any]]) -> str:
+    costs = [float((r.get("usage") or {}).get("total_cost_usd") or 0) for r in runs]
+    return f" · ${sum(costs):.2f}" if any(costs) and sum(costs) >= 0.005 else (
+        f" · ${sum(costs):.4f}" if any(costs) else "")
+
+
 def _said(f: dict[str, Any]) -> str:
     msg = f.get("last_message")
-    body = esc(msg.strip()) if msg else '<span class="empty">The agent left no message.</span>'
+    body = prose(msg) if msg else '<span class="empty">The agent left no message.</span>'
     return f'<section class="card said"><h2>What the agent says</h2><div class="body">{body}</div></section>'
 
 
 def _prompt(f: dict[str, Any]) -> str:
-    return ('<section class="card"><details class="prompt-box"><summary>The prompt</summary>'
-            f'<div class="body"><pre class="prompt">{esc(f["job"]["prompt"])}</pre></div>'
+    replies = f.get("replies") or []
+    said = "".join(
+        f'<div class="reply"><span class="when">you, {esc(when(r.get("at")))}'
+        + (f' · given to run {int(r["run_id"])}' if r.get("run_id") else " · for the next run")
+        + f'</span><div>{prose(r.get("text") or "")}</div></div>' for r in replies)
+    n = len(replies)
+    summary = "The prompt" + (f" and your {n} {'reply' if n == 1 else 'replies'}" if n else "")
+    return (f'<section class="card"><details class="prompt-box"{" open" if replies else ""}>'
+            f'<summary>{esc(summary)}</summary>'
+            f'<div class="body"><pre class="prompt">{esc(f["job"]["prompt"])}</pre>{said}</div>'
             "</details></section>")
 
 
@@ -213,16 +211,16 @@ def _file_diff(i: int, fd: diffs.FileDiff) -> str:
         rows.append(f'<tr class="hunk"><td colspan="4">{esc(h.header)}</td></tr>')
         for ln in h.lines:
             if ln.kind == "\\":
-                rows.append(f'<tr class="eof"><td class="n"></td><td class="n"></td><td class="m"></td>'
-                            f'<td class="c">{esc(ln.text)}</td></tr>')
+                rows.append(f'<tr class="eof"><td class="d-num"></td><td class="d-num"></td><td class="d-mark"></td>'
+                            f'<td class="d-src">{esc(ln.text)}</td></tr>')
                 continue
             old = "" if ln.old is None else str(ln.old)
             new = "" if ln.new is None else str(ln.new)
             mark = {"+": "+", "-": "−"}.get(ln.kind, "")
-            rows.append(f'<tr class="{_ROW[ln.kind]}"><td class="n">{old}</td><td class="n">{new}</td>'
-                        f'<td class="m">{mark}</td><td class="c">{_line_html(ln)}</td></tr>')
-    return (f'<div class="file">{head}<table class="diff code"><colgroup><col class="n"><col class="n">'
-            f'<col class="m"><col></colgroup>{"".join(rows)}</table></div>')
+            rows.append(f'<tr class="{_ROW[ln.kind]}"><td class="d-num">{old}</td><td class="d-num">{new}</td>'
+                        f'<td class="d-mark">{mark}</td><td class="d-src">{_line_html(ln)}</td></tr>')
+    return (f'<div class="file">{head}<table class="diff code"><colgroup><col class="d-num"><col class="d-num">'
+            f'<col class="d-mark"><col></colgroup>{"".join(rows)}</table></div>')
 
 
 def _diff(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
@@ -232,9 +230,11 @@ def _diff(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
         notes.append(f'<div class="note">The diff is {f["diff_chars"] / 1e6:.1f} MB over '
                      f'{_plural(len(f["files"]), "file")}; this page shows the first '
                      f'{_plural(len(parsed), "file")}. <code>owl jobs diff {jid}</code> prints all of it.</div>')
-    if f.get("worktree_dirty"):
-        notes.append('<div class="note">The worktree also has uncommitted changes, not shown here '
-                     "(they are not on the branch).</div>")
+    dirty = f.get("worktree_dirty") or []
+    if dirty:
+        names = ", ".join(f"<code>{esc(n)}</code>" for n in dirty[:5]) + (" …" if len(dirty) > 5 else "")
+        notes.append(f'<div class="note">Not committed in the worktree, so not on the branch and '
+                     f"not shown here: {names}</div>")
     if f.get("git_problem"):
         notes.append(f'<div class="note">{esc(f["git_problem"])}</div>')
     body = "".join(_file_diff(i, fd) for i, fd in enumerate(parsed))
@@ -274,9 +274,7 @@ def _runs(f: dict[str, Any]) -> str:
     rows = ['<tr><th>Run</th><th>Outcome</th><th>How it ended</th><th>Took</th><th>Usage</th>'
             "<th>Log</th></tr>"]
     for r in f["runs"]:
-        how = r.get("ended_by") or ("still going" if not r.get("ended_at") else "")
-        if r.get("exit_code") is not None:
-            how = f"{how} · exit {r['exit_code']}" if how else f"exit {r['exit_code']}"
+        how = ended_how(r)
         why = f'<div class="cbody">{esc(r["reason"])}</div>' if r.get("reason") else ""
         log = file_url(r.get("log"))
         rows.append(f'<tr><td>#{int(r["id"])} <span class="when">attempt {int(r["attempt"])} · '
@@ -287,6 +285,19 @@ def _runs(f: dict[str, Any]) -> str:
     if len(rows) == 1:
         return '<section class="card"><h2>Runs</h2><div class="body empty">No runs yet.</div></section>'
     return f'<section class="card runs" id="runs"><h2>Runs</h2><table class="list">{"".join(rows)}</table></section>'
+
+
+def ended_how(r: dict[str, Any]) -> str:
+    """How a Run ended, in words: exited 0, stopped (SIGTERM) · exit 143, still going."""
+    if not r.get("ended_at"):
+        return "still going"
+    word = _ENDED.get(r.get("ended_by") or "", r.get("ended_by") or "")
+    code = r.get("exit_code")
+    if code is None:
+        return word
+    if word == "exited":
+        return f"exited {code}"
+    return f"{word} · exit {code}" if word else f"exit {code}"
 
 
 def _log_link(url: str | None, run_id: int) -> str:
@@ -304,8 +315,14 @@ def _outside(f: dict[str, Any]) -> str:
 
 
 def _describe(x: Any) -> str:
+    """One change outside the branch in words (`moved main from … to …`)."""
     if isinstance(x, dict):
-        return " · ".join(f"{k}: {v}" for k, v in x.items())
+        from owl.outside import describe
+
+        try:
+            return describe(x)
+        except (TypeError, ValueError, AttributeError):
+            return " · ".join(f"{k}: {v}" for k, v in x.items())
     return str(x)
 
 
@@ -348,6 +365,6 @@ def render(f: dict[str, Any]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-            "style-src 'unsafe-inline'; img-src 'none'\">"
+            "style-src 'unsafe-inline'; img-src data:\">"
             f"<title>{esc(title)}</title><style>{_style()}</style></head>"
             f'<body><div class="wrap">{body}</div></body></html>\n')

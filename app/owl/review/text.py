@@ -19,35 +19,16 @@ TAIL_LINES = 30          # a command agent's "last message": the tail of its log
 TAIL_CHARS = 4000
 MESSAGE_MAX = 20_000     # a longer last message is cut, with a note
 
-# Bidirectional controls (Trojan Source) and zero-width characters that hide text.
-_INVISIBLE = {0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, *range(0x202A, 0x202F),
-              *range(0x2066, 0x206A)}
-
 
 def visible(text: str, *, keep_newlines: bool = True) -> str:
-    """`text` with control characters shown, not obeyed.
+    """`text` with control characters shown, not obeyed, as everywhere else
+    Owl shows agent text (`owl.textsafe`): ESC as `\\x1b`, a lone carriage
+    return as `\\r`, bidi overrides as `\\u202e`. Newlines and tabs stay when
+    keep_newlines; a carriage return before a newline is dropped."""
+    from owl import textsafe
 
-    C0 controls become their Control Pictures (ESC -> ␛), DEL -> ␡, C1
-    controls and invisible formatting characters -> <U+XXXX>. Newlines and
-    tabs stay (when keep_newlines); a carriage return before a newline is
-    dropped, a lone one shown."""
-    out: list[str] = []
     text = text.replace("\r\n", "\n")
-    for ch in text:
-        c = ord(ch)
-        if ch == "\n":
-            out.append("\n" if keep_newlines else "␤")
-        elif ch == "\t":
-            out.append("\t" if keep_newlines else " ")
-        elif c < 0x20:
-            out.append(chr(0x2400 + c))
-        elif c == 0x7F:
-            out.append("␡")
-        elif 0x80 <= c < 0xA0 or c in _INVISIBLE:
-            out.append(f"<U+{c:04X}>")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return textsafe.block(text) if keep_newlines else textsafe.line(text)
 
 
 def _events(log_text: str) -> tuple[list[dict[str, Any]], bool]:

@@ -13,7 +13,8 @@ raises with no display):
 
 - macOS: ``darwin``; Windows: ``win32``.
 - Linux/BSD: ``appindicator`` when a StatusNotifier host is on the session
-  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``.
+  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``. On
+  Wayland (``WAYLAND_DISPLAY``, no ``DISPLAY``) only ``appindicator``.
   ``xorg`` is refused: it has no menu and ignores clicks, so Owl would be
   uncontrollable. No display or no tray host within a short wait raises
   `TrayUnavailable`, and the caller runs the daemon headless instead.
@@ -36,7 +37,9 @@ from owl import textsafe
 from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.menu import Action, Item, build_menu, counting_down
+from owl.tray.coming_back import DEFAULT_ACTION, ComingBack
 from owl.tray.notices import Notices
+
 
 log = logging.getLogger("owl.tray")
 
@@ -51,7 +54,10 @@ DOUBLE_FIRE_S = 0.3  # the same item twice within this is one click  # redraw th
 
 
 _VERB_WORDS = {"start": "Start", "pause": "Pause", "resume": "Resume", "stop": "Stop",
-               "shift_start": "Work for 1 hour", "drop": "Drop"}
+               "shift_start": "Work for 1 hour", "drop": "Drop", "accept": "Accept",
+               "verify": "Run checks again"}
+# Verbs whose outcome the person waits to hear (a merge, checks started).
+_SAYS_DONE = {"accept", "verify"}
 
 
 class DaemonLike(Protocol):
@@ -113,8 +119,12 @@ def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S)
         return name or "darwin"
     if sys.platform == "win32":
         return name or "win32"
-    if not os.environ.get("DISPLAY") and not (name == "appindicator" and os.environ.get("WAYLAND_DISPLAY")):
+    # Wayland has no XEmbed tray: only a StatusNotifier host can show the icon there.
+    wayland_only = bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY")
+    if not os.environ.get("DISPLAY") and not wayland_only:
         raise TrayUnavailable("no display (DISPLAY is not set)")
+    if wayland_only and name not in (None, "appindicator"):
+        raise TrayUnavailable(f"the {name} tray needs X (DISPLAY); on Wayland use appindicator")
     try:
         import gi
 
@@ -127,9 +137,12 @@ def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S)
     while True:
         if _sni_host_present():
             return "appindicator"
-        if _x_tray_owned():
+        if not wayland_only and _x_tray_owned():
             return "gtk"
         if time.monotonic() >= deadline:
+            if wayland_only:
+                raise TrayUnavailable("no StatusNotifier host on this Wayland desktop (on GNOME, "
+                                      "turn on the AppIndicator extension)")
             raise TrayUnavailable("no system tray on this desktop (no StatusNotifier host, no XEmbed tray)")
         time.sleep(0.25)
 
@@ -190,7 +203,7 @@ def to_pystray(items: tuple[Item, ...], on_action: Callable[[Action], None]) -> 
     return Menu(*[one(it) for it in items])
 
 
-class TrayApp:
+class TrayApp(ComingBack):
     """Keeps the icon in step with the daemon and carries out menu actions."""
 
     def __init__(self, daemon: DaemonLike, backend: str, *, grace_window_s: float = 900.0,
@@ -206,6 +219,8 @@ class TrayApp:
         self._stopping = threading.Event()
         self._poke = threading.Event()
         self._notices = Notices()
+        self._buttons: Any = None
+        self._buttons_ok: bool | None = None
         self._shown: dict[str, Any] = {}
         self._last_action: tuple[Action] | None = None
         self._last_action_at = 0.0
@@ -235,8 +250,22 @@ class TrayApp:
             log.warning("tray stopped with an error: %s", e)
         finally:
             self._stopping.set()
+            if self._buttons is not None:
+                self._buttons.close()
+            self._release_setup()
             self.daemon.request_stop()
         return 0
+
+    def _release_setup(self) -> None:
+        """Let pystray's setup thread end when the loop never became ready.
+
+        The thread waits for the loop's "ready" before calling `_refresher`;
+        a loop that failed at start (e.g. its notification service could not
+        be started) never says it, and that (non-daemon) thread would keep
+        the process alive for good. One more "ready" is harmless otherwise."""
+        ready = getattr(self.icon, "_Icon__queue", None)
+        if ready is not None:
+            ready.put(True)
 
     def stop(self) -> None:
         """End the loop (from any thread); `run` then ends the Runs. On macOS
@@ -280,7 +309,10 @@ class TrayApp:
     # -- refreshing
 
     def _refresher(self, icon: Any) -> None:
+        if self._stopping.is_set():
+            return          # released after the loop failed: nothing to show
         icon.visible = True
+        self._buttons_on()     # D-Bus set-up here, not on the toolkit's thread
         while not self._stopping.is_set():
             status = self.refresh()
             fast = status is not None and (counting_down(status) or bool(status.get("runs")))
@@ -314,8 +346,9 @@ class TrayApp:
             # by one hop, so the hover text changes only after the menu has,
             # and what it says can already be found in the menu.
             self._main(lambda: self._main(lambda: self._set_tooltip(tip)))
-        for title, message in self._notices.update(status):
-            self._main(lambda t=title, m=message: self._notify(t, m))
+        for notice in self._notices.update(status):
+            review = getattr(notice, "review", None)
+            self._main(lambda n=notice, r=review: self._notify(n[0], n[1], review=r))
         self._shown["status"] = status
         return status
 
@@ -326,10 +359,15 @@ class TrayApp:
         if status_icon is not None:  # gtk: title is not the hover text
             status_icon.set_tooltip_text(text)
 
-    def _notify(self, title: str, message: str) -> None:
+    def _notify(self, title: str, message: str, review: int | None = None) -> None:
         # Bodies carry agent text (titles, reasons); a notification server may
         # read markup or act on controls, so both go through textsafe.
         title, message = textsafe.line(title), textsafe.block(message)
+        if review is not None and self._buttons_on():
+            shown = self._buttons.notify(title, message, [(DEFAULT_ACTION, "Review"),
+                                                          ("review", "Review")], tag=str(review))
+            if shown is not None:
+                return
         if self._bundle_notifier is not None and self._bundle_notifier.notify(title, message):
             return
         try:
@@ -364,6 +402,9 @@ class TrayApp:
             threading.Thread(target=self._call, args=(action,), name="owl-tray-verb", daemon=True).start()
         elif action.kind == "open" and action.path:
             self._open(action.path)
+        elif action.kind == "review":
+            threading.Thread(target=self._review, args=(int(action.kwargs["job_id"]),),
+                             name="owl-tray-review", daemon=True).start()
         elif action.kind == "config":
             from owl.paths import get_paths
 
@@ -378,11 +419,17 @@ class TrayApp:
             self._poke.set()
 
     def _call(self, action: Action) -> None:
+        words = _VERB_WORDS.get(action.verb or "", action.verb or "Owl")
+        if action.verb == "accept" and action.kwargs.get("merge"):
+            words = "Merge"
         try:
-            self.daemon.call(action.verb or "", **action.kwargs)
+            out = self.daemon.call(action.verb or "", **action.kwargs)
+            if action.verb in _SAYS_DONE and isinstance(out, dict) and out.get("message"):
+                said = str(out["message"])
+                self._main(lambda: self._notify(words, said))
         except Refused as e:
             reason = str(e)
-            title = _VERB_WORDS.get(action.verb or "", action.verb or "Owl") + ": refused"
+            title = words + ": refused"
             self._main(lambda: self._notify(title, reason))
         except Exception as e:
             log.exception("verb %s failed", action.verb)

@@ -28,7 +28,8 @@ class Action:
 
     kind is one of:
     ``verb`` (ask the daemon: `verb` with `args`), ``open`` (open `path` with
-    the desktop's opener), ``autostart`` (turn start-at-login on if `args`
+    the desktop's opener), ``review`` (write the review page of Job
+    `args` job_id and open it), ``autostart`` (turn start-at-login on if `args`
     has on=True, else off), ``config`` (open the config file), ``quit``.
     """
 
@@ -214,6 +215,24 @@ def _job_item(status: dict[str, Any], job: dict[str, Any]) -> Item:
     return Item(label, submenu=sub)
 
 
+def _review_item(job: dict[str, Any]) -> Item:
+    """A Job in review: what a person coming back does with it, one click each."""
+    jid = job.get("id")
+    worktree = job.get("worktree")
+    base = job.get("base_branch")
+    sub = (
+        Item("Review", Action("review", args=(("job_id", jid),)), default=True),
+        Item("Open worktree", Action("open", path=worktree) if worktree else None,
+             enabled=bool(worktree)),
+        Item("Accept", verb("accept", job_id=jid)),
+        Item(f"Merge into {short(base, 24)}" if base else "Merge into its base branch",
+             verb("accept", job_id=jid, merge=True)),
+        Item("Run checks again", verb("verify", job_id=jid), enabled=bool(worktree)),
+        Item("Drop", verb("drop", job_id=jid, force=False)),
+    )
+    return Item(f"◆ Job {jid}: {short(job.get('title'), 32)} — ready for review", submenu=sub)
+
+
 def _jobs_submenu(status: dict[str, Any]) -> tuple[Item, ...]:
     queue = _queue(status)
     if not queue:
@@ -245,8 +264,7 @@ def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[I
     review = list(status.get("review") or [])
     if recent or review:
         items.append(SEPARATOR)
-        items += [Item(f"◆ Job {j.get('id')}: {short(j.get('title'), 32)} — ready for review", enabled=False)
-                  for j in review]
+        items += [_review_item(j) for j in review]
         items += [_recent_item(e) for e in recent]
 
     paused = bool(status.get("paused"))

@@ -23,6 +23,17 @@ from owl import textsafe
 from owl.tray.menu import clock, short
 
 
+class Notice(tuple):
+    """(title, message), and the Job whose review page a Review button opens (or None)."""
+
+    review: int | None
+
+    def __new__(cls, title: str, message: str, review: int | None = None) -> "Notice":
+        self = super().__new__(cls, (title, message))
+        self.review = review
+        return self
+
+
 class Notices:
     def __init__(self) -> None:
         self._primed = False
@@ -63,7 +74,9 @@ class Notices:
             if jid in self._review_said:
                 continue
             self._review_said.add(jid)
-            out.append((f"Job {jid} ready for review", f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}"))
+            out.append(Notice(f"Job {jid} ready for review",
+                              f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}",
+                              review=jid))
         for w in status.get("limits") or []:
             key = (w.get("agent"), w.get("until"))
             if key in self._limits_said:

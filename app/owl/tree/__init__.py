@@ -16,6 +16,9 @@ This package knows nothing of Jobs or Runs beyond a tag in the environment.
 After a crash, ``kill_processes(find_survivors("OWL_RUN_ID", run_ids,
 identities, instance=("OWL_INSTANCE", this_home)))``.
 
+Where the user has a delegated cgroup v2, ``RunGroup.make(instance, run)``
+gives the Run a cgroup: pass it to spawn() and ProcessTree() alike.
+
 A process the system will not let us signal (EPERM: it became root, as
 ``sudo`` does) never raises: it is left alone, does not keep the tree
 ``alive()``, and ``tree.refused()`` names it.
@@ -26,10 +29,11 @@ from __future__ import annotations
 from ._platform import backend
 from .process_tree import ProcessTree, end_processes, find_survivors, kill_processes
 from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
+from .cgroup import RunGroup
 
 BACKEND: str = backend.NAME
 
 __all__ = [
-    "BACKEND", "SPAWN_LOCK", "ProcessTree", "become_subreaper",
+    "BACKEND", "SPAWN_LOCK", "ProcessTree", "RunGroup", "become_subreaper",
     "end_processes", "find_survivors", "kill_processes", "own", "reap_orphans", "spawn",
 ]

@@ -11,8 +11,10 @@ spawn is half done (a Popen whose pid its owner has not yet recorded).
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -51,9 +53,68 @@ def _resolve(program: str, env: dict[str, str], cwd: str) -> str:
         f"agent program {program!r} not found on PATH ({search})")
 
 
+REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
+
+
+class Reaped:
+    """An agent started under a reaper of its own (see ``reaper.py``).
+
+    Looks like the Popen it wraps where the engine needs it (``pid``,
+    ``returncode`` and ``poll`` are the reaper's, so the orphan reaping rules
+    are unchanged), but ``wait`` returns the *agent's* exit status as soon
+    as the agent exits, while the reaper stays on until the last process it
+    holds is gone.
+    """
+
+    def __init__(self, popen: subprocess.Popen[Any], report_fd: int) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.reaper_pid = popen.pid
+        self._fd: int | None = report_fd
+        self._said = b""
+        self._code: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The agent's exit status; TimeoutExpired as Popen.wait does."""
+        with self._lock:
+            if self._code is not None:
+                return self._code
+            while self._fd is not None:
+                ready, _, _ = select.select([self._fd], [], [], timeout)
+                if not ready:
+                    raise subprocess.TimeoutExpired(self.popen.args, timeout or 0)
+                chunk = os.read(self._fd, 64)
+                self._said += chunk
+                if not chunk or b"\n" in self._said:
+                    os.close(self._fd)
+                    self._fd = None
+            word = self._said.split(b"\n", 1)[0]
+            if word.startswith(b"exit "):
+                self._code = int(word[5:])
+            else:
+                # The reaper died before the agent did (killed): its status it is.
+                self._code = self.popen.wait(timeout)
+            return self._code
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+
 def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
-          stderr: Any, nice: int = 10,
-          stdin: Any = subprocess.DEVNULL) -> subprocess.Popen[Any]:
+          stderr: Any, nice: int = 10, stdin: Any = subprocess.DEVNULL,
+          reaper: bool = False, cgroup: Any = None) -> Any:
     """Start ``argv`` in a new session at low priority, never through a shell.
 
     The program runs at niceness ``nice`` and (Linux) in the idle I/O class,
@@ -63,19 +124,40 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
     in a threaded process. The program sees its resolved absolute path as
     argv[0].
 
+    With ``reaper``, the program starts under a reaper of its own that is
+    a child subreaper (``reaper.py``), so whatever it leaves behind stays in
+    its tree; the result is then a ``Reaped``, whose ``wait`` is the
+    program's own exit status; with ``cgroup`` too (a ``RunGroup``), the
+    reaper joins that cgroup before the program starts.
+
     Raises FileNotFoundError or PermissionError, with a message a person
     can act on, if the program or the working directory cannot be used.
     """
     if not os.path.isdir(cwd):
         raise FileNotFoundError(f"working directory does not exist: {cwd}")
     program = _resolve(argv[0] if argv else "", env, cwd)
-    command = _platform.backend.priority_prefix(nice) + [program, *argv[1:]]
-    with SPAWN_LOCK:
-        popen = subprocess.Popen(
-            command, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
-            stderr=stderr, start_new_session=True, close_fds=True)
-        _spawned[popen.pid] = popen
-    return popen
+    command = [program, *argv[1:]]
+    rfd = wfd = -1
+    if reaper:
+        rfd, wfd = os.pipe()
+        where = str(cgroup.path) if cgroup is not None else "-"
+        command = [sys.executable, "-I", "-S", REAPER, str(wfd), where, *command]
+    command = _platform.backend.priority_prefix(nice) + command
+    try:
+        with SPAWN_LOCK:
+            popen = subprocess.Popen(
+                command, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
+                stderr=stderr, start_new_session=True, close_fds=True,
+                pass_fds=(wfd,) if reaper else ())
+            _spawned[popen.pid] = popen
+    except BaseException:
+        if reaper:
+            os.close(rfd)
+        raise
+    finally:
+        if reaper:
+            os.close(wfd)
+    return Reaped(popen, rfd) if reaper else popen
 
 
 def own(popen: subprocess.Popen[Any], *, locked: bool = False) -> None:

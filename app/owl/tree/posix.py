@@ -198,7 +198,9 @@ class Kin:
 
     def __init__(self, on_fork: Callable[[], None] | None = None, *,
                  kqueue_api: Any = None) -> None:
-        self._groups: set[tuple[str, int]] = set()
+        # ("s", sid) / ("g", pgid) -> create time of the leader (the process
+        # whose pid the id is) when first noted, None if it was gone then.
+        self._groups: dict[tuple[str, int], float | None] = {}
         self._own = {("s", _sid(0)), ("g", _pgid(0))}
         self._lock = threading.Lock()
         api = kqueue_api
@@ -215,19 +217,29 @@ class Kin:
     def note(self, pids: Iterable[int]) -> None:
         """Remember the session and group of each (live) member; watch its forks."""
         for pid in pids:
-            sid, pgid = _sid(pid), _pgid(pid)
-            with self._lock:
-                for key in (("s", sid), ("g", pgid)):
-                    if key[1] > 0 and key not in self._own:
-                        self._groups.add(key)
+            for key in (("s", _sid(pid)), ("g", _pgid(pid))):
+                if key[1] > 0 and key not in self._own and key not in self._groups:
+                    leader = _created(key[1])
+                    with self._lock:
+                        self._groups.setdefault(key, leader)
             if self._forks is not None:
                 self._forks.watch(pid)
 
     def claims(self, pid: int) -> bool:
-        """Whether ``pid`` is in a session or process group the Run has had."""
-        sid, pgid = _sid(pid), _pgid(pid)
-        with self._lock:
-            return ("s", sid) in self._groups or ("g", pgid) in self._groups
+        """Whether ``pid`` is in a session or process group the Run has had.
+
+        A session or group id is its leader's pid: if that pid now names
+        another process than the leader noted, the id was reused by a new
+        session (unrelated, however rare), and is no evidence."""
+        for key in (("s", _sid(pid)), ("g", _pgid(pid))):
+            with self._lock:
+                if key not in self._groups:
+                    continue
+                noted = self._groups[key]
+            now = _created(key[1])
+            if now is None or (noted is not None and same_start(now, noted)):
+                return True
+        return False
 
     def close(self) -> None:
         if self._forks is not None:
@@ -271,6 +283,15 @@ class ForkWatch:
                 self._watched.discard(pid)
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            try:
+                self._kq.close()
+            except OSError:
+                pass
+
+    def _serve(self) -> None:
         api = self._api
         while not self._closed.is_set():
             try:
@@ -293,13 +314,10 @@ class ForkWatch:
                     log.exception("sweep after a fork failed")
 
     def close(self) -> None:
+        """Stop watching. Never waits: a tree dropped on the supervisor's
+        thread must not hold it up; the thread ends (and closes the kqueue)
+        within ``POLL`` seconds."""
         self._closed.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(2 * self.POLL)
-        try:
-            self._kq.close()
-        except OSError:
-            pass
 
 
 def sweeper(tree: Any) -> Callable[[], None]:
@@ -311,6 +329,14 @@ def sweeper(tree: Any) -> Callable[[], None]:
         if t is not None:
             t.alive()
     return sweep
+
+
+def _created(pid: int) -> float | None:
+    """psutil's create time of ``pid``, or None if there is no such process."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
 
 
 def _pgid(pid: int) -> int:

@@ -86,8 +86,9 @@ class ProcessTree:
 
     def __init__(self, tag: tuple[str, str] | None,
                  leader: int | None = None, *,
-                 backend: ModuleType | None = None) -> None:
+                 backend: ModuleType | None = None, cgroup: Any = None) -> None:
         self._tag = tag
+        self._cgroup = cgroup                  # a cgroup.RunGroup, or None
         self._b = backend or _platform.backend
         self._lock = threading.RLock()
         self._members: dict[int, _Member] = {}
@@ -195,6 +196,12 @@ class ProcessTree:
                 queue.append((pid, m.start))
         if self._tag is not None:
             queue.extend(self._adopted(rows, children))
+        if self._cgroup is not None:
+            # The kernel's own list: nothing leaves it, whatever it does.
+            for pid in self._cgroup.pids():
+                row = rows.get(pid)
+                if row is not None and pid != self._me:
+                    queue.append((pid, row.start))
 
         i = 0
         while i < len(queue):
@@ -292,7 +299,14 @@ class ProcessTree:
         keeps sweeping needs only the processes started since to be read.
         """
         with self._lock:
-            live, first_rows, late = self._stop_all()
+            cg = self._cgroup
+            if cg is not None:
+                cg.freeze(True)     # nothing runs or forks while the stops go round
+            try:
+                live, first_rows, late = self._stop_all()
+            finally:
+                if cg is not None:
+                    cg.freeze(False)    # each wakes only to act on its SIGSTOP
             return len(self._settle(live, first_rows, late))
 
     def _stop_all(self) -> tuple[list[_Member], dict[int, Any], set[_Member]]:
@@ -413,6 +427,8 @@ class ProcessTree:
         orphans might otherwise land beyond this daemon's reach).
         """
         with self._lock:
+            if self._cgroup is not None:
+                self._cgroup.kill()     # all at once; the sweep below makes sure
             self._stop_all()    # no need to wait until they have stopped
             killed: set[_Member] = set()
             deadline = time.monotonic() + timeout
@@ -483,10 +499,13 @@ class ProcessTree:
                                       for m in live)
 
     def close(self) -> None:
-        """Release the open pidfds (the processes are not touched)."""
+        """Release the open pidfds and remove the cgroup if it is empty (the
+        processes are not touched)."""
         with self._lock:
             if self._kin is not None:
                 self._kin.close()
+            if self._cgroup is not None:
+                self._cgroup.remove()
             for m in list(self._members.values()):
                 self._forget(m)
             self._order = []

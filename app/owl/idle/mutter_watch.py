@@ -1,0 +1,213 @@
+"""GNOME's idle monitor as events: Mutter's watches, on a D-Bus connection of their own.
+
+Mutter says when things happen rather than being asked about once a second:
+
+- `AddIdleWatch(ms)` fires `WatchFired(id)` each time input has stopped for
+  that long: the engine is woken (`on_quiet`) to start or thaw work on time;
+- `AddUserActiveWatch()` fires once on the next input, about 1 ms after it:
+  that is the hook event that freezes a Run. It is one-shot, so it is armed
+  again each time the idle watch fires, i.e. whenever the machine is idle.
+
+The connection lives on a thread of its own, blocked in select() on the bus
+socket and a wake pipe (for a changed `idle.after`, and for stop): while
+nothing happens, nothing runs. How long it has been quiet is still read with
+`MutterReader` (GetIdletime) when the engine asks, on the engine's connection.
+Mutter leaving the bus, or the bus closing, ends the hooks (`on_dead`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+from collections import deque
+from typing import Any, Callable
+
+from .base import BackendError, one_line
+from .mutter import BUS_NAME, INTERFACE, OBJECT_PATH
+
+log = logging.getLogger("owl.idle")
+
+CALL_TIMEOUT = 2.0
+
+
+class MutterWatch:
+    """Hooks for GNOME: input and quiet as Mutter's IdleMonitor watches."""
+
+    name = "mutter-watch"
+
+    def __init__(self, bus: str = "SESSION") -> None:
+        self.bus = bus
+        self._after_ms = 600_000
+        self._on_quiet: Callable[[], None] | None = None
+        self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = -1
+        self._stopping = False
+        self._dead: str | None = None
+        self._conn: Any = None
+
+    # ---------------------------------------------------------------- hooks
+
+    def watch_quiet(self, after: float, on_quiet: Callable[[], None]) -> None:
+        """Call `on_quiet` each time input has stopped for `after` seconds."""
+        self._on_quiet = on_quiet
+        after_ms = max(1, int(round(after * 1000)))
+        if after_ms != self._after_ms:
+            self._after_ms = after_ms
+            self._poke()
+
+    def start(self, on_event: Callable[..., None], on_dead: Callable[[str], None]) -> None:
+        from jeepney.io.blocking import open_dbus_connection
+
+        self.stop()
+        try:
+            conn = open_dbus_connection(bus=self.bus)
+        except Exception as exc:
+            raise BackendError(f"no session D-Bus: {one_line(exc)}") from None
+        signals: deque = deque()
+        try:
+            for rule in (_rule(), _owner_rule()):
+                conn.filter(rule, queue=signals)   # kept for the connection's life
+                _call(conn, _bus_address(), "AddMatch", "s", (rule.serialise(),))
+            idle_id = _call(conn, _monitor(), "AddIdleWatch", "t", (self._after_ms,))[0]
+            active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
+        except BackendError:
+            conn.close()
+            raise
+        self._conn, self._stopping, self._dead = conn, False, None
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(
+            target=self._run, args=(conn, signals, idle_id, active_id, on_event, on_dead),
+            name="owl-mutter-watch", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive() and self._dead is None
+
+    def stop(self) -> None:
+        self._stopping = True
+        thread, self._thread = self._thread, None
+        self._poke()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(2.0)
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+
+    # --------------------------------------------------------------- thread
+
+    def _poke(self) -> None:
+        if self._wake_w >= 0:
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass
+
+    def _run(self, conn: Any, signals: deque, idle_id: int, active_id: int,
+             on_event: Callable[..., None], on_dead: Callable[[str], None]) -> None:
+        from jeepney.low_level import HeaderFields
+
+        after_ms = self._after_ms
+        why = "GNOME's idle monitor went away"
+        try:
+            while not self._stopping:
+                while signals:
+                    msg = signals.popleft()
+                    if msg.header.fields.get(HeaderFields.member) == "NameOwnerChanged":
+                        if msg.body[0] == BUS_NAME and not msg.body[2]:
+                            raise BackendError("GNOME's idle monitor left the session bus")
+                        continue
+                    fired = msg.body[0]
+                    if fired == active_id:
+                        active_id = -1
+                        on_event()
+                    elif fired == idle_id:
+                        # Idle now: the next input must be seen the moment it comes
+                        # (the watch armed at start may still be waiting for it).
+                        if active_id < 0:
+                            active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
+                        idle_ms = _call(conn, _monitor(), "GetIdletime")[0]
+                        if idle_ms < after_ms:      # input slipped in before the watch was armed
+                            on_event()
+                        if self._on_quiet is not None:
+                            self._on_quiet()
+                if after_ms != self._after_ms:      # idle.after was edited
+                    after_ms = self._after_ms
+                    _call(conn, _monitor(), "RemoveWatch", "u", (idle_id,))
+                    idle_id = _call(conn, _monitor(), "AddIdleWatch", "t", (after_ms,))[0]
+                if signals:
+                    continue
+                ready, _, _ = select.select([conn.sock, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    os.read(self._wake_r, 64)
+                if conn.sock in ready:
+                    _drain(conn)
+        except BackendError as exc:
+            why = str(exc)
+        except Exception as exc:   # the bus closed under us, or an answer made no sense
+            why = f"GNOME's idle monitor went away ({type(exc).__name__})"
+        finally:
+            try:
+                conn.close()
+            except Exception:
+                pass
+        if not self._stopping:
+            self._dead = why
+            log.info("mutter watch ended: %s", why)
+            on_dead(why)
+
+
+def _drain(conn: Any) -> None:
+    """Read every message the socket holds now (filters sort them into queues)."""
+    while True:
+        try:
+            conn.recv_messages(timeout=0)
+        except TimeoutError:
+            return
+
+
+def _call(conn: Any, address: Any, method: str, signature: str | None = None,
+          body: tuple = ()) -> tuple:
+    """One method call; a D-Bus error or no answer becomes BackendError."""
+    from jeepney import MessageType, new_method_call
+    from jeepney.low_level import HeaderFields
+
+    try:
+        reply = conn.send_and_get_reply(new_method_call(address, method, signature, body),
+                                        timeout=CALL_TIMEOUT)
+    except TimeoutError:
+        raise BackendError(f"GNOME's idle monitor did not answer {method}") from None
+    except OSError as exc:
+        raise BackendError(f"session D-Bus went away: {one_line(exc)}") from None
+    if reply.header.message_type is MessageType.error:
+        name = reply.header.fields.get(HeaderFields.error_name, "an error")
+        raise BackendError(f"GNOME's idle monitor is not there ({name})")
+    return tuple(reply.body)
+
+
+def _monitor() -> Any:
+    from jeepney import DBusAddress
+    return DBusAddress(OBJECT_PATH, bus_name=BUS_NAME, interface=INTERFACE)
+
+
+def _bus_address() -> Any:
+    from jeepney import DBusAddress
+    return DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus",
+                       interface="org.freedesktop.DBus")
+
+
+def _rule() -> Any:
+    from jeepney import MatchRule
+    return MatchRule(type="signal", interface=INTERFACE, member="WatchFired", path=OBJECT_PATH)
+
+
+def _owner_rule() -> Any:
+    from jeepney import MatchRule
+    rule = MatchRule(type="signal", sender="org.freedesktop.DBus",
+                     interface="org.freedesktop.DBus", member="NameOwnerChanged")
+    rule.add_arg_condition(0, BUS_NAME)
+    return rule

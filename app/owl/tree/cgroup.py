@@ -1,0 +1,166 @@
+"""One cgroup v2 per Run, where the user has a delegated cgroup v2 (Linux).
+
+Why, on top of the sweep: the kernel keeps every process of a cgroup in it,
+whatever it does to its environment, group, session or parent, and writes to
+``cgroup.freeze`` and ``cgroup.kill`` act on all of them at once. So a Run's
+cgroup is the one membership list nothing can leave, the freeze is bracketed
+by a cgroup freeze (nothing runs or forks while the sweep signals), and the
+kill is atomic. The sweep stays: it is the portable path, it gives the
+stopped state people and tests see, and it works where no cgroup can be made.
+
+Used where our own cgroup (``/proc/self/cgroup``, ``0::/path``) on a cgroup2
+mount is writable by us, i.e. delegated (systemd's user service, or root).
+``OWL_CGROUP=off`` turns it off.
+
+Layout: ``<our cgroup>/owl-<instance>/run-<id>``. A Run joins its cgroup
+through its reaper, before the agent starts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+_base: Path | None | bool = False     # False: not looked for yet
+
+
+def _mounts() -> list[Path]:
+    out = []
+    try:
+        with open("/proc/self/mounts") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) > 2 and fields[2] == "cgroup2":
+                    out.append(Path(fields[1]))
+    except OSError:
+        pass
+    return out
+
+
+def _own_path() -> str | None:
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                if line.startswith("0::"):
+                    return line[3:].strip()
+    except OSError:
+        pass
+    return None
+
+
+def delegated_base() -> Path | None:
+    """Our own cgroup directory, if we may make cgroups under it; else None.
+    Looked for once."""
+    global _base
+    if _base is not False:
+        return _base  # type: ignore[return-value]
+    _base = None
+    if os.environ.get("OWL_CGROUP", "auto").lower() in ("off", "0", "no", "false"):
+        return None
+    own = _own_path()
+    if own is None:
+        return None
+    for mount in _mounts():
+        base = mount / own.lstrip("/")
+        if not (base / "cgroup.procs").exists():
+            continue
+        probe = base / f"owl-probe-{os.getpid()}"
+        try:
+            probe.mkdir()
+            ok = (probe / "cgroup.freeze").exists() and os.access(probe / "cgroup.procs",
+                                                                  os.W_OK)
+            probe.rmdir()
+        except OSError:
+            continue
+        if ok:
+            _base = base
+            return base
+    return None
+
+
+class RunGroup:
+    """The cgroup of one Run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def make(cls, instance: str, run: str) -> RunGroup | None:
+        """The Run's cgroup, made afresh; None where cgroups are not ours."""
+        base = delegated_base()
+        if base is None:
+            return None
+        path = base / f"owl-{instance[:12] or 'x'}" / f"run-{run}"
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return cls(path)
+
+    def _write(self, name: str, value: str, path: Path | None = None) -> bool:
+        try:
+            with open((path or self.path) / name, "w") as fh:
+                fh.write(value)
+            return True
+        except OSError:
+            return False
+
+    def _groups(self) -> list[Path]:
+        """This cgroup and every one a process of the Run made below it."""
+        out = [self.path]
+        for folder, dirs, _ in os.walk(self.path):
+            out += [Path(folder) / d for d in dirs]
+        return out
+
+    def pids(self) -> list[int]:
+        """Every process in the Run's cgroup (and below), read in one pass."""
+        out: list[int] = []
+        for group in self._groups():
+            try:
+                with open(group / "cgroup.procs") as fh:
+                    out += [int(x) for x in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def freeze(self, on: bool, wait: float = 0.05) -> bool:
+        """Freeze (or thaw) every process at once; with `on`, wait (briefly)
+        until the kernel says the cgroup is frozen. False if it could not."""
+        if not self._write("cgroup.freeze", "1" if on else "0"):
+            return False
+        if not on:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                if "frozen 1" in (self.path / "cgroup.events").read_text():
+                    return True
+            except OSError:
+                return False
+            time.sleep(0.0002)
+        return False
+
+    def kill(self) -> bool:
+        """SIGKILL every process of the cgroup at once (Linux 5.14+)."""
+        return self._write("cgroup.kill", "1")
+
+    def remove(self) -> None:
+        """Remove the cgroup once it is empty (a busy one stays; never an error)."""
+        for group in [*reversed(self._groups()), self.path.parent]:
+            try:
+                group.rmdir()       # the instance's folder too, once its last Run went
+            except OSError:
+                pass
+
+
+def leftovers(instance: str) -> list[RunGroup]:
+    """After a crash: the Run cgroups an earlier daemon of this home left."""
+    base = delegated_base()
+    if base is None:
+        return []
+    folder = base / f"owl-{instance[:12] or 'x'}"
+    try:
+        return [RunGroup(p) for p in folder.iterdir() if p.name.startswith("run-")]
+    except OSError:
+        return []

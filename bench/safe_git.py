@@ -1,0 +1,80 @@
+"""What Owl's safe git costs, and what a Run's before/after snapshot costs.
+
+Compares `owl.workspace.git()` (config listed first, driver overrides, its
+own session and process tree, ended on exit) with a plain `git` subprocess,
+for `git status --porcelain` in a real repository with a worktree; then
+times `outside.take()` (files only, run just before an agent starts) with
+`refs` refs in the repository.
+
+Targets: the safe call adds at most 30 ms to a plain one (median); take()
+stays under 5 ms with 1,000 refs (median), since it runs on the engine thread.
+
+    python bench/safe_git.py [--runs 50] [--refs 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
+
+from owl import outside, workspace  # noqa: E402
+
+
+def median_ms(fn, runs: int) -> tuple[float, float]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--refs", type=int, default=1000)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "repo"
+        env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.invalid",
+                   GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.invalid")
+        run = lambda *x: subprocess.run(["git", "-C", str(repo), *x], check=True,  # noqa: E731
+                                        capture_output=True, env=env)
+        repo.mkdir()
+        run("init", "-q", "-b", "main")
+        for i in range(50):
+            (repo / f"f{i}.txt").write_text(f"{i}\n")
+        run("add", "-A")
+        run("commit", "-q", "-m", "one")
+        head = run("rev-parse", "HEAD").stdout.decode().strip()
+        for i in range(a.refs):
+            (repo / ".git" / "refs" / "tags").mkdir(parents=True, exist_ok=True)
+            (repo / ".git" / "refs" / "tags" / f"t{i}").write_text(head + "\n")
+        ws = workspace.ensure(repo, 1, "owl/", Path(tmp) / "wts")
+
+        plain = median_ms(lambda: subprocess.run(
+            ["git", "-C", str(ws.worktree), "status", "--porcelain"], capture_output=True,
+            stdin=subprocess.DEVNULL), a.runs)
+        safe = median_ms(lambda: workspace.git(ws.worktree, "status", "--porcelain"), a.runs)
+        take = median_ms(lambda: outside.take(repo), a.runs)
+    print(f"git status, plain subprocess: median {plain[0]:.1f} ms, p95 {plain[1]:.1f} ms")
+    print(f"git status, workspace.git():  median {safe[0]:.1f} ms, p95 {safe[1]:.1f} ms "
+          f"(+{safe[0] - plain[0]:.1f} ms; target +30 ms)")
+    print(f"outside.take(), {a.refs} refs:  median {take[0]:.2f} ms, p95 {take[1]:.2f} ms "
+          "(target 5 ms)")
+    ok = safe[0] - plain[0] <= 30 and take[0] <= 5
+    print("targets met" if ok else "TARGET MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

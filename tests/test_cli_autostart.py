@@ -1,0 +1,175 @@
+"""The daemon started when a verb needs one (as tmux starts its server), and
+start-at-login, including the systemd user unit for machines without a desktop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from owl.autostart import systemd
+from owlproc import AGENT, OWL, make_project, wait_for
+
+
+@pytest.fixture
+def home(tmp_path: Path):
+    """An OWL_HOME with a command agent, and the daemons started there stopped at the end."""
+    h = tmp_path / "home"
+    h.mkdir()
+    (h / "config.toml").write_text(
+        '[agents.script]\ncommand = ["%s", "%s", "{prompt}"]\n[agent]\ndefault = "script"\n'
+        '[idle]\nafter = "1s"\n' % (sys.executable, AGENT))
+    yield h
+    for p in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            if (p.info["environ"] or {}).get("OWL_HOME") == str(h) and \
+                    p.info["cmdline"][-1:] == ["daemon"]:
+                p.send_signal(signal.SIGTERM)
+                p.wait(15)
+        except (psutil.Error, TypeError):
+            pass
+
+
+def owl(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    e = dict(os.environ, OWL_HOME=str(home), OWL_MACHINE="manual")
+    e.pop("OWL_NO_AUTOSTART", None)
+    e.update(env)
+    return subprocess.run([*OWL, *args], env=e, capture_output=True, text=True, timeout=60)
+
+
+def daemons(home: Path) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            if (p.info["environ"] or {}).get("OWL_HOME") == str(home) and \
+                    p.info["cmdline"][-2:] == ["owl", "daemon"] and p.status() != "zombie":
+                out.append(p)
+        except (psutil.Error, TypeError):
+            pass
+    return out
+
+
+def test_add_starts_the_daemon_in_the_background_once_even_when_two_race(home, tmp_path):
+    project = make_project(tmp_path / "proj")
+    results: list[subprocess.CompletedProcess] = []
+
+    def add(n: int) -> None:
+        results.append(owl(home, "add", "--project", str(project), f"sleep=0.1 exit=0 #{n}"))
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    ids = sorted(int(r.stdout) for r in results)
+    assert ids == [1, 2, 3]                              # stdout stays the Job's id
+    said = [r.stderr for r in results if "started the daemon" in r.stderr]
+    assert len(said) == 1, [r.stderr for r in results]   # one daemon started, one said so
+    assert f"log {home / 'logs' / 'owl.log'}" in said[0]
+    [d] = daemons(home)
+    assert d.ppid() != os.getpid() and os.getsid(d.pid) == d.pid    # a session of its own
+    assert json.loads(owl(home, "status", "--json").stdout)["queue_length"] == 3
+    again = owl(home, "daemon", "--detach")
+    assert again.returncode == 0 and f"already running (pid {d.pid})" in again.stdout
+
+
+def test_no_start_and_the_environment_opt_out(home, tmp_path):
+    project = make_project(tmp_path / "proj")
+    p = owl(home, "add", "--no-start", "--project", str(project), "x")
+    assert p.returncode == 3 and "no Owl daemon" in p.stderr
+    p = owl(home, "shift", "start", "--for", "5m", OWL_NO_AUTOSTART="1")
+    assert p.returncode == 3
+    p = owl(home, "start", "--no-start")
+    assert p.returncode == 3
+    for verb in ("pause", "resume", "stop"):                # live work: never started for
+        p = owl(home, verb)
+        assert p.returncode == 3, (verb, p.stderr)
+    assert daemons(home) == []
+
+
+def test_shift_start_and_start_start_one_too(home, tmp_path):
+    p = owl(home, "shift", "start", "--for", "10m")
+    assert p.returncode == 0 and "Shift started" in p.stdout and "10m" in p.stdout, p
+    assert "started the daemon" in p.stderr
+    p = owl(home, "shift", "start", "--for", "5m")
+    assert p.returncode == 0 and "for the next 10m" in p.stdout, p.stdout   # not 9m 59s
+    owl(home, "shift", "stop")
+    os.kill(daemons(home)[0].pid, signal.SIGTERM)
+    wait_for(lambda: not daemons(home), timeout=15, what="the daemon to stop")
+    p = owl(home, "start")
+    assert p.returncode == 1 and "no Job is waiting" in p.stderr   # started, then refused
+    assert len(daemons(home)) == 1
+
+
+def test_detach_says_where_the_log_is_and_a_broken_config_is_one_line(home):
+    (home / "config.toml").write_text("[idle]\nafter = 'soon'\n")
+    p = owl(home, "daemon", "--detach")
+    assert p.returncode == 1 and p.stderr.count("\n") == 1
+    assert "the daemon did not start" in p.stderr and "idle.after" in p.stderr
+    assert str(home / "logs" / "owl.log") in p.stderr
+
+
+def test_autostart_off_twice_and_status(tmp_path):
+    cfg = tmp_path / "cfg"
+    env = {"XDG_CONFIG_HOME": str(cfg)}
+    home = tmp_path / "home"
+    p = owl(home, "autostart", "off", **env)
+    assert p.returncode == 0 and p.stdout.startswith("already off (no ")
+    assert owl(home, "autostart", "on", **env).returncode == 0
+    p = owl(home, "autostart", "on", **env)
+    assert p.returncode == 0 and "already starts at login" in p.stdout
+    p = owl(home, "autostart", "off", **env)
+    assert p.returncode == 0 and "removed" in p.stdout and "owl.desktop" in p.stdout
+    assert json.loads(owl(home, "autostart", "status", "--json", **env).stdout)["on"] is False
+
+
+def test_the_systemd_unit_runs_this_owls_daemon_with_its_home():
+    text = systemd.render(["/opt/owl venv/bin/owl"], {"OWL_HOME": "/home/a/owl home"})
+    assert "ExecStart='/opt/owl venv/bin/owl' daemon" in text
+    assert "Environment='OWL_HOME=/home/a/owl home'" in text
+    assert "KillMode=mixed" in text and "WantedBy=default.target" in text
+    assert "Environment=OWL_NO_AUTOSTART=1" in text
+
+
+def test_service_without_a_systemd_user_manager_is_refused_in_one_line(tmp_path):
+    """This machine runs no systemd user manager (a container): say so, write nothing."""
+    cfg = tmp_path / "cfg"
+    if systemd.problem() is None:
+        pytest.skip("this session has a systemd user manager")
+    p = owl(tmp_path / "home", "autostart", "on", "--service", XDG_CONFIG_HOME=str(cfg))
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
+    assert "cannot install a systemd user unit" in p.stderr and "owl daemon --detach" in p.stderr
+    assert not (cfg / "systemd").exists()
+
+
+def test_service_with_systemctl_enables_the_unit(tmp_path):
+    """systemctl stands in for a user manager this container cannot run: it records
+    what Owl asks of it, and the unit file is checked by systemd-analyze where it exists."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_ / "systemctl"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nexit 0\n")
+    fake.chmod(0o755)
+    cfg = tmp_path / "cfg"
+    env = {"XDG_CONFIG_HOME": str(cfg), "PATH": f"{bin_}:{os.environ['PATH']}"}
+    home = tmp_path / "home"
+    p = owl(home, "autostart", "on", "--service", **env)
+    assert p.returncode == 0, p.stderr
+    unit = cfg / "systemd" / "user" / "owl.service"
+    assert str(unit) in p.stdout and "enable-linger" in p.stdout
+    assert f"OWL_HOME={home}" in unit.read_text()
+    assert calls.read_text().splitlines() == ["--user show-environment", "--user daemon-reload",
+                                              "--user enable --now owl.service"]
+    st = json.loads(owl(home, "autostart", "status", "--json", **env).stdout)
+    assert st["service"] is True and st["unit"] == str(unit)
+    p = owl(home, "autostart", "off", **env)
+    assert p.returncode == 0 and str(unit) in p.stdout and not unit.exists()
+    assert "--user disable --now owl.service" in calls.read_text()

@@ -1,0 +1,80 @@
+"""Coming back through the tray over the REAL daemon, on a virtual desktop.
+
+A Job runs to review; its "ready for review" notification's Review button,
+pressed through dunst, writes the real review page and opens it (with a
+stand-in opener that records what it was given); then Merge into main, picked
+from the Job's submenu with the keyboard, fast-forwards the project's main
+and the Job is done.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from display import DisplayEnv, virtual_display, xdotool
+from owl.tray.menu import build_menu
+from owlproc import make_project, wait_for
+from test_tray import menu_keys, open_menu
+from test_tray_daemon import OwlTray
+
+pytestmark = [pytest.mark.display, pytest.mark.timeout(180)]
+
+
+@pytest.fixture(scope="module")
+def desk() -> Iterator[DisplayEnv]:
+    with virtual_display(tray=True, notify=True) as env:
+        yield env
+
+
+def _dunst(env: dict, *args: str) -> str:
+    return subprocess.run(["dunstctl", *args], env=env, capture_output=True, text=True,
+                          timeout=10).stdout.strip()
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_review_from_the_notification_and_merge_from_the_menu(desk: DisplayEnv,
+                                                              tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    opened = tmp_path / "opened"
+    (bin_dir / "xdg-open").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> {opened}\n")
+    (bin_dir / "xdg-open").chmod(0o755)
+    env = dict(desk, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    _dunst(desk, "close-all")
+    with OwlTray(tmp_path / "home", env) as d:
+        job = d.add("write=hello.txt commit=Add_hello exit=0", project)
+        j = d.wait_job(job, "review", timeout=30)
+        # the tray shows the notification in the same refresh that puts the Job
+        # in its menu
+        wait_for(lambda: "ready for review" in _dunst(desk, "history") or
+                 int(_dunst(desk, "count", "displayed") or 0) > 0, 20,
+                 what="the ready-for-review notification")
+        _dunst(desk, "action", "0")
+        page = Path(wait_for(lambda: opened.exists() and opened.read_text().split(), 15,
+                             what="the review page opened")[0])
+        assert page == d.home / "reviews" / f"job-{job}.html"
+        html = page.read_text()
+        assert "Add hello" in html and "hello.txt" in html
+
+        status = d.status()
+        label = next(i.label for i in build_menu(status) if i.label.startswith(f"◆ Job {job}:"))
+        open_menu(desk)
+        for key in menu_keys(status, [label, "Merge into main"]):
+            xdotool(desk, "key", key)
+        wait_for(lambda: d.job(job)["state"] == "done", 15, what="the Job done")
+        assert git(project, "rev-parse", "main") == git(project, "rev-parse", j["branch"])
+        assert (project / "hello.txt").exists() and not Path(j["worktree"]).exists()
+        wait_for(lambda: "fast-forwarded" in _dunst(desk, "history") or
+                 int(_dunst(desk, "count", "displayed") or 0) > 0, 10,
+                 what="the merge's outcome said")
+    assert "Traceback" not in d.log_text(), d.log_text()

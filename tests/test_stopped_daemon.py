@@ -1,0 +1,60 @@
+"""A stopped daemon is not a dead end.
+
+The daemon ignores the terminal's stops (Ctrl-Z's SIGTSTP, SIGTTIN, SIGTTOU);
+stopped anyway with SIGSTOP while a Run is frozen, its watchdog keeps the
+grace window's promise in its place, and says so in the log.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psutil
+
+from owlproc import OwlDaemon, make_project, process_states, wait_for
+
+
+def frozen_run(d: OwlDaemon, project) -> tuple[int, list[int]]:
+    job = d.add("setsid-child=120 tick=0.2 sleep=120", project)
+    d.machine("idle")
+    d.wait_run(job, "running")
+    wait_for(lambda: len(d.agent_pids()) == 2, what="the agent and its setsid child")
+    d.machine("input")
+    d.wait_run(job, "frozen")
+    pids = d.agent_pids()
+    wait_for(lambda: set(process_states(pids).values()) == {psutil.STATUS_STOPPED},
+             what="the Run stopped")
+    return job, pids
+
+
+def test_terminal_stops_do_not_stop_the_daemon(tmp_path):
+    with OwlDaemon(tmp_path / "home") as d:
+        for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+            d.proc.send_signal(sig)
+        time.sleep(0.2)   # a stop would take effect at once; give it the chance to
+        assert psutil.Process(d.proc.pid).status() != psutil.STATUS_STOPPED
+        assert d.owl("status", "--json", timeout=5).returncode == 0
+
+
+def test_a_sigstopped_daemon_s_frozen_run_still_ends_when_its_window_passes(tmp_path):
+    with OwlDaemon(tmp_path / "home") as d:
+        job, pids = frozen_run(d, make_project(tmp_path / "proj"))
+        frozen_at = time.monotonic()
+        d.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: set(process_states(pids).values()) <= {"gone",
+                                                                     psutil.STATUS_ZOMBIE},
+                     timeout=12, what="the frozen Run to end while the daemon is stopped")
+            # the window is 3 s: not before it, and TERM suffices (well within 5 s more)
+            took = time.monotonic() - frozen_at
+            assert 2.0 <= took <= 3.0 + 5.0 + 2.0, took
+            assert "is stopped and run" in d.log_text()
+            assert psutil.Process(d.proc.pid).status() == psutil.STATUS_STOPPED
+        finally:
+            d.proc.send_signal(signal.SIGCONT)
+        # continued, the daemon records the Run ended and goes on
+        jv = d.wait_job(job, "pending", timeout=15)
+        assert jv["runs"][-1]["outcome"] == "interrupted"
+        assert "grace window" in jv["runs"][-1]["reason"]
+        assert d.stop() == 0
