@@ -281,3 +281,37 @@ def test_a_failed_check_is_told_to_the_resumed_conversation_and_a_blocked_job_ta
         assert j["attempts"] == 3 and [r["resumed"] for r in j["runs"]] == [False, True, True]
         assert any("The check wants hello.txt committed." in t
                    for t in stub.main_requests()[2].user_texts())
+
+
+LIMITED_ONCE = """
+import os, pathlib, subprocess, sys
+flag = pathlib.Path(os.environ["OWL_WORKTREE"]).parent / ("limited-" + sys.argv[1])
+if not flag.exists():
+    flag.write_text("x")
+    print("working on it")
+    print("ERROR: You've hit your usage limit. Try again in 4 seconds.", flush=True)
+    sys.exit(75)
+pathlib.Path("done.txt").write_text("ok\\n")
+subprocess.run(["git", "add", "done.txt"], check=True)
+subprocess.run(["git", "commit", "-q", "-m", "done"], check=True)
+"""
+
+
+def test_a_command_agent_that_opts_in_waits_out_its_limit_too(tmp_path):
+    project = make_project(tmp_path / "proj")
+    cfg = {"agents": {"codex": {"command": [sys.executable, "-c", LIMITED_ONCE, "{job_id}"],
+                                "limit_pattern": "(?i)usage limit", "limit_exit_code": 75}}}
+    with AnthropicStub([]) as stub, claude_daemon(tmp_path, stub, cfg) as d:
+        job = d.add("Do it.", project, "--agent", "codex", "--attempts", "1")
+        d.machine("idle")
+        j = first_ended(d, job)
+        first = j["runs"][0]
+        assert first["outcome"] == "interrupted" and first["resumed"] is None
+        assert first["reason"].startswith("codex's usage limit; resets at ")
+        [w] = d.status()["limits"]
+        assert (w["agent"], w["kind"]) == ("codex", "usage")
+        j = d.wait_job(job, "review", timeout=30)
+        assert j["attempts_left"] == 1 and len(j["runs"]) == 2
+        second_started = time.mktime(time.strptime(j["runs"][1]["started_at"],
+                                                   "%Y-%m-%dT%H:%M:%S"))
+        assert second_started >= int(w["until_epoch"])
