@@ -59,7 +59,7 @@ def hhmm(epoch: float) -> str:
 
 def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
     project = make_project(tmp_path / "proj")
-    script = [UsageLimit(reset_in=6), Bash(COMMIT), Text("Committed hello.txt.")]
+    script = [UsageLimit(reset_in=10), Bash(COMMIT), Text("Committed hello.txt.")]
     with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub, oauth=True) as d:
         job = d.add("Add a hello file and commit it.", project, "--attempts", "1")
         other = d.add("sleep=0 write=other.txt commit=other", project, "--agent", "script")
@@ -74,8 +74,10 @@ def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
         limits = d.status()["limits"]
         assert [(w["agent"], w["kind"]) for w in limits] == [("claude", "five_hour")]
         assert limits[0]["until"] == time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(reset))
-        if time.time() < reset - 2:
+        # (each `owl` call may take a second or two on a busy machine)
+        if time.time() < reset - 3:
             assert f"claude waits until {hhmm(reset)}" in d.ok("status")
+        if time.time() < reset - 3:
             assert "waiting:  Claude's 5-hour usage limit" in d.ok("jobs", "show", str(job))
         # a Job for another agent is not held back by claude's limit
         assert d.wait_job(other, "review", timeout=20)["runs"][0]["outcome"] == "succeeded"
