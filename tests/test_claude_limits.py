@@ -136,7 +136,7 @@ def test_a_rate_limit_or_the_service_failing_backs_off_without_spending_an_attem
     # with no daemon, `owl status` says so from the database
     offline = d.owl("status")
     assert offline.returncode == 3
-    assert f"limit    claude waits until {hhmm(w['until_epoch'])}: {w['reason']}" in offline.stdout
+    assert f"claude waits until {hhmm(w['until_epoch'])}: {w['reason']}" in offline.stdout
     # a restarted daemon keeps the wait
     with claude_daemon(tmp_path, stub) as d:
         d.machine("idle")
