@@ -68,7 +68,7 @@ def watch_agent(popen: Any, log_path: Path, offset: int, driver: Any, resuming: 
     Runs on the Run's own waiting thread. `on_session` is called (from this
     thread) once claude's session id shows in the log."""
     code = None
-    if getattr(driver, "name", "") == "claude":
+    if getattr(driver, "stream_json", False):
         deadline = time.monotonic() + SESSION_LOOK
         while time.monotonic() < deadline:
             try:

@@ -37,20 +37,21 @@ def cmd_reply(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def limit_lines(st: dict) -> list[str]:
-    """One `owl status` line per agent waiting out a usage limit (or its service)."""
-    return [f"limit    {w['agent']} waits until {w['until'][11:16]}: {w['reason']}"
+def limit_facts(st: dict) -> list[tuple[str, str]]:
+    """One `owl status` (label, text) per agent waiting out a usage limit (or its service)."""
+    return [("limit", f"{w['agent']} waits until {w['until'][11:16]}: {w['reason']}")
             for w in st.get("limits") or []]
 
 
-def offline_limit_lines() -> list[str]:
+def offline_limit_facts() -> list[tuple[str, str]]:
     """The waits the database holds, for `owl status` with no daemon."""
     try:
         waits = [w for w in local_store().limits() if w["until"] > time.time()]
     except (StoreError, sqlite3.Error):
         return []
-    return [f"limit    {w['agent']} waits until "
-            f"{time.strftime('%H:%M', time.localtime(w['until']))}: {w['reason']}" for w in waits]
+    return [("limit", f"{w['agent']} waits until "
+             f"{time.strftime('%H:%M', time.localtime(w['until']))}: {w['reason']}")
+            for w in waits]
 
 
 def usage_text(u: dict | None) -> str:
@@ -59,7 +60,7 @@ def usage_text(u: dict | None) -> str:
         return ""
     bits = []
     if u.get("num_turns") is not None:
-        bits.append(f"{u['num_turns']} turns")
+        bits.append(f"{u['num_turns']} turn{'s' if u['num_turns'] != 1 else ''}")
     if u.get("duration_ms") is not None:
         bits.append(f"{u['duration_ms'] / 1000:.1f} s")
     tokens = [u.get(k) for k in ("input_tokens", "output_tokens")]

@@ -10,7 +10,7 @@ from owl import textsafe
 from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, offline,
                             print_json, verb)
 from owl.errors import NoDaemon, Refused, StoreError
-from owl.cli.carry import limit_lines, offline_limit_lines
+from owl.cli.carry import limit_facts, offline_limit_facts
 from owl.timefmt import countdown, duration
 
 
@@ -64,8 +64,8 @@ def _status_offline(a: argparse.Namespace) -> int:
         if open_runs:
             print(_line("runs", f"{open_runs} Run{'s' if open_runs != 1 else ''} were live when "
                         "the daemon stopped; the next start records them interrupted"))
-        for line in offline_limit_lines():
-            print(line)
+        for fact in offline_limit_facts():
+            print(_line(*fact))
         if problem:
             print(_line("database", problem))
     print("owl: no Owl daemon is running (start one with: owl daemon --detach)", file=sys.stderr)
@@ -94,7 +94,7 @@ def _status_text(st: dict) -> str:
     awake = _awake(st.get("awake") or {}, bool(st["runs"]))
     if awake:
         lines.append(_line("keep-awake", awake))
-    lines += limit_lines(st)
+    lines += [_line(*f) for f in limit_facts(st)]
     if not st["runs"]:
         lines.append(_line("runs", "none live"))
     for r in st["runs"]:
