@@ -581,7 +581,7 @@ class Engine(Verbs):
         project = Path(job["project"])
         if job_id in self._verifications:
             self._verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
-        # Read afresh: the checks that gate this Run are those committed now.
+        # Read afresh (the gating checks come from the commit the Job started from).
         self._projects.pop(str(project), None)
         try:
             driver = agents.get_driver(job["agent"], self.cfg.agent(job["agent"]))

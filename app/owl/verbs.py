@@ -145,17 +145,24 @@ class Verbs:
             # The agent may still be committing in its 5 s: the worktree and
             # branch go only once every process of the Run is gone.
             for lv in live:
-                self.after_run[lv.run_id] = lambda: log.info(
-                    "job %s dropped%s", job_id, guards.drop_workspace(job))
+                self.after_run[lv.run_id] = lambda: self._dropped_later(job)
                 self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
             self.store.set_job(job_id, state="cancelled")
             return {"id": job_id, "state": "cancelled",
                     "message": f"job {job_id} dropped; its worktree and branch go once its "
-                               "Run has ended"}
+                               f"Run has ended (owl jobs show {job_id} then says where the "
+                               "branch's commits are kept)"}
         self.store.set_job(job_id, state="cancelled")
         said = guards.drop_workspace(job)
         log.info("job %s dropped%s", job_id, said)
         return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped{said}"}
+
+    def _dropped_later(self, job: dict) -> None:
+        """A dropped Job's workspace, removed once its Run ended; what became of the
+        branch (the tip and how to bring it back) is kept as the Job's reason."""
+        said = guards.drop_workspace(job)
+        log.info("job %s dropped%s", job["id"], said)
+        self.store.set_job(job["id"], reason=f"dropped{said}")
 
     def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False) -> dict:
         """Keep a Job's work: with `merge`, bring its branch into its base branch first
