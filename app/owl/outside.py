@@ -119,6 +119,15 @@ def _refs(gitdir: Path) -> dict[str, str]:
     return refs
 
 
+def _small(path: str, limit: int) -> bytes:
+    """The first `limit` bytes of a file, in as few system calls as Python allows."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def _loose(folder: Path, prefix: str, refs: dict[str, str]) -> None:
     """Loose refs under `folder` into `refs` (a scandir walk: this runs before every Run)."""
     try:
@@ -131,8 +140,7 @@ def _loose(folder: Path, prefix: str, refs: dict[str, str]) -> None:
             _loose(Path(entry.path), name, refs)
         elif not entry.name.endswith(".lock"):
             try:
-                with open(entry.path, "rb") as f:
-                    refs[name] = f.read(4096).decode("utf-8", "replace").strip()
+                refs[name] = _small(entry.path, 4096).decode("utf-8", "replace").strip()
             except OSError:
                 continue
             if len(refs) > _MAX_REFS:
@@ -146,12 +154,17 @@ def _hooks(folder: Path) -> dict[str, str]:
     except FileNotFoundError:
         return out
     for entry in entries:
+        if entry.is_symlink():
+            try:
+                out[entry.name] = f"a link to {os.readlink(entry.path)}"
+            except OSError as e:
+                out[entry.name] = f"a link ({e.strerror})"
+            continue
         if entry.is_dir(follow_symlinks=False):
             out[entry.name] = "a folder"
             continue
         try:
-            with open(entry.path, "rb") as f:
-                digest = hashlib.sha256(f.read(_HOOK_READ)).hexdigest()[:16]
+            digest = hashlib.sha256(_small(entry.path, _HOOK_READ)).hexdigest()[:16]
             executable = os.access(entry.path, os.X_OK)
         except OSError as e:
             digest, executable = f"unreadable ({e.strerror})", False
