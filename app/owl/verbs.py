@@ -146,16 +146,16 @@ class Verbs:
             # The agent may still be committing in its 5 s: the worktree and
             # branch go only once every process of the Run is gone.
             def remove() -> None:       # git: on a thread of its own, never this one
-                threading.Thread(target=lambda: log.info(
-                    "job %s dropped%s", job_id, guards.drop_workspace(job)),
-                    name=f"owl-drop-{job_id}", daemon=True).start()
+                threading.Thread(target=self._dropped_later, args=(job,),
+                                 name=f"owl-drop-{job_id}", daemon=True).start()
             for lv in live:
                 self.after_run[lv.run_id] = remove
                 self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
             self.store.set_job(job_id, state="cancelled")
             return {"id": job_id, "state": "cancelled",
                     "message": f"job {job_id} dropped; its worktree and branch go once its "
-                               "Run has ended"}
+                               f"Run has ended (owl jobs show {job_id} then says where the "
+                               "branch's commits are kept)"}
         self.store.set_job(job_id, state="cancelled")
 
         def later(answer: dict) -> dict:        # git, on the caller's thread
@@ -165,6 +165,14 @@ class Verbs:
             return answer
         return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped",
                 verbwork.LATER: later}
+
+    def _dropped_later(self, job: dict) -> None:
+        """A dropped Job's workspace, removed (on a thread of its own) once its Run
+        ended; what became of the branch (the tip and how to bring it back) is kept
+        as the Job's reason, written on the engine thread."""
+        said = guards.drop_workspace(job)
+        log.info("job %s dropped%s", job["id"], said)
+        self._from_thread(lambda: self.store.set_job(job["id"], reason=f"dropped{said}"))
 
     def accept_ready(self, job_id: int) -> dict | None:
         """The Job, when it may be accepted now; None when it already was; else Refused.
