@@ -902,7 +902,7 @@ class Engine(Verbs):
     # ================================================================= views
 
     def job_view(self, job_id: int) -> dict:
-        return views.job_view(self.store, self._job_or_refuse(job_id))
+        return views.with_unrecorded(self, views.job_view(self.store, self._job_or_refuse(job_id)))
 
     def status(self) -> dict:
         return views.status(self)
