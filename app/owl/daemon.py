@@ -366,6 +366,10 @@ def _setup_logging() -> None:
     level = os.environ.get("OWL_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format=LOG_FORMAT, stream=sys.stderr)
+    from owl.textsafe import LogFormatter
+
+    for h in logging.getLogger().handlers:
+        h.setFormatter(LogFormatter(LOG_FORMAT))
     try:
         if sys.stderr is None or not sys.stderr.isatty():
             _log_to_file(get_paths().logs / LOG_NAME)
@@ -389,5 +393,7 @@ def _log_to_file(target: Any) -> None:
     if any(getattr(h, "baseFilename", None) == str(target) for h in root.handlers):
         return
     handler = logging.FileHandler(target, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    from owl.textsafe import LogFormatter
+
+    handler.setFormatter(LogFormatter(LOG_FORMAT))
     root.addHandler(handler)

@@ -793,8 +793,10 @@ class Engine(Verbs):
                  report.resume_failed, popen.pid)
         return True
 
-    def _wait_proc(self, run_id: int, popen: Any) -> None:
+    def _wait_proc(self, run_id: int, popen: Any, settle: Callable[[], Any] | None = None) -> None:
         code = popen.wait()
+        if settle is not None:
+            settle()              # its output reaches the log before its result is read
         self._q.put(("exited", run_id, code, popen))
 
     # ---------------------------------------------------------------- checks
@@ -820,7 +822,8 @@ class Engine(Verbs):
         lv.check_proc, lv.popen, lv.tree, lv.exited = cp, cp.popen, cp.tree, False
         self.store.set_run(lv.run_id, state="verifying", frozen_by=None,
                            pids=cp.tree.identities())
-        threading.Thread(target=self._wait_proc, args=(lv.run_id, cp.popen), daemon=True,
+        threading.Thread(target=self._wait_proc, args=(lv.run_id, cp.popen, cp.settle),
+                         daemon=True,
                          name=f"owl-check-{lv.run_id}-{index}").start()
         log.info("run %s: check %s (%s) started (pid %s)", lv.run_id, index + 1, check.name,
                  cp.popen.pid)
@@ -942,7 +945,7 @@ class Engine(Verbs):
     def job_view(self, job_id: int) -> dict:
         """The Job's view; what git adds comes later, off this thread (owl.verbwork)."""
         job = self._job_or_refuse(job_id)
-        view = views.job_view(self.store, job, git=False)
+        view = views.with_unrecorded(self, views.job_view(self.store, job, git=False))
         view[verbwork.LATER] = lambda v: views.add_git_facts(v, job)
         return view
 

@@ -131,6 +131,17 @@ def _unrecorded_runs(e: "Engine") -> list[dict]:
     return out
 
 
+def with_unrecorded(e: "Engine", view: dict) -> dict:
+    """A Job's view with its Runs that ended while the disk was full shown as
+    `ending`, with the time they ended, as `owl status` shows them."""
+    waiting = {args[0]: args for args, _spent, _info in getattr(e, "_unrecorded", ())}
+    for run in view.get("runs") or []:
+        args = waiting.get(run["id"])
+        if args is not None:
+            run.update(state="ending", unrecorded=True, ended_at=iso(args[5]))
+    return view
+
+
 def _still_there(procs: list[dict] | None) -> list[dict]:
     """Of the processes a finished Run left behind because Owl may not signal
     them, those still running (while the pid still runs the same command)."""
