@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from owl import textsafe
@@ -116,6 +115,8 @@ def _check_log(job: dict, run: dict, name: str, *, header: bool, as_json: bool,
         raise Refused(f"run {run['id']} has no check {name!r} (its checks: {names})")
     text = found.get("output") or ""
     if found.get("log"):
+        from pathlib import Path
+
         try:
             text = Path(found["log"]).read_text(encoding="utf-8", errors="replace")
         except OSError:

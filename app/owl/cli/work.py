@@ -9,7 +9,6 @@ import sys
 from typing import Any, Callable
 
 from owl import textsafe
-from owl.cli import spawn
 from owl.cli.common import EXIT_OK, EXIT_USAGE, ask, json_flag, print_json, verb
 from owl.timefmt import duration
 
@@ -95,6 +94,8 @@ def _no_start(s: argparse.ArgumentParser) -> None:
 
 def cmd_daemon(a: argparse.Namespace) -> int:
     if a.detach:
+        from owl.cli import spawn
+
         return spawn.detach()
     from owl.daemon import run_foreground
 
@@ -110,7 +111,12 @@ def cmd_tray(a: argparse.Namespace) -> int:
 def simple(name: str) -> Callable[[argparse.Namespace], int]:
     def run(a: argparse.Namespace) -> int:
         args = {"force": not a.after_grace} if name == "stop" else {}
-        out = (spawn.ask_starting(a, name, args) if name == "start" else ask(name, args))
+        if name == "start":
+            from owl.cli import spawn
+
+            out = spawn.ask_starting(a, name, args)
+        else:
+            out = ask(name, args)
         if getattr(a, "json", False):
             print_json(out)
         elif isinstance(out, dict) and out.get("message"):
@@ -134,6 +140,8 @@ def cmd_shift_start(a: argparse.Namespace) -> int:
             raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
     except ValueError as e:
         a.parser.error(f"--for: {e}")
+    from owl.cli import spawn
+
     out = spawn.ask_starting(a, "shift.start", {"for_s": length, "until_empty": a.until_empty,
                               "require_power": a.require_power, "replace": a.replace})
     _said(out, a.json)
