@@ -63,8 +63,11 @@ def first_hour(tmp_path: Path, display: dict[str, str] | None = None) -> None:
     env, home, project = fresh(tmp_path, display)
     try:
         said = run_block(blocks()[0], env, project)
+        listed = [subprocess.run([*OWL, "jobs", *extra], env=env, capture_output=True,
+                                 text=True).stdout for extra in ((), ("--all",))]
     finally:
         stop_daemons(home)
+    assert listed[0].startswith("no jobs") and "1    -  done" in listed[1], listed
     assert said["add fix"].stdout == "1\n" and "started the daemon" in said["add fix"].stderr
     assert said["jobs"].stdout.split()[:7] == ["ID", "POS", "STATE", "AGENT", "PROJECT", "AGE",
                                                "TITLE"]
