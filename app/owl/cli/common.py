@@ -45,14 +45,30 @@ class Parser(argparse.ArgumentParser):
         finally:
             self._intermixing = False
         if extras:
-            self.error(f"{self.prog} does not take {' '.join(extras)!r}")
+            self.error(f"{self.prog} does not take {' '.join(extras)!r}" + self._close(extras[0]))
         return ns, extras
+
+
+    def _close(self, word: str) -> str:
+        """"; did you mean '--after-grace'?" for a misspelt option."""
+        if not word.startswith("--"):
+            return ""
+        import difflib
+
+        known = [o for a in self._actions for o in a.option_strings
+                 if a.help is not argparse.SUPPRESS]
+        close = difflib.get_close_matches(word.split("=")[0], known, n=1, cutoff=0.6)
+        return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def verb(sub: Any, name: str, **kw: Any) -> Parser:
     """A verb whose own --help opens with what it does (argparse shows `help` only
-    in the parent's list unless it is also the description)."""
-    kw.setdefault("description", kw.get("help"))
+    in the parent's list unless it is also the description). In lists a verb's
+    help is a lowercase phrase; atop its own --help, a sentence."""
+    text = kw.get("description") or kw.get("help")
+    if isinstance(text, str) and text:
+        text = text[0].upper() + text[1:]
+        kw["description"] = text if text.endswith((".", ")", "?")) else text + "."
     return sub.add_parser(name, **kw)
 
 

@@ -14,18 +14,6 @@ from owl.timefmt import duration
 
 
 def register(sub: Any) -> None:
-    s = verb(sub, "tray", help="the tray icon, with the daemon in the same process (what "
-             "plain `owl` runs)")
-    s.set_defaults(fn=cmd_tray)
-    s = verb(sub, "daemon", help="run the daemon in the foreground, without a tray "
-             "(--detach: in the background)", description="Run the daemon without a tray: "
-             "in the foreground until Ctrl-C or SIGTERM, or with --detach in the background, "
-             "its output appended to owl.log in Owl's log folder. `owl add`, `owl start` "
-             "and `owl shift start` start it this way themselves when none runs.")
-    s.add_argument("--detach", action="store_true", help="start it in the background and "
-                   "return once it answers (exit 0 if one already runs)")
-    s.set_defaults(fn=cmd_daemon)
-
     s = verb(sub, "start", help="start one Run now, for the head of the queue, even though "
              "the machine is in use; input does not freeze a Run started this way")
     _no_start(s)
@@ -78,6 +66,18 @@ def register(sub: Any) -> None:
     s = verb(acts, "status", help="whether a Shift is on, and how long it has left")
     json_flag(s)
     s.set_defaults(fn=cmd_shift_status)
+
+    s = verb(sub, "tray", help="the tray icon, with the daemon in the same process (what "
+             "plain `owl` runs)")
+    s.set_defaults(fn=cmd_tray)
+    s = verb(sub, "daemon", help="run the daemon in the foreground, without a tray "
+             "(--detach: in the background)", description="Run the daemon without a tray: "
+             "in the foreground until Ctrl-C or SIGTERM, or with --detach in the background, "
+             "its output appended to owl.log in Owl's log folder. `owl add`, `owl start` "
+             "and `owl shift start` start it this way themselves when none runs.")
+    s.add_argument("--detach", action="store_true", help="start it in the background and "
+                   "return once it answers (exit 0 if one already runs)")
+    s.set_defaults(fn=cmd_daemon)
 
     s = verb(sub, "machine", help="tell the manual machine (OWL_MACHINE=manual) what the "
              "machine does: for headless machines and scripts")
