@@ -11,6 +11,12 @@ import json
 import sys
 from typing import Any
 
+# argparse passes every one of its words through gettext, which looks for
+# translation files on disk on each call: two thirds of the time it took to
+# build this command line (about fifty parsers). Owl's own words are English
+# only, so argparse's are too.
+argparse._ = lambda message: message  # type: ignore[attr-defined]
+
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_NO_DAEMON = 0, 1, 2, 3
 JSON_ERRORS = False     # set by main when --json is on the line: errors go to stdout as JSON too
 
