@@ -124,6 +124,10 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
     if job is None:
         raise LookupError(f"no job {job_id}")
     runs = [run_facts(store, r) for r in store.runs(job_id)]
+    from owl.views import attempt_numbers      # counted as everywhere: interrupted is none
+
+    for r, n in zip(runs, attempt_numbers(runs)):
+        r["attempt"] = n
     facts: dict[str, Any] = {
         "job": {k: job.get(k) for k in ("id", "title", "prompt", "state", "project", "agent",
                                         "branch", "base", "worktree", "reason", "attempts",

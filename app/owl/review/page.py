@@ -299,7 +299,7 @@ def _runs(f: dict[str, Any]) -> str:
         how = ended_how(r)
         why = f'<div class="cbody">{esc(r["reason"])}</div>' if r.get("reason") else ""
         log = file_url(r.get("log"))
-        rows.append(f'<tr><td>#{int(r["id"])} <span class="when">attempt {int(r["attempt"])} · '
+        rows.append(f'<tr><td>#{int(r["id"])} <span class="when">{_attempt(r)} · '
                     f'{esc(when(r.get("started_at")))}</span></td>'
                     f'<td class="outcome">{outcome_badge(r)}</td><td>{esc(how)}{why}</td>'
                     f'<td class="num">{esc(took(r.get("duration_s")))}</td><td>{_usage(r.get("usage"))}</td>'
@@ -307,6 +307,11 @@ def _runs(f: dict[str, Any]) -> str:
     if len(rows) == 1:
         return '<section class="card"><h2>Runs</h2><div class="body empty">No runs yet.</div></section>'
     return f'<section class="card runs" id="runs"><h2>Runs</h2><table class="list">{"".join(rows)}</table></section>'
+
+
+def _attempt(r: dict[str, Any]) -> str:
+    """As every other label counts it: a Run that cost nothing is no attempt."""
+    return "no attempt" if r.get("attempt") is None else f"attempt {int(r['attempt'])}"
 
 
 def ended_how(r: dict[str, Any]) -> str:
