@@ -179,3 +179,24 @@ def test_packed_refs_count_as_refs_and_packing_them_is_no_change():
     assert [(c["name"], c["from"], c["to"]) for c in changes(
         packed_only, moved, ignore_ref=ignore, settings=lambda t: {})] == \
         [("refs/heads/main", a, b)]
+
+
+def test_owls_own_merge_during_a_run_is_not_the_agents(tmp_path):
+    project = make_project(tmp_path / "proj")
+    cfg = {"agents": {"slow": {"command": ["/bin/sh", "-c", "sleep 4"]},
+                      "quick": {"command": ["/bin/sh", "-c",
+                                            "echo x > x.txt && git add x.txt && "
+                                            "git commit -q -m quick"]}}}
+    with OwlDaemon(tmp_path / "home", cfg) as d:
+        first = d.add("go", project, "--agent", "quick")
+        second = d.add("go", project, "--agent", "slow")
+        d.machine("idle")
+        d.wait_job(first, "review")
+        d.wait_run(second, "running")
+        main_before = git(project, "rev-parse", "main")
+        d.ok("jobs", "accept", str(first), "--merge")
+        assert git(project, "rev-parse", "main") != main_before
+        d.wait_job(second, "review")
+        run = wait_for(lambda: (r := d.job(second)["runs"][0])["outside"] is not None and r,
+                       what="the Run's outside changes to be recorded")
+        assert run["outside"] == []

@@ -726,6 +726,15 @@ class Engine(Verbs):
                          concurrent.futures.Future()))
         threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
 
+    def _own_ref_moves(self, project: Path, before: outside.Snapshot) -> None:
+        """Owl itself moved refs in `project` (accept --merge): the live Runs
+        there take those moves as their starting point, so no agent is said to
+        have made them."""
+        moved = outside.moves(before, outside.take(project))
+        for lv in self.live.values():
+            if lv.project == str(project) and lv.outside_before is not None:
+                lv.outside_before = outside.with_moves(lv.outside_before, moved)
+
     def _record_outside(self, run_id: int, job_id: int, found: list[dict]) -> None:
         import json
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -222,6 +222,25 @@ def changes(before: Snapshot, after: Snapshot, *, ignore_ref: Callable[[str], bo
 def _diff(a: dict[str, str], b: dict[str, str]) -> dict[str, dict[str, str | None]]:
     return {k: {"from": a.get(k), "to": b.get(k)}
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def moves(before: Snapshot, after: Snapshot) -> dict[str, tuple[str | None, str | None]]:
+    """The refs that differ between two snapshots: name -> (from, to)."""
+    a, b = before.refs, after.refs
+    return {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+
+
+def with_moves(snap: Snapshot, moved: dict[str, tuple[str | None, str | None]]) -> Snapshot:
+    """`snap` as if the `moved` refs had been there from the start (where it agrees
+    with their `from`): Owl's own moves during a Run are not the agent's."""
+    refs = snap.refs
+    for name, (old, new) in moved.items():
+        if refs.get(name) == old:
+            if new is None:
+                refs.pop(name, None)
+            else:
+                refs[name] = new
+    return replace(snap, loose=refs, packed=None)
 
 
 def owned_ref(branch: str | None, others: set[str]) -> Callable[[str], bool]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from owl import checks as checksmod
-from owl import guards, lifecycle, project as projectmod, shifts, timefmt, workspace
+from owl import guards, lifecycle, outside, project as projectmod, shifts, timefmt, workspace
 from owl import verbwork
 from owl.errors import Refused
 
@@ -203,7 +203,11 @@ class Verbs:
         project = Path(job["project"])
         worktree = Path(job["worktree"]) if job["worktree"] else None
         if merge and merged is None:
-            merged = mergemod.merge(project, job)[1]
+            before = outside.take(project)
+            try:
+                merged = mergemod.merge(project, job)[1]
+            finally:
+                self._own_ref_moves(project, before)
         if delete_branch:
             mergemod.require_merged(project, job)     # refuses before anything changes
         try:

@@ -20,7 +20,13 @@ def accept(engine: Any, job_id: int, merge: bool, delete_branch: bool) -> dict:
     job = e.call(lambda: e.accept_ready(job_id))
     merged = None
     if job is not None:
+        from owl import outside
         from owl.review import merge as mergemod
 
-        merged = mergemod.merge(Path(job["project"]), job)[1]
+        project = Path(job["project"])
+        before = outside.take(project)
+        try:
+            merged = mergemod.merge(project, job)[1]
+        finally:        # live Runs there must not be said to have moved what Owl moved
+            e.call(lambda: e._own_ref_moves(project, before))
     return e.call(lambda: e.accept(job_id, True, delete_branch, merged=merged))
