@@ -713,7 +713,7 @@ class Engine(Verbs):
         ignore = outside.owned_ref(job.get("branch"), self.store.branches(lv.project))
         project, run_id, job_id = Path(lv.project), lv.run_id, lv.job_id
 
-        def compare() -> list[dict]:
+        def compare() -> list[dict] | None:
             return outside.changes(before, outside.take(project), ignore_ref=ignore)
 
         if self._stopping:                 # no later pass of the loop would record it
@@ -735,9 +735,13 @@ class Engine(Verbs):
             if lv.project == str(project) and lv.outside_before is not None:
                 lv.outside_before = outside.with_moves(lv.outside_before, moved)
 
-    def _record_outside(self, run_id: int, job_id: int, found: list[dict]) -> None:
+    def _record_outside(self, run_id: int, job_id: int, found: list[dict] | None) -> None:
         import json
 
+        if found is None:
+            log.warning("job %s run %s: the project's refs, config and hooks could not be "
+                        "read at its start, so nothing was compared", job_id, run_id)
+            return
         self._note(run_id, outside=json.dumps(found))
         if found:
             log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))

@@ -200,13 +200,16 @@ def config_settings(text: bytes | None) -> dict[str, str]:
 
 def changes(before: Snapshot, after: Snapshot, *, ignore_ref: Callable[[str], bool],
             settings: Callable[[bytes | None], dict[str, str]] = config_settings
-            ) -> list[dict[str, Any]]:
-    """What differs between two snapshots, in the `runs.outside` shape.
+            ) -> list[dict[str, Any]] | None:
+    """What differs between two snapshots, in the `runs.outside` shape; None
+    when the first could not be read (so nothing can be said).
 
     `ignore_ref(name)` is True for refs that are not news (the Job's own
     branch, other Jobs' branches, Owl's own `refs/owl/`)."""
-    if before.problem or after.problem:
-        return [{"kind": "unknown", "name": "the project's git folder", "from": before.problem,
+    if before.problem:
+        return None         # never read at the start: nothing to compare with
+    if after.problem:
+        return [{"kind": "unknown", "name": "the project's git folder", "from": None,
                  "to": after.problem}]
     out = [dict(kind="ref", name=n, **d) for n, d in
            _diff(before.refs, after.refs).items() if not ignore_ref(n)]
