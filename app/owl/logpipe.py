@@ -271,13 +271,30 @@ class Sink:
             return False
 
     def _rotate(self) -> bool:
-        """The log becomes `<log>.1` and a new one begins; no space needed."""
+        """The log becomes `<log>.1` and a new one begins; no space needed.
+
+        The log's name never goes missing, so a reader never finds no log:
+        `<log>.1` is made a second name of the full log (a hard link), then a
+        new empty file takes the log's name in one rename. Where hard links
+        are not to be had, the log is renamed and a new one opened after it."""
+        fresh_path = self.path.with_name(self.path.name + ".new")
         try:
             try:
-                os.replace(self.path, self.old)
+                side = self.path.with_name(self.path.name + ".1.new")
+                side.unlink(missing_ok=True)
+                os.link(self.path, side)
+                os.replace(side, self.old)
+                fresh = os.open(fresh_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND,
+                                0o600)
+                os.replace(fresh_path, self.path)
             except FileNotFoundError:
-                pass                  # renamed already, when opening the new one failed
-            fresh = self._open_new()
+                fresh = self._open_new()  # the log went missing: start it again
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP,
+                                   errno.EOPNOTSUPP):
+                    raise
+                os.replace(self.path, self.old)
+                fresh = self._open_new()
         except OSError as e:
             if not self._rotate_failed:
                 log.warning("%s: cannot rotate: %s", self.path, e)
