@@ -4,12 +4,14 @@ Compares `owl.workspace.git()` (config listed first, driver overrides, its
 own session and process tree, ended on exit) with a plain `git` subprocess,
 for `git status --porcelain` in a real repository with a worktree; then
 times `outside.take()` (files only, run just before an agent starts) with
-`refs` refs in the repository.
+a repository of the usual shape: many packed refs (a clone, after gc) and
+some loose ones (branches and fetches since the last gc).
 
 Targets: the safe call adds at most 30 ms to a plain one (median); take()
-stays under 5 ms with 1,000 refs (median), since it runs on the engine thread.
+stays under 10 ms (median) with 10,000 packed and 100 loose refs, since it
+runs on the engine thread just before an agent starts.
 
-    python bench/safe_git.py [--runs 50] [--refs 1000]
+    python bench/safe_git.py [--runs 50] [--packed 10000] [--loose 100]
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def median_ms(fn, runs: int) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--refs", type=int, default=1000)
+    ap.add_argument("--packed", type=int, default=10000)
+    ap.add_argument("--loose", type=int, default=100)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
@@ -56,8 +59,11 @@ def main() -> int:
         run("add", "-A")
         run("commit", "-q", "-m", "one")
         head = run("rev-parse", "HEAD").stdout.decode().strip()
-        for i in range(a.refs):
-            (repo / ".git" / "refs" / "tags").mkdir(parents=True, exist_ok=True)
+        (repo / ".git" / "packed-refs").write_text(
+            "# pack-refs with: peeled fully-peeled sorted \n"
+            + "".join(f"{head} refs/tags/p{i}\n" for i in range(a.packed)))
+        (repo / ".git" / "refs" / "tags").mkdir(parents=True, exist_ok=True)
+        for i in range(a.loose):
             (repo / ".git" / "refs" / "tags" / f"t{i}").write_text(head + "\n")
         ws = workspace.ensure(repo, 1, "owl/", Path(tmp) / "wts")
 
@@ -69,9 +75,9 @@ def main() -> int:
     print(f"git status, plain subprocess: median {plain[0]:.1f} ms, p95 {plain[1]:.1f} ms")
     print(f"git status, workspace.git():  median {safe[0]:.1f} ms, p95 {safe[1]:.1f} ms "
           f"(+{safe[0] - plain[0]:.1f} ms; target +30 ms)")
-    print(f"outside.take(), {a.refs} refs:  median {take[0]:.2f} ms, p95 {take[1]:.2f} ms "
-          "(target 5 ms)")
-    ok = safe[0] - plain[0] <= 30 and take[0] <= 5
+    print(f"outside.take(), {a.packed} packed + {a.loose} loose refs: median {take[0]:.2f} ms, p95 {take[1]:.2f} ms "
+          "(target 10 ms)")
+    ok = safe[0] - plain[0] <= 30 and take[0] <= 10
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 

@@ -19,6 +19,9 @@ reach the compositor:
   (`support/wl_input.py`: a pywayland client may crash at interpreter exit);
 - sway: `swaymsg seat - cursor move` and `wtype`.
 
+`move()` moves the pointer, `key()` types a key (RemoteDesktop's
+NotifyKeyboardKeycode, fake-input's keyboard_key, wtype).
+
 A missing program skips the test, except under CI=true, where it fails.
 """
 
@@ -49,6 +52,7 @@ NEEDS = {
 #: What XDG_CURRENT_DESKTOP says in each session.
 DESKTOP = {"mutter": "GNOME", "kwin": "KDE", "sway": "sway"}
 STARTUP = 20.0
+KEY_A = 30   # evdev keycode
 
 
 def missing(kind: str) -> list[str]:
@@ -74,12 +78,17 @@ class Compositor:
         self.proc = proc
         self._n = 0
         self._input: Callable[[int], None] = lambda n: None
+        self._key: Callable[[], None] = lambda: None
         self.close_input: Callable[[], None] = lambda: None
 
     def move(self) -> None:
         """One pointer motion (alternating direction, so it is never a no-op)."""
         self._n += 1
         self._input(self._n)
+
+    def key(self) -> None:
+        """One key pressed and released (evdev KEY_A)."""
+        self._key()
 
     def kill(self) -> None:
         """The compositor goes away at once (SIGKILL), and is reaped."""
@@ -183,11 +192,12 @@ def _mutter(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     env["WAYLAND_DISPLAY"] = str(runtime / name)
     _wait_for(_socket_up(runtime / name), "mutter's Wayland socket", proc, STARTUP)
     c = Compositor("mutter", env, proc)
-    c._input, c.close_input = _remote_desktop(bus)
+    c._input, c._key, c.close_input = _remote_desktop(bus)
     return c
 
 
-def _remote_desktop(bus: str) -> tuple[Callable[[int], None], Callable[[], None]]:
+def _remote_desktop(bus: str) -> tuple[Callable[[int], None], Callable[[], None],
+                                        Callable[[], None]]:
     """An input-only RemoteDesktop session; it ends when its connection closes."""
     from jeepney import DBusAddress, new_method_call
     from jeepney.io.blocking import open_dbus_connection
@@ -206,10 +216,16 @@ def _remote_desktop(bus: str) -> tuple[Callable[[int], None], Callable[[], None]
             new_method_call(session, "NotifyPointerMotionRelative", "dd", (step, step)),
             timeout=5))
 
+    def key() -> None:
+        for pressed in (True, False):
+            _ok(conn.send_and_get_reply(
+                new_method_call(session, "NotifyKeyboardKeycode", "ub", (KEY_A, pressed)),
+                timeout=5))
+
     def close() -> None:
         with contextlib.suppress(Exception):
             conn.close()
-    return send, close
+    return send, key, close
 
 
 def _ok(reply: Any) -> tuple:
@@ -238,11 +254,12 @@ def _kwin(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     env["WAYLAND_DISPLAY"] = str(runtime / name)
     _wait_for(_socket_up(runtime / name), "kwin's Wayland socket", proc, STARTUP)
     c = Compositor("kwin", env, proc)
-    c._input, c.close_input = _fake_input(env, started)
+    c._input, c._key, c.close_input = _fake_input(env, started)
     return c
 
 
-def _fake_input(env: dict, started: list) -> tuple[Callable[[int], None], Callable[[], None]]:
+def _fake_input(env: dict, started: list) -> tuple[Callable[[int], None], Callable[[], None],
+                                                   Callable[[], None]]:
     """A helper process holding a fake-input client: one line in, one "ok" out."""
     helper = subprocess.Popen([sys.executable, str(HERE / "support" / "wl_input.py")],
                               env=dict(env, PYTHONPATH=str(HERE / "support")),
@@ -254,8 +271,8 @@ def _fake_input(env: dict, started: list) -> tuple[Callable[[int], None], Callab
     if line != "ready":
         raise RuntimeError(f"fake-input helper: {line or helper.wait()}")
 
-    def send(n: int) -> None:
-        helper.stdin.write(f"move {5 if n % 2 else -5}\n")   # type: ignore[union-attr]
+    def say(line: str) -> None:
+        helper.stdin.write(line + "\n")                        # type: ignore[union-attr]
         helper.stdin.flush()                                    # type: ignore[union-attr]
         answer = helper.stdout.readline().strip()               # type: ignore[union-attr]
         if answer != "ok":
@@ -263,7 +280,7 @@ def _fake_input(env: dict, started: list) -> tuple[Callable[[int], None], Callab
 
     def close() -> None:
         _stop(helper)
-    return send, close
+    return (lambda n: say(f"move {5 if n % 2 else -5}")), (lambda: say("key")), close
 
 
 # ------------------------------------------------------------------ sway
@@ -309,8 +326,7 @@ def _sway(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
                        env=env, check=True, timeout=10, stdout=subprocess.DEVNULL)
     c._input = send
     c.ipc_move = _sway_ipc(Path(env["SWAYSOCK"]))  # type: ignore[attr-defined]
-    c.wtype = lambda text: subprocess.run(  # type: ignore[attr-defined]
-        [*as_user, "wtype", text], env=env, check=True, timeout=10)
+    c._key = lambda: subprocess.run([*as_user, "wtype", "a"], env=env, check=True, timeout=10)
     return c
 
 

@@ -253,3 +253,16 @@ def process_states(pids: list[int]) -> dict[int, str]:
         except psutil.NoSuchProcess:
             out[pid] = "gone"
     return out
+
+
+def stop_daemons(home: Path, timeout: float = 15.0) -> None:
+    """Stop every `owl daemon` serving OWL_HOME=home (ones the owl command
+    started in the background), so a test leaves none behind."""
+    for p in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            if (p.info["environ"] or {}).get("OWL_HOME") == str(home) and \
+                    (p.info["cmdline"] or [])[-2:] == ["owl", "daemon"]:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout)
+        except psutil.Error:
+            pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -229,8 +230,24 @@ def test_a_check_printing_megabytes_keeps_only_the_tail(tmp_path):
                                       None))
     with daemon(tmp_path) as d:
         job = d.add("exit=0", project)
-        d.machine("idle")
-        j = d.wait_job(job, "review")
+        biggest, stop = [0], threading.Event()
+
+        def watch() -> None:              # the check's log as it is written: never past the cap
+            while not stop.is_set():
+                for f in (d.home / "logs").glob("*.check-*"):
+                    try:
+                        biggest[0] = max(biggest[0], f.stat().st_size)
+                    except FileNotFoundError:
+                        pass
+        t = threading.Thread(target=watch)
+        t.start()
+        try:
+            d.machine("idle")
+            j = d.wait_job(job, "review")
+        finally:
+            stop.set()
+            t.join()
+        assert 0 < biggest[0] <= LOG_CAP
         [c] = j["runs"][0]["checks"]
         assert c["passed"]
         assert len(c["output"].encode()) <= OUTPUT_TAIL

@@ -71,9 +71,9 @@ def test_version(tmp_path):
 HELP = {
     "add": "Queue a Job",
     "jobs": "another place in the queue",
-    "start": "start one Run now",
-    "pause": "freeze every live Run",
-    "resume": "lift the hold",
+    "start": "Start one Run now",
+    "pause": "Freeze every live Run",
+    "resume": "Lift the hold",
     "stop": "this work, not work",
     "shift": "A Shift is a bounded time",
     "status": "at a glance",

@@ -92,6 +92,13 @@ def test_extra_arguments_are_refused_under_the_verbs_own_usage(tmp_path, args, u
     assert rest[-1] == f"owl: {usage[7:]} does not take {args[-1]!r}", p.stderr
 
 
+def test_a_misspelt_option_gets_a_suggestion(tmp_path):
+    p = owl(tmp_path, "stop", "--after-grase")
+    assert p.returncode == 2
+    assert p.stderr.splitlines()[-1] == ("owl: owl stop does not take '--after-grase'; did you "
+                                         "mean '--after-grace'?")
+
+
 def test_options_go_anywhere_and_json_errors_are_objects_on_stdout(tmp_path):
     p = owl(tmp_path, "--json", "status")                 # before the verb
     assert p.returncode == 3

@@ -122,6 +122,8 @@ def test_with_a_daemon_every_state(tmp_path: Path) -> None:
             (("shift", "stop"), 0, "Shift ended"),
             (("shift", "stop"), 0, "no Shift is on"),
         ])
+        p = run("jobs", "drop", str(a), "--json", str(b))          # options anywhere
+        assert p.returncode == 0 and [x["id"] for x in json.loads(p.stdout)] == [a, b]
         p = run("jobs", "drop", str(a), str(b))
         assert p.returncode == 0 and p.stdout.splitlines() == [
             f"job {a} was already dropped", f"job {b} was already dropped"]

@@ -94,9 +94,13 @@ def test_damaged_database_is_said_in_one_line_and_its_rows_saved(tmp_path: Path)
               and not q.name.endswith(("-wal", "-shm"))]
     assert str(kept) in p.stdout and _digest(kept) == damaged
 
+    p = d.owl("db", "recover")                 # a whole file is left as it is
+    assert p.returncode == 1 and "nothing to recover" in p.stderr, p.stderr
     check = d.json("db", "check")
     assert check["ok"] and check["counts"]["jobs"] == saved and check["counts"]["runs"] == 3
     with d:
+        p = d.owl("db", "recover")             # the daemon holds the file
+        assert p.returncode == 1 and "daemon is running" in p.stderr, p.stderr
         listed = d.json("jobs", "list")
         assert sorted(j["id"] for j in listed) == sorted(set(ids) - lost)
         assert all(j["state"] == "review" for j in listed if j["id"] in ran)

@@ -153,10 +153,13 @@ def test_a_runs_end_keeps_its_time_and_jobs_and_status_agree(tmp_path: Path,
             assert live_in_status == active_in_jobs == {job}
             time.sleep(0.2)
         assert "ending" in d.ok("status")
+        [shown_run] = d.job(job)["runs"]
+        assert shown_run["state"] == "ending" and shown_run["unrecorded"]
+        assert shown_run["ended_at"] == r["ended_at"]
         filler.unlink()
         filler2.unlink()
-        shown = wait_for(lambda: (j := d.job(job))["runs"][0]["ended_at"] and j, timeout=15,
-                         what="the end to be written")
+        shown = wait_for(lambda: not (j := d.job(job))["runs"][0].get("unrecorded") and j,
+                         timeout=15, what="the end to be written")
         assert shown["state"] == "review" and shown["runs"][0]["outcome"] == "succeeded"
         from datetime import datetime
         at = datetime.fromisoformat(shown["runs"][0]["ended_at"]).timestamp()

@@ -184,3 +184,22 @@ def test_commits_the_person_merged_elsewhere_are_not_the_branchs_own(tmp_path):
     assert workspace.own_commits(project, "owl/job-1", base) == 1
     git(project, "merge", "-q", "--ff-only", "owl/job-1")
     assert workspace.own_commits(project, "owl/job-1", base) == 0
+
+
+def test_a_live_job_dropped_with_force_says_later_where_its_commits_are(tmp_path):
+    project = make_project(tmp_path / "proj")
+    with daemon(tmp_path) as d:
+        job = d.add("write=a.txt commit=work tick=0.2 sleep=60", project, "--agent", "script")
+        d.machine("idle")
+        d.wait_run(job, "running")
+        wait_for(lambda: git(project, "log", "--format=%s", f"owl/job-{job}",
+                             check=False).stdout.startswith("work"), what="the agent's commit")
+        tip = git(project, "rev-parse", f"owl/job-{job}").stdout.strip()
+        out = d.ok("jobs", "drop", "--force", str(job))
+        assert f"owl jobs show {job} then says where" in out
+        j = wait_for(lambda: "deleted at" in ((x := d.job(job))["reason"] or "") and x,
+                     what="the drop's outcome to be recorded")
+        assert (f"branch owl/job-{job} deleted at {tip[:7]}; git branch owl/job-{job} "
+                f"{tip[:7]} brings it back") in j["reason"]
+        assert git(project, "for-each-ref", "--format=%(objectname)",
+                   "refs/owl/dropped/").stdout.split() == [tip]

@@ -126,19 +126,21 @@ def test_input_keeps_a_job_waiting_quiet_starts_it_input_freezes_quiet_thaws_and
         wait_for(lambda: states(pids) == {"stopped"}, timeout=5, what="the Run to freeze")
         assert d.wait_run(job, "frozen", timeout=5)["id"] == run["id"]
         assert d.proc.poll() is None
+        assert d.stop() == 0, d.log_text()      # and it still shuts down cleanly
         print(f"{c.kind}: started {started:.2f}s after the last input, froze in "
               f"{froze * 1000:.1f} ms, thawed {thawed:.2f}s after it")
 
 
-def test_sway_counts_wtype_as_input(tmp_path: Path, project: Path) -> None:
-    with compositor("sway") as c, daemon_on(
-            c, tmp_path / "home", {"interruption": {"grace_window": "30s"}}) as d:
+def test_a_key_press_freezes_the_run_too(tmp_path: Path, desktop: Compositor,
+                                        project: Path) -> None:
+    c = desktop
+    with daemon_on(c, tmp_path / "home", {"interruption": {"grace_window": "30s"}}) as d:
         job = d.add("sleep=60", project)
         d.wait_run(job, "running", timeout=10)
         pids = wait_for(lambda: d.alive_agent_pids(), what="the agent")
-        c.wtype("a")      # type: ignore[attr-defined]
+        c.key()
         wait_for(lambda: states(pids) == {"stopped"}, timeout=5, interval=0.005,
-                 what="a key typed with wtype to freeze the Run")
+                 what=f"a key typed on {c.kind} to freeze the Run")
 
 
 def test_kwin_offers_ext_idle_notify_and_the_kde_protocol_can_be_forced(
@@ -173,6 +175,7 @@ def test_a_compositor_without_an_idle_protocol_says_what_is_missing(
             assert want in d.ok("status")
             time.sleep(1.5)            # longer than idle.after: still nothing starts
             assert d.status()["runs"] == [] and d.job(job)["state"] == "pending"
+            assert d.stop() == 0, d.log_text()
 
         # On its bus, under another name, Mutter is found all the same.
         with daemon_on(c, tmp_path / "home2", XDG_CURRENT_DESKTOP="Unknown") as d:
@@ -262,3 +265,27 @@ def test_the_backend_says_input_and_quiet_rearms_for_a_new_after_and_notices_the
             assert not backend.alive
         finally:
             backend.stop()
+
+
+def test_a_hung_compositor_is_named_within_seconds_not_waited_for() -> None:
+    import os
+    import signal
+
+    from owl.idle import choose
+
+    with compositor("sway") as c:
+        os.kill(c.proc.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            plan = choose("linux", c.env)
+            took = time.monotonic() - started
+        finally:
+            os.kill(c.proc.pid, signal.SIGCONT)
+        assert took < 5.0
+        assert plan.limit is not None and plan.limit.startswith(
+            "the Wayland compositor did not answer within 2 s"), plan.limit
+        found = choose("linux", c.env)            # answering again: found
+        try:
+            assert found.hooks is not None and found.hooks.name == "kde-idle"
+        finally:
+            found.hooks.stop()    # type: ignore[union-attr]  # let go of the connection

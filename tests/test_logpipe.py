@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -70,3 +71,26 @@ def test_a_writer_outside_the_run_is_cut_off_after_close(tmp_path: Path) -> None
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_pipe_past_fd_1024_is_read(tmp_path: Path) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 1200
+    if hard != resource.RLIM_INFINITY and hard < want:
+        raise AssertionError(f"this test needs {want} open files; the hard limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        sink = logpipe.Sink(tmp_path / "4.log", cap=1 << 20)
+        assert sink.fd > 1024
+        p = _run_into(sink, 10)
+        assert p.wait(20) == 0
+        sink.close()
+        assert sink.wait(10)
+        assert (tmp_path / "4.log").read_bytes().endswith(b"last\n")
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

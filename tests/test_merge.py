@@ -177,3 +177,22 @@ def test_accept_merge_refused_leaves_the_job_in_review(tmp_path):
         proc = d.owl("jobs", "accept", str(job), "--delete-branch")
         assert proc.returncode == 1 and "only copy" in proc.stderr
         assert d.job(job)["state"] == "review"
+
+
+def test_a_merge_commit_git_cannot_make_is_undone_and_reported(repo, tmp_path):
+    """No committer identity: git stops after merging the trees; Owl puts them back."""
+    project, job = repo
+    moved = commit(project, "other.txt", "other\n", "Meanwhile on main")
+    git(project, "config", "--unset", "user.name")
+    git(project, "config", "--unset", "user.email")
+    env = {"HOME": str(tmp_path / "nohome"), "GIT_CONFIG_NOSYSTEM": "1",
+           "EMAIL": "", "GIT_AUTHOR_NAME": "", "GIT_COMMITTER_NAME": ""}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        with pytest.raises(Refused) as e:
+            merge.merge(project, job)
+    assert "nothing was changed" in str(e.value) and "\n" not in str(e.value)
+    assert git(project, "rev-parse", "main") == moved
+    assert git(project, "status", "--porcelain") == ""
+    assert not (project / ".git" / "MERGE_HEAD").exists()

@@ -135,10 +135,10 @@ def test_changes_leave_out_the_jobs_branches_and_owls_refs():
     from owl.outside import Snapshot, changes, owned_ref, summary
 
     a, b = "a" * 40, "b" * 40
-    before = Snapshot(refs={"refs/heads/main": a, "refs/heads/owl/job-1": a,
+    before = Snapshot(loose={"refs/heads/main": a, "refs/heads/owl/job-1": a,
                             "refs/heads/owl/job-2": a, "HEAD": "ref: refs/heads/main"},
                       hooks={"pre-commit.sample": "1234"})
-    after = Snapshot(refs={"refs/heads/main": a, "refs/heads/owl/job-1": b,
+    after = Snapshot(loose={"refs/heads/main": a, "refs/heads/owl/job-1": b,
                            "refs/owl/dropped/owl/job-3/1": b, "refs/tags/v1": b,
                            "HEAD": "ref: refs/heads/owl/job-1"},
                      hooks={"pre-commit.sample": "1234", "pre-push": "99 (executable)"})
@@ -163,3 +163,40 @@ def test_a_base_file_git_cannot_read_is_an_error_not_an_absent_file(tmp_path):
         workspace.read_base_file(project, ".owl.toml", "0" * 40)
     with pytest.raises(workspace.WorkspaceError):
         workspace.read_base_file(tmp_path / "nowhere", ".owl.toml")
+
+
+def test_packed_refs_count_as_refs_and_packing_them_is_no_change():
+    from owl.outside import Snapshot, changes, owned_ref
+
+    a, b = "a" * 40, "b" * 40
+    packed = f"# pack-refs with: peeled\n{a} refs/heads/main\n{a} refs/tags/v1\n^{b}\n".encode()
+    before = Snapshot(loose={"refs/heads/main": a}, packed=b"")
+    packed_only = Snapshot(packed=packed)
+    moved = Snapshot(loose={"refs/heads/main": b}, packed=packed)
+    ignore = owned_ref("owl/job-1", set())
+    assert [c["name"] for c in changes(before, packed_only, ignore_ref=ignore,
+                                       settings=lambda t: {})] == ["refs/tags/v1"]
+    assert [(c["name"], c["from"], c["to"]) for c in changes(
+        packed_only, moved, ignore_ref=ignore, settings=lambda t: {})] == \
+        [("refs/heads/main", a, b)]
+
+
+def test_owls_own_merge_during_a_run_is_not_the_agents(tmp_path):
+    project = make_project(tmp_path / "proj")
+    cfg = {"agents": {"slow": {"command": ["/bin/sh", "-c", "sleep 4"]},
+                      "quick": {"command": ["/bin/sh", "-c",
+                                            "echo x > x.txt && git add x.txt && "
+                                            "git commit -q -m quick"]}}}
+    with OwlDaemon(tmp_path / "home", cfg) as d:
+        first = d.add("go", project, "--agent", "quick")
+        second = d.add("go", project, "--agent", "slow")
+        d.machine("idle")
+        d.wait_job(first, "review")
+        d.wait_run(second, "running")
+        main_before = git(project, "rev-parse", "main")
+        d.ok("jobs", "accept", str(first), "--merge")
+        assert git(project, "rev-parse", "main") != main_before
+        d.wait_job(second, "review")
+        run = wait_for(lambda: (r := d.job(second)["runs"][0])["outside"] is not None and r,
+                       what="the Run's outside changes to be recorded")
+        assert run["outside"] == []

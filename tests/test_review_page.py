@@ -211,3 +211,7 @@ def test_a_large_job_renders_well_and_a_huge_diff_is_cut_with_a_note(tmp_path):
     png = screenshot(path, ARTIFACTS / "large-job.png", height=2200)
     drawn = not_blank(png)
     assert drawn["colours"] > 60 and drawn["drawn"] > 0.3, drawn
+    assert sum(drawn["background"]) > 3 * 200                      # a light page
+    # a desktop that prefers dark gets a dark page
+    dark = not_blank(screenshot(path, ARTIFACTS / "large-job-dark.png", height=1600, dark=True))
+    assert sum(dark["background"]) < 3 * 60 and dark["colours"] > 60, dark

@@ -13,14 +13,15 @@ import sys
 from pathlib import Path
 
 from owl.review import diffs, facts, page, text
-from owlproc import OWL, make_project
+from owlproc import OWL, make_project, wait_for
 
 
 def test_control_characters_are_shown_not_obeyed() -> None:
-    assert text.visible("a\x1b[31mred\x07\r\n") == "a␛[31mred␇\n"
-    assert text.visible("x\u202eevil\u2066") == "x<U+202E>evil<U+2066>"
-    assert text.visible("\x7f\x9b") == "␡<U+009B>"
-    assert text.visible("tab\tand\nnewline", keep_newlines=False) == "tab and␤newline"
+    """The house rule (owl.textsafe): escapes written out, newlines kept in a block."""
+    assert text.visible("a\x1b[31mred\x07\r\n") == "a\\x1b[31mred\\x07\n"
+    assert text.visible("x\u202eevil\u2066") == "x\\u202eevil\\u2066"
+    assert text.visible("\x7f\x9b") == "\\x7f\\x9b"
+    assert text.visible("tab\tand\nnewline", keep_newlines=False) == "tab\\tand\\nnewline"
     assert text.visible("héllo → ok") == "héllo → ok"
 
 
@@ -102,8 +103,8 @@ def _facts(**over) -> dict:
 
 def test_the_page_escapes_what_agents_wrote_and_shows_their_control_characters() -> None:
     html = page.render(_facts())
-    assert "<script>" not in html and "&lt;script&gt;x&lt;/script&gt;␛]0;t␇" in html
-    assert "Do &lt;it&gt;␛[2J" in html
+    assert "<script>" not in html and "&lt;script&gt;x&lt;/script&gt;\\x1b]0;t\\x07" in html
+    assert "Do &lt;it&gt;\\x1b[2J" in html
     assert "\x1b" not in html and "\x07" not in html
 
 
@@ -152,7 +153,7 @@ def test_owl_jobs_diff_pages_in_colour_on_a_terminal_and_is_plain_in_a_pipe(tmp_
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     paged = pager_out.read_text()
-    assert "\x1b[32m+␛[2Jcleared\x1b[0m" in paged and "\x1b[2J" not in paged.replace("\x1b[32m", "")
+    assert "\x1b[32m+\\x1b[2Jcleared\x1b[0m" in paged and "\x1b[2J" not in paged.replace("\x1b[32m", "")
     assert "\x1b[1mdiff --git a/evil.txt b/evil.txt" in paged
 
 
@@ -183,8 +184,20 @@ def test_review_and_diff_of_a_job_that_is_not_there_or_never_ran_say_so_in_one_l
     p = subprocess.run([*OWL, "jobs", "review", str(fresh), "--no-open"], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    html = Path(p.stdout.strip().splitlines()[-1]).read_text()
+    written = Path(p.stdout.strip().splitlines()[-1])
+    html = written.read_text()
     assert "Not run yet" in html and "the Job has not run" in html and "No runs yet." in html
+    # without --no-open the desktop's opener gets the page (a stand-in that records it)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    opened = tmp_path / "opened"
+    (bin_dir / "xdg-open").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" > {opened}\n")
+    (bin_dir / "xdg-open").chmod(0o755)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    p = subprocess.run([*OWL, "jobs", "review", str(fresh)], env=env, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == str(written)
+    wait_for(opened.exists, what="the page handed to xdg-open")
+    wait_for(lambda: opened.read_text().strip() == str(written), what="the page's path")
 
 
 def test_the_persons_replies_are_on_the_page_with_the_run_they_went_to() -> None:
@@ -194,3 +207,15 @@ def test_the_persons_replies_are_on_the_page_with_the_run_they_went_to() -> None
     assert "The prompt and your 2 replies" in html
     assert "given to run 7" in html and "also cover the <code>empty</code> case" in html
     assert "&lt;and this&gt;" in html and "for the next run" in html
+
+
+def test_long_lists_fold_and_file_links_point_at_their_diffs() -> None:
+    commits = [{"hash": f"{i:040x}", "short": f"{i:07x}", "author": "A", "at": 0,
+                "subject": f"commit {i}", "body": ""} for i in range(30)]
+    files = [{"path": "logo.png", "added": None, "removed": None},
+             {"path": "app.py", "added": 1, "removed": 1}, {"path": "new.txt", "added": 1, "removed": 0}]
+    html = page.render(_facts(commits=commits, files=files))
+    assert "10 more commits</summary>" in html
+    # app.py is the first file of the diff, new.txt the second: the links say so
+    assert 'href="#file-0">app.py</a>' in html and 'href="#file-1">new.txt</a>' in html
+    assert 'id="file-0"><span class="path">app.py' in html

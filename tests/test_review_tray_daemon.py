@@ -19,7 +19,8 @@ import pytest
 from display import DisplayEnv, virtual_display, xdotool
 from owl.tray.menu import build_menu
 from owlproc import make_project, wait_for
-from test_tray import menu_keys, open_menu
+from test_tray import (ARTIFACTS, _owl_windows, find_tray_icon_geometry, menu_keys, open_menu,
+                       screenshot)
 from test_tray_daemon import OwlTray
 
 pytestmark = [pytest.mark.display, pytest.mark.timeout(180)]
@@ -52,7 +53,8 @@ def test_review_from_the_notification_and_merge_from_the_menu(desk: DisplayEnv,
     env = dict(desk, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     _dunst(desk, "close-all")
     with OwlTray(tmp_path / "home", env) as d:
-        job = d.add("write=hello.txt commit=Add_hello exit=0", project)
+        job = d.add("Add a hello file for new contributors write=hello.txt commit=Add_hello "
+                    "exit=0", project)
         j = d.wait_job(job, "review", timeout=30)
         # the tray shows the notification in the same refresh that puts the Job
         # in its menu
@@ -69,8 +71,18 @@ def test_review_from_the_notification_and_merge_from_the_menu(desk: DisplayEnv,
         status = d.status()
         label = next(i.label for i in build_menu(status) if i.label.startswith(f"◆ Job {job}:"))
         open_menu(desk)
-        for key in menu_keys(status, [label, "Merge into main"]):
+        keys = menu_keys(status, [label, "Merge into main"])
+        for key in keys[:-1]:
             xdotool(desk, "key", key)
+        menus = wait_for(lambda: (m := [g for _, g in _owl_windows(desk) if g[2] > 64])
+                         and len(m) >= 2 and m, 10, what="the Job's submenu open")
+        icon = find_tray_icon_geometry(desk)
+        boxes = menus + [icon]
+        x0, y0 = min(b[0] for b in boxes) - 8, max(0, min(b[1] for b in boxes) - 1)
+        x1 = max(b[0] + b[2] for b in boxes) + 8
+        y1 = max(b[1] + b[3] for b in boxes) + 8
+        screenshot(desk, ARTIFACTS / "daemon-menu-review.png", (max(0, x0), y0, x1 - max(0, x0), y1 - y0))
+        xdotool(desk, "key", keys[-1])
         wait_for(lambda: d.job(job)["state"] == "done", 15, what="the Job done")
         assert git(project, "rev-parse", "main") == git(project, "rev-parse", j["branch"])
         assert (project / "hello.txt").exists() and not Path(j["worktree"]).exists()

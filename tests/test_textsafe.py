@@ -49,3 +49,12 @@ def test_no_text_reaches_the_screen_as_controls(text):
     out = textsafe.line(text)
     assert not _acts(out)
     assert "\n" not in out
+
+
+def test_log_records_keep_to_one_line_without_controls():
+    import logging
+
+    record = logging.LogRecord("owl", logging.WARNING, __file__, 1, "job %s: %s",
+                               (3, "fine\r\x1b[2Jforged\nline"), None)
+    out = textsafe.LogFormatter("%(levelname)s %(message)s").format(record)
+    assert out == "WARNING job 3: fine\\r\\x1b[2Jforged\\nline"

@@ -228,7 +228,7 @@ def test_menu_while_working() -> None:
     items = build_menu(status)
     assert "Job 12: Fix the flaky test — running · 4m" in labels(items)
     assert find(items, "Start").enabled and find(items, "Stop").enabled
-    assert find(items, "Stop").action.kwargs == {"force": False}
+    assert find(items, "Stop").action.kwargs == {"force": True}       # as owl stop: now
     jobs = find(items, "Jobs (2)")
     first, second = jobs.submenu
     assert first.label == "1. Fix the flaky test — running"
@@ -346,3 +346,4 @@ def test_a_run_frozen_at_start_is_announced_and_user_pauses_are_not() -> None:
     n = Notices()
     n.update(doc())
     assert n.update(doc(runs=[frozen(by="user")])) == []
+

@@ -7,11 +7,12 @@ an agent. When a check runs and how its Run moves on is the lifecycle core's
 business (`StartCheck`); this module only starts one, keeps its output, and
 says what happened in words.
 
-Output. A check writes straight into `logs/<run>.check-<i>.log` (O_APPEND,
-like an agent's log). A test suite that prints megabytes must not fill the
-disk, and only its end says why it failed, so the file is cut while the
-check runs (past LOG_CAP the last LOG_CAP bytes move to `<log>.1` and the
-file starts afresh) and compacted to its last LOG_CAP bytes when it ends. The
+Output. A check writes into a pipe that Owl copies into
+`logs/<run>.check-<i>.log` (`owl.logpipe`, as an agent's output). A test
+suite that prints megabytes must not fill the disk, and only its end says why
+it failed, so the file is kept within LOG_CAP as it is written (past it the
+log becomes `<log>.1` and a new one begins) and compacted to its last
+LOG_CAP bytes when it ends. The
 database keeps the last OUTPUT_TAIL bytes for `owl jobs show`, and the next
 Run's prompt quotes the last NOTE_LINES lines of a failed check.
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from owl import tree
+from owl import logpipe, tree
 from owl.project import Check
 
 log = logging.getLogger("owl.checks")
@@ -94,41 +95,34 @@ class CheckProcess:
                 stale.unlink()
             except FileNotFoundError:
                 pass
-        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        # Its output passes through Owl, so the cap holds as it is written.
+        self.sink = logpipe.Sink(self.log_path, LOG_CAP)
         try:
             self.popen = tree.spawn([SHELL, "-c", check.run], cwd=str(worktree), env=env,
-                                    stdout=self.fd, stderr=self.fd, nice=nice, reaper=True)
+                                    stdout=self.sink.fd, stderr=self.sink.fd, nice=nice,
+                                    reaper=True)
         except OSError:
-            os.close(self.fd)
+            self.sink.close()
             raise
+        self.sink.started()
         self.tree = tree.ProcessTree(tag, self.popen.pid)
 
+    def settle(self) -> None:
+        """Wait (on the check's own thread) until its output so far is in the log."""
+        self.sink.settle()
+
     def trim(self) -> bool:
-        """Cut the log past LOG_CAP (keeping the tail in `<log>.1`); True if it grew."""
-        try:
-            size = os.fstat(self.fd).st_size
-        except OSError:
-            return False
-        grew = size > self.size
-        self.size = size
-        if size > LOG_CAP:
-            try:
-                with open(self.log_path, "rb") as src:
-                    src.seek(size - LOG_CAP)
-                    tail = src.read(LOG_CAP)
-                _older(self.log_path).write_bytes(tail)
-                os.ftruncate(self.fd, 0)        # O_APPEND: the next write lands at 0
-                self.size = 0
-            except OSError as e:
-                log.warning("could not cut %s: %s", self.log_path, e)
+        """Whether the check wrote anything since the last call (the sink keeps
+        the log within LOG_CAP as it writes)."""
+        seen = self.sink.received
+        grew = seen > self.size
+        self.size = seen
         return grew
 
     def finish(self, outcome: str, exit_code: int | None, duration_s: float | None) -> Result:
         """Close the log, compact it to its tail, and say what happened."""
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        self.sink.settle(timeout=0.05)  # settled on its own thread already: a last look
+        self.sink.close()
         data = compact(self.log_path)
         return Result(self.index, self.check.name, self.check.run, outcome, exit_code,
                       None if duration_s is None else round(duration_s, 2),
@@ -276,6 +270,7 @@ class Verification:
         while True:
             try:
                 code = cp.popen.wait(timeout=0.5)
+                cp.settle()
                 break
             except subprocess.TimeoutExpired:
                 cp.trim()

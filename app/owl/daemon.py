@@ -26,11 +26,12 @@ from typing import Any
 
 from owl import bounds
 from owl import config as configmod
-from owl import tree, watchdog
+from owl import tree, verbwork, watchdog
 from owl.control import args as control_args
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
 from owl.paths import Paths, get_paths
+from owl.review.accept import accept
 from owl.store import Store
 
 log = logging.getLogger("owl.daemon")
@@ -195,18 +196,27 @@ class Daemon:
 
             key = "id" if "id" in args else "job_id"
             return {"path": str(write_page(self.paths, A.ident(args, key)))}
+        prepared: dict = {}
+        if verb == "add":
+            # The project is read (git, .owl.toml) here, on the caller's thread.
+            from owl.verbs import check_prompt
+
+            A.attempts(args)
+            check_prompt(A.text(args, "prompt"))
+            prepared = verbwork.prepare_add(e.cfg, A.text(args, "prompt"),
+                                            A.text(args, "project"),
+                                            A.optional_text(args, "agent"))
         table = {
             "status": lambda: e.status(),
-            "add": lambda: e.add_job(A.text(args, "prompt"), A.text(args, "project"),
-                                     A.optional_text(args, "agent"), A.attempts(args)),
+            "add": lambda: e.add_prepared(prepared, A.attempts(args)),
             "jobs.list": lambda: _jobs_list(e.store, A.flag(args, "all")),
             "jobs.show": lambda: e.job_view(A.ident(args, "id")),
             "jobs.drop": lambda: e.drop(A.ident(args, "id"), A.flag(args, "force")),
             "drop": lambda: e.drop(A.ident(args, "job_id"), A.flag(args, "force")),
-            "accept": lambda: e.accept(A.ident(args, "job_id"), A.flag(args, "merge"), False),
+            "accept": lambda: accept(e, A.ident(args, "job_id"), A.flag(args, "merge"), False),
             "verify": lambda: _verify(e, A.ident(args, "job_id")),
-            "jobs.accept": lambda: e.accept(A.ident(args, "id"), A.flag(args, "merge"),
-                                            A.flag(args, "delete_branch")),
+            "jobs.accept": lambda: accept(e, A.ident(args, "id"), A.flag(args, "merge"),
+                                          A.flag(args, "delete_branch")),
             "jobs.extend": lambda: e.extend(A.ident(args, "id"), A.attempts(args)),
             "jobs.move": lambda: e.move(A.ident(args, "id"), A.ident(args, "position")),
             "jobs.reply": lambda: e.reply(A.ident(args, "id"), A.text(args, "text"),
@@ -229,10 +239,12 @@ class Daemon:
             "shift.status": lambda: e.shift_view(),
             "ping": lambda: {"pid": os.getpid()},
         }
+        if verb in ("accept", "jobs.accept"):
+            return table[verb]()          # merges off the engine thread (owl.review.accept)
         fn = table.get(verb)
         if fn is None:
             raise Refused(f"unknown verb {verb!r}")
-        return e.call(fn)
+        return verbwork.finish(e.call(fn))
 
 
 class _Unreadable:
@@ -354,6 +366,10 @@ def _setup_logging() -> None:
     level = os.environ.get("OWL_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format=LOG_FORMAT, stream=sys.stderr)
+    from owl.textsafe import LogFormatter
+
+    for h in logging.getLogger().handlers:
+        h.setFormatter(LogFormatter(LOG_FORMAT))
     try:
         if sys.stderr is None or not sys.stderr.isatty():
             _log_to_file(get_paths().logs / LOG_NAME)
@@ -377,5 +393,7 @@ def _log_to_file(target: Any) -> None:
     if any(getattr(h, "baseFilename", None) == str(target) for h in root.handlers):
         return
     handler = logging.FileHandler(target, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    from owl.textsafe import LogFormatter
+
+    handler.setFormatter(LogFormatter(LOG_FORMAT))
     root.addHandler(handler)

@@ -121,6 +121,9 @@ def recover(path: Path, lock: Path, *, use_cli: bool = True) -> Recovered:
     if not path.exists():
         raise RuntimeError(f"{path}: not there; there is nothing to recover")
     with _daemon_lock(lock):
+        report = check(path)
+        if report.ok:
+            raise RuntimeError(f"{report.text}; nothing to recover")
         kept = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
         fresh = path.with_name(f"{path.name}.recovering")
         for side in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):

@@ -34,6 +34,8 @@ from owl import config as configmod
 from owl import diskroom, logpipe
 from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
 from owl.config_watch import ConfigWatch
+from owl.awake_keeper import AwakeKeeper
+from owl import setup as setupmod, verbwork
 from owl.sleepclock import SleepWatch
 from owl.errors import Refused
 from owl.lifecycle import Phase
@@ -97,6 +99,7 @@ class Engine(Verbs):
             seen=self._config_mtime)
         self.machine = machine
         self.inhibitor = inhibitor
+        self.awake = AwakeKeeper(self, views.AWAKE_WHY)
         self.instance = instance
         self.clock = clock
         self.sleep_watch = SleepWatch(awake=clock, total=None if clock is time.monotonic else clock)
@@ -121,6 +124,9 @@ class Engine(Verbs):
         self._verifications: dict[int, checksmod.Verification] = {}
         self.waits = carryon.load_waits(store)   # agents waiting out a usage limit
         self.after_run: dict[int, Callable[[], None]] = {}   # once a Run's tree is gone
+        # Worktree setups run off this thread and come back as ("setup", result).
+        self.setups = setupmod.Setups(lambda result: self._q.put(("setup", result)),
+                                      self._record_setup)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -176,7 +182,7 @@ class Engine(Verbs):
                 self._watch(now)
                 self._check_shift()
                 if self._stopping:
-                    if not self.live and not self._verifications:
+                    if not self.live and not self._verifications and not self.setups.jobs():
                         break
                 else:
                     self._maybe_start(now)
@@ -190,8 +196,7 @@ class Engine(Verbs):
                     pass
         finally:
             self._config_watch.stop()
-            if self.inhibitor is not None:
-                self.inhibitor.release()
+            self.awake.stop()           # lets go of the inhibitor
             self.machine.stop()
             self._stopped.set()
             # answer whoever is still waiting
@@ -259,6 +264,8 @@ class Engine(Verbs):
                 # trip to the X server), so the Run stops as soon as possible.
                 self._do(self.core.input(now))
             self._settle_machine(now, force_input=True)
+        elif kind == "setup":
+            self._setup_done(item[1])
         elif kind == "config":
             self._apply_config(item[1], item[2])
         elif kind == "shutdown":
@@ -266,6 +273,7 @@ class Engine(Verbs):
                 self._stopping = True
                 for v in self._verifications.values():
                     v.cancel(wait=0)
+                self.setups.cancel_all()
                 self._do(self.core.shutdown(self.clock()))
 
     # --------------------------------------------------------------- machine
@@ -336,7 +344,9 @@ class Engine(Verbs):
                 self._note(lv.run_id, state="ending", frozen_by=None)
                 log.info("run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):
-                lv.tree.kill()
+                # One round of SIGKILLs, no waiting for the kernel to reap: the
+                # watch sees the tree go, and the core asks again if it is wedged.
+                lv.tree.kill(timeout=0)
                 log.info("run %s killed", lv.run_id)
             elif isinstance(action, lifecycle.Finish):
                 self._finish(lv, action)
@@ -503,17 +513,22 @@ class Engine(Verbs):
         of this spell (`owl stop` ends this work, not work), unless `asked`."""
         aside = frozenset() if asked else frozenset(self.set_aside)
         limited = carryon.blocked_agents(self.waits, time.time())
+        setting_up = self.setups.jobs()       # they hold their places and slots
+        passed = aside | frozenset(setting_up)
 
         def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
-            row = self.store.first_pending(skip, aside, limited)
+            row = self.store.first_pending(skip, passed, limited)
             return scheduler.QueuedJob(*row) if row else None
 
         head_row = self.store.first_pending()
         self._pending_cache = head_row is not None
         head = first()
-        decision = scheduler.decide(head, first, [lv.project for lv in self.live.values()],
+        decision = scheduler.decide(head, first, [lv.project for lv in self.live.values()]
+                                    + list(setting_up.values()),
                                     max_parallel=self.cfg.max_parallel,
                                     project_cap=self._project_cap)
+        if head_row is not None and head_row[0] in setting_up and decision.job is None:
+            decision = scheduler.Decision(None, f"job {head_row[0]} is being set up")
         if head_row is not None and head_row[0] in aside and decision.waiting is None:
             decision = scheduler.Decision(decision.job, f"job {head_row[0]} was stopped; it "
                                           "waits for the next idle spell (or owl start)")
@@ -553,36 +568,72 @@ class Engine(Verbs):
         caps = [c for c in caps if c is not None]
         return min(caps) if caps else None
 
-    def _start_job(self, job_id: int, *, exempt: bool) -> int | None:
-        """Set up the worktree and start the agent; a setup failure blocks the Job."""
-        from owl import agents
-
+    def _start_job(self, job_id: int, *, exempt: bool) -> None:
+        """Begin setting up the Job's worktree, on a thread of its own (see owl.setup);
+        the agent starts when it is ready (`_setup_done`), a failure blocks the Job."""
         job = self.store.job(job_id)
         assert job is not None
-        project = Path(job["project"])
         if job_id in self._verifications:
             self._verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
         # Read afresh: the checks that gate this Run are those committed now.
-        self._projects.pop(str(project), None)
-        try:
-            driver = agents.get_driver(job["agent"], self.cfg.agent(job["agent"]))
-            problem = driver.problem()
-            if problem:
-                raise workspace.WorkspaceError(problem)
-            ws = workspace.ensure(project, job_id, self.cfg.branch_prefix, self.paths.worktrees,
-                                  branch=job["branch"],
-                                  worktree=Path(job["worktree"]) if job["worktree"] else None,
-                                  base=job["base"])
-            settings = self._base_settings(project, ws.base)
-        except (workspace.WorkspaceError, projectmod.ProjectError, ValueError, OSError) as e:
-            broken = workspace.reach_problem(project, Path(job["worktree"])) \
-                if job["worktree"] else workspace.project_problem(project)
-            self.store.set_job(job_id, state="blocked", reason=guards.broken_reason(
-                job_id, job["branch"], broken) if broken else f"setup failed: {e}")
-            log.warning("job %s blocked: %s", job_id, e)
-            return None
+        self._projects.pop(str(job["project"]), None)
+        self.setups.begin(setupmod.Request(
+            job=job, agent_config=self.cfg.agent(job["agent"]), prefix=self.cfg.branch_prefix,
+            worktrees=self.paths.worktrees, instance=self.instance, exempt=exempt))
+        log.info("job %s: setting up its worktree", job_id)
+
+    def _record_setup(self, job_id: int, fresh: dict | None) -> None:
+        """From a setup's thread: write (or clear) the names of what it is about to
+        make, on this thread, and return once they are written."""
+        def write() -> None:
+            pending = dict(self.store.setting(setupmod.SETTING, {}) or {})
+            if fresh is None:
+                pending.pop(str(job_id), None)
+            else:
+                pending[str(job_id)] = fresh
+            self.store.set_setting(setupmod.SETTING, pending or None)
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._q.put(("call", write, fut))
+        fut.result(30)
+
+    def _setup_done(self, result: setupmod.Result) -> None:
+        """A setup came back: start the agent, block the Job, or leave it waiting."""
+        job_id = result.job_id
+        self.setups.done(job_id)
+        pending = dict(self.store.setting(setupmod.SETTING, {}) or {})
+        fresh = pending.pop(str(job_id), None)
+        if isinstance(result, setupmod.Cancelled):
+            self.store.set_setting(setupmod.SETTING, pending or None)
+            log.info("job %s: setup cancelled; nothing of it is left", job_id)
+            return
+        job = self.store.job(job_id)
+        if isinstance(result, setupmod.Failed):
+            self.store.set_setting(setupmod.SETTING, pending or None)
+            if job is not None and job["state"] in ("pending", "active"):
+                self.store.set_job(job_id, state="blocked", reason=result.reason)
+            log.warning("job %s blocked: %s", job_id, result.reason)
+            return
+        ws = result.ws
         self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
-                           base_branch=job.get("base_branch") or _made_from(project, job, ws))
+                           base_branch=(job or {}).get("base_branch") or result.made_from)
+        self.store.set_setting(setupmod.SETTING, pending or None)   # the Job owns it now
+        del fresh
+        job = self.store.job(job_id)
+        ok, why = self.core.may_start()
+        if (job is None or job["state"] != "pending" or self._stopping
+                or (not result.exempt and not ok) or (result.exempt and self.core.paused)):
+            log.info("job %s: set up, but not started now (%s)", job_id,
+                     "stopping" if self._stopping else why or (job or {}).get("state"))
+            return
+        self._launch(job, result)
+
+    def _launch(self, job: dict, ready: setupmod.Ready) -> int | None:
+        """Start the agent of a Job whose worktree is ready (fast: no git)."""
+        from owl import agents
+
+        job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
+        exempt = ready.exempt
+        project = Path(job["project"])
         before = outside.take(project)      # files only: a few milliseconds
         plan, replies = carryon.plan_for(self.store, job, driver, ws.worktree)
         run_id = self.store.start_run(job_id)
@@ -662,7 +713,7 @@ class Engine(Verbs):
         ignore = outside.owned_ref(job.get("branch"), self.store.branches(lv.project))
         project, run_id, job_id = Path(lv.project), lv.run_id, lv.job_id
 
-        def compare() -> list[dict]:
+        def compare() -> list[dict] | None:
             return outside.changes(before, outside.take(project), ignore_ref=ignore)
 
         if self._stopping:                 # no later pass of the loop would record it
@@ -675,9 +726,22 @@ class Engine(Verbs):
                          concurrent.futures.Future()))
         threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
 
-    def _record_outside(self, run_id: int, job_id: int, found: list[dict]) -> None:
+    def _own_ref_moves(self, project: Path, before: outside.Snapshot) -> None:
+        """Owl itself moved refs in `project` (accept --merge): the live Runs
+        there take those moves as their starting point, so no agent is said to
+        have made them."""
+        moved = outside.moves(before, outside.take(project))
+        for lv in self.live.values():
+            if lv.project == str(project) and lv.outside_before is not None:
+                lv.outside_before = outside.with_moves(lv.outside_before, moved)
+
+    def _record_outside(self, run_id: int, job_id: int, found: list[dict] | None) -> None:
         import json
 
+        if found is None:
+            log.warning("job %s run %s: the project's refs, config and hooks could not be "
+                        "read at its start, so nothing was compared", job_id, run_id)
+            return
         self._note(run_id, outside=json.dumps(found))
         if found:
             log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
@@ -727,12 +791,14 @@ class Engine(Verbs):
         lv.tree.kill()                 # anything the refused process left (before the
         try:                           # fresh one starts: the sweep finds the Run's tag)
             popen = tree.spawn(lv.driver.argv(lv.ctx), cwd=str(lv.worktree), env=lv.env,
-                               stdout=lv.sink.fd, stderr=lv.sink.fd, nice=self.cfg.nice)
+                               stdout=lv.sink.fd, stderr=lv.sink.fd, nice=self.cfg.nice,
+                               reaper=True, cgroup=lv.cgroup)
         except OSError as e:
             log.warning("run %s: could not start afresh: %s", lv.run_id, e)
             return False
         lv.sink.started()
-        lv.popen, lv.tree = popen, tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid)
+        lv.popen, lv.tree = popen, tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid,
+                                                    cgroup=lv.cgroup)
         self._note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
         threading.Thread(target=self._wait_agent, args=(lv, popen, offset), daemon=True,
                          name=f"owl-run-{lv.run_id}-fresh").start()
@@ -740,8 +806,10 @@ class Engine(Verbs):
                  report.resume_failed, popen.pid)
         return True
 
-    def _wait_proc(self, run_id: int, popen: Any) -> None:
+    def _wait_proc(self, run_id: int, popen: Any, settle: Callable[[], Any] | None = None) -> None:
         code = popen.wait()
+        if settle is not None:
+            settle()              # its output reaches the log before its result is read
         self._q.put(("exited", run_id, code, popen))
 
     # ---------------------------------------------------------------- checks
@@ -767,7 +835,8 @@ class Engine(Verbs):
         lv.check_proc, lv.popen, lv.tree, lv.exited = cp, cp.popen, cp.tree, False
         self.store.set_run(lv.run_id, state="verifying", frozen_by=None,
                            pids=cp.tree.identities())
-        threading.Thread(target=self._wait_proc, args=(lv.run_id, cp.popen), daemon=True,
+        threading.Thread(target=self._wait_proc, args=(lv.run_id, cp.popen, cp.settle),
+                         daemon=True,
                          name=f"owl-check-{lv.run_id}-{index}").start()
         log.info("run %s: check %s (%s) started (pid %s)", lv.run_id, index + 1, check.name,
                  cp.popen.pid)
@@ -807,22 +876,10 @@ class Engine(Verbs):
         reason handed to the backend stays the same whatever the Runs are:
         one lock serves them all, and tools that list inhibitors would
         otherwise show a count that went stale."""
-        inh = self.inhibitor
-        if inh is None:
+        if self.inhibitor is None:
             return
-        if not self.cfg.keep_awake:
-            inh.release()
-            return
-        if inh.backend == "none" and inh.problem is None:
-            # Built while power.keep_awake was false; it was turned on since.
-            from owl.power import make_inhibitor
-
-            inh.close()
-            inh = self.inhibitor = make_inhibitor(True)
-        if self._working_runs():
-            inh.hold(views.AWAKE_WHY)
-        else:
-            inh.release()
+        # The D-Bus calls are the keeper's, on its own thread (owl.awake_keeper).
+        self.awake.want(bool(self._working_runs()), self.cfg.keep_awake)
 
     # ----------------------------------------------------------------- config
 
@@ -899,7 +956,11 @@ class Engine(Verbs):
     # ================================================================= views
 
     def job_view(self, job_id: int) -> dict:
-        return views.job_view(self.store, self._job_or_refuse(job_id))
+        """The Job's view; what git adds comes later, off this thread (owl.verbwork)."""
+        job = self._job_or_refuse(job_id)
+        view = views.with_unrecorded(self, views.job_view(self.store, job, git=False))
+        view[verbwork.LATER] = lambda v: views.add_git_facts(v, job)
+        return view
 
     def status(self) -> dict:
         return views.status(self)

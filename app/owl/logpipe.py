@@ -88,8 +88,6 @@ class Sink:
         """Wait (on a Run's own thread, never the engine's) until what the agent
         wrote so far is in the file: its exit is read from the log's last lines.
         True when settled, False when `timeout` passed first (a full disk)."""
-        import select
-
         deadline = time.monotonic() + timeout
         while True:
             with self._cond:
@@ -97,7 +95,7 @@ class Sink:
                 eof = self._eof
             if not pending:
                 try:
-                    unread = not eof and bool(select.select([self._r], [], [], 0)[0])
+                    unread = not eof and _readable(self._r, 0)
                 except (OSError, ValueError):
                     unread = False
                 if not unread:
@@ -123,16 +121,13 @@ class Sink:
     # ----------------------------------------------------------- the reader
 
     def _read_loop(self) -> None:
-        import select
-
         deadline = None
         try:
             while True:
                 if self._closing and deadline is None:
                     deadline = time.monotonic() + DRAIN_AFTER_CLOSE
                 wait = 0.5 if deadline is None else max(0.0, deadline - time.monotonic())
-                ready, _, _ = select.select([self._r], [], [], wait)
-                if not ready:
+                if not _readable(self._r, wait):
                     if deadline is not None and time.monotonic() >= deadline:
                         return
                     continue
@@ -308,6 +303,16 @@ def _drain_all() -> None:
     for sink in list(_open_sinks):
         sink.close()
         sink._writer.join(max(0.0, deadline - time.monotonic()))
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether `fd` has something to read (or its end) within `timeout` s. poll,
+    not select: a daemon with many connections has fds past select's 1024."""
+    import select
+
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(int(timeout * 1000)))
 
 
 def _widen(fd: int) -> None:

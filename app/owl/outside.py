@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,11 +38,19 @@ _MAX_REFS = 100_000
 class Snapshot:
     """One moment of a project's shared git state, as raw as it was read."""
 
-    refs: dict[str, str] = field(default_factory=dict)      # name -> sha or "ref: target"
+    loose: dict[str, str] = field(default_factory=dict)     # name -> sha or "ref: target"
+    packed: bytes | None = None                             # packed-refs, parsed when compared
     config: bytes | None = None
     global_config: bytes | None = None
     hooks: dict[str, str] = field(default_factory=dict)     # file name -> digest
     problem: str | None = None                              # why it could not be read
+
+    @property
+    def refs(self) -> dict[str, str]:
+        """Every ref, packed ones overridden by loose ones (as git reads them)."""
+        out = _packed(self.packed)
+        out.update(self.loose)
+        return out
 
 
 def common_dir(project: Path) -> Path:
@@ -70,7 +78,8 @@ def take(project: Path) -> Snapshot:
     """The project's refs, config and hooks as they are now (files only)."""
     try:
         gitdir = common_dir(project)
-        return Snapshot(refs=_refs(gitdir), config=_read(gitdir / "config"),
+        return Snapshot(loose=_refs(gitdir), packed=_read(gitdir / "packed-refs"),
+                        config=_read(gitdir / "config"),
                         global_config=_global_config(), hooks=_hooks(gitdir / "hooks"))
     except OSError as e:
         return Snapshot(problem=f"{project}: {e}")
@@ -90,32 +99,52 @@ def _global_config() -> bytes | None:
     return b"\n".join(parts) if parts else None
 
 
-def _refs(gitdir: Path) -> dict[str, str]:
-    """Every ref in `packed-refs` and under `refs/`, loose ones winning, plus HEAD."""
+def _packed(data: bytes | None) -> dict[str, str]:
     refs: dict[str, str] = {}
-    packed = _read(gitdir / "packed-refs") or b""
-    for line in packed.decode("utf-8", "replace").splitlines():
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
         if line.startswith(("#", "^")) or " " not in line:
             continue
         sha, name = line.split(" ", 1)
         refs[name.strip()] = sha
-    root = gitdir / "refs"
-    for folder, _dirs, files in os.walk(root):
-        for f in files:
-            path = Path(folder) / f
-            name = path.relative_to(gitdir).as_posix()
-            if name.endswith(".lock"):
-                continue
-            try:
-                refs[name] = path.read_text(errors="replace").strip()
-            except OSError:
-                continue
-            if len(refs) > _MAX_REFS:
-                raise OSError(f"more than {_MAX_REFS} refs: not compared")
+    return refs
+
+
+def _refs(gitdir: Path) -> dict[str, str]:
+    """The loose refs under `refs/`, plus HEAD (packed ones are kept raw)."""
+    refs: dict[str, str] = {}
+    _loose(gitdir / "refs", "refs", refs)
     head = _read(gitdir / "HEAD")
     if head is not None:
         refs["HEAD"] = head.decode("utf-8", "replace").strip()
     return refs
+
+
+def _small(path: str, limit: int) -> bytes:
+    """The first `limit` bytes of a file, in as few system calls as Python allows."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _loose(folder: Path, prefix: str, refs: dict[str, str]) -> None:
+    """Loose refs under `folder` into `refs` (a scandir walk: this runs before every Run)."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        name = f"{prefix}/{entry.name}"
+        if entry.is_dir(follow_symlinks=False):
+            _loose(Path(entry.path), name, refs)
+        elif not entry.name.endswith(".lock"):
+            try:
+                refs[name] = _small(entry.path, 4096).decode("utf-8", "replace").strip()
+            except OSError:
+                continue
+            if len(refs) > _MAX_REFS:
+                raise OSError(f"more than {_MAX_REFS} refs: not compared")
 
 
 def _hooks(folder: Path) -> dict[str, str]:
@@ -125,12 +154,17 @@ def _hooks(folder: Path) -> dict[str, str]:
     except FileNotFoundError:
         return out
     for entry in entries:
+        if entry.is_symlink():
+            try:
+                out[entry.name] = f"a link to {os.readlink(entry.path)}"
+            except OSError as e:
+                out[entry.name] = f"a link ({e.strerror})"
+            continue
         if entry.is_dir(follow_symlinks=False):
             out[entry.name] = "a folder"
             continue
         try:
-            with open(entry.path, "rb") as f:
-                digest = hashlib.sha256(f.read(_HOOK_READ)).hexdigest()[:16]
+            digest = hashlib.sha256(_small(entry.path, _HOOK_READ)).hexdigest()[:16]
             executable = os.access(entry.path, os.X_OK)
         except OSError as e:
             digest, executable = f"unreadable ({e.strerror})", False
@@ -166,13 +200,16 @@ def config_settings(text: bytes | None) -> dict[str, str]:
 
 def changes(before: Snapshot, after: Snapshot, *, ignore_ref: Callable[[str], bool],
             settings: Callable[[bytes | None], dict[str, str]] = config_settings
-            ) -> list[dict[str, Any]]:
-    """What differs between two snapshots, in the `runs.outside` shape.
+            ) -> list[dict[str, Any]] | None:
+    """What differs between two snapshots, in the `runs.outside` shape; None
+    when the first could not be read (so nothing can be said).
 
     `ignore_ref(name)` is True for refs that are not news (the Job's own
     branch, other Jobs' branches, Owl's own `refs/owl/`)."""
-    if before.problem or after.problem:
-        return [{"kind": "unknown", "name": "the project's git folder", "from": before.problem,
+    if before.problem:
+        return None         # never read at the start: nothing to compare with
+    if after.problem:
+        return [{"kind": "unknown", "name": "the project's git folder", "from": None,
                  "to": after.problem}]
     out = [dict(kind="ref", name=n, **d) for n, d in
            _diff(before.refs, after.refs).items() if not ignore_ref(n)]
@@ -188,6 +225,25 @@ def changes(before: Snapshot, after: Snapshot, *, ignore_ref: Callable[[str], bo
 def _diff(a: dict[str, str], b: dict[str, str]) -> dict[str, dict[str, str | None]]:
     return {k: {"from": a.get(k), "to": b.get(k)}
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def moves(before: Snapshot, after: Snapshot) -> dict[str, tuple[str | None, str | None]]:
+    """The refs that differ between two snapshots: name -> (from, to)."""
+    a, b = before.refs, after.refs
+    return {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+
+
+def with_moves(snap: Snapshot, moved: dict[str, tuple[str | None, str | None]]) -> Snapshot:
+    """`snap` as if the `moved` refs had been there from the start (where it agrees
+    with their `from`): Owl's own moves during a Run are not the agent's."""
+    refs = snap.refs
+    for name, (old, new) in moved.items():
+        if refs.get(name) == old:
+            if new is None:
+                refs.pop(name, None)
+            else:
+                refs[name] = new
+    return replace(snap, loose=refs, packed=None)
 
 
 def owned_ref(branch: str | None, others: set[str]) -> Callable[[str], bool]:

@@ -15,7 +15,8 @@ and untagged. So every git call Owl makes goes through `run()`, which:
 - passes `--no-ext-diff --no-textconv` to the commands that diff;
 - drops the daemon's own `GIT_*` variables and the system config;
 - starts git in a session and process tree of its own, and ends that tree
-  when git exits or its time is up, so nothing git started outlives it.
+  when git exits or its time is up, so nothing git started outlives it
+  (`_end_leftovers`: cheap, since it runs after every call).
 
 None of the person's hooks run for Owl's calls; the person's own git
 commands in their checkout are theirs, with their hooks.
@@ -23,13 +24,18 @@ commands in their checkout are theirs, with their hooks.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import signal
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from owl import tree
+from owl.tree import _platform
 
 TIMEOUT = 60.0
 _TAG = "OWL_GIT"
@@ -75,6 +81,22 @@ _ENV = {
 
 class GitTimeout(Exception):
     """git ran past its time and its process tree was ended."""
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def tagged(**env: str) -> Iterator[None]:
+    """Every git this thread runs inside carries these variables too: the
+    tags by which its processes are found again (to cancel a setup, or
+    after a crash)."""
+    before = getattr(_local, "env", {})
+    _local.env = {**before, **env}
+    try:
+        yield
+    finally:
+        _local.env = before
 
 
 def overrides(keys: list[str]) -> list[tuple[str, str]]:
@@ -129,28 +151,59 @@ def run(cwd: Path | str, *args: str,
 
 def _spawn(command: list[str], env: dict[str, str],
            timeout: float) -> subprocess.CompletedProcess[str]:
+    env.update(getattr(_local, "env", {}))
     env[_TAG] = f"{os.getpid()}-{next(_counter)}"
+    backend = _platform.backend
+    mark = backend.last_pid()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                      stdout=out, stderr=err, start_new_session=True,
                                      close_fds=True)
             tree.own(popen, locked=True)
-        pt = tree.ProcessTree((_TAG, env[_TAG]), popen.pid)
         try:
-            try:
-                code = popen.wait(timeout)
-            except subprocess.TimeoutExpired:
+            code = popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with tree.ProcessTree((_TAG, env[_TAG]), popen.pid) as pt:
                 pt.kill()
-                popen.wait()
-                raise GitTimeout(f"git {command[4] if len(command) > 4 else ''} ran longer "
-                                 f"than {timeout:g} s and was ended") from None
-            if pt.alive():           # something git started and left behind
-                pt.kill()
-        finally:
-            pt.close()
+            popen.wait()
+            raise GitTimeout(f"git {command[4] if len(command) > 4 else ''} ran longer "
+                             f"than {timeout:g} s and was ended") from None
+        _end_leftovers(popen.pid, env[_TAG], mark)
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode("utf-8", "replace")
         stderr = err.read().decode("utf-8", "replace")
     return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+
+def _end_leftovers(leader: int, tag: str, mark: int | None) -> None:
+    """Kill whatever git started and left behind when it exited.
+
+    Its session (one signal, if anything is left in it), then whatever left
+    the session, as a process tree. Only processes started after `mark` are
+    read (all of them where the backend cannot tell), and of those the ones
+    carrying git's tag, and what they started, are git's. A full sweep of the
+    process table after every call would cost a third of a second each on a
+    machine running a thousand processes.
+    """
+    backend = _platform.backend
+    last = backend.last_pid()
+    since = mark if mark is not None and last is not None and last >= mark else None
+    rows = backend.snapshot(since)
+    ours = {pid for pid, row in rows.items() if row.sid == leader}
+    if ours:
+        try:
+            os.killpg(leader, signal.SIGKILL)     # the group git led: stopped at once
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in rows:
+        if pid not in ours and (backend.environ(pid) or {}).get(_TAG) == tag:
+            ours.add(pid)
+    if not ours:
+        return
+    pt = tree.ProcessTree((_TAG, tag))
+    for pid in ours:
+        pt.add_leader(pid)
+    with pt:
+        pt.kill()

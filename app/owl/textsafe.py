@@ -15,6 +15,8 @@ which keeps newlines and tabs and nothing else.
 
 from __future__ import annotations
 
+import logging
+
 # Named escapes read better than hex for the ones people know.
 _NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\b": "\\b", "\f": "\\f",
           "\v": "\\v", "\0": "\\0"}
@@ -111,3 +113,13 @@ def tree(obj: object) -> object:
     if isinstance(obj, (list, tuple)):
         return [tree(v) for v in obj]
     return obj
+
+
+class LogFormatter(logging.Formatter):
+    """Log records with their messages made safe as a `line`: a reason or a
+    subject an agent wrote reaches the daemon's log, and so whoever tails it,
+    without acting on their terminal or splitting into lines of its own."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = line(record.message)
+        return super().formatMessage(record)

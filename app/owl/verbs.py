@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from owl import checks as checksmod
-from owl import guards, lifecycle, project as projectmod, shifts, timefmt, workspace
+from owl import guards, lifecycle, outside, project as projectmod, shifts, timefmt, workspace
+from owl import verbwork
 from owl.errors import Refused
 
 log = logging.getLogger("owl.engine")
@@ -28,41 +30,38 @@ MAX_PROMPT = 100_000               # bytes; long context belongs in a file in th
 MIN_FREE = 1024 * 1024
 
 
+def check_prompt(prompt: Any) -> None:
+    """Refuse a prompt no agent could be given, in one line."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise Refused("the prompt is empty: say what the agent should do")
+    if "\x00" in prompt:
+        # argv strings end at a NUL: the agent would get a cut prompt
+        raise Refused("the prompt contains a NUL character, which no program's "
+                      "arguments can carry; remove it")
+    size = len(prompt.encode("utf-8", "surrogatepass"))
+    if size > MAX_PROMPT:
+        raise Refused(f"the prompt is {size:,} bytes; "
+                      f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
+
+
 class Verbs:
     """The person's requests; see the module docstring."""
 
     def add_job(self, prompt: str, project: str, agent: str | None, attempts: int | None) -> dict:
-        from owl import agents
+        """`owl add` in one go (its git on this thread: the daemon splits it)."""
+        check_prompt(prompt)
+        return self.add_prepared(verbwork.prepare_add(self.cfg, prompt, project, agent), attempts)
 
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise Refused("the prompt is empty: say what the agent should do")
-        if "\x00" in prompt:
-            # argv strings end at a NUL: the agent would get a cut prompt
-            raise Refused("the prompt contains a NUL character, which no program's "
-                          "arguments can carry; remove it")
-        if len(prompt.encode("utf-8", "surrogatepass")) > MAX_PROMPT:
-            raise Refused(f"the prompt is {len(prompt.encode('utf-8', 'surrogatepass')):,} bytes; "
-                          f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
-        root = workspace.project_root(project)
-        self._projects.pop(str(root), None)
-        try:
-            settings = self.project_settings(str(root))
-        except projectmod.ProjectError as e:
-            raise Refused(str(e)) from None
-        name = (agent or self.cfg.projects.get(str(root), {}).get("agent") or settings.agent
-                or self.cfg.default_agent)
-        try:
-            driver = agents.get_driver(name, self.cfg.agent(name))
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        problem = driver.problem()
-        if problem:
-            raise Refused(problem)
+    def add_prepared(self, prep: dict, attempts: int | None) -> dict:
+        """Queue a Job whose project `verbwork.prepare_add` has already read."""
+        check_prompt(prep["prompt"])
         if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
             raise Refused("--attempts must be a whole number, 1 or more")
         self._refuse_if_full()
+        self._projects.pop(prep["root"], None)
         try:
-            job_id = self.store.add_job(prompt, str(root), name, attempts or self.cfg.attempts)
+            job_id = self.store.add_job(prep["prompt"], prep["root"], prep["agent"],
+                                        attempts or self.cfg.attempts)
         except sqlite3.OperationalError as e:       # SQLITE_FULL, an I/O error
             raise Refused(f"cannot queue the job: {self.paths.db}: {e}") from None
         self._pending_cache = True
@@ -83,12 +82,13 @@ class Verbs:
             raise Refused("no Job is waiting to start")
         decision = self._decide(asked=True)
         if decision.job is None:
+            for job_id in self.setups.jobs():
+                raise Refused(f"job {job_id} is being set up; try again in a moment")
             raise Refused(f"cannot start now: {decision.waiting}")
-        run_id = self._start_job(decision.job.id, exempt=True)
-        if run_id is None:
-            job = self.store.job(decision.job.id)
-            raise Refused(f"job {decision.job.id} could not start: {job['reason'] if job else ''}")
-        return {"run_id": run_id, "job_id": decision.job.id}
+        self._start_job(decision.job.id, exempt=True)
+        return {"run_id": None, "job_id": decision.job.id,
+                "message": f"job {decision.job.id} is being set up; its Run starts in a "
+                           "moment, and input will not freeze it"}
 
     def pause(self) -> dict:
         if self.core.paused:        # the goal already holds: say so, and succeed
@@ -130,6 +130,7 @@ class Verbs:
 
     def drop(self, job_id: int, force: bool) -> dict:
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] == "cancelled":
             return {"id": job_id, "state": "cancelled", "already": True,
                     "message": f"job {job_id} was already dropped"}
@@ -144,36 +145,69 @@ class Verbs:
         if live:
             # The agent may still be committing in its 5 s: the worktree and
             # branch go only once every process of the Run is gone.
+            def remove() -> None:       # git: on a thread of its own, never this one
+                threading.Thread(target=self._dropped_later, args=(job,),
+                                 name=f"owl-drop-{job_id}", daemon=True).start()
             for lv in live:
-                self.after_run[lv.run_id] = lambda: log.info(
-                    "job %s dropped%s", job_id, guards.drop_workspace(job))
+                self.after_run[lv.run_id] = remove
                 self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
             self.store.set_job(job_id, state="cancelled")
             return {"id": job_id, "state": "cancelled",
                     "message": f"job {job_id} dropped; its worktree and branch go once its "
-                               "Run has ended"}
+                               f"Run has ended (owl jobs show {job_id} then says where the "
+                               "branch's commits are kept)"}
         self.store.set_job(job_id, state="cancelled")
+
+        def later(answer: dict) -> dict:        # git, on the caller's thread
+            said = guards.drop_workspace(job)
+            log.info("job %s dropped%s", job_id, said)
+            answer["message"] += said
+            return answer
+        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped",
+                verbwork.LATER: later}
+
+    def _dropped_later(self, job: dict) -> None:
+        """A dropped Job's workspace, removed (on a thread of its own) once its Run
+        ended; what became of the branch (the tip and how to bring it back) is kept
+        as the Job's reason, written on the engine thread."""
         said = guards.drop_workspace(job)
-        log.info("job %s dropped%s", job_id, said)
-        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped{said}"}
+        log.info("job %s dropped%s", job["id"], said)
+        self._from_thread(lambda: self.store.set_job(job["id"], reason=f"dropped{said}"))
 
-    def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False) -> dict:
-        """Keep a Job's work: with `merge`, bring its branch into its base branch first
-        (see `owl.review.merge`); with `delete_branch`, delete the branch once merged."""
-        from owl.review import merge as mergemod
-
+    def accept_ready(self, job_id: int) -> dict | None:
+        """The Job, when it may be accepted now; None when it already was; else Refused.
+        (The daemon asks this before it merges, off this thread.)"""
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] == "done":
-            return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
-                    "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
+            return None
         if job["state"] != "review":
             raise Refused(f"job {job_id} is {job['state']}, not in review")
         refusal = guards.accept_refusal(job)
         if refusal:
             raise Refused(refusal)
+        return job
+
+    def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False,
+               merged: str | None = None) -> dict:
+        """Keep a Job's work: with `merge`, bring its branch into its base branch first
+        (see `owl.review.merge`; `merged` says it was already done, and how); with
+        `delete_branch`, delete the branch once merged."""
+        from owl.review import merge as mergemod
+
+        job = self.accept_ready(job_id)
+        if job is None:
+            job = self._job_or_refuse(job_id)
+            return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
+                    "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
         project = Path(job["project"])
         worktree = Path(job["worktree"]) if job["worktree"] else None
-        merged = mergemod.merge(project, job)[1] if merge else None
+        if merge and merged is None:
+            before = outside.take(project)
+            try:
+                merged = mergemod.merge(project, job)[1]
+            finally:
+                self._own_ref_moves(project, before)
         if delete_branch:
             mergemod.require_merged(project, job)     # refuses before anything changes
         try:
@@ -192,6 +226,7 @@ class Verbs:
 
     def extend(self, job_id: int, attempts: int | None) -> dict:
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] not in ("exhausted", "blocked", "pending"):
             raise Refused(f"job {job_id} is {job['state']}; only an exhausted, blocked or "
                           "pending job takes more attempts")
@@ -210,6 +245,7 @@ class Verbs:
         can resume it). The Job goes back to its old place, or to the head
         with `first`, with at least one attempt left."""
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] not in ("review", "blocked", "exhausted"):
             raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
                           "exhausted takes a reply")
@@ -236,6 +272,7 @@ class Verbs:
 
     def move(self, job_id: int, position: int) -> dict:
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if job["state"] != "pending":
             raise Refused(f"job {job_id} is {job['state']}; only pending jobs move")
         n = self.store.queue_length()
@@ -251,6 +288,7 @@ class Verbs:
         on a thread of their own and the answer comes at once; `owl jobs show`
         gives the results. A Job whose checks all pass goes to review."""
         job = self._job_or_refuse(job_id)
+        self._not_while_set_up(job_id)
         if any(lv.job_id == job_id for lv in self.live.values()):
             raise Refused(f"job {job_id} has a Run going; its checks run when its agent finishes")
         if job_id in self._verifications:
@@ -306,6 +344,11 @@ class Verbs:
             self.store.set_job(job_id, state="review", reason=None)
         log.info("job %s verified on demand: %s", job_id,
                  "all checks passed" if ok else "a check failed")
+
+    def _not_while_set_up(self, job_id: int) -> None:
+        """A Job whose worktree is being made cannot be changed under it: say so."""
+        if self.setups.busy(job_id):
+            raise Refused(f"job {job_id} is being set up; try again in a moment")
 
     def _job_or_refuse(self, job_id: Any) -> dict:
         job = self.store.job(job_id) if isinstance(job_id, int) else None

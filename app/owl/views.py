@@ -131,6 +131,17 @@ def _unrecorded_runs(e: "Engine") -> list[dict]:
     return out
 
 
+def with_unrecorded(e: "Engine", view: dict) -> dict:
+    """A Job's view with its Runs that ended while the disk was full shown as
+    `ending`, with the time they ended, as `owl status` shows them."""
+    waiting = {args[0]: args for args, _spent, _info in getattr(e, "_unrecorded", ())}
+    for run in view.get("runs") or []:
+        args = waiting.get(run["id"])
+        if args is not None:
+            run.update(state="ending", unrecorded=True, ended_at=iso(args[5]))
+    return view
+
+
 def _still_there(procs: list[dict] | None) -> list[dict]:
     """Of the processes a finished Run left behind because Owl may not signal
     them, those still running (while the pid still runs the same command)."""
@@ -179,8 +190,11 @@ def attempt_numbers(runs: list[dict]) -> list[int | None]:
     return out
 
 
-def job_view(store: Store, job: dict) -> dict:
-    """A Job as `owl jobs show --json` gives it (also used without a daemon)."""
+def job_view(store: Store, job: dict, git: bool = True) -> dict:
+    """A Job as `owl jobs show --json` gives it (also used without a daemon).
+
+    Without `git`, the facts only git can give (commits, diffstat, files) are
+    left for `add_git_facts`: the daemon adds them off the engine thread."""
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
@@ -214,6 +228,14 @@ def job_view(store: Store, job: dict) -> dict:
         view["verify"] = {"checks": [checksmod.view(c) for c in again],
                           "passed": all(c["outcome"] == "passed" for c in again),
                           "ended_at": iso(max(c["ended_at"] for c in again))}
+    if git:
+        add_git_facts(view, job)
+    return view
+
+
+def add_git_facts(view: dict, job: dict) -> dict:
+    """The commits, diffstat and files of a Job's branch (runs git: slow for a large
+    branch, so never on the engine thread)."""
     if job["branch"] and job["base"]:
         try:
             project = Path(job["project"])

@@ -83,6 +83,9 @@ def recover(store: Any, instance: str) -> tuple[list[int], int]:
     killed, refused = tree.end_processes(survivors) if survivors else (0, [])
     for group in groups:
         group.remove()
+    from owl import setup as setupmod
+
+    setupmod.recover(store)     # what setups the crash cut short had made
     ids: list[int] = []
     if open_runs:
         ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}

@@ -9,6 +9,7 @@ stopped; it is removed only when the person accepts or drops the Job.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -18,7 +19,9 @@ from pathlib import Path
 from owl import safegit
 from owl.errors import Refused
 
-_GIT_TIMEOUT = 60
+# How long one git call may take before its process tree is ended
+# (OWL_GIT_TIMEOUT, in seconds, sets it: for slow disks, and for tests).
+_GIT_TIMEOUT = float(os.environ.get("OWL_GIT_TIMEOUT") or 60)
 
 
 class WorkspaceError(Exception):

@@ -84,8 +84,10 @@ class RecordingProxy:
 
 
 def screenshot(page: Path, png: Path, *, width: int = 1280, height: int = 1600,
-               proxy_port: int | None = None, timeout: float = 90.0) -> Path:
-    """Render `page` in headless Chromium and write a `width` x `height` PNG."""
+               proxy_port: int | None = None, dark: bool = False,
+               timeout: float = 90.0) -> Path:
+    """Render `page` in headless Chromium and write a `width` x `height` PNG
+    (`dark`: as for a desktop that prefers a dark colour scheme)."""
     chromium = require_chromium()
     png.parent.mkdir(parents=True, exist_ok=True)
     png.unlink(missing_ok=True)
@@ -95,6 +97,8 @@ def screenshot(page: Path, png: Path, *, width: int = 1280, height: int = 1600,
                 "--disable-sync", "--no-first-run", "--hide-scrollbars",
                 f"--user-data-dir={profile}", f"--screenshot={png}",
                 f"--window-size={width},{height}"]
+        if dark:
+            argv.append("--blink-settings=preferredColorScheme=0")     # Blink's kDark
         if proxy_port is not None:
             argv += [f"--proxy-server=http://127.0.0.1:{proxy_port}",
                      "--proxy-bypass-list=<-loopback>"]
@@ -115,4 +119,6 @@ def not_blank(png: Path) -> dict:
     for p in pixels:
         counts[p] = counts.get(p, 0) + 1
     background = max(counts.values())
-    return {"colours": len(counts), "drawn": 1 - background / len(pixels)}
+    common = max(counts, key=counts.get)
+    return {"colours": len(counts), "drawn": 1 - background / len(pixels),
+            "background": common}

@@ -11,6 +11,12 @@ import json
 import sys
 from typing import Any
 
+# argparse passes every one of its words through gettext, which looks for
+# translation files on disk on each call: two thirds of the time it took to
+# build this command line (about fifty parsers). Owl's own words are English
+# only, so argparse's are too.
+argparse._ = lambda message: message  # type: ignore[attr-defined]
+
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_NO_DAEMON = 0, 1, 2, 3
 JSON_ERRORS = False     # set by main when --json is on the line: errors go to stdout as JSON too
 
@@ -45,14 +51,30 @@ class Parser(argparse.ArgumentParser):
         finally:
             self._intermixing = False
         if extras:
-            self.error(f"{self.prog} does not take {' '.join(extras)!r}")
+            self.error(f"{self.prog} does not take {' '.join(extras)!r}" + self._close(extras[0]))
         return ns, extras
+
+
+    def _close(self, word: str) -> str:
+        """"; did you mean '--after-grace'?" for a misspelt option."""
+        if not word.startswith("--"):
+            return ""
+        import difflib
+
+        known = [o for a in self._actions for o in a.option_strings
+                 if a.help is not argparse.SUPPRESS]
+        close = difflib.get_close_matches(word.split("=")[0], known, n=1, cutoff=0.6)
+        return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def verb(sub: Any, name: str, **kw: Any) -> Parser:
     """A verb whose own --help opens with what it does (argparse shows `help` only
-    in the parent's list unless it is also the description)."""
-    kw.setdefault("description", kw.get("help"))
+    in the parent's list unless it is also the description). In lists a verb's
+    help is a lowercase phrase; atop its own --help, a sentence."""
+    text = kw.get("description") or kw.get("help")
+    if isinstance(text, str) and text:
+        text = text[0].upper() + text[1:]
+        kw["description"] = text if text.endswith((".", ")", "?")) else text + "."
     return sub.add_parser(name, **kw)
 
 

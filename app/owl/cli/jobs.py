@@ -120,13 +120,13 @@ def cmd_list(a: argparse.Namespace) -> int:
     try:
         jobs = ask("jobs.list", {"all": a.all})
     except NoDaemon:
-        code = _no_daemon()
         try:
             from owl.daemon import _jobs_list
 
             jobs = offline(lambda: _jobs_list(local_store(), a.all))
         except StoreError:
             jobs = []
+        code = _no_daemon()       # after the read: a damaged file is its one line alone
     if a.json:
         print_json(jobs)
     elif not jobs:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from owl import textsafe
@@ -69,12 +68,33 @@ def resolve(store, job_id: int | None, run_id: int | None) -> tuple[dict, dict]:
                   f"{', '.join(str(r['id']) for r in runs)})")
 
 
+def _wait_for_a_run(store, job_id: int) -> None:
+    """`owl logs JOB -f` on a Job that has not run yet waits for its first Run
+    (saying so on stderr), as `tail -F` waits for a file."""
+    import time
+
+    said = False
+    while True:
+        row = store.job(job_id)
+        if row is None or store.runs(job_id):
+            return                       # resolve() says "no job", or there is a Run
+        if row["state"] not in ("pending", "active"):
+            return                       # it will not run: resolve() says what it is
+        if not said:
+            print(f"owl: job {job_id} has not started yet; waiting for its first Run "
+                  "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+            said = True
+        time.sleep(0.2)
+
+
 def cmd_logs(a: argparse.Namespace) -> int:
     from owl.cli.jobview import run_label
 
     if a.job is None and a.run is None:
         a.parser.error("say which Job: owl logs JOB (or owl logs --run N)")
     store = _store()
+    if a.follow and a.job is not None and a.run is None:
+        _wait_for_a_run(store, a.job)
     job, run = resolve(store, a.job, a.run)
     header = not (a.raw or a.json)
     if a.check is not None:
@@ -95,6 +115,8 @@ def _check_log(job: dict, run: dict, name: str, *, header: bool, as_json: bool,
         raise Refused(f"run {run['id']} has no check {name!r} (its checks: {names})")
     text = found.get("output") or ""
     if found.get("log"):
+        from pathlib import Path
+
         try:
             text = Path(found["log"]).read_text(encoding="utf-8", errors="replace")
         except OSError:

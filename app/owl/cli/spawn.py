@@ -16,12 +16,15 @@ loser from printing that refusal.)
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from owl.errors import NoDaemon, Refused
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
 
 START_TIMEOUT = 20.0        # a loaded 2-core machine starts the daemon in 0.3-3 s
 
@@ -31,7 +34,7 @@ def disabled() -> bool:
     return os.environ.get("OWL_NO_AUTOSTART", "") not in ("", "0")
 
 
-def log_path(paths) -> Path:
+def log_path(paths) -> "Path":
     return paths.logs / "owl.log"      # daemon.LOG_NAME: the daemon then does not open it twice
 
 
@@ -55,6 +58,7 @@ def ensure(paths) -> int | None:
 
 def _start(paths) -> int | None:
     import fcntl
+    import subprocess
 
     paths.ensure()
     fd = os.open(paths.runtime / "spawn.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -72,7 +76,7 @@ def _start(paths) -> int | None:
         os.close(fd)
 
 
-def _wait_ready(paths, proc: subprocess.Popen, log: Path) -> int:
+def _wait_ready(paths, proc: "subprocess.Popen", log: "Path") -> int:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         pid = running_pid(paths)
@@ -86,7 +90,7 @@ def _wait_ready(paths, proc: subprocess.Popen, log: Path) -> int:
     raise Refused(f"the daemon did not answer within {START_TIMEOUT:g} s (log: {log})")
 
 
-def _last_line(log: Path) -> str:
+def _last_line(log: "Path") -> str:
     try:
         lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:

@@ -129,6 +129,8 @@ def _machine(m: dict, shift_on: bool) -> str:
         text = reason
         if shift_on and reason.startswith("input cannot be read"):
             text += " (a Shift is on: not needed)"
+        elif reason.startswith("input cannot be read"):
+            text += " (nothing starts on idle; owl shift start works)"
         elif m.get("idle_in_s") is not None and reason == "in use" and not shift_on:
             text += f" (idle in {duration(m['idle_in_s'])})"
         if reason not in ("on battery", "power unknown"):

@@ -9,24 +9,11 @@ import sys
 from typing import Any, Callable
 
 from owl import textsafe
-from owl.cli import spawn
 from owl.cli.common import EXIT_OK, EXIT_USAGE, ask, json_flag, print_json, verb
 from owl.timefmt import duration
 
 
 def register(sub: Any) -> None:
-    s = verb(sub, "tray", help="the tray icon, with the daemon in the same process (what "
-             "plain `owl` runs)")
-    s.set_defaults(fn=cmd_tray)
-    s = verb(sub, "daemon", help="run the daemon in the foreground, without a tray "
-             "(--detach: in the background)", description="Run the daemon without a tray: "
-             "in the foreground until Ctrl-C or SIGTERM, or with --detach in the background, "
-             "its output appended to owl.log in Owl's log folder. `owl add`, `owl start` "
-             "and `owl shift start` start it this way themselves when none runs.")
-    s.add_argument("--detach", action="store_true", help="start it in the background and "
-                   "return once it answers (exit 0 if one already runs)")
-    s.set_defaults(fn=cmd_daemon)
-
     s = verb(sub, "start", help="start one Run now, for the head of the queue, even though "
              "the machine is in use; input does not freeze a Run started this way")
     _no_start(s)
@@ -80,6 +67,18 @@ def register(sub: Any) -> None:
     json_flag(s)
     s.set_defaults(fn=cmd_shift_status)
 
+    s = verb(sub, "tray", help="the tray icon, with the daemon in the same process (what "
+             "plain `owl` runs)")
+    s.set_defaults(fn=cmd_tray)
+    s = verb(sub, "daemon", help="run the daemon in the foreground, without a tray "
+             "(--detach: in the background)", description="Run the daemon without a tray: "
+             "in the foreground until Ctrl-C or SIGTERM, or with --detach in the background, "
+             "its output appended to owl.log in Owl's log folder. `owl add`, `owl start` "
+             "and `owl shift start` start it this way themselves when none runs.")
+    s.add_argument("--detach", action="store_true", help="start it in the background and "
+                   "return once it answers (exit 0 if one already runs)")
+    s.set_defaults(fn=cmd_daemon)
+
     s = verb(sub, "machine", help="tell the manual machine (OWL_MACHINE=manual) what the "
              "machine does: for headless machines and scripts")
     s.add_argument("event", choices=["input", "idle", "battery", "ac", "power-unknown"],
@@ -95,6 +94,8 @@ def _no_start(s: argparse.ArgumentParser) -> None:
 
 def cmd_daemon(a: argparse.Namespace) -> int:
     if a.detach:
+        from owl.cli import spawn
+
         return spawn.detach()
     from owl.daemon import run_foreground
 
@@ -110,7 +111,12 @@ def cmd_tray(a: argparse.Namespace) -> int:
 def simple(name: str) -> Callable[[argparse.Namespace], int]:
     def run(a: argparse.Namespace) -> int:
         args = {"force": not a.after_grace} if name == "stop" else {}
-        out = (spawn.ask_starting(a, name, args) if name == "start" else ask(name, args))
+        if name == "start":
+            from owl.cli import spawn
+
+            out = spawn.ask_starting(a, name, args)
+        else:
+            out = ask(name, args)
         if getattr(a, "json", False):
             print_json(out)
         elif isinstance(out, dict) and out.get("message"):
@@ -134,6 +140,8 @@ def cmd_shift_start(a: argparse.Namespace) -> int:
             raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
     except ValueError as e:
         a.parser.error(f"--for: {e}")
+    from owl.cli import spawn
+
     out = spawn.ask_starting(a, "shift.start", {"for_s": length, "until_empty": a.until_empty,
                               "require_power": a.require_power, "replace": a.replace})
     _said(out, a.json)

@@ -54,3 +54,13 @@ class Hooks(Protocol):
 
     def stop(self) -> None:
         """Stop listening. Safe to call twice, or after the hooks died."""
+
+
+class QuietWatch(Hooks, Protocol):
+    """Hooks that also know when input has stopped (Mutter's watches, Wayland's
+    idle protocols), so nobody need poll to find out."""
+
+    def watch_quiet(self, after: float, on_quiet: Callable[[], None]) -> None:
+        """Call `on_quiet` (from the hooks' thread) each time input has stopped
+        for `after` seconds. May be called again, before or after `start`,
+        when `idle.after` is edited."""

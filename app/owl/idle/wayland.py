@@ -261,7 +261,7 @@ def _bind(display: Any, protocols: tuple[str, ...]) -> dict[str, Any]:
     def on_global(_reg: Any, name: int, interface: str, version: int) -> None:
         offered.setdefault(interface, (name, version))
     registry.dispatcher["global"] = on_global
-    display.roundtrip()
+    _roundtrip(display, CONNECT_TIMEOUT)
     if WlSeat.name not in offered:
         raise BackendError("the Wayland compositor offers no seat")
     seat = registry.bind(offered[WlSeat.name][0], WlSeat, 1)
@@ -286,6 +286,28 @@ def _bind(display: Any, protocols: tuple[str, ...]) -> dict[str, Any]:
                 "idled": "idle", "objects": [idle, seat, registry]}
     raise BackendError("the Wayland compositor offers no idle protocol (neither "
                        + " nor ".join(protocols) + ")")
+
+
+def _roundtrip(display: Any, timeout: float) -> None:
+    """display.roundtrip(), but a compositor that does not answer in time is an error,
+    not a daemon hung at start."""
+    done: list[bool] = []
+    callback = display.sync()
+    callback.dispatcher["done"] = lambda *_: done.append(True)
+    fd = display.get_fd()
+    deadline = time.monotonic() + timeout
+    try:
+        while not done:
+            display.flush()
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise BackendError(f"the Wayland compositor did not answer within {timeout:g} s")
+            display.read()
+            display.dispatch(block=False)
+    except BackendError:
+        raise
+    except Exception:
+        raise BackendError("the Wayland compositor went away while Owl asked what it offers") from None
 
 
 def _disconnect(display: Any, notes: list[Any], bound: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from owl import workspace
 from owl.review import text as textmod
 from owl.store import Store
 
-DIFF_MAX_CHARS = 800_000      # the page's diff is cut here, at a file boundary if one is near
+DIFF_MAX_CHARS = 500_000      # the page's diff is cut here, at a file boundary if one is near
 COMMITS_MAX = 200
 LOG_READ_MAX = 4 << 20        # the last message is in the log's tail
 
@@ -124,6 +124,10 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
     if job is None:
         raise LookupError(f"no job {job_id}")
     runs = [run_facts(store, r) for r in store.runs(job_id)]
+    from owl.views import attempt_numbers      # counted as everywhere: interrupted is none
+
+    for r, n in zip(runs, attempt_numbers(runs)):
+        r["attempt"] = n
     facts: dict[str, Any] = {
         "job": {k: job.get(k) for k in ("id", "title", "prompt", "state", "project", "agent",
                                         "branch", "base", "worktree", "reason", "attempts",

@@ -166,11 +166,14 @@ def carry_out(p: Plan, s: Situation, title: str) -> str:
     if proc.returncode != 0:
         conflicts = workspace.git(p.cwd, "diff", "--name-only", "--diff-filter=U",
                                   check=False).stdout.split()
-        workspace.git(p.cwd, "merge", "--abort", check=False)
-        what = (f"conflicts in {', '.join(conflicts[:5])}" + (" …" if len(conflicts) > 5 else "")
-                if conflicts else _last_line(proc))
-        raise Refused(f"{s.branch} does not merge cleanly into {s.base} ({what}); nothing was "
-                      f"changed; run: {_cmd(p.cwd, 'merge', s.branch)} and resolve them")
+        if _rev(p.cwd, "MERGE_HEAD") is not None:      # git stopped half way: undo it
+            workspace.git(p.cwd, "merge", "--abort", check=False)
+        if not conflicts:
+            raise Refused(f"git merge failed in {p.cwd} ({_last_line(proc)}); nothing was "
+                          f"changed; run: {_cmd(p.cwd, 'merge', s.branch)}")
+        what = ", ".join(conflicts[:5]) + (" …" if len(conflicts) > 5 else "")
+        raise Refused(f"{s.branch} does not merge cleanly into {s.base} (conflicts in {what}); "
+                      f"nothing was changed; run: {_cmd(p.cwd, 'merge', s.branch)} and resolve them")
     return f"{s.branch} merged into {s.base} with a merge commit in {p.cwd}"
 
 

@@ -20,13 +20,22 @@ from owl.review import diffs
 from owl.review.prose import _logo, esc, file_url, heading, prose, took, when
 
 OUTPUT_TAIL_LINES = 40
+# Pygments lexes about 100 KB of code a second here: past this much, plain text,
+# so a large Job's page is written in a few seconds.
+HIGHLIGHT_BUDGET = 250_000
+COMMITS_SHOWN = 20       # more are behind a click
+FILES_SHOWN = 40
 CODE_STYLE = "default"     # Pygments style: reads well on the light green and red of a diff
+CODE_STYLE_DARK = "github-dark"   # and on the dark ones, when the desktop asks for dark
 _ENDED = {"exit": "exited", "sigterm": "stopped (SIGTERM)", "sigkill": "killed (SIGKILL)"}
 
 
 def _style() -> str:
     sheet = resources.files("owl.review").joinpath("style.css").read_text(encoding="utf-8")
-    return sheet + "\n" + diffs.css(CODE_STYLE)
+    dark = diffs.css(CODE_STYLE_DARK).replace("\n", "\n  ")
+    return (sheet + "\n" + diffs.css(CODE_STYLE)
+            + "\n@media (prefers-color-scheme: dark) {\n  " + dark + "\n}\n"
+            + ".diff.code { background: transparent; }\n")
 
 
 def _plural(n: int, word: str) -> str:
@@ -119,7 +128,7 @@ def _commits(f: dict[str, Any]) -> str:
         rows.append(f'<tr><td class="hash">{esc(c["short"])}</td>'
                     f'<td><div class="subject">{esc(c["subject"])}</div>{body}</td>'
                     f'<td class="when">{esc(c["author"])} · {esc(when(c["at"]))}</td></tr>')
-    inner = (f'<table class="list">{"".join(rows)}</table>' if rows
+    inner = (_fold(rows, COMMITS_SHOWN, "commit") if rows
              else '<div class="body empty">No commits on the branch.</div>')
     return (f'<section class="card" id="commits"><h2>Commits <small>{len(rows)}</small></h2>'
             f"{inner}</section>")
@@ -134,17 +143,27 @@ def _bar(added: int | None, removed: int | None, widest: int) -> str:
             f'<i class="d" style="width:{max(1, round(d * scale)) if d else 0}px"></i></span>')
 
 
-def _files(f: dict[str, Any], shown: set[str]) -> str:
+def _fold(rows: list[str], shown: int, what: str) -> str:
+    """A table of `rows`, the first `shown` open and the rest behind a click."""
+    table = f'<table class="list">{"".join(rows[:shown])}</table>'
+    rest = rows[shown:]
+    if not rest:
+        return table
+    return (f'{table}<details class="more"><summary>{len(rest):,} more {what}s</summary>'
+            f'<table class="list">{"".join(rest)}</table></details>')
+
+
+def _files(f: dict[str, Any], shown: dict[str, int]) -> str:
     widest = max(((x["added"] or 0) + (x["removed"] or 0) for x in f["files"]), default=0)
     rows = []
-    for i, x in enumerate(f["files"]):
+    for x in f["files"]:
         name = esc(x["path"])
-        link = f'<a href="#file-{i}">{name}</a>' if x["path"] in shown else name
+        link = f'<a href="#file-{shown[x["path"]]}">{name}</a>' if x["path"] in shown else name
         counts = ('<span class="mute">binary</span>' if x["added"] is None else
                   f'<span class="plus">+{x["added"]}</span> <span class="minus">−{x["removed"]}</span>')
         rows.append(f'<tr><td class="path">{link}</td><td class="num">{counts}</td>'
                     f'<td class="num">{_bar(x["added"], x["removed"], widest)}</td></tr>')
-    inner = (f'<table class="list">{"".join(rows)}</table>' if rows
+    inner = (_fold(rows, FILES_SHOWN, "file") if rows
              else '<div class="body empty">No files changed.</div>')
     return (f'<section class="card" id="files"><h2>Files changed <small>{len(rows)}</small></h2>'
             f"{inner}</section>")
@@ -230,6 +249,9 @@ def _diff(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
         notes.append(f'<div class="note">The diff is {f["diff_chars"] / 1e6:.1f} MB over '
                      f'{_plural(len(f["files"]), "file")}; this page shows the first '
                      f'{_plural(len(parsed), "file")}. <code>owl jobs diff {jid}</code> prints all of it.</div>')
+    if f.get("colour_cut"):
+        notes.append('<div class="note">Colour stops after the first '
+                     f'{HIGHLIGHT_BUDGET // 1000} KB of code; the rest is shown plain.</div>')
     dirty = f.get("worktree_dirty") or []
     if dirty:
         names = ", ".join(f"<code>{esc(n)}</code>" for n in dirty[:5]) + (" …" if len(dirty) > 5 else "")
@@ -277,7 +299,7 @@ def _runs(f: dict[str, Any]) -> str:
         how = ended_how(r)
         why = f'<div class="cbody">{esc(r["reason"])}</div>' if r.get("reason") else ""
         log = file_url(r.get("log"))
-        rows.append(f'<tr><td>#{int(r["id"])} <span class="when">attempt {int(r["attempt"])} · '
+        rows.append(f'<tr><td>#{int(r["id"])} <span class="when">{_attempt(r)} · '
                     f'{esc(when(r.get("started_at")))}</span></td>'
                     f'<td class="outcome">{outcome_badge(r)}</td><td>{esc(how)}{why}</td>'
                     f'<td class="num">{esc(took(r.get("duration_s")))}</td><td>{_usage(r.get("usage"))}</td>'
@@ -285,6 +307,11 @@ def _runs(f: dict[str, Any]) -> str:
     if len(rows) == 1:
         return '<section class="card"><h2>Runs</h2><div class="body empty">No runs yet.</div></section>'
     return f'<section class="card runs" id="runs"><h2>Runs</h2><table class="list">{"".join(rows)}</table></section>'
+
+
+def _attempt(r: dict[str, Any]) -> str:
+    """As every other label counts it: a Run that cost nothing is no attempt."""
+    return "no attempt" if r.get("attempt") is None else f"attempt {int(r['attempt'])}"
 
 
 def ended_how(r: dict[str, Any]) -> str:
@@ -350,9 +377,17 @@ def _act(f: dict[str, Any]) -> str:
 def render(f: dict[str, Any]) -> str:
     """The whole page for a Job's facts."""
     parsed = diffs.parse(f.get("diff") or "")
+    budget = HIGHLIGHT_BUDGET
     for fd in parsed:
-        diffs.highlight(fd)
-    shown = {fd.path for fd in parsed}
+        size = diffs.code_size(fd)
+        if size <= budget:
+            diffs.highlight(fd)
+            budget -= size
+        else:
+            diffs.plain(fd)
+            budget = -1
+    f = dict(f, colour_cut=budget < 0)
+    shown = {fd.path: i for i, fd in enumerate(parsed)}
     from owl import __version__
 
     title = f"Job {int(f['job']['id'])}: {f['job']['title']}"

@@ -274,7 +274,8 @@ def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[I
     items.append(Item("Start", verb("start"), enabled=pending and not paused))
     items.append(Item("Resume", verb("resume")) if paused else Item("Pause", verb("pause")))
     items.append(Item("Work for 1 hour", verb("shift_start", for_s=SHIFT_FOR_S)))
-    items.append(Item("Stop", verb("stop", force=False), enabled=live))
+    # as `owl stop`: each live Run is asked to end now, killed 5 s later
+    items.append(Item("Stop", verb("stop", force=True), enabled=live))
     items.append(Item(f"Jobs ({len(_queue(status))})", submenu=_jobs_submenu(status)))
     items.append(SEPARATOR)
     items.append(Item("Start at login", Action("autostart", args=(("on", not autostart_on),)),

@@ -1,0 +1,61 @@
+"""`owl status` is one screen of facts: no line repeats or contradicts another,
+keep-awake's trouble is a few words, and the Jobs that wait for the person are
+listed with the command that helps each."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from owlproc import OwlDaemon, make_project
+
+FAILING = "[[checks]]\nname = 'unit'\nrun = 'exit 1'\n"
+
+
+def test_jobs_that_need_you_come_with_the_command_that_helps(tmp_path: Path) -> None:
+    plain = make_project(tmp_path / "plain")
+    checked = make_project(tmp_path / "checked", {".owl.toml": FAILING, "README": "x\n"})
+    with OwlDaemon(tmp_path / "home") as d:
+        review = d.add("write=a.txt commit=a exit=0", plain)
+        exhausted = d.add("exit=1", plain, "--attempts", "1")
+        blocked = d.add("write=b.txt commit=b exit=0", checked, "--attempts", "1")
+        d.machine("idle")
+        d.wait_job(review, "review")
+        d.wait_job(exhausted, "exhausted")
+        d.wait_job(blocked, "blocked")
+        lines = d.ok("status").splitlines()
+        assert [ln for ln in lines if ln.startswith("review:")] == [
+            f"review:     job {review} · write=a.txt commit=a exit=0 · on owl/job-{review} · "
+            f"owl jobs review {review}, then owl jobs accept {review}"]
+        [ex] = [ln for ln in lines if ln.startswith("exhausted:")]
+        assert ex.startswith(f"exhausted:  job {exhausted} · exit=1") and \
+            ex.endswith(f"· owl jobs extend {exhausted}")
+        [bl] = [ln for ln in lines if ln.startswith("blocked:")]
+        assert bl.startswith(f"blocked:    job {blocked} · ") and "check unit failed" in bl
+        assert bl.endswith(f"owl jobs show {blocked}, then owl jobs extend {blocked}")
+        labels = [ln.split(":", 1)[0] for ln in lines if not ln.startswith(" ")]
+        assert len(lines) < 25
+        assert labels.count("machine") == 1 and labels.count("queue") == 1
+
+        d.machine("battery")
+        machine = next(ln for ln in d.ok("status").splitlines() if ln.startswith("machine:"))
+        assert machine.count("on battery") == 1, machine
+
+
+def test_a_shift_on_a_machine_that_cannot_be_read_says_so_once(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
+    d = OwlDaemon(tmp_path / "home", manual=False, env=env)
+    d.env.pop("OWL_MACHINE", None)
+    for key in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE"):
+        d.env.pop(key, None)
+    with d:
+        text = d.ok("status")
+        assert "machine:    input cannot be read" in text
+        assert "note:" not in text                     # the machine line already says it
+        d.ok("shift", "start", "--for", "30m")
+        text = d.ok("status")
+        machine = next(ln for ln in text.splitlines() if ln.startswith("machine:"))
+        assert "(a Shift is on: not needed)" in machine and "idle in" not in machine
+        assert "shift:      on · 30m left" in text
+        assert "cannot be read" not in text.replace(machine, "")
