@@ -18,7 +18,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support.anthropic_stub import AnthropicStub, Bash, Overloaded, RateLimited, Text, UsageLimit
+from support.anthropic_stub import (AnthropicStub, ApiError, Bash, Overloaded, RateLimited, Text,
+                                    UsageLimit)
 from support.claude import require_claude
 
 from owlproc import AGENT, OwlDaemon, make_project, wait_for
@@ -317,3 +318,14 @@ def test_a_command_agent_that_opts_in_waits_out_its_limit_too(tmp_path):
         second_started = time.mktime(time.strptime(j["runs"][1]["started_at"],
                                                    "%Y-%m-%dT%H:%M:%S"))
         assert second_started >= int(w["until_epoch"])
+
+
+def test_any_other_api_error_fails_the_run_and_spends_an_attempt(tmp_path):
+    project = make_project(tmp_path / "proj")
+    with AnthropicStub([ApiError(400, "prompt is too long")]) as stub, \
+            claude_daemon(tmp_path, stub) as d:
+        job = d.add("Say done.", project, "--attempts", "2")
+        d.machine("idle")
+        j = first_ended(d, job)
+        assert j["runs"][0]["outcome"] == "failed" and j["attempts_left"] == 1
+        assert d.status()["limits"] == []
