@@ -7,6 +7,12 @@ or the tray, queued as calls with a reply). The core decides; this module
 signals process trees, starts agents and checks, and writes the store. The
 verbs themselves are in `verbs.py` and what people read in `views.py`.
 
+Nothing slow runs here: a Job's worktree is set up by `setup.py` on a thread
+of its own, the git a verb needs runs on the caller's thread (`verbwork.py`),
+config edits are read by `config_watch.py`, the sleep inhibitor's D-Bus
+calls are `awake_keeper.py`'s, and a kill sends its signals without waiting
+for the kernel; each comes back as an event on the queue.
+
 It sleeps until the next thing that can change something: the core's next
 deadline, the moment the machine would count as idle, an agent's exit, an
 input event (only while the machine counts as idle, so mouse moves during the
