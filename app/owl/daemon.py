@@ -334,12 +334,18 @@ def start_daemon() -> Daemon | None:
 
 
 def run_foreground() -> int:
-    """`owl daemon`: serve until SIGTERM or SIGINT, then end every Run and exit."""
+    """`owl daemon`: serve until SIGTERM or SIGINT, then end every Run and exit.
+
+    The stop signals are caught before the daemon starts: it answers on its
+    socket before start() returns, and a SIGTERM in between would otherwise
+    kill it outright, its Runs and watchdog left to crash recovery."""
+    stop = catch_stop_signals()
     d = start_daemon()
-    return 1 if d is None else serve_until_signal(d)
+    return 1 if d is None else serve_until_signal(d, stop)
 
 
-def serve_until_signal(d: Daemon) -> int:
+def catch_stop_signals() -> threading.Event:
+    """SIGTERM, SIGINT and SIGHUP set the returned event (main thread only)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -347,6 +353,12 @@ def serve_until_signal(d: Daemon) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    return stop
+
+
+def serve_until_signal(d: Daemon, stop: threading.Event | None = None) -> int:
+    if stop is None:
+        stop = catch_stop_signals()
     try:
         while not stop.is_set() and not d.engine.stopped:  # type: ignore[union-attr]
             stop.wait(30.0)
