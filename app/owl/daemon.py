@@ -196,6 +196,8 @@ class Daemon:
 
             key = "id" if "id" in args else "job_id"
             return {"path": str(write_page(self.paths, A.ident(args, key)))}
+        if verb in _STARTS_RUNS:
+            _catch_up_config(e)
         prepared: dict = {}
         if verb == "add":
             # The project is read (git, .owl.toml) here, on the caller's thread.
@@ -245,6 +247,20 @@ class Daemon:
         if fn is None:
             raise Refused(f"unknown verb {verb!r}")
         return verbwork.finish(e.call(fn))
+
+
+# Verbs that may start a Run at once (or queue one that does): a config edit
+# saved just before them must be in force for that Run.
+_STARTS_RUNS = frozenset({"add", "start", "resume", "jobs.extend", "jobs.reply"})
+
+
+def _catch_up_config(e: Engine) -> None:
+    """Look at the config file now, on the caller's thread (the watch looks
+    only every second), and if it changed let the engine take the edit in
+    before this verb: its queue is in order, so one round trip does."""
+    watch = getattr(e, "_config_watch", None)
+    if watch is not None and watch.look(wait=1.0):
+        e.call(lambda: None)
 
 
 class _Unreadable:
