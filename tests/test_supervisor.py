@@ -161,8 +161,9 @@ def test_daemon_stop_ends_live_runs_frozen_ones_first_within_6s(home, project):
         assert d.stop(timeout=10) == 0
         assert time.monotonic() - t0 < 6.5
         assert none_alive(d)
-        p = d.owl("jobs", "show", str(job), "--json")   # from the database: no daemon
-        assert p.returncode == 3
+        # read from the database with no daemon: answered, then exit 3 (no daemon)
+        p = d.owl("jobs", "show", str(job), "--json")
+        assert p.returncode == 3 and "no Owl daemon" in p.stderr, (p.returncode, p.stderr)
         j = json.loads(p.stdout)
         assert j["state"] == "pending"
         assert j["runs"][0]["outcome"] == "interrupted"
