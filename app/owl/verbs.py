@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from owl import carryon
 from owl import checks as checksmod
 from owl import guards, lifecycle, outside, project as projectmod, shifts, timefmt, workspace
 from owl import verbwork
@@ -323,7 +324,7 @@ class Verbs:
         if not settings.checks:
             raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
                           "base branch)")
-        env = dict(os.environ, OWL_INSTANCE=self.instance)
+        env = dict(carryon.agent_env(os.environ), OWL_INSTANCE=self.instance)   # as a Run's checks
 
         def record(result: checksmod.Result) -> None:
             self._from_thread(lambda: self.store.add_check(
