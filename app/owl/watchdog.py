@@ -77,10 +77,13 @@ def recover(store: Any, instance: str) -> tuple[list[int], int]:
     open_runs = store.open_runs()
     identities = [tuple(p) for r in open_runs for p in r["pids"]]
     groups = tree.cgroup.leftovers(instance)
+    in_groups: set[int] = set()
     for group in groups:
+        in_groups |= set(group.pids())
         group.kill()            # every process of the Run, wherever it went
     survivors = tree.find_survivors("OWL_INSTANCE", [instance], identities)
     killed, refused = tree.end_processes(survivors) if survivors else (0, [])
+    killed += len(in_groups - {p.pid for p in survivors})     # those the cgroups ended
     for group in groups:
         group.remove()
     from owl import setup as setupmod
