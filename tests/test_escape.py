@@ -124,9 +124,14 @@ def test_where_a_cgroup_can_be_made_each_run_has_its_own(tmp_path):
     try:
         run = d.run_of(job)
         groups = {cgroup_of(p.pid) for p in procs} | {cgroup_of(p) for p in run["pids"]}
-        assert len(groups) == 1 and groups.pop().endswith(f"/run-{run['id']}")
-        path = cgroup.delegated_base()
-        [folder] = [p for p in path.glob("owl-*/run-%d" % run["id"])]
+        assert len(groups) == 1
+        [group] = groups
+        assert group.endswith(f"/run-{run['id']}")
+        # The Run's own folder, by where its processes are: other daemons on this
+        # machine (other homes) have a run-1 of their own under the same base.
+        own = Path(cgroup_of(os.getpid()))
+        folder = cgroup.delegated_base() / Path(group).relative_to(own)
+        assert folder.is_dir() and folder.parent.name.startswith("owl-")
         d.machine("input")
         d.wait_job(job, "pending", timeout=15)
         wait_for(lambda: gone(procs), timeout=5, what="the orphans to end")

@@ -7,6 +7,7 @@ same with real input under Xvfb.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -160,7 +161,10 @@ def test_daemon_stop_ends_live_runs_frozen_ones_first_within_6s(home, project):
         assert d.stop(timeout=10) == 0
         assert time.monotonic() - t0 < 6.5
         assert none_alive(d)
-        j = d.job(job)          # read from the database with no daemon
+        # read from the database with no daemon: answered, then exit 3 (no daemon)
+        p = d.owl("jobs", "show", str(job), "--json")
+        assert p.returncode == 3 and "no Owl daemon" in p.stderr, (p.returncode, p.stderr)
+        j = json.loads(p.stdout)
         assert j["state"] == "pending"
         assert j["runs"][0]["outcome"] == "interrupted"
         assert j["runs"][0]["reason"] == "the daemon stopped"

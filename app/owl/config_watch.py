@@ -40,6 +40,7 @@ class ConfigWatch:
         self.every = every
         self._seen = seen
         self._stop = threading.Event()
+        self._looking = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="owl-config", daemon=True)
 
     def start(self) -> None:
@@ -52,8 +53,21 @@ class ConfigWatch:
         while not self._stop.wait(self.every):
             self.look()
 
-    def look(self) -> bool:
-        """Read the file if it changed since the last look; True if it had."""
+    def look(self, wait: float = -1) -> bool:
+        """Read the file if it changed since the last look; True if it had.
+
+        Any thread may look (a verb does, so an edit made just before it is
+        in force for it). One look at a time, so an older read is never
+        delivered after a newer one; with ``wait`` >= 0, give up (False) if
+        another look holds on for that long (a file system that hangs)."""
+        if not self._looking.acquire(timeout=wait):
+            return False
+        try:
+            return self._look()
+        finally:
+            self._looking.release()
+
+    def _look(self) -> bool:
         now = mtime(self.path)
         if now == self._seen:
             return False

@@ -196,6 +196,8 @@ class Daemon:
 
             key = "id" if "id" in args else "job_id"
             return {"path": str(write_page(self.paths, A.ident(args, key)))}
+        if verb in _STARTS_RUNS:
+            _catch_up_config(e)
         prepared: dict = {}
         if verb == "add":
             # The project is read (git, .owl.toml) here, on the caller's thread.
@@ -245,6 +247,20 @@ class Daemon:
         if fn is None:
             raise Refused(f"unknown verb {verb!r}")
         return verbwork.finish(e.call(fn))
+
+
+# Verbs that may start a Run at once (or queue one that does): a config edit
+# saved just before them must be in force for that Run.
+_STARTS_RUNS = frozenset({"add", "start", "resume", "jobs.extend", "jobs.reply"})
+
+
+def _catch_up_config(e: Engine) -> None:
+    """Look at the config file now, on the caller's thread (the watch looks
+    only every second), and if it changed let the engine take the edit in
+    before this verb: its queue is in order, so one round trip does."""
+    watch = getattr(e, "_config_watch", None)
+    if watch is not None and watch.look(wait=1.0):
+        e.call(lambda: None)
 
 
 class _Unreadable:
@@ -334,12 +350,18 @@ def start_daemon() -> Daemon | None:
 
 
 def run_foreground() -> int:
-    """`owl daemon`: serve until SIGTERM or SIGINT, then end every Run and exit."""
+    """`owl daemon`: serve until SIGTERM or SIGINT, then end every Run and exit.
+
+    The stop signals are caught before the daemon starts: it answers on its
+    socket before start() returns, and a SIGTERM in between would otherwise
+    kill it outright, its Runs and watchdog left to crash recovery."""
+    stop = catch_stop_signals()
     d = start_daemon()
-    return 1 if d is None else serve_until_signal(d)
+    return 1 if d is None else serve_until_signal(d, stop)
 
 
-def serve_until_signal(d: Daemon) -> int:
+def catch_stop_signals() -> threading.Event:
+    """SIGTERM, SIGINT and SIGHUP set the returned event (main thread only)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -347,6 +369,12 @@ def serve_until_signal(d: Daemon) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    return stop
+
+
+def serve_until_signal(d: Daemon, stop: threading.Event | None = None) -> int:
+    if stop is None:
+        stop = catch_stop_signals()
     try:
         while not stop.is_set() and not d.engine.stopped:  # type: ignore[union-attr]
             stop.wait(30.0)

@@ -77,10 +77,17 @@ def recover(store: Any, instance: str) -> tuple[list[int], int]:
     open_runs = store.open_runs()
     identities = [tuple(p) for r in open_runs for p in r["pids"]]
     groups = tree.cgroup.leftovers(instance)
+    # What a cgroup kill ended counts as killed too: the sweep after it finds
+    # none of those still to kill, yet the Run was ended by SIGKILL all the same.
+    by_group: set[int] = set()
     for group in groups:
-        group.kill()            # every process of the Run, wherever it went
-    survivors = tree.find_survivors("OWL_INSTANCE", [instance], identities)
+        held = group.pids()
+        if group.kill():        # every process of the Run, wherever it went
+            by_group.update(held)
+    survivors = [p for p in tree.find_survivors("OWL_INSTANCE", [instance], identities)
+                 if p.pid not in by_group]
     killed, refused = tree.end_processes(survivors) if survivors else (0, [])
+    killed += len(by_group)
     for group in groups:
         group.remove()
     from owl import setup as setupmod
