@@ -267,6 +267,11 @@ def test_every_word_after_a_double_dash_is_the_prompt(daemon):
     daemon.ok("jobs", "drop", p.stdout.strip())
     p = daemon.owl("add", "--project", str(daemon.project), "--")
     assert p.returncode == 2 and "PROMPT" in p.stderr
+    # an option moved from before the verb stays an option, ahead of the `--`
+    p = daemon.owl("--json", "add", "--project", str(daemon.project), "--", "-x")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["prompt"] == "-x"
+    daemon.ok("jobs", "drop", str(json.loads(p.stdout)["id"]))
 
 def test_move_reorders_the_queue(daemon):
     ids = [daemon.add(f"sleep=60 n{i}", daemon.project) for i in range(4)]
