@@ -25,20 +25,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import queue
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from owl import carryon
 from owl import checks as checksmod
 from owl import config as configmod
-from owl import diskroom, logpipe
-from owl import guards, lifecycle, outside, project as projectmod, scheduler, shifts, tree, views, workspace
+from owl import diskroom
+from owl import lifecycle, shifts, tree, views
 from owl.config_watch import ConfigWatch
 from owl.awake_keeper import AwakeKeeper
 from owl import setup as setupmod, verbwork
@@ -48,47 +45,16 @@ from owl.lifecycle import Phase
 from owl.machine import Reading
 from owl.paths import Paths
 from owl.power.policy import should_hold
-from owl.store import Store, title_of
+from owl.store import Store
 from owl.verbs import Verbs
+from owl import runchecks, runend, runstart, shiftwork, starting
+from owl.runstart import LOG_CAP, Live  # noqa: F401  (LOG_CAP is read from here too)
 
 log = logging.getLogger("owl.engine")
 
-LOG_CAP = 8 * 1024 * 1024          # a Run's log is rotated at this size, as it is written
 IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
 ENDING_WATCH = 0.05                # while an exited agent's tree drains
-
-
-@dataclass
-class Live:
-    """What the engine holds for a live Run besides the core's view of it."""
-
-    run_id: int
-    job_id: int
-    project: str
-    title: str
-    popen: Any
-    tree: Any
-    log_path: Path
-    sink: Any                            # a logpipe.Sink: the agent's output into its log
-    log_size: int = 0                    # bytes of output seen by the last watch
-    exited: bool = False
-    pids: list[int] = field(default_factory=list)
-    # verification: the checks read from the base branch when the Run started
-    worktree: Path | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    checks: tuple = ()
-    check_proc: Any = None                # the check running now (a checks.CheckProcess)
-    results: list = field(default_factory=list)
-    waiting: bool = False                 # its next check waits, frozen, to begin
-    untouchable: list = field(default_factory=list)   # processes the system kept from us
-    outside_before: Any = None            # the project's refs, config, hooks at the start
-    # the agent: its driver and context, and what its output said (carryon)
-    driver: Any = None
-    ctx: Any = None
-    resuming: bool = False                # started with --resume: a refusal falls back fresh
-    report: Any = None                    # the driver's Report, set just before "exited"
-    cgroup: Any = None                    # the Run's own cgroup v2, where one can be made
 
 
 class Engine(Verbs):
@@ -380,65 +346,6 @@ class Engine(Verbs):
         left = r.grace_left(self.clock())
         return None if left is None else time.time() + left
 
-    def _note_untouchable(self, lv: Live) -> None:
-        """Name, once, each process of the Run the system would not let us
-        signal (it became root, say): it is left alone and everything else
-        goes on, but the person must know it is still there."""
-        known = {p["pid"] for p in lv.untouchable}
-        new = [p for p in lv.tree.refused() if p["pid"] not in known]
-        if not new:
-            return
-        lv.untouchable = lv.untouchable + new
-        for p in new:
-            log.warning("run %s: pid %s (%s) is left alone: %s", lv.run_id, p["pid"],
-                        p["command"], p["why"])
-        self._note(lv.run_id, untouchable=lv.untouchable)
-
-    def _finish(self, lv: Live, f: lifecycle.Finish) -> None:
-        lv.sink.close()
-        verdict = carryon.conclude(self.store, self.waits, run_id=lv.run_id,
-                                   agent=getattr(lv.driver, "name", ""), outcome=f.outcome.value,
-                                   ended_by=f.ended_by.value, reason=f.reason,
-                                   exit_code=f.exit_code, report=lv.report)
-        f = lifecycle.Finish(f.run, lifecycle.Outcome(verdict.outcome), f.ended_by,
-                             verdict.reason, f.exit_code)
-        reason = f.reason
-        failed = [r for r in lv.results if r.outcome == "failed"]
-        if f.outcome is lifecycle.Outcome.FAILED and failed and reason:
-            line = checksmod.last_line(failed[-1].output)
-            if line and failed[-1].exit_code not in (None, 0) and failed[-1].exit_code > 0:
-                reason = f"{reason}: {line}"      # e.g. the shell's "not found"
-        # Out of attempts with failing checks, the agent's work exists but does
-        # not pass: a person must look, so the Job is blocked, not exhausted.
-        spent = ("blocked", f"its checks failed on every attempt: {reason}") if failed else None
-        outcome = f.outcome.value
-        broken = self._broken_workspace(lv)
-        if broken and outcome == "succeeded":
-            outcome, reason = "failed", broken      # a Run that could not commit never succeeds
-        # the time it ended, kept with the record should it be written later
-        args = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code, time.time())
-        try:
-            new_state = diskroom.write(self._reserve,
-                                       lambda: self.store.finish_run(*args, spent=spent))
-            if broken and new_state in ("pending", "exhausted", "review"):
-                self.store.set_job(lv.job_id, state="blocked", reason=broken)
-                new_state = "blocked"
-        except sqlite3.OperationalError as e:
-            # A full disk: the Run is over all the same. Keep its record and
-            # write it when there is room (or the next start records it
-            # interrupted, should the daemon stop first).
-            log.error("run %s ended but could not be recorded yet: %s", lv.run_id, e)
-            self._unrecorded.append((args, spent, {"job_id": lv.job_id, "title": lv.title,
-                                                   "log": str(lv.log_path)}))
-            new_state = "not yet recorded"
-        if new_state == "review":
-            passed = sum(1 for r in lv.results if r.passed)
-            log.info("%s", checksmod.review_message(lv.job_id, passed))
-        del self.live[lv.run_id]
-        self._outside_after(lv)
-        log.info("run %s %s (%s); job %s is %s", lv.run_id, f.outcome.value, f.ended_by.value,
-                 lv.job_id, new_state)
-
     # ----------------------------------------------------------------- watch
 
     def _watch(self, now: float) -> None:
@@ -470,17 +377,6 @@ class Engine(Verbs):
         except sqlite3.OperationalError as e:
             log.warning("run %s: could not record %s: %s", run_id, ", ".join(fields), e)
 
-    def _record_pending_finishes(self) -> None:
-        while self._unrecorded:
-            args, spent = self._unrecorded[0][:2]
-            try:
-                diskroom.write(self._reserve, lambda: self.store.finish_run(*args, spent=spent))
-            except sqlite3.OperationalError:
-                return
-            self._unrecorded.pop(0)
-            log.info("run %s recorded %s", args[0], args[1])
-        self._reserve.ensure()
-
     def _disk_full(self) -> str | None:
         try:
             self._refuse_if_full()
@@ -498,412 +394,7 @@ class Engine(Verbs):
             self.core.output(lv.run_id, now)
             lv.log_size = seen
 
-    # ------------------------------------------------------------- starting
-
-    def _maybe_start(self, now: float) -> None:
-        self._record_pending_finishes()
-        head = self.store.first_pending()
-        self._pending_cache = head is not None
-        if head is None:
-            self.waiting = None
-            return
-        full = self._disk_full()
-        if full:
-            self.waiting = full.split(": no new Jobs")[0]
-            return
-        ok, why = self.core.may_start()
-        if not ok:
-            self.waiting = why if why != "the machine is in use" or self.reading.problem is None \
-                else f"the machine cannot be read: {self.reading.problem}"
-            return
-        while True:
-            decision = self._decide()
-            self.waiting = decision.waiting
-            if decision.job is None:
-                return
-            self._start_job(decision.job.id, exempt=False)
-
-    def _decide(self, asked: bool = False) -> scheduler.Decision:
-        """What the scheduler says now. Jobs the person stopped sit out the rest
-        of this spell (`owl stop` ends this work, not work), unless `asked`."""
-        aside = frozenset() if asked else frozenset(self.set_aside)
-        limited = carryon.blocked_agents(self.waits, time.time())
-        setting_up = self.setups.jobs()       # they hold their places and slots
-        passed = aside | frozenset(setting_up)
-
-        def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
-            row = self.store.first_pending(skip, passed, limited)
-            return scheduler.QueuedJob(*row) if row else None
-
-        head_row = self.store.first_pending()
-        self._pending_cache = head_row is not None
-        head = first()
-        decision = scheduler.decide(head, first, [lv.project for lv in self.live.values()]
-                                    + list(setting_up.values()),
-                                    max_parallel=self.cfg.max_parallel,
-                                    project_cap=self._project_cap)
-        if head_row is not None and head_row[0] in setting_up and decision.job is None:
-            decision = scheduler.Decision(None, f"job {head_row[0]} is being set up")
-        if head_row is not None and head_row[0] in aside and decision.waiting is None:
-            decision = scheduler.Decision(decision.job, f"job {head_row[0]} was stopped; it "
-                                          "waits for the next idle spell (or owl start)")
-        if head_row is not None and limited and decision.waiting is None:
-            agent = (self.store.job(head_row[0]) or {}).get("agent")
-            if agent in limited:
-                decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits for "
-                                              f"{self.waits[agent].reason}")
-        return decision
-
-    def project_settings(self, project: str) -> projectmod.ProjectSettings:
-        """A project's `.owl.toml` from its base branch, cached for a few seconds.
-
-        Raises ProjectError when the file is broken."""
-        now = self.clock()
-        hit = self._projects.get(project)
-        if hit is None or now - hit[0] > 10.0:
-            try:
-                value: Any = projectmod.load(Path(project))
-            except projectmod.ProjectError as e:
-                value = e
-            except (OSError, workspace.WorkspaceError) as e:
-                value = projectmod.ProjectSettings()
-                log.warning("cannot read %s's settings: %s", project, e)
-            hit = (now, value)
-            self._projects[project] = hit
-        if isinstance(hit[1], projectmod.ProjectError):
-            raise hit[1]
-        return hit[1]
-
-    def _project_cap(self, project: str) -> int | None:
-        """The project's cap, from what is known now: its `.owl.toml` is read (git)
-        on a thread of its own, and until it is first known no more of the
-        project's Jobs start (a cap of 0 for the moment)."""
-        caps = [self.cfg.project_cap(project)]
-        settings = self._settings_now(project)
-        if settings is None:
-            return 0
-        if not isinstance(settings, projectmod.ProjectError):   # reported when its Job starts
-            caps.append(settings.max_parallel)
-        caps = [c for c in caps if c is not None]
-        return min(caps) if caps else None
-
-    def _settings_now(self, project: str) -> Any:
-        """The cached settings (or ProjectError) of a project, None if not yet known;
-        a stale or missing entry is read again off this thread."""
-        hit = self._projects.get(project)
-        if (hit is None or self.clock() - hit[0] > 10.0) and project not in self._reading:
-            self._reading.add(project)
-
-            def read() -> None:
-                try:
-                    value: Any = projectmod.load(Path(project))
-                except projectmod.ProjectError as e:
-                    value = e
-                except (OSError, workspace.WorkspaceError) as e:
-                    value = projectmod.ProjectSettings()
-                    log.warning("cannot read %s's settings: %s", project, e)
-
-                def store() -> None:
-                    self._reading.discard(project)
-                    self._projects[project] = (self.clock(), value)
-                self._q.put(("call", store, concurrent.futures.Future()))
-            threading.Thread(target=read, name="owl-project", daemon=True).start()
-        return None if hit is None else hit[1]
-
-    def _start_job(self, job_id: int, *, exempt: bool) -> None:
-        """Begin setting up the Job's worktree, on a thread of its own (see owl.setup);
-        the agent starts when it is ready (`_setup_done`), a failure blocks the Job."""
-        job = self.store.job(job_id)
-        assert job is not None
-        if job_id in self._verifications:
-            self._verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
-        # Read afresh: the checks that gate this Run are those committed now.
-        self._projects.pop(str(job["project"]), None)
-        self.setups.begin(setupmod.Request(
-            job=job, agent_config=self.cfg.agent(job["agent"]), prefix=self.cfg.branch_prefix,
-            worktrees=self.paths.worktrees, instance=self.instance, exempt=exempt))
-        log.info("job %s: setting up its worktree", job_id)
-
-    def _record_setup(self, job_id: int, fresh: dict | None) -> None:
-        """From a setup's thread: write (or clear) the names of what it is about to
-        make, on this thread, and return once they are written."""
-        def write() -> None:
-            pending = dict(self.store.setting(setupmod.SETTING, {}) or {})
-            if fresh is None:
-                pending.pop(str(job_id), None)
-            else:
-                pending[str(job_id)] = fresh
-            self.store.set_setting(setupmod.SETTING, pending or None)
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._q.put(("call", write, fut))
-        fut.result(30)
-
-    def _setup_done(self, result: setupmod.Result) -> None:
-        """A setup came back: start the agent, block the Job, or leave it waiting."""
-        job_id = result.job_id
-        self.setups.done(job_id)
-        pending = dict(self.store.setting(setupmod.SETTING, {}) or {})
-        fresh = pending.pop(str(job_id), None)
-        if isinstance(result, setupmod.Cancelled):
-            self.store.set_setting(setupmod.SETTING, pending or None)
-            log.info("job %s: setup cancelled; nothing of it is left", job_id)
-            return
-        job = self.store.job(job_id)
-        if isinstance(result, setupmod.Failed):
-            self.store.set_setting(setupmod.SETTING, pending or None)
-            if job is not None and job["state"] in ("pending", "active"):
-                self.store.set_job(job_id, state="blocked", reason=result.reason)
-            log.warning("job %s blocked: %s", job_id, result.reason)
-            return
-        ws = result.ws
-        self.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
-                           base_branch=(job or {}).get("base_branch") or result.made_from)
-        self.store.set_setting(setupmod.SETTING, pending or None)   # the Job owns it now
-        del fresh
-        job = self.store.job(job_id)
-        ok, why = self.core.may_start()
-        if (job is None or job["state"] != "pending" or self._stopping
-                or (not result.exempt and not ok) or (result.exempt and self.core.paused)):
-            log.info("job %s: set up, but not started now (%s)", job_id,
-                     "stopping" if self._stopping else why or (job or {}).get("state"))
-            return
-        self._launch(job, result)
-
-    def _launch(self, job: dict, ready: setupmod.Ready) -> int | None:
-        """Start the agent of a Job whose worktree is ready (fast: no git)."""
-        from owl import agents
-
-        job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
-        exempt = ready.exempt
-        project = Path(job["project"])
-        before = outside.take(project)      # files only: a few milliseconds
-        plan, replies = carryon.plan_for(self.store, job, driver, ws.worktree)
-        run_id = self.store.start_run(job_id)
-        self.store.give_replies(job_id, run_id)
-        self.store.set_run(run_id, resumed=int(plan.resume is not None) if driver.stream_json
-                           else None)
-        log_path = self.paths.logs / f"{run_id}.log"
-        self.store.set_run(run_id, log=str(log_path))
-        attempt = len(self.store.runs(job_id))
-        ctx = agents.RunContext(
-            job_id=job_id, run_id=run_id, attempt=attempt, job_prompt=job["prompt"],
-            worktree=ws.worktree, branch=ws.branch, base=ws.base,
-            agent_config=self.cfg.agent(job["agent"]),
-            failure_note=self._failure_note(job_id, run_id),
-            resume=plan.resume, message=plan.message, replies=replies)
-        env = carryon.agent_env(os.environ)
-        env.update(driver.env(ctx))
-        env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id),
-                    "OWL_INSTANCE": self.instance})
-        sink = logpipe.Sink(log_path, LOG_CAP)
-        cg = tree.RunGroup.make(self.instance, str(run_id))
-        try:
-            popen = tree.spawn(driver.argv(ctx), cwd=str(ws.worktree), env=env,
-                               stdout=sink.fd, stderr=sink.fd, nice=self.cfg.nice, reaper=True,
-                               cgroup=cg)
-        except OSError as e:
-            sink.close()
-            if cg is not None:
-                cg.remove()
-            self.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}",
-                                  None)
-            self.store.set_job(job_id, state="blocked",
-                               reason=f"the agent could not be started: {e}")
-            return None
-        sink.started()
-        pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg)
-        lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
-                  popen=popen, tree=pt, log_path=log_path, sink=sink, worktree=ws.worktree,
-                  env=env, checks=settings.checks, outside_before=before, driver=driver,
-                  ctx=ctx, resuming=plan.resume is not None, cgroup=cg)
-        self.live[run_id] = lv
-        threading.Thread(target=self._wait_agent, args=(lv, popen, 0), daemon=True,
-                         name=f"owl-run-{run_id}").start()
-        self.store.set_run(run_id, pids=pt.identities())
-        log.info("run %s of job %s started (pid %s)", run_id, job_id, popen.pid)
-        self._do(self.core.started(run_id, self.clock(), exempt=exempt,
-                                   checks=[(c.name, c.timeout) for c in settings.checks]))
-        return run_id
-
-    def _base_settings(self, project: Path, base: str | None) -> projectmod.ProjectSettings:
-        """The `.owl.toml` of the commit the Job started from, not of whatever
-        the base branch points to now: an agent can move that branch."""
-        if not base:
-            return self.project_settings(str(project))
-        return projectmod.load(project, base)
-
-    def _broken_workspace(self, lv: Live) -> str | None:
-        """Why the Run's worktree can no longer reach its repository (files only), with
-        what the person can do; None when it can."""
-        if lv.worktree is None:
-            return None
-        problem = workspace.reach_problem(Path(lv.project), lv.worktree)
-        if problem is None and not (lv.worktree / ".git").exists():
-            problem = f"the worktree {lv.worktree} lost its .git during the Run"
-        if problem is None:
-            return None
-        job = self.store.job(lv.job_id) or {}
-        return guards.broken_reason(lv.job_id, job.get("branch"), problem)
-
-    def _outside_after(self, lv: Live) -> None:
-        """Compare the project's refs, config and hooks with the Run's start,
-        on a thread of its own (it runs git), and record what changed."""
-        before = lv.outside_before
-        if before is None:
-            return
-        job = self.store.job(lv.job_id) or {}
-        ignore = outside.owned_ref(job.get("branch"), self.store.branches(lv.project))
-        project, run_id, job_id = Path(lv.project), lv.run_id, lv.job_id
-
-        def compare() -> list[dict] | None:
-            return outside.changes(before, outside.take(project), ignore_ref=ignore)
-
-        if self._stopping:                 # no later pass of the loop would record it
-            self._record_outside(run_id, job_id, compare())
-            return
-
-        def work() -> None:
-            found = compare()
-            self._q.put(("call", lambda: self._record_outside(run_id, job_id, found),
-                         concurrent.futures.Future()))
-        threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
-
-    def _own_ref_moves(self, project: Path, before: outside.Snapshot) -> None:
-        """Owl itself moved refs in `project` (accept --merge): the live Runs
-        there take those moves as their starting point, so no agent is said to
-        have made them."""
-        moved = outside.moves(before, outside.take(project))
-        for lv in self.live.values():
-            if lv.project == str(project) and lv.outside_before is not None:
-                lv.outside_before = outside.with_moves(lv.outside_before, moved)
-
-    def _record_outside(self, run_id: int, job_id: int, found: list[dict] | None) -> None:
-        import json
-
-        if found is None:
-            log.warning("job %s run %s: the project's refs, config and hooks could not be "
-                        "read at its start, so nothing was compared", job_id, run_id)
-            return
-        self._note(run_id, outside=json.dumps(found))
-        if found:
-            log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
-        if self.on_change is not None:
-            self.on_change()
-
-    def _failure_note(self, job_id: int, run_id: int) -> str | None:
-        runs = [r for r in self.store.runs(job_id) if r["id"] != run_id]
-        if runs and runs[-1]["outcome"] == "failed" and runs[-1]["reason"]:
-            note = f"The previous Run failed: {runs[-1]['reason']}"
-            failed = [c for c in self.store.checks(runs[-1]["id"]) if c["outcome"] == "failed"]
-            if failed:
-                note += "\n\n" + checksmod.failure_note(failed[-1])
-            return note
-        return None
-
-    def _wait_agent(self, lv: Live, popen: Any, offset: int) -> None:
-        """The agent's own waiting thread: its exit, and what its output said."""
-        def session(sid: str) -> None:
-            self._q.put(("call", lambda: self._note(lv.run_id, session_id=sid),
-                         concurrent.futures.Future()))
-
-        sink = lv.sink
-        code, lv.report = carryon.watch_agent(popen, lv.log_path, offset, lv.driver,
-                                              lv.resuming, session, settle=sink.settle)
-        self._q.put(("exited", lv.run_id, code, popen))
-
-    def _fall_back(self, lv: Live) -> bool:
-        """A resume the CLI refused: start the same Run afresh with the handoff, at once.
-
-        No attempt is spent and the core never hears of the refused process.
-        Only while the Run is running (frozen or ending, it ends as it is)."""
-        report, r = lv.report, self.core.runs.get(lv.run_id)
-        if not (lv.resuming and report is not None and report.resume_failed) \
-                or r is None or r.phase is not Phase.RUNNING or lv.check_proc is not None:
-            return False
-        from dataclasses import replace
-
-        lv.resuming, lv.report = False, None
-        lv.ctx = replace(lv.ctx, resume=None, message=None)
-        lv.sink.settle()
-        offset = lv.log_path.stat().st_size if lv.log_path.exists() else 0
-        old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP)   # appends to the same log
-        old.close()
-        os.write(lv.sink.fd, f"owl: the conversation could not be resumed ({report.resume_failed}); "
-                             "starting afresh with the handoff\n".encode())
-        lv.tree.kill()                 # anything the refused process left (before the
-        try:                           # fresh one starts: the sweep finds the Run's tag)
-            popen = tree.spawn(lv.driver.argv(lv.ctx), cwd=str(lv.worktree), env=lv.env,
-                               stdout=lv.sink.fd, stderr=lv.sink.fd, nice=self.cfg.nice,
-                               reaper=True, cgroup=lv.cgroup)
-        except OSError as e:
-            log.warning("run %s: could not start afresh: %s", lv.run_id, e)
-            return False
-        lv.sink.started()
-        lv.popen, lv.tree = popen, tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid,
-                                                    cgroup=lv.cgroup)
-        self._note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
-        threading.Thread(target=self._wait_agent, args=(lv, popen, offset), daemon=True,
-                         name=f"owl-run-{lv.run_id}-fresh").start()
-        log.info("run %s: resume refused (%s); started afresh (pid %s)", lv.run_id,
-                 report.resume_failed, popen.pid)
-        return True
-
-    def _wait_proc(self, run_id: int, popen: Any, settle: Callable[[], Any] | None = None) -> None:
-        code = popen.wait()
-        if settle is not None:
-            settle()              # its output reaches the log before its result is read
-        self._q.put(("exited", run_id, code, popen))
-
-    # ---------------------------------------------------------------- checks
-
-    def _start_check(self, lv: Live, index: int) -> None:
-        """Start check `index` of a Run in a process tree of its own (the core said so)."""
-        check = lv.checks[index]
-        assert lv.worktree is not None
-        env = checksmod.env_for(lv.env, check, index, lv.worktree, {})
-        lv.waiting = False
-        try:
-            cp = checksmod.CheckProcess(
-                check, index, worktree=lv.worktree, env=env,
-                log_file=checksmod.log_path(self.paths.logs, lv.run_id, index),
-                tag=("OWL_RUN_ID", str(lv.run_id)), nice=self.cfg.nice)
-        except OSError as e:
-            result = checksmod.Result(index, check.name, check.run, "failed", 127, 0.0,
-                                      f"the check could not be started: {e}")
-            self._record_check(lv, result)
-            lv.exited = True
-            self._do(self.core.exited(lv.run_id, self.clock(), 127))
-            return
-        lv.check_proc, lv.popen, lv.tree, lv.exited = cp, cp.popen, cp.tree, False
-        self.store.set_run(lv.run_id, state="verifying", frozen_by=None,
-                           pids=cp.tree.identities())
-        threading.Thread(target=self._wait_proc, args=(lv.run_id, cp.popen, cp.settle),
-                         daemon=True,
-                         name=f"owl-check-{lv.run_id}-{index}").start()
-        log.info("run %s: check %s (%s) started (pid %s)", lv.run_id, index + 1, check.name,
-                 cp.popen.pid)
-
-    def _check_exited(self, lv: Live, code: int) -> None:
-        """Record the check that just exited, before the core hears of it."""
-        cp, now = lv.check_proc, self.clock()
-        r = self.core.runs.get(lv.run_id)
-        duration = r.check_time(now) if r is not None else None
-        if r is not None and r.phase is Phase.ENDING:
-            # ended by the core (timeout, grace window, stop): not the check's own verdict
-            outcome = "interrupted" if r.outcome is lifecycle.Outcome.INTERRUPTED else "failed"
-        else:
-            outcome = "passed" if code == 0 else "failed"
-        result = cp.finish(outcome, code, duration)
-        lv.check_proc = None
-        self._record_check(lv, result)
-        log.info("run %s: check %s %s (exit %s)", lv.run_id, result.name, outcome, code)
-
-    def _record_check(self, lv: Live, result: checksmod.Result) -> None:
-        lv.results.append(result)
-        self.store.add_check(job_id=lv.job_id, run_id=lv.run_id, position=result.position,
-                             name=result.name, command=result.command, outcome=result.outcome,
-                             exit_code=result.exit_code, duration_s=result.duration_s,
-                             output=result.output, log=result.log)
+    # ------------------------------------------------------------- keep awake
 
     def _working_runs(self) -> list[int]:
         """Live Runs whose agents are doing work (not frozen, not ending)."""
@@ -946,54 +437,42 @@ class Engine(Verbs):
         self.core.timing = self._timing(cfg)
         log.info("config reloaded")
 
-    # ----------------------------------------------------------------- shifts
+    # ------------------------------------------------- kept in modules of their own
+    # Each is a function of the engine, run on this thread like the rest.
 
-    def _load_shift(self) -> None:
-        sh = shifts.Shift.from_dict(self.store.setting("shift"))
-        if sh is not None and not sh.plausible(time.time()):
-            log.warning("the stored Shift (ending %s) is beyond any Shift's bounds; dropped",
-                        sh.ends_at)
-            sh = None
-            self.store.set_setting("shift", None)
-        if sh is not None and sh.over(time.time(), False):
-            log.info("the stored Shift ended while the daemon was down")
-            sh = None
-            self.store.set_setting("shift", None)
-        self._set_shift(sh)
-
-    def _set_shift(self, sh: shifts.Shift | None) -> None:
-        now = self.clock()
-        self.shift = sh
-        if sh is not None:
-            self._do(self.core.shift_on(now, require_power=sh.require_power))
-        else:
-            self._do(self.core.shift_off(now))
-
-    def _check_shift(self) -> None:
-        if self.shift is None:
-            self.shift_runs &= set(self.live)
-            return
-        self.shift_runs |= set(self.live)
-        why = self.shift.over(time.time(), queue_empty=not self._pending_cache)
-        if why is not None:
-            log.info("the Shift ended: %s", why)
-            self.store.set_setting("shift", None)
-            self._set_shift(None)
-            self.shift_runs &= set(self.live)
-
-    def shift_view(self) -> dict | None:
-        if self.shift is None:
-            finishing = len(self.shift_runs & set(self.live))
-            if not finishing:
-                return None
-            return {"on": False, "ended": True, "finishing": finishing,
-                    "text": f"Shift ended, {finishing} Run{'s' if finishing != 1 else ''} finishing"}
-        sh, now = self.shift, time.time()
-        return {"on": True, "ended": False, "started_at": views.iso(sh.started_at),
-                "ends_at": views.iso(sh.ends_at), "left_s": round(sh.left(now), 1),
-                "until_empty": sh.until_empty, "require_power": sh.require_power,
-                "held": self.core.paused,
-                "finishing": 0}
+    # which Jobs start and their setups (owl.starting)
+    _maybe_start = starting.maybe_start
+    _decide = starting.decide
+    project_settings = starting.project_settings
+    _project_cap = starting.project_cap
+    _settings_now = starting.settings_now
+    _start_job = starting.start_job
+    _record_setup = starting.record_setup
+    _setup_done = starting.setup_done
+    # a Run's agent starts (owl.runstart)
+    _launch = runstart.launch
+    _base_settings = runstart.base_settings
+    _failure_note = runstart.failure_note
+    _wait_agent = runstart.wait_agent
+    _fall_back = runstart.fall_back
+    _wait_proc = runstart.wait_proc
+    # a Run's checks (owl.runchecks)
+    _start_check = runchecks.start_check
+    _check_exited = runchecks.check_exited
+    _record_check = runchecks.record_check
+    # a Run ends (owl.runend)
+    _note_untouchable = runend.note_untouchable
+    _finish = runend.finish
+    _record_pending_finishes = runend.record_pending_finishes
+    _broken_workspace = runend.broken_workspace
+    _outside_after = runend.outside_after
+    _own_ref_moves = runend.own_ref_moves
+    _record_outside = runend.record_outside
+    # Shifts (owl.shiftwork)
+    _load_shift = shiftwork.load_shift
+    _set_shift = shiftwork.set_shift
+    _check_shift = shiftwork.check_shift
+    shift_view = shiftwork.shift_view
 
     # ================================================================= views
 
@@ -1007,15 +486,3 @@ class Engine(Verbs):
     def status(self) -> dict:
         return views.status(self)
 
-
-def _made_from(project: Path, job: dict, ws: "workspace.Workspace") -> str | None:
-    """The branch a new worktree was made from (the project's current branch), recorded
-    once so that `accept --merge` knows where to bring the Job's branch."""
-    if job.get("base") is not None:
-        return None             # made on an earlier Run, before this was recorded
-    from owl.review.merge import current_branch
-
-    try:
-        return current_branch(project)
-    except (OSError, workspace.WorkspaceError):
-        return None

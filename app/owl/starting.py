@@ -1,0 +1,203 @@
+"""Which Jobs start now, and the setups that come back: the scheduler's answer, made real.
+
+Apart from the engine's loop because choosing is its own subject: the
+scheduler's decision with the Jobs the person stopped, the agents waiting out a
+usage limit and the Jobs being set up; each project's `.owl.toml` (read with git,
+so on a thread of its own, cached here); and what a setup's result means for its
+Job. Runs on the engine thread; takes the engine as `eng`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from owl.engine import Engine
+
+from owl import carryon, scheduler, workspace
+from owl import project as projectmod
+from owl import setup as setupmod
+
+log = logging.getLogger("owl.engine")
+
+
+def maybe_start(eng: Engine, now: float) -> None:
+    eng._record_pending_finishes()
+    head = eng.store.first_pending()
+    eng._pending_cache = head is not None
+    if head is None:
+        eng.waiting = None
+        return
+    full = eng._disk_full()
+    if full:
+        eng.waiting = full.split(": no new Jobs")[0]
+        return
+    ok, why = eng.core.may_start()
+    if not ok:
+        eng.waiting = why if why != "the machine is in use" or eng.reading.problem is None \
+            else f"the machine cannot be read: {eng.reading.problem}"
+        return
+    while True:
+        decision = eng._decide()
+        eng.waiting = decision.waiting
+        if decision.job is None:
+            return
+        eng._start_job(decision.job.id, exempt=False)
+
+
+def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
+    """What the scheduler says now. Jobs the person stopped sit out the rest
+    of this spell (`owl stop` ends this work, not work), unless `asked`."""
+    aside = frozenset() if asked else frozenset(eng.set_aside)
+    limited = carryon.blocked_agents(eng.waits, time.time())
+    setting_up = eng.setups.jobs()       # they hold their places and slots
+    passed = aside | frozenset(setting_up)
+
+    def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
+        row = eng.store.first_pending(skip, passed, limited)
+        return scheduler.QueuedJob(*row) if row else None
+
+    head_row = eng.store.first_pending()
+    eng._pending_cache = head_row is not None
+    head = first()
+    decision = scheduler.decide(head, first, [lv.project for lv in eng.live.values()]
+                                + list(setting_up.values()),
+                                max_parallel=eng.cfg.max_parallel,
+                                project_cap=eng._project_cap)
+    if head_row is not None and head_row[0] in setting_up and decision.job is None:
+        decision = scheduler.Decision(None, f"job {head_row[0]} is being set up")
+    if head_row is not None and head_row[0] in aside and decision.waiting is None:
+        decision = scheduler.Decision(decision.job, f"job {head_row[0]} was stopped; it "
+                                      "waits for the next idle spell (or owl start)")
+    if head_row is not None and limited and decision.waiting is None:
+        agent = (eng.store.job(head_row[0]) or {}).get("agent")
+        if agent in limited:
+            decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits for "
+                                          f"{eng.waits[agent].reason}")
+    return decision
+
+
+def project_settings(eng: Engine, project: str) -> projectmod.ProjectSettings:
+    """A project's `.owl.toml` from its base branch, cached for a few seconds.
+
+    Raises ProjectError when the file is broken."""
+    now = eng.clock()
+    hit = eng._projects.get(project)
+    if hit is None or now - hit[0] > 10.0:
+        try:
+            value: Any = projectmod.load(Path(project))
+        except projectmod.ProjectError as e:
+            value = e
+        except (OSError, workspace.WorkspaceError) as e:
+            value = projectmod.ProjectSettings()
+            log.warning("cannot read %s's settings: %s", project, e)
+        hit = (now, value)
+        eng._projects[project] = hit
+    if isinstance(hit[1], projectmod.ProjectError):
+        raise hit[1]
+    return hit[1]
+
+
+def project_cap(eng: Engine, project: str) -> int | None:
+    """The project's cap, from what is known now: its `.owl.toml` is read (git)
+    on a thread of its own, and until it is first known no more of the
+    project's Jobs start (a cap of 0 for the moment)."""
+    caps = [eng.cfg.project_cap(project)]
+    settings = eng._settings_now(project)
+    if settings is None:
+        return 0
+    if not isinstance(settings, projectmod.ProjectError):   # reported when its Job starts
+        caps.append(settings.max_parallel)
+    caps = [c for c in caps if c is not None]
+    return min(caps) if caps else None
+
+
+def settings_now(eng: Engine, project: str) -> Any:
+    """The cached settings (or ProjectError) of a project, None if not yet known;
+    a stale or missing entry is read again off this thread."""
+    hit = eng._projects.get(project)
+    if (hit is None or eng.clock() - hit[0] > 10.0) and project not in eng._reading:
+        eng._reading.add(project)
+
+        def read() -> None:
+            try:
+                value: Any = projectmod.load(Path(project))
+            except projectmod.ProjectError as e:
+                value = e
+            except (OSError, workspace.WorkspaceError) as e:
+                value = projectmod.ProjectSettings()
+                log.warning("cannot read %s's settings: %s", project, e)
+
+            def store() -> None:
+                eng._reading.discard(project)
+                eng._projects[project] = (eng.clock(), value)
+            eng._q.put(("call", store, concurrent.futures.Future()))
+        threading.Thread(target=read, name="owl-project", daemon=True).start()
+    return None if hit is None else hit[1]
+
+
+def start_job(eng: Engine, job_id: int, *, exempt: bool) -> None:
+    """Begin setting up the Job's worktree, on a thread of its own (see owl.setup);
+    the agent starts when it is ready (`_setup_done`), a failure blocks the Job."""
+    job = eng.store.job(job_id)
+    assert job is not None
+    if job_id in eng._verifications:
+        eng._verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
+    # Read afresh: the checks that gate this Run are those committed now.
+    eng._projects.pop(str(job["project"]), None)
+    eng.setups.begin(setupmod.Request(
+        job=job, agent_config=eng.cfg.agent(job["agent"]), prefix=eng.cfg.branch_prefix,
+        worktrees=eng.paths.worktrees, instance=eng.instance, exempt=exempt))
+    log.info("job %s: setting up its worktree", job_id)
+
+
+def record_setup(eng: Engine, job_id: int, fresh: dict | None) -> None:
+    """From a setup's thread: write (or clear) the names of what it is about to
+    make, on this thread, and return once they are written."""
+    def write() -> None:
+        pending = dict(eng.store.setting(setupmod.SETTING, {}) or {})
+        if fresh is None:
+            pending.pop(str(job_id), None)
+        else:
+            pending[str(job_id)] = fresh
+        eng.store.set_setting(setupmod.SETTING, pending or None)
+    fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    eng._q.put(("call", write, fut))
+    fut.result(30)
+
+
+def setup_done(eng: Engine, result: setupmod.Result) -> None:
+    """A setup came back: start the agent, block the Job, or leave it waiting."""
+    job_id = result.job_id
+    eng.setups.done(job_id)
+    pending = dict(eng.store.setting(setupmod.SETTING, {}) or {})
+    fresh = pending.pop(str(job_id), None)
+    if isinstance(result, setupmod.Cancelled):
+        eng.store.set_setting(setupmod.SETTING, pending or None)
+        log.info("job %s: setup cancelled; nothing of it is left", job_id)
+        return
+    job = eng.store.job(job_id)
+    if isinstance(result, setupmod.Failed):
+        eng.store.set_setting(setupmod.SETTING, pending or None)
+        if job is not None and job["state"] in ("pending", "active"):
+            eng.store.set_job(job_id, state="blocked", reason=result.reason)
+        log.warning("job %s blocked: %s", job_id, result.reason)
+        return
+    ws = result.ws
+    eng.store.set_job(job_id, branch=ws.branch, worktree=str(ws.worktree), base=ws.base,
+                       base_branch=(job or {}).get("base_branch") or result.made_from)
+    eng.store.set_setting(setupmod.SETTING, pending or None)   # the Job owns it now
+    del fresh
+    job = eng.store.job(job_id)
+    ok, why = eng.core.may_start()
+    if (job is None or job["state"] != "pending" or eng._stopping
+            or (not result.exempt and not ok) or (result.exempt and eng.core.paused)):
+        log.info("job %s: set up, but not started now (%s)", job_id,
+                 "stopping" if eng._stopping else why or (job or {}).get("state"))
+        return
+    eng._launch(job, result)
