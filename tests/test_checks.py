@@ -45,14 +45,14 @@ def project_with(tmp_path: Path, *checks: tuple[str, str, str | None]) -> Path:
     return make_project(tmp_path / "proj", files)
 
 
-def daemon(tmp_path: Path, config: dict | None = None) -> OwlDaemon:
+def daemon(tmp_path: Path, config: dict | None = None, env: dict | None = None) -> OwlDaemon:
     prompts = tmp_path / "prompts"
     prompts.mkdir(exist_ok=True)
     cfg = {"agents": {"dump": {"command": [sys.executable, "-c", DUMP_AND_RUN, "{prompt}"]}},
            "agent": {"default": "dump"}}
     for k, v in (config or {}).items():
         cfg.setdefault(k, {}).update(v)
-    return OwlDaemon(tmp_path / "home", cfg, env={"PROMPT_DIR": str(prompts)})
+    return OwlDaemon(tmp_path / "home", cfg, env={"PROMPT_DIR": str(prompts), **(env or {})})
 
 
 def git(repo: Path, *args: str) -> str:
@@ -262,8 +262,10 @@ def test_a_check_printing_megabytes_keeps_only_the_tail(tmp_path):
 
 
 def test_jobs_verify_runs_the_checks_again_and_a_fixed_branch_goes_to_review(tmp_path):
-    project = project_with(tmp_path, ("has-fix", "test -f fix.txt && echo fixed", None))
-    with daemon(tmp_path) as d:
+    # the daemon was started inside a Claude Code session: its markers reach no check either
+    project = project_with(tmp_path, ("has-fix", "test -f fix.txt && echo fixed${CLAUDECODE:+ "
+                                      "inside}", None))
+    with daemon(tmp_path, env={"CLAUDECODE": "1"}) as d:
         job = d.add("exit=0", project, "--attempts", "1")
         p = d.owl("jobs", "verify", str(job))
         assert p.returncode == 1 and "pending" in p.stderr     # nothing to check yet

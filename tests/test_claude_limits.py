@@ -157,8 +157,13 @@ def test_a_run_killed_mid_tool_is_resumed_and_the_agent_sees_its_own_tool_call(t
         d.machine("idle")
         wait_for(lambda: stub.turns_served >= 1 and len(d.run_of(job)["pids"]) > 2, timeout=30,
                  what="claude's Bash tool to be running")
-        # the daemon was started from inside a Claude Code session: its markers stay behind
-        agent_env = psutil.Process(d.run_of(job)["pids"][0]).environ()
+        # the daemon was started from inside a Claude Code session: its markers stay behind.
+        # The agent is the Run's process whose parent is not the Run's: claude itself sets
+        # CLAUDECODE for its Bash tool, and pids are listed by number, which wraps.
+        pids = d.run_of(job)["pids"]
+        [agent] = [p for p in map(psutil.Process, pids) if p.ppid() not in pids]
+        assert "claude" in Path(agent.cmdline()[0]).name
+        agent_env = agent.environ()
         assert agent_env.get("OWL_RUN_ID") and "CLAUDECODE" not in agent_env
         assert "CLAUDE_CODE_ENTRYPOINT" not in agent_env
         d.machine("input")

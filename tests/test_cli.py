@@ -250,6 +250,29 @@ def test_add_json_is_the_job_as_jobs_show_gives_it_and_stdin_works(daemon):
         daemon.ok("jobs", "drop", str(j))
 
 
+
+def test_every_word_after_a_double_dash_is_the_prompt(daemon):
+    for args, prompt in (
+        (("--", "--json", "-x", "--", "--help"), "--json -x -- --help"),
+        (("fix", "--agent", "script", "the", "--", "-rf", "/"), "fix the -rf /"),
+    ):
+        p = daemon.owl("add", "--project", str(daemon.project), *args)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+        job = daemon.job(int(p.stdout))
+        assert job["prompt"] == prompt
+        daemon.ok("jobs", "drop", str(job["id"]))
+    p = daemon.owl("add", "--project", str(daemon.project), "--", "-", input="-n\n")
+    assert p.returncode == 0, p.stderr
+    assert daemon.job(int(p.stdout))["prompt"] == "-n\n"
+    daemon.ok("jobs", "drop", p.stdout.strip())
+    p = daemon.owl("add", "--project", str(daemon.project), "--")
+    assert p.returncode == 2 and "PROMPT" in p.stderr
+    # an option moved from before the verb stays an option, ahead of the `--`
+    p = daemon.owl("--json", "add", "--project", str(daemon.project), "--", "-x")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["prompt"] == "-x"
+    daemon.ok("jobs", "drop", str(json.loads(p.stdout)["id"]))
+
 def test_move_reorders_the_queue(daemon):
     ids = [daemon.add(f"sleep=60 n{i}", daemon.project) for i in range(4)]
     moved = daemon.json("jobs", "move", str(ids[3]), "1")

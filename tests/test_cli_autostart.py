@@ -173,3 +173,24 @@ def test_service_with_systemctl_enables_the_unit(tmp_path):
     p = owl(home, "autostart", "off", **env)
     assert p.returncode == 0 and str(unit) in p.stdout and not unit.exists()
     assert "--user disable --now owl.service" in calls.read_text()
+
+
+def test_add_while_another_daemon_is_starting_uses_that_one(home, tmp_path):
+    """The tray (or `owl daemon`) starting at the same moment: one daemon, and the add lands."""
+    project = make_project(tmp_path / "proj")
+    env = dict(os.environ, OWL_HOME=str(home), OWL_MACHINE="manual")
+    with open(tmp_path / "first.log", "wb") as out:
+        first = subprocess.Popen([*OWL, "daemon"], env=env, stdout=out, stderr=out)
+    try:
+        p = owl(home, "add", "--project", str(project), "sleep=0.1")
+        assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
+        # whichever of the two took the lock serves; the other leaves by itself
+        [left] = wait_for(lambda: len(d := daemons(home)) == 1 and d, timeout=20,
+                          what="one daemon to be left")
+        if left.pid != first.pid:
+            assert first.wait(10) == 1 and "already running" in \
+                (tmp_path / "first.log").read_text()
+        assert json.loads(owl(home, "status", "--json").stdout)["queue_length"] == 1
+    finally:
+        first.terminate()
+        first.wait(15)

@@ -99,7 +99,10 @@ def test_with_a_daemon_every_state(tmp_path: Path) -> None:
             (("jobs", "move", str(b), "1"), 0, f"job {b}"),
             (("jobs", "move", str(b), "9"), 1, "outside the queue (1 to 2)"),
             (("jobs", "accept", str(a)), 1, "not in review"),
-            (("start",), 0, f"of job {b} started"),              # a Run live
+            (("start",), 0, f"job {b}"),        # started, or being set up: a Run live soon
+        ])
+        d.wait_run(b, "running")
+        walk(run, [
             (("start",), 1, "cap"),
             (("status",), 0, f"job {b} · running"),
             (("jobs", "drop", str(b)), 1, "has a Run going"),

@@ -110,9 +110,13 @@ def test_a_killed_daemon_s_watchdog_ends_an_orphan_without_the_tag(tmp_path):
         d.__exit__(None, None, None)
 
 
-def cgroup_of(pid: int) -> str:
-    with open(f"/proc/{pid}/cgroup") as fh:
-        return next(line[3:].strip() for line in fh if line.startswith("0::"))
+def cgroup_of(pid: int) -> str | None:
+    """The process's cgroup v2 path; None once it has exited (a short-lived shell)."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as fh:
+            return next(line[3:].strip() for line in fh if line.startswith("0::"))
+    except FileNotFoundError:
+        return None
 
 
 def test_where_a_cgroup_can_be_made_each_run_has_its_own(tmp_path):
@@ -123,7 +127,8 @@ def test_where_a_cgroup_can_be_made_each_run_has_its_own(tmp_path):
     d, job, procs = start(tmp_path)
     try:
         run = d.run_of(job)
-        groups = {cgroup_of(p.pid) for p in procs} | {cgroup_of(p) for p in run["pids"]}
+        groups = ({cgroup_of(p.pid) for p in procs} | {cgroup_of(p) for p in run["pids"]}) \
+            - {None}
         assert len(groups) == 1
         [group] = groups
         assert group.endswith(f"/run-{run['id']}")

@@ -434,7 +434,9 @@ def test_another_user_can_neither_connect_nor_be_served(stranger):
                 p = as_user(stranger, d.env, shared, *args)
                 assert p.returncode == 1, (args, p.stdout, p.stderr)
                 assert p.stderr.strip() == "owl: this Owl daemon belongs to another user"
-                assert p.stdout == ""
+                assert p.stdout == ("" if "--json" not in args else json.dumps(
+                    {"error": "this Owl daemon belongs to another user", "exit": 1},
+                    indent=2) + "\n")     # with --json the error is an object on stdout
             st = d.status()
             assert st["queue"] == [] and st["paused"] is False
             assert "refused a connection from uid %d" % stranger.pw_uid in d.log_text()

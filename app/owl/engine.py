@@ -7,6 +7,12 @@ or the tray, queued as calls with a reply). The core decides; this module
 signals process trees, starts agents and checks, and writes the store. The
 verbs themselves are in `verbs.py` and what people read in `views.py`.
 
+Nothing slow runs here: a Job's worktree is set up by `setup.py` on a thread
+of its own, the git a verb needs runs on the caller's thread (`verbwork.py`),
+config edits are read by `config_watch.py`, the sleep inhibitor's D-Bus
+calls are `awake_keeper.py`'s, and a kill sends its signals without waiting
+for the kernel; each comes back as an event on the queue.
+
 It sleeps until the next thing that can change something: the core's next
 deadline, the moment the machine would count as idle, an agent's exit, an
 input event (only while the machine counts as idle, so mouse moves during the
@@ -117,6 +123,7 @@ class Engine(Verbs):
         self.shift_runs: set[int] = set()        # live Runs that a Shift let run
         self.set_aside: set[int] = set()         # Jobs stopped by the person, this spell
         self._projects: dict[str, tuple[float, Any]] = {}
+        self._reading: set[str] = set()          # projects whose settings are being read
         self.on_change: Callable[[], None] | None = None
         self._unrecorded: list[tuple[tuple, Any, dict]] = []   # finished Runs a full disk held back
         self._reserve = diskroom.Reserve(paths.db.parent)     # room kept back for those records
@@ -150,7 +157,15 @@ class Engine(Verbs):
             raise Refused("the daemon is stopping")
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._q.put(("call", fn, fut))
-        return fut.result(timeout)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            # Not begun yet: withdraw it, so it is never carried out behind the
+            # person's back, and say so. Begun: it finishes; wait for its answer.
+            if fut.cancel():
+                raise Refused(f"the daemon did not get to this within {timeout:g} s, so "
+                              "nothing was done; try again in a moment") from None
+            return fut.result()
 
     def _on_input(self) -> None:
         # Runs on the input hook's thread for every event: keep it to a flag check.
@@ -560,13 +575,40 @@ class Engine(Verbs):
         return hit[1]
 
     def _project_cap(self, project: str) -> int | None:
+        """The project's cap, from what is known now: its `.owl.toml` is read (git)
+        on a thread of its own, and until it is first known no more of the
+        project's Jobs start (a cap of 0 for the moment)."""
         caps = [self.cfg.project_cap(project)]
-        try:
-            caps.append(self.project_settings(project).max_parallel)
-        except projectmod.ProjectError:
-            pass              # reported when its Job tries to start
+        settings = self._settings_now(project)
+        if settings is None:
+            return 0
+        if not isinstance(settings, projectmod.ProjectError):   # reported when its Job starts
+            caps.append(settings.max_parallel)
         caps = [c for c in caps if c is not None]
         return min(caps) if caps else None
+
+    def _settings_now(self, project: str) -> Any:
+        """The cached settings (or ProjectError) of a project, None if not yet known;
+        a stale or missing entry is read again off this thread."""
+        hit = self._projects.get(project)
+        if (hit is None or self.clock() - hit[0] > 10.0) and project not in self._reading:
+            self._reading.add(project)
+
+            def read() -> None:
+                try:
+                    value: Any = projectmod.load(Path(project))
+                except projectmod.ProjectError as e:
+                    value = e
+                except (OSError, workspace.WorkspaceError) as e:
+                    value = projectmod.ProjectSettings()
+                    log.warning("cannot read %s's settings: %s", project, e)
+
+                def store() -> None:
+                    self._reading.discard(project)
+                    self._projects[project] = (self.clock(), value)
+                self._q.put(("call", store, concurrent.futures.Future()))
+            threading.Thread(target=read, name="owl-project", daemon=True).start()
+        return None if hit is None else hit[1]
 
     def _start_job(self, job_id: int, *, exempt: bool) -> None:
         """Begin setting up the Job's worktree, on a thread of its own (see owl.setup);

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from owl import carryon
 from owl import checks as checksmod
 from owl import guards, lifecycle, outside, project as projectmod, shifts, timefmt, workspace
 from owl import verbwork
@@ -85,10 +86,25 @@ class Verbs:
             for job_id in self.setups.jobs():
                 raise Refused(f"job {job_id} is being set up; try again in a moment")
             raise Refused(f"cannot start now: {decision.waiting}")
-        self._start_job(decision.job.id, exempt=True)
-        return {"run_id": None, "job_id": decision.job.id,
-                "message": f"job {decision.job.id} is being set up; its Run starts in a "
-                           "moment, and input will not freeze it"}
+        job_id = decision.job.id
+        self._start_job(job_id, exempt=True)
+
+        def later(answer: dict) -> dict:
+            """On the caller's thread: wait (a second at most) for the Run."""
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                run_id, job = self.call(lambda: (next(
+                    (lv.run_id for lv in self.live.values() if lv.job_id == job_id), None),
+                    self.store.job(job_id)))
+                if run_id is not None:
+                    return {"run_id": run_id, "job_id": job_id}
+                if job is not None and job["state"] == "blocked":
+                    raise Refused(f"job {job_id} could not start: {job['reason']}")
+                time.sleep(0.02)
+            return {"run_id": None, "job_id": job_id,
+                    "message": f"job {job_id} is being set up; its Run starts in a moment, "
+                               "and input will not freeze it"}
+        return {"job_id": job_id, verbwork.LATER: later}
 
     def pause(self) -> dict:
         if self.core.paused:        # the goal already holds: say so, and succeed
@@ -308,7 +324,7 @@ class Verbs:
         if not settings.checks:
             raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
                           "base branch)")
-        env = dict(os.environ, OWL_INSTANCE=self.instance)
+        env = dict(carryon.agent_env(os.environ), OWL_INSTANCE=self.instance)   # as a Run's checks
 
         def record(result: checksmod.Result) -> None:
             self._from_thread(lambda: self.store.add_check(

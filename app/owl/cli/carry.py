@@ -62,7 +62,9 @@ def usage_text(u: dict | None) -> str:
     if u.get("num_turns") is not None:
         bits.append(f"{u['num_turns']} turn{'s' if u['num_turns'] != 1 else ''}")
     if u.get("duration_ms") is not None:
-        bits.append(f"{u['duration_ms'] / 1000:.1f} s")
+        from owl.timefmt import duration
+
+        bits.append(duration(u["duration_ms"] / 1000))
     tokens = [u.get(k) for k in ("input_tokens", "output_tokens")]
     if all(t is not None for t in tokens):
         bits.append(f"{tokens[0]:,} in / {tokens[1]:,} out tokens")

@@ -47,13 +47,36 @@ class Parser(argparse.ArgumentParser):
         # does not take refused here, under its own usage (not the top level's).
         self._intermixing = True
         try:
-            ns, extras = super().parse_known_intermixed_args(args, namespace)
+            ns, extras = self._intermixed(list(sys.argv[1:] if args is None else args), namespace)
         finally:
             self._intermixing = False
         if extras:
             self.error(f"{self.prog} does not take {' '.join(extras)!r}" + self._close(extras[0]))
         return ns, extras
 
+    def _intermixed(self, args: list[str], namespace: Any) -> tuple[Any, list[str]]:
+        """argparse's intermixed parse, except that every word after `--` is a
+        positional, whatever it looks like: `owl add -- --help` queues the
+        prompt "--help". Python 3.11's own loses the `--` between its two
+        passes (its options pass takes it), so such words were read as options."""
+        if "--" not in args:
+            return super().parse_known_intermixed_args(args, namespace)
+        cut = args.index("--")
+        head, tail = args[:cut], args[cut + 1:]
+        positionals = self._get_positional_actions()
+        saved = [(a, a.nargs, a.default) for a in positionals]
+        try:
+            for a in positionals:            # the options before `--` first, as argparse does
+                a.nargs = a.default = argparse.SUPPRESS
+            ns, words = super().parse_known_args(head, namespace)
+        finally:
+            for a, nargs, default in saved:
+                a.nargs, a.default = nargs, default
+        strays = [w for w in words if w.startswith("-") and w != "-"]
+        if strays:
+            return ns, strays
+        # then the positionals: those before `--` and all after it, behind a `--` of their own
+        return super().parse_known_args(["--", *words, *tail], ns)
 
     def _close(self, word: str) -> str:
         """"; did you mean '--after-grace'?" for a misspelt option."""

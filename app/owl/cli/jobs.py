@@ -154,7 +154,8 @@ def job_table(jobs: list[dict], now: float | None = None, width: int | None = No
     from owl.timefmt import duration, parse_iso
 
     now = time.time() if now is None else now
-    width = width or shutil.get_terminal_size((100, 24)).columns
+    if width is None:          # a terminal's width; a pipe or a file gets whole titles
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 1 << 30
     rows = []
     for j in jobs:
         created = parse_iso(j.get("created_at"))

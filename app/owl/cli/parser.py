@@ -82,7 +82,9 @@ def rewrite(argv: list[str], p: argparse.ArgumentParser) -> list[str]:
     while lead < len(out) and out[lead] not in verbs and out[lead] != "--":
         lead += 1
     if 0 < lead < len(out) and out[lead] in verbs:
-        out = out[lead:] + out[:lead]
+        moved, out = out[:lead], out[lead:]
+        end = out.index("--") if "--" in out else len(out)   # after `--` all is positionals
+        out[end:end] = moved
     if out and out[0] == "jobs":
         rest = [t for t in out[1:] if not t.startswith("-")]
         if not rest and not {"-h", "--help"} & set(out):

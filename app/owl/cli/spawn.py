@@ -82,19 +82,25 @@ def _wait_ready(paths, proc: "subprocess.Popen", log: "Path") -> int:
         pid = running_pid(paths)
         if pid is not None:
             return pid
-        if proc.poll() is not None:
+        if proc.poll() is not None and "already running" not in _last_line(log):
             if running_pid(paths) is not None:     # the tray's daemon won the race
                 return running_pid(paths) or proc.pid
             raise Refused(f"the daemon did not start: {_last_line(log)} (log: {log})")
+        # (another daemon, the tray's, holds the lock and is still starting: wait for it)
         time.sleep(0.05)
     raise Refused(f"the daemon did not answer within {START_TIMEOUT:g} s (log: {log})")
 
 
 def _last_line(log: "Path") -> str:
+    """The log's last line (it holds every daemon's output, so only its tail is read)."""
     try:
-        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode(errors="replace")
     except OSError:
         return "no log"
+    lines = [ln for ln in tail.splitlines() if ln.strip()]
     return lines[-1].removeprefix("owl: ") if lines else "it exited without a word"
 
 
