@@ -29,7 +29,9 @@ from owlproc import OwlDaemon, make_project, process_states, wait_for
 
 AGENTS = Path(__file__).parent / "agents"
 PY = sys.executable
-GRACE = 1.0
+# Long enough that the checks made while the Run is frozen (a few `owl` and
+# socket round trips on a loaded machine) end before the window does.
+GRACE = 3.0
 KILL_DELAY = 5.0      # the lifecycle's fixed SIGTERM -> SIGKILL delay
 
 
@@ -76,6 +78,13 @@ class StatusProbe:
         self._t.join(15)
 
 
+def run_now(d: OwlDaemon, job: int) -> dict | None:
+    """The Job's live Run as the daemon says it this moment (over the socket:
+    one round trip, not an interpreter start)."""
+    st = client.ask(_socket_in(d.home / "run"), "status", {})
+    return next((r for r in st["runs"] if r["job_id"] == job), None)
+
+
 def live_pids(d: OwlDaemon) -> list[int]:
     return [p for p, s in process_states(d.agent_pids()).items()
             if s not in ("gone", psutil.STATUS_ZOMBIE)]
@@ -117,12 +126,15 @@ def test_hostile_agent_is_frozen_and_killed_on_time(tmp_path: Path, project: Pat
         # one interpreter starting at nice 0; nobody is there to wait then.)
         probe = StatusProbe(d).__enter__()
         d.machine("input")
-        frozen = d.wait_run(job, "frozen")
+        frozen = wait_for(lambda: (r := run_now(d, job)) and r["state"] == "frozen" and r,
+                          timeout=15, what="the Run frozen")
         wait_for(lambda: all_stopped(d, frozen["pids"]), timeout=3,
                  what="every process stopped")
         # stays frozen: nothing it started gets to run
         time.sleep(0.3)
-        assert all_stopped(d, d.run_of(job)["pids"])
+        run = run_now(d, job)
+        assert run["state"] == "frozen", run      # still within the grace window
+        assert all_stopped(d, run["pids"])
         t0 = time.monotonic()
         j = d.wait_job(job, "pending", timeout=GRACE + KILL_DELAY + 10)
         took = time.monotonic() - t0
