@@ -51,7 +51,7 @@ def test_a_run_frozen_before_a_long_sleep_is_ended_on_wake_never_thawed(tmp_path
     e.sleep_watch = fake
     e.start()
     try:
-        job = e.call(lambda: e.add_job("sleep=120", str(make_project(tmp_path / "p")),
+        job = e.call(lambda: e.verbs.add_job("sleep=120", str(make_project(tmp_path / "p")),
                                        None, None))["id"]
         e.call(lambda: e.machine_event("idle"))
         wait_for(lambda: e.call(lambda: e.status()["runs"]), timeout=10, what="a Run")

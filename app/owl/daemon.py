@@ -26,7 +26,7 @@ from typing import Any
 
 from owl import bounds
 from owl import config as configmod
-from owl import tree, verbwork, watchdog
+from owl import tree, verbwork, views, watchdog
 from owl.control import args as control_args
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
@@ -210,34 +210,34 @@ class Daemon:
                                             A.optional_text(args, "agent"))
         table = {
             "status": lambda: e.status(),
-            "add": lambda: e.add_prepared(prepared, A.attempts(args)),
-            "jobs.list": lambda: _jobs_list(e.store, A.flag(args, "all")),
+            "add": lambda: e.verbs.add_prepared(prepared, A.attempts(args)),
+            "jobs.list": lambda: views.jobs_list(e.store, A.flag(args, "all")),
             "jobs.show": lambda: e.job_view(A.ident(args, "id")),
-            "jobs.drop": lambda: e.drop(A.ident(args, "id"), A.flag(args, "force")),
-            "drop": lambda: e.drop(A.ident(args, "job_id"), A.flag(args, "force")),
+            "jobs.drop": lambda: e.verbs.drop(A.ident(args, "id"), A.flag(args, "force")),
+            "drop": lambda: e.verbs.drop(A.ident(args, "job_id"), A.flag(args, "force")),
             "accept": lambda: accept(e, A.ident(args, "job_id"), A.flag(args, "merge"), False),
             "verify": lambda: _verify(e, A.ident(args, "job_id")),
             "jobs.accept": lambda: accept(e, A.ident(args, "id"), A.flag(args, "merge"),
                                           A.flag(args, "delete_branch")),
-            "jobs.extend": lambda: e.extend(A.ident(args, "id"), A.attempts(args)),
-            "jobs.move": lambda: e.move(A.ident(args, "id"), A.ident(args, "position")),
-            "jobs.reply": lambda: e.reply(A.ident(args, "id"), A.text(args, "text"),
+            "jobs.extend": lambda: e.verbs.extend(A.ident(args, "id"), A.attempts(args)),
+            "jobs.move": lambda: e.verbs.move(A.ident(args, "id"), A.ident(args, "position")),
+            "jobs.reply": lambda: e.verbs.reply(A.ident(args, "id"), A.text(args, "text"),
                                           A.flag(args, "first")),
             "jobs.verify": lambda: _verify(e, A.ident(args, "id")),
-            "start": lambda: e.start_now(),
-            "pause": lambda: e.pause(),
-            "resume": lambda: e.resume(),
-            "stop": lambda: e.stop_runs(A.flag(args, "force")),
+            "start": lambda: e.verbs.start_now(),
+            "pause": lambda: e.verbs.pause(),
+            "resume": lambda: e.verbs.resume(),
+            "stop": lambda: e.verbs.stop_runs(A.flag(args, "force")),
             "machine": lambda: e.machine_event(A.text(args, "event")),
-            "shift.start": lambda: e.shift_start(A.seconds(args, "for_s", 3600.0,
+            "shift.start": lambda: e.verbs.shift_start(A.seconds(args, "for_s", 3600.0,
                                                            bounds.MAX_SHIFT_S),
                                                  A.flag(args, "until_empty"),
                                                  A.flag(args, "require_power"),
                                                  A.flag(args, "replace")),
-            "shift_start": lambda: e.shift_start(A.seconds(args, "for_s", 3600.0,
+            "shift_start": lambda: e.verbs.shift_start(A.seconds(args, "for_s", 3600.0,
                                                            bounds.MAX_SHIFT_S),
                                                  False, False, False),
-            "shift.stop": lambda: e.shift_stop(),
+            "shift.stop": lambda: e.verbs.shift_stop(),
             "shift.status": lambda: e.shift_view(),
             "ping": lambda: {"pid": os.getpid()},
         }
@@ -294,7 +294,7 @@ def _no_app_nap() -> Any:
 
 def _verify(e: Engine, job_id: int) -> Any:
     """Run a Job's checks again, where this engine can run checks."""
-    verify = getattr(e, "verify", None)
+    verify = getattr(e.verbs, "verify", None)
     if verify is None:
         raise Refused("this Owl cannot run checks yet")
     return verify(job_id)
@@ -308,17 +308,6 @@ def _alive(pid: str) -> bool:
         return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
     except (ValueError, psutil.Error):
         return False
-
-
-def _jobs_list(store: Store, everything: bool) -> list[dict]:
-    states = None if everything else ("pending", "active", "blocked", "review", "exhausted")
-    from owl.views import iso
-
-    jobs = [{**{k: j[k] for k in ("id", "state", "position", "title", "project", "agent",
-                                  "attempts_left", "branch", "reason")},
-             "created_at": iso(j["created_at"])} for j in store.jobs(states)]
-    # The queue first, by position; then the rest by id, so --all reads in order.
-    return sorted(jobs, key=lambda j: (j["position"] is None, j["position"] or 0, j["id"]))
 
 
 # Job-control stops from a terminal: a Ctrl-Z must not stop the supervisor

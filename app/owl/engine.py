@@ -5,7 +5,12 @@ the machine (input, idle, power), from the agents (exit, output, tree gone),
 from the clock (deadlines) and from people (verbs through the control socket
 or the tray, queued as calls with a reply). The core decides; this module
 signals process trees, starts agents and checks, and writes the store. The
-verbs themselves are in `verbs.py` and what people read in `views.py`.
+verbs themselves are in `verbs.py` and what people read in `views.py` (from a
+`views.Snapshot` this thread hands over). The parts with rules of their own
+are functions of the engine in modules beside it, run on this thread: which
+Jobs start (`starting.py`), a Run's start, checks, watch and end (`runstart.py`,
+`runchecks.py`, `runwatch.py`, `runend.py`), the machine under the idle policy
+(`machineread.py`) and Shifts (`shiftwork.py`).
 
 Nothing slow runs here: a Job's worktree is set up by `setup.py` on a thread
 of its own, the git a verb needs runs on the caller's thread (`verbwork.py`),
@@ -24,6 +29,7 @@ queued it still wakes every few seconds.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import queue
 import sqlite3
@@ -36,7 +42,7 @@ from owl import checks as checksmod
 from owl import config as configmod
 from owl import diskroom
 from owl import lifecycle, shifts, tree, views
-from owl.config_watch import ConfigWatch
+from owl.config_watch import ConfigWatch, mtime as config_mtime
 from owl.awake_keeper import AwakeKeeper
 from owl import setup as setupmod, verbwork
 from owl.sleepclock import SleepWatch
@@ -47,24 +53,28 @@ from owl.paths import Paths
 from owl.power.policy import should_hold
 from owl.store import Store
 from owl.verbs import Verbs
-from owl import runchecks, runend, runstart, shiftwork, starting
+from owl import machineread, runchecks, runend, runstart, runwatch, shiftwork, starting
 from owl.runstart import LOG_CAP, Live  # noqa: F401  (LOG_CAP is read from here too)
 
 log = logging.getLogger("owl.engine")
+
+def _timing(cfg: configmod.Config) -> lifecycle.Timing:
+    return lifecycle.Timing(grace=cfg.grace_window, timeout=cfg.timeout, stall=cfg.stall)
+
 
 IDLE_WAKE = 5.0                    # with nothing to do: how often config edits are noticed
 WATCH = 1.0                        # while Runs are live: output, stall and new processes
 ENDING_WATCH = 0.05                # while an exited agent's tree drains
 
 
-class Engine(Verbs):
+class Engine:
     def __init__(self, *, store: Store, paths: Paths, cfg: configmod.Config, machine: Any,
                  inhibitor: Any = None, instance: str = "", clock: Callable[[], float] = time.monotonic):
         self.store = store
         self.paths = paths
         self.cfg = cfg
         self.config_problem: str | None = None
-        self._config_mtime = self._mtime()
+        self._config_mtime = config_mtime(paths.config)
         # Edits are read on a thread of their own and come back as events.
         self._config_watch = ConfigWatch(
             paths.config, lambda cfg, problem: self._q.put(("config", cfg, problem)),
@@ -75,7 +85,7 @@ class Engine(Verbs):
         self.instance = instance
         self.clock = clock
         self.sleep_watch = SleepWatch(awake=clock, total=None if clock is time.monotonic else clock)
-        self.core = lifecycle.Core(timing=self._timing(cfg), paused=bool(store.setting("paused", False)))
+        self.core = lifecycle.Core(timing=_timing(cfg), paused=bool(store.setting("paused", False)))
         self.live: dict[int, Live] = {}
         self.reading = Reading(idle_for=None, on_ac=None)
         self.waiting: str | None = None
@@ -91,6 +101,7 @@ class Engine(Verbs):
         self._projects: dict[str, tuple[float, Any]] = {}
         self._reading: set[str] = set()          # projects whose settings are being read
         self.on_change: Callable[[], None] | None = None
+        self.verbs = Verbs(self)                 # the person's requests, run on this thread
         self._unrecorded: list[tuple[tuple, Any, dict]] = []   # finished Runs a full disk held back
         self._reserve = diskroom.Reserve(paths.db.parent)     # room kept back for those records
         self._reserve.ensure()
@@ -99,7 +110,7 @@ class Engine(Verbs):
         self.after_run: dict[int, Callable[[], None]] = {}   # once a Run's tree is gone
         # Worktree setups run off this thread and come back as ("setup", result).
         self.setups = setupmod.Setups(lambda result: self._q.put(("setup", result)),
-                                      self._record_setup)
+                                      functools.partial(starting.record_setup, self))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -143,8 +154,8 @@ class Engine(Verbs):
 
     def _main(self) -> None:
         try:
-            self._load_shift()
-            self._settle_machine(self.clock())
+            shiftwork.load_shift(self)
+            machineread.settle_machine(self, self.clock())
             while True:
                 try:
                     item = self._q.get(timeout=self._wait())
@@ -158,15 +169,15 @@ class Engine(Verbs):
                     except queue.Empty:
                         item = None
                 now = self.clock()
-                self._settle_machine(now)
+                machineread.settle_machine(self, now)
                 self._do(self.core.tick(now))
-                self._watch(now)
-                self._check_shift()
+                runwatch.watch(self, now)
+                shiftwork.check_shift(self)
                 if self._stopping:
                     if not self.live and not self._verifications and not self.setups.jobs():
                         break
                 else:
-                    self._maybe_start(now)
+                    starting.maybe_start(self, now)
                 self._hold_awake()
         except Exception:  # pragma: no cover - a bug; end what we started
             log.exception("engine failed; ending live Runs")
@@ -199,7 +210,7 @@ class Engine(Verbs):
             moments.append(now + WATCH)
             if any(lv.exited for lv in self.live.values()):
                 moments.append(now + ENDING_WATCH)
-        moments.append(self._machine_recheck(now))
+        moments.append(machineread.machine_recheck(self, now))
         if self.shift is not None:
             moments.append(now + self.shift.left(time.time()))
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
@@ -232,11 +243,11 @@ class Engine(Verbs):
             _, run_id, code, popen = item
             lv = self.live.get(run_id)
             if lv is not None and popen is lv.popen:      # not a step that ended before
-                if self._fall_back(lv):
+                if runstart.fall_back(self, lv):
                     return                    # the same Run goes on in a fresh conversation
                 lv.exited = True
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
-                    self._check_exited(lv, code)
+                    runchecks.check_exited(self, lv, code)
                 self._do(self.core.exited(run_id, self.clock(), code))
         elif kind == "input":
             now = self.clock()
@@ -244,9 +255,9 @@ class Engine(Verbs):
                 # The person is back: freeze before reading the machine (a round
                 # trip to the X server), so the Run stops as soon as possible.
                 self._do(self.core.input(now))
-            self._settle_machine(now, force_input=True)
+            machineread.settle_machine(self, now, force_input=True)
         elif kind == "setup":
-            self._setup_done(item[1])
+            starting.setup_done(self, item[1])
         elif kind == "config":
             self._apply_config(item[1], item[2])
         elif kind == "shutdown":
@@ -256,48 +267,6 @@ class Engine(Verbs):
                     v.cancel(wait=0)
                 self.setups.cancel_all()
                 self._do(self.core.shutdown(self.clock()))
-
-    # --------------------------------------------------------------- machine
-
-    def _settle_machine(self, now: float, force_input: bool = False) -> None:
-        r = self.machine.read()
-        self.reading = r
-        cfg = self.cfg
-        # Power is read on every settle (a few sysfs reads); how often a settle
-        # happens without an event is _machine_recheck's business.
-        power_ok = (not cfg.require_ac_power) or r.on_ac is True
-        if power_ok == self.core.on_battery:
-            self._do(self.core.power(now, power_ok))
-        quiet = r.idle_for
-        in_use = force_input or quiet is None or quiet < cfg.idle_after
-        if in_use and not self.core.in_use:
-            self._do(self.core.input(now))
-        elif not in_use and self.core.in_use:
-            self._do(self.core.idle(now))
-            self.set_aside.clear()          # a new idle spell: stopped Jobs may run again
-        self._armed = not self.core.in_use or not r.hooks_live
-
-    def _machine_recheck(self, now: float) -> float:
-        r = self.reading
-        if self.core.in_use and r.idle_for is not None:
-            return now + max(0.05, self.cfg.idle_after - r.idle_for)
-        if not r.hooks_live and any(x.phase is Phase.RUNNING for x in self.core.runs.values()):
-            return now + 1.0          # no input events here: look for the person's return
-        if self.live or self._pending_cache:
-            return now + 5.0          # power changes have no event
-        return now + 30.0
-
-    def machine_event(self, event: str) -> None:
-        """Drive a ManualMachine (tests, scripts); the engine re-reads it at once."""
-        setter = getattr(self.machine, "set", None)
-        if setter is None:
-            raise Refused("the machine is read from its own input here, not set by hand "
-                          "(start the daemon with OWL_MACHINE=manual)")
-        try:
-            setter(event)
-        except ValueError as e:
-            raise Refused(str(e)) from None
-        self._settle_machine(self.clock())
 
     # --------------------------------------------------------------- actions
 
@@ -317,7 +286,7 @@ class Engine(Verbs):
                 self._note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)
                 log.info("run %s thawed", lv.run_id)
             elif isinstance(action, lifecycle.StartCheck):
-                self._start_check(lv, action.index)
+                runchecks.start_check(self, lv, action.index)
             elif isinstance(action, lifecycle.Term):
                 if lv.waiting:
                     lv.exited = True      # its check never began: nothing is left to end
@@ -330,14 +299,14 @@ class Engine(Verbs):
                 lv.tree.kill(timeout=0)
                 log.info("run %s killed", lv.run_id)
             elif isinstance(action, lifecycle.Finish):
-                self._finish(lv, action)
+                runend.finish(self, lv, action)
                 if lv.cgroup is not None:
                     lv.cgroup.remove()
                 then = self.after_run.pop(action.run, None)
                 if then is not None:
                     then()
             if not isinstance(action, lifecycle.Finish):
-                self._note_untouchable(lv)
+                runend.note_untouchable(self, lv)
         if actions and self.on_change is not None:
             self.on_change()
 
@@ -346,27 +315,7 @@ class Engine(Verbs):
         left = r.grace_left(self.clock())
         return None if left is None else time.time() + left
 
-    # ----------------------------------------------------------------- watch
-
-    def _watch(self, now: float) -> None:
-        if not self.live:
-            return
-        tree.reap_orphans(self._owned)
-        for lv in list(self.live.values()):
-            self._watch_log(lv, now)
-            if lv.check_proc is not None:
-                lv.check_proc.trim()
-            if lv.exited and not lv.tree.alive():
-                self._do(self.core.gone(lv.run_id, now))
-                r = self.core.runs.get(lv.run_id)
-                if r is not None and r.check is not None and not r.check_live:
-                    lv.exited, lv.waiting = False, True   # frozen before its check began
-                continue
-            reaper = getattr(lv.popen, "reaper_pid", None)     # the Run's own, not the agent's
-            pids = sorted(p for p, _ in lv.tree.identities() if p != reaper)
-            if pids != lv.pids and self.core.runs.get(lv.run_id) is not None:
-                lv.pids = pids
-                self._note(lv.run_id, pids=lv.tree.identities())
+    # ---------------------------------------------------------------- records
 
     def _note(self, run_id: int, **fields: Any) -> None:
         """Write a live Run's state or pids. These records help a person and a
@@ -379,20 +328,10 @@ class Engine(Verbs):
 
     def _disk_full(self) -> str | None:
         try:
-            self._refuse_if_full()
+            self.verbs._refuse_if_full()
         except Refused as e:
             return str(e)
         return None
-
-    def _owned(self, pid: int) -> bool:
-        return any(lv.popen.pid == pid and lv.popen.returncode is None for lv in self.live.values())
-
-    def _watch_log(self, lv: Live, now: float) -> None:
-        # The sink keeps the log within LOG_CAP as it writes; here only a sign of life.
-        seen = lv.sink.received
-        if seen != lv.log_size:
-            self.core.output(lv.run_id, now)
-            lv.log_size = seen
 
     # ------------------------------------------------------------- keep awake
 
@@ -416,16 +355,6 @@ class Engine(Verbs):
 
     # ----------------------------------------------------------------- config
 
-    def _mtime(self) -> float | None:
-        try:
-            return self.paths.config.stat().st_mtime_ns
-        except OSError:
-            return None
-
-    @staticmethod
-    def _timing(cfg: configmod.Config) -> lifecycle.Timing:
-        return lifecycle.Timing(grace=cfg.grace_window, timeout=cfg.timeout, stall=cfg.stall)
-
     def _apply_config(self, cfg: configmod.Config | None, problem: str | None) -> None:
         """An edit the config watch read (off this thread): apply it, or say why not."""
         if cfg is None:
@@ -434,55 +363,39 @@ class Engine(Verbs):
             return
         self.cfg = cfg
         self.config_problem = None
-        self.core.timing = self._timing(cfg)
+        self.core.timing = _timing(cfg)
         log.info("config reloaded")
 
-    # ------------------------------------------------- kept in modules of their own
-    # Each is a function of the engine, run on this thread like the rest.
+    # ---------------------------------------- what verbs and the daemon call by name
+    # Their bodies live in the modules named; each runs on this thread.
 
-    # which Jobs start and their setups (owl.starting)
-    _maybe_start = starting.maybe_start
-    _decide = starting.decide
     project_settings = starting.project_settings
-    _project_cap = starting.project_cap
-    _settings_now = starting.settings_now
+    _decide = starting.decide
     _start_job = starting.start_job
-    _record_setup = starting.record_setup
-    _setup_done = starting.setup_done
-    # a Run's agent starts (owl.runstart)
-    _launch = runstart.launch
     _base_settings = runstart.base_settings
-    _failure_note = runstart.failure_note
-    _wait_agent = runstart.wait_agent
-    _fall_back = runstart.fall_back
-    _wait_proc = runstart.wait_proc
-    # a Run's checks (owl.runchecks)
-    _start_check = runchecks.start_check
-    _check_exited = runchecks.check_exited
-    _record_check = runchecks.record_check
-    # a Run ends (owl.runend)
-    _note_untouchable = runend.note_untouchable
-    _finish = runend.finish
-    _record_pending_finishes = runend.record_pending_finishes
-    _broken_workspace = runend.broken_workspace
-    _outside_after = runend.outside_after
     _own_ref_moves = runend.own_ref_moves
-    _record_outside = runend.record_outside
-    # Shifts (owl.shiftwork)
-    _load_shift = shiftwork.load_shift
     _set_shift = shiftwork.set_shift
-    _check_shift = shiftwork.check_shift
     shift_view = shiftwork.shift_view
+    machine_event = machineread.machine_event
 
     # ================================================================= views
 
     def job_view(self, job_id: int) -> dict:
         """The Job's view; what git adds comes later, off this thread (owl.verbwork)."""
-        job = self._job_or_refuse(job_id)
-        view = views.with_unrecorded(self, views.job_view(self.store, job, git=False))
+        job = self.verbs._job_or_refuse(job_id)
+        view = views.with_unrecorded(self._unrecorded, views.job_view(self.store, job, git=False))
         view[verbwork.LATER] = lambda v: views.add_git_facts(v, job)
         return view
 
+    def snapshot(self) -> views.Snapshot:
+        """What `views` may read, taken here on this thread."""
+        return views.Snapshot(
+            now=self.clock(), reading=self.reading, cfg=self.cfg, core=self.core,
+            live=self.live, store=self.store, inhibitor=self.inhibitor,
+            working=self._working_runs(), shift=self.shift_view(), waits=self.waits,
+            waiting=self.waiting if self._pending_cache else None,
+            config_problem=self.config_problem, unrecorded=list(self._unrecorded))
+
     def status(self) -> dict:
-        return views.status(self)
+        return views.status(self.snapshot())
 

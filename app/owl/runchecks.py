@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 from owl import checks as checksmod
 from owl import lifecycle
+from owl import runstart
 from owl.lifecycle import Phase
 from owl.runstart import Live
 
@@ -36,14 +37,14 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
     except OSError as e:
         result = checksmod.Result(index, check.name, check.run, "failed", 127, 0.0,
                                   f"the check could not be started: {e}")
-        eng._record_check(lv, result)
+        record_check(eng, lv, result)
         lv.exited = True
         eng._do(eng.core.exited(lv.run_id, eng.clock(), 127))
         return
     lv.check_proc, lv.popen, lv.tree, lv.exited = cp, cp.popen, cp.tree, False
     eng.store.set_run(lv.run_id, state="verifying", frozen_by=None,
                        pids=cp.tree.identities())
-    threading.Thread(target=eng._wait_proc, args=(lv.run_id, cp.popen, cp.settle),
+    threading.Thread(target=runstart.wait_proc, args=(eng, lv.run_id, cp.popen, cp.settle),
                      daemon=True,
                      name=f"owl-check-{lv.run_id}-{index}").start()
     log.info("run %s: check %s (%s) started (pid %s)", lv.run_id, index + 1, check.name,
@@ -62,7 +63,7 @@ def check_exited(eng: Engine, lv: Live, code: int) -> None:
         outcome = "passed" if code == 0 else "failed"
     result = cp.finish(outcome, code, duration)
     lv.check_proc = None
-    eng._record_check(lv, result)
+    record_check(eng, lv, result)
     log.info("run %s: check %s %s (exit %s)", lv.run_id, result.name, outcome, code)
 
 

@@ -46,7 +46,7 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     # not pass: a person must look, so the Job is blocked, not exhausted.
     spent = ("blocked", f"its checks failed on every attempt: {reason}") if failed else None
     outcome = f.outcome.value
-    broken = eng._broken_workspace(lv)
+    broken = broken_workspace(eng, lv)
     if broken and outcome == "succeeded":
         outcome, reason = "failed", broken      # a Run that could not commit never succeeds
     # the time it ended, kept with the record should it be written later
@@ -69,7 +69,7 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
         passed = sum(1 for r in lv.results if r.passed)
         log.info("%s", checksmod.review_message(lv.job_id, passed))
     del eng.live[lv.run_id]
-    eng._outside_after(lv)
+    outside_after(eng, lv)
     log.info("run %s %s (%s); job %s is %s", lv.run_id, f.outcome.value, f.ended_by.value,
              lv.job_id, new_state)
 
@@ -102,12 +102,12 @@ def outside_after(eng: Engine, lv: Live) -> None:
         return outside.changes(before, outside.take(project), ignore_ref=ignore)
 
     if eng._stopping:                 # no later pass of the loop would record it
-        eng._record_outside(run_id, job_id, compare())
+        record_outside(eng, run_id, job_id, compare())
         return
 
     def work() -> None:
         found = compare()
-        eng._q.put(("call", lambda: eng._record_outside(run_id, job_id, found),
+        eng._q.put(("call", lambda: record_outside(eng, run_id, job_id, found),
                      concurrent.futures.Future()))
     threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
 

@@ -85,7 +85,7 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
         job_id=job_id, run_id=run_id, attempt=attempt, job_prompt=job["prompt"],
         worktree=ws.worktree, branch=ws.branch, base=ws.base,
         agent_config=eng.cfg.agent(job["agent"]),
-        failure_note=eng._failure_note(job_id, run_id),
+        failure_note=failure_note(eng, job_id, run_id),
         resume=plan.resume, message=plan.message, replies=replies)
     env = carryon.agent_env(os.environ)
     env.update(driver.env(ctx))
@@ -113,7 +113,7 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
               env=env, checks=settings.checks, outside_before=before, driver=driver,
               ctx=ctx, resuming=plan.resume is not None, cgroup=cg)
     eng.live[run_id] = lv
-    threading.Thread(target=eng._wait_agent, args=(lv, popen, 0), daemon=True,
+    threading.Thread(target=wait_agent, args=(eng, lv, popen, 0), daemon=True,
                      name=f"owl-run-{run_id}").start()
     eng.store.set_run(run_id, pids=pt.identities())
     log.info("run %s of job %s started (pid %s)", run_id, job_id, popen.pid)
@@ -184,7 +184,7 @@ def fall_back(eng: Engine, lv: Live) -> bool:
     lv.popen, lv.tree = popen, tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid,
                                                 cgroup=lv.cgroup)
     eng._note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
-    threading.Thread(target=eng._wait_agent, args=(lv, popen, offset), daemon=True,
+    threading.Thread(target=wait_agent, args=(eng, lv, popen, offset), daemon=True,
                      name=f"owl-run-{lv.run_id}-fresh").start()
     log.info("run %s: resume refused (%s); started afresh (pid %s)", lv.run_id,
              report.resume_failed, popen.pid)

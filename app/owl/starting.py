@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from owl.engine import Engine
 
 from owl import carryon, scheduler, workspace
+from owl import runend, runstart
 from owl import project as projectmod
 from owl import setup as setupmod
 
@@ -27,7 +28,7 @@ log = logging.getLogger("owl.engine")
 
 
 def maybe_start(eng: Engine, now: float) -> None:
-    eng._record_pending_finishes()
+    runend.record_pending_finishes(eng)
     head = eng.store.first_pending()
     eng._pending_cache = head is not None
     if head is None:
@@ -68,7 +69,7 @@ def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
     decision = scheduler.decide(head, first, [lv.project for lv in eng.live.values()]
                                 + list(setting_up.values()),
                                 max_parallel=eng.cfg.max_parallel,
-                                project_cap=eng._project_cap)
+                                project_cap=lambda project: project_cap(eng, project))
     if head_row is not None and head_row[0] in setting_up and decision.job is None:
         decision = scheduler.Decision(None, f"job {head_row[0]} is being set up")
     if head_row is not None and head_row[0] in aside and decision.waiting is None:
@@ -108,7 +109,7 @@ def project_cap(eng: Engine, project: str) -> int | None:
     on a thread of its own, and until it is first known no more of the
     project's Jobs start (a cap of 0 for the moment)."""
     caps = [eng.cfg.project_cap(project)]
-    settings = eng._settings_now(project)
+    settings = settings_now(eng, project)
     if settings is None:
         return 0
     if not isinstance(settings, projectmod.ProjectError):   # reported when its Job starts
@@ -200,4 +201,4 @@ def setup_done(eng: Engine, result: setupmod.Result) -> None:
         log.info("job %s: set up, but not started now (%s)", job_id,
                  "stopping" if eng._stopping else why or (job or {}).get("state"))
         return
-    eng._launch(job, result)
+    runstart.launch(eng, job, result)

@@ -1,7 +1,7 @@
 """What people ask of the engine: the verbs behind `owl` and the tray menu.
 
-`Verbs` is mixed into `Engine`. Every method runs on the engine thread
-(through `Engine.call`), so it may read and change the engine's state freely,
+`Verbs` holds the engine (`Engine.verbs`). Every method runs on the engine
+thread (through `Engine.call`), so it may read and change the engine's state,
 and refuses with `Refused`, whose one line says why. The Run lifecycle's own
 rules stay in `lifecycle.py`: a verb asks the core and carries out what it
 says, like any other event.
@@ -15,13 +15,16 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from owl import carryon
 from owl import checks as checksmod
 from owl import guards, lifecycle, outside, project as projectmod, shifts, timefmt, workspace
 from owl import verbwork
 from owl.errors import Refused
+
+if TYPE_CHECKING:
+    from owl.engine import Engine
 
 log = logging.getLogger("owl.engine")
 
@@ -46,12 +49,20 @@ def check_prompt(prompt: Any) -> None:
 
 
 class Verbs:
-    """The person's requests; see the module docstring."""
+    """The person's requests; see the module docstring.
+
+    Holds the engine rather than being part of it: every verb runs on the
+    engine thread (through `Engine.call`) and changes the engine's state by
+    its public fields and the few methods it names, so what a verb may touch
+    is written down here."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
 
     def add_job(self, prompt: str, project: str, agent: str | None, attempts: int | None) -> dict:
         """`owl add` in one go (its git on this thread: the daemon splits it)."""
         check_prompt(prompt)
-        return self.add_prepared(verbwork.prepare_add(self.cfg, prompt, project, agent), attempts)
+        return self.add_prepared(verbwork.prepare_add(self.engine.cfg, prompt, project, agent), attempts)
 
     def add_prepared(self, prep: dict, attempts: int | None) -> dict:
         """Queue a Job whose project `verbwork.prepare_add` has already read."""
@@ -59,43 +70,43 @@ class Verbs:
         if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
             raise Refused("--attempts must be a whole number, 1 or more")
         self._refuse_if_full()
-        self._projects.pop(prep["root"], None)
+        self.engine._projects.pop(prep["root"], None)
         try:
-            job_id = self.store.add_job(prep["prompt"], prep["root"], prep["agent"],
-                                        attempts or self.cfg.attempts)
+            job_id = self.engine.store.add_job(prep["prompt"], prep["root"], prep["agent"],
+                                        attempts or self.engine.cfg.attempts)
         except sqlite3.OperationalError as e:       # SQLITE_FULL, an I/O error
-            raise Refused(f"cannot queue the job: {self.paths.db}: {e}") from None
-        self._pending_cache = True
-        return self.job_view(job_id)
+            raise Refused(f"cannot queue the job: {self.engine.paths.db}: {e}") from None
+        self.engine._pending_cache = True
+        return self.engine.job_view(job_id)
 
     def _refuse_if_full(self) -> None:
         try:
-            st = os.statvfs(self.paths.db.parent)
+            st = os.statvfs(self.engine.paths.db.parent)
         except OSError:
             return
         free = st.f_bavail * st.f_frsize
         if free < MIN_FREE:
-            raise Refused(f"the disk holding {self.paths.db.parent} is full ({free // 1024} KB "
+            raise Refused(f"the disk holding {self.engine.paths.db.parent} is full ({free // 1024} KB "
                           "free): no new Jobs until there is room; live Runs go on")
 
     def start_now(self) -> dict:
-        if self.store.first_pending() is None:
+        if self.engine.store.first_pending() is None:
             raise Refused("no Job is waiting to start")
-        decision = self._decide(asked=True)
+        decision = self.engine._decide(asked=True)
         if decision.job is None:
-            for job_id in self.setups.jobs():
+            for job_id in self.engine.setups.jobs():
                 raise Refused(f"job {job_id} is being set up; try again in a moment")
             raise Refused(f"cannot start now: {decision.waiting}")
         job_id = decision.job.id
-        self._start_job(job_id, exempt=True)
+        self.engine._start_job(job_id, exempt=True)
 
         def later(answer: dict) -> dict:
             """On the caller's thread: wait (a second at most) for the Run."""
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline:
-                run_id, job = self.call(lambda: (next(
-                    (lv.run_id for lv in self.live.values() if lv.job_id == job_id), None),
-                    self.store.job(job_id)))
+                run_id, job = self.engine.call(lambda: (next(
+                    (lv.run_id for lv in self.engine.live.values() if lv.job_id == job_id), None),
+                    self.engine.store.job(job_id)))
                 if run_id is not None:
                     return {"run_id": run_id, "job_id": job_id}
                 if job is not None and job["state"] == "blocked":
@@ -107,41 +118,41 @@ class Verbs:
         return {"job_id": job_id, verbwork.LATER: later}
 
     def pause(self) -> dict:
-        if self.core.paused:        # the goal already holds: say so, and succeed
+        if self.engine.core.paused:        # the goal already holds: say so, and succeed
             return {"paused": True, "frozen": [], "already": True,
                     "message": "already paused (owl resume lets work go on)"}
         try:
-            self._do(self.core.pause(self.clock()))
+            self.engine._do(self.engine.core.pause(self.engine.clock()))
         except lifecycle.Refusal as e:
             raise Refused(str(e)) from None
-        self.store.set_setting("paused", True)
-        frozen = [r.id for r in self.core.runs.values() if r.frozen_by == lifecycle.USER]
+        self.engine.store.set_setting("paused", True)
+        frozen = [r.id for r in self.engine.core.runs.values() if r.frozen_by == lifecycle.USER]
         msg = (f"paused; {len(frozen)} Run{'s' if len(frozen) != 1 else ''} frozen"
                if frozen else "paused; nothing was running, and nothing will start until owl resume")
         return {"paused": True, "frozen": frozen, "message": msg}
 
     def resume(self) -> dict:
         try:
-            self._do(self.core.resume(self.clock()))
+            self.engine._do(self.engine.core.resume(self.engine.clock()))
         except lifecycle.Refusal:
             return {"paused": False, "already": True, "message": "already running: not paused"}
-        self.store.set_setting("paused", False)
+        self.engine.store.set_setting("paused", False)
         return {"paused": False, "message": "resumed"}
 
     def stop_runs(self, force: bool) -> dict:
-        stopped = {lv.job_id for lv in self.live.values()}
+        stopped = {lv.job_id for lv in self.engine.live.values()}
         try:
-            self._do(self.core.stop(self.clock(), force=force))
-            self.set_aside |= stopped
+            self.engine._do(self.engine.core.stop(self.engine.clock(), force=force))
+            self.engine.set_aside |= stopped
         except lifecycle.Refusal:
             return {"runs": [], "already": True, "message": "nothing to stop: no Run is live"}
-        ids = list(self.core.runs)
+        ids = list(self.engine.core.runs)
         if force:
             msg = (f"stopping {len(ids)} Run{'s' if len(ids) != 1 else ''} now "
                    "(asked to end; killed 5 s later if still there)")
         else:
             msg = (f"{len(ids)} Run{'s' if len(ids) != 1 else ''} frozen; ending in "
-                   f"{timefmt.duration(self.cfg.grace_window)} unless resumed")
+                   f"{timefmt.duration(self.engine.cfg.grace_window)} unless resumed")
         return {"runs": ids, "message": msg}
 
     def drop(self, job_id: int, force: bool) -> dict:
@@ -152,7 +163,7 @@ class Verbs:
                     "message": f"job {job_id} was already dropped"}
         if job["state"] == "done":
             raise Refused(f"job {job_id} is already done (accepted); its branch stays")
-        live = [lv for lv in self.live.values() if lv.job_id == job_id]
+        live = [lv for lv in self.engine.live.values() if lv.job_id == job_id]
         if live and not force:
             raise Refused(f"job {job_id} has a Run going (use --force to end it and drop the job)")
         refusal = guards.drop_refusal(job, force)
@@ -165,14 +176,14 @@ class Verbs:
                 threading.Thread(target=self._dropped_later, args=(job,),
                                  name=f"owl-drop-{job_id}", daemon=True).start()
             for lv in live:
-                self.after_run[lv.run_id] = remove
-                self._do(self.core.end(lv.run_id, self.clock(), "the job was dropped"))
-            self.store.set_job(job_id, state="cancelled")
+                self.engine.after_run[lv.run_id] = remove
+                self.engine._do(self.engine.core.end(lv.run_id, self.engine.clock(), "the job was dropped"))
+            self.engine.store.set_job(job_id, state="cancelled")
             return {"id": job_id, "state": "cancelled",
                     "message": f"job {job_id} dropped; its worktree and branch go once its "
                                f"Run has ended (owl jobs show {job_id} then says where the "
                                "branch's commits are kept)"}
-        self.store.set_job(job_id, state="cancelled")
+        self.engine.store.set_job(job_id, state="cancelled")
 
         def later(answer: dict) -> dict:        # git, on the caller's thread
             said = guards.drop_workspace(job)
@@ -188,7 +199,7 @@ class Verbs:
         as the Job's reason, written on the engine thread."""
         said = guards.drop_workspace(job)
         log.info("job %s dropped%s", job["id"], said)
-        self._from_thread(lambda: self.store.set_job(job["id"], reason=f"dropped{said}"))
+        self._from_thread(lambda: self.engine.store.set_job(job["id"], reason=f"dropped{said}"))
 
     def accept_ready(self, job_id: int) -> dict | None:
         """The Job, when it may be accepted now; None when it already was; else Refused.
@@ -223,7 +234,7 @@ class Verbs:
             try:
                 merged = mergemod.merge(project, job)[1]
             finally:
-                self._own_ref_moves(project, before)
+                self.engine._own_ref_moves(project, before)
         if delete_branch:
             mergemod.require_merged(project, job)     # refuses before anything changes
         try:
@@ -231,7 +242,7 @@ class Verbs:
         except (workspace.WorkspaceError, OSError) as e:
             raise Refused(f"cannot accept job {job_id}: its worktree could not be removed "
                           f"({e})") from None
-        self.store.set_job(job_id, state="done", worktree=None)
+        self.engine.store.set_job(job_id, state="done", worktree=None)
         if delete_branch:
             mergemod.delete_merged_branch(project, job)
         said = f"; {merged}" if merged else ""
@@ -249,10 +260,10 @@ class Verbs:
         more = 1 if attempts is None else attempts
         if not isinstance(more, int) or more < 1:
             raise Refused("--attempts must be a whole number, 1 or more")
-        self.store.set_job(job_id, state="pending", reason=None,
+        self.engine.store.set_job(job_id, state="pending", reason=None,
                            attempts=job["attempts"] + more)
-        self._pending_cache = True
-        return self.job_view(job_id)
+        self.engine._pending_cache = True
+        return self.engine.job_view(job_id)
 
     def reply(self, job_id: int, text: str, first: bool = False) -> dict:
         """`owl jobs reply`: the person's words send a Job back to the queue.
@@ -274,14 +285,14 @@ class Verbs:
         if size > MAX_PROMPT:
             raise Refused(f"the reply is {size:,} bytes; the limit is {MAX_PROMPT:,}")
         self._refuse_if_full()
-        with self.store.tx():
-            self.store.add_reply(job_id, text)
-            self.store.set_job(job_id, state="pending", reason=None,
+        with self.engine.store.tx():
+            self.engine.store.add_reply(job_id, text)
+            self.engine.store.set_job(job_id, state="pending", reason=None,
                                attempts=max(job["attempts"], job["failures"] + 1))
         if first:
-            self.store.move(job_id, 1)
-        self._pending_cache = True
-        view = self.job_view(job_id)
+            self.engine.store.move(job_id, 1)
+        self.engine._pending_cache = True
+        view = self.engine.job_view(job_id)
         view["message"] = (f"job {job_id} is queued again at position {view['position']}; "
                            "its next Run is given your reply")
         return view
@@ -291,11 +302,11 @@ class Verbs:
         self._not_while_set_up(job_id)
         if job["state"] != "pending":
             raise Refused(f"job {job_id} is {job['state']}; only pending jobs move")
-        n = self.store.queue_length()
+        n = self.engine.store.queue_length()
         if not isinstance(position, int) or position < 1 or position > n:
             raise Refused(f"position {position} is outside the queue (1 to {n})")
-        self.store.move(job_id, position)
-        return self.job_view(job_id)
+        self.engine.store.move(job_id, position)
+        return self.engine.job_view(job_id)
 
     def verify(self, job_id: int) -> dict:
         """`owl jobs verify`: run the Job's checks again on its branch, in its worktree.
@@ -305,9 +316,9 @@ class Verbs:
         gives the results. A Job whose checks all pass goes to review."""
         job = self._job_or_refuse(job_id)
         self._not_while_set_up(job_id)
-        if any(lv.job_id == job_id for lv in self.live.values()):
+        if any(lv.job_id == job_id for lv in self.engine.live.values()):
             raise Refused(f"job {job_id} has a Run going; its checks run when its agent finishes")
-        if job_id in self._verifications:
+        if job_id in self.engine._verifications:
             raise Refused(f"job {job_id}'s checks are already running")
         if job["state"] not in ("review", "blocked", "exhausted"):
             raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
@@ -316,18 +327,18 @@ class Verbs:
         worktree = Path(job["worktree"]) if job["worktree"] else None
         if worktree is None or not worktree.is_dir():
             raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
-        self._projects.pop(job["project"], None)
+        self.engine._projects.pop(job["project"], None)
         try:
-            settings = self._base_settings(Path(job["project"]), job["base"])
+            settings = self.engine._base_settings(Path(job["project"]), job["base"])
         except (projectmod.ProjectError, workspace.WorkspaceError) as e:
             raise Refused(str(e)) from None
         if not settings.checks:
             raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
                           "base branch)")
-        env = dict(carryon.agent_env(os.environ), OWL_INSTANCE=self.instance)   # as a Run's checks
+        env = dict(carryon.agent_env(os.environ), OWL_INSTANCE=self.engine.instance)   # as a Run's checks
 
         def record(result: checksmod.Result) -> None:
-            self._from_thread(lambda: self.store.add_check(
+            self._from_thread(lambda: self.engine.store.add_check(
                 job_id=job_id, run_id=None, position=result.position, name=result.name,
                 command=result.command, outcome=result.outcome, exit_code=result.exit_code,
                 duration_s=result.duration_s, output=result.output, log=result.log,
@@ -337,9 +348,9 @@ class Verbs:
             self._from_thread(lambda: self._verified(job_id, len(settings.checks), results))
 
         v = checksmod.Verification(job_id, settings.checks, worktree=worktree,
-                                   logs=self.paths.logs, env=env, nice=self.cfg.nice,
+                                   logs=self.engine.paths.logs, env=env, nice=self.engine.cfg.nice,
                                    record=record, done=done)
-        self._verifications[job_id] = v
+        self.engine._verifications[job_id] = v
         v.start()
         n = len(settings.checks)
         return {"id": job_id, "state": job["state"], "verifying": True, "checks": n,
@@ -348,26 +359,26 @@ class Verbs:
 
     def _from_thread(self, fn: Callable[[], Any]) -> None:
         try:
-            self.call(fn)
+            self.engine.call(fn)
         except Exception as e:        # the daemon is stopping: the results are lost
             log.warning("could not record a verification: %s", e)
 
     def _verified(self, job_id: int, declared: int, results: list[checksmod.Result]) -> None:
-        self._verifications.pop(job_id, None)
+        self.engine._verifications.pop(job_id, None)
         ok = len(results) == declared and all(r.passed for r in results)
-        job = self.store.job(job_id)
+        job = self.engine.store.job(job_id)
         if ok and job is not None and job["state"] in ("blocked", "exhausted"):
-            self.store.set_job(job_id, state="review", reason=None)
+            self.engine.store.set_job(job_id, state="review", reason=None)
         log.info("job %s verified on demand: %s", job_id,
                  "all checks passed" if ok else "a check failed")
 
     def _not_while_set_up(self, job_id: int) -> None:
         """A Job whose worktree is being made cannot be changed under it: say so."""
-        if self.setups.busy(job_id):
+        if self.engine.setups.busy(job_id):
             raise Refused(f"job {job_id} is being set up; try again in a moment")
 
     def _job_or_refuse(self, job_id: Any) -> dict:
-        job = self.store.job(job_id) if isinstance(job_id, int) else None
+        job = self.engine.store.job(job_id) if isinstance(job_id, int) else None
         if job is None:
             raise Refused(f"no job {job_id}")
         return job
@@ -375,14 +386,14 @@ class Verbs:
     def shift_start(self, length: float, until_empty: bool, require_power: bool,
                     replace: bool) -> dict:
         try:
-            sh = shifts.begin(self.shift, time.time(), length, until_empty=until_empty,
+            sh = shifts.begin(self.engine.shift, time.time(), length, until_empty=until_empty,
                               require_power=require_power, replace=replace)
         except ValueError as e:
             raise Refused(str(e)) from None
-        extended = self.shift is not None and not replace
-        self.store.set_setting("shift", sh.to_dict())
-        self._set_shift(sh)
-        view = self.shift_view()
+        extended = self.engine.shift is not None and not replace
+        self.engine.store.set_setting("shift", sh.to_dict())
+        self.engine._set_shift(sh)
+        view = self.engine.shift_view()
         left = timefmt.duration(sh.left(time.time()), coarse=True)
         view["message"] = (f"Shift {'extended' if extended else 'started'}: Runs start and "
                            f"are not frozen for the next {left}"
@@ -390,12 +401,12 @@ class Verbs:
         return view
 
     def shift_stop(self) -> dict:
-        if self.shift is None:
+        if self.engine.shift is None:
             return {"on": False, "already": True, "message": "no Shift is on"}
-        self.store.set_setting("shift", None)
-        self._set_shift(None)
+        self.engine.store.set_setting("shift", None)
+        self.engine._set_shift(None)
         # shift_view() is None once no Run of the Shift is left to finish
-        view = self.shift_view() or {"on": False, "ended": True, "finishing": 0}
+        view = self.engine.shift_view() or {"on": False, "ended": True, "finishing": 0}
         n = view.get("finishing", 0)
         view["message"] = ("Shift ended" + (f", {n} Run{'s' if n != 1 else ''} finishing"
                                              if n else ""))

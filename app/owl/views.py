@@ -1,33 +1,53 @@
 """What people read: the status document and a Job's history, from the engine's state.
 
-Built on the engine thread (`Engine.status`, `Engine.job_view`), and, for
-`job_view`, by the CLI from the database when no daemon runs. Pure reading:
-nothing here changes state.
+Built on the engine thread from a `Snapshot` the engine hands over
+(`Engine.status`, `Engine.job_view`), and, for `job_view`, by the CLI from the
+database when no daemon runs. Pure reading: nothing here changes state.
+
+The CLI imports this module, so it imports nothing that starts or signals
+processes: what runs git (`add_git_facts`) or knows the checks and the agents'
+records imports them when it is called.
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from owl import carryon
-from owl import checks as checksmod
-from owl import workspace
-from owl.review import facts as review_facts
 from owl.review.text import last_message
 from owl.store import Store
-
-if TYPE_CHECKING:
-    from owl.engine import Engine
 
 AWAKE_WHY = "an agent is working"
 
 
-def status(e: "Engine") -> dict:
+@dataclass(frozen=True)
+class Snapshot:
+    """What the status document is made of, handed over by the engine on its
+    thread: its public state, read there and then, so this module never reaches
+    into the engine's own fields."""
+
+    now: float                  # the engine's clock
+    reading: Any                # the machine's last Reading
+    cfg: Any                    # the Config in force
+    core: Any                   # the lifecycle core: phases, windows, pause
+    live: dict                  # run id -> the engine's Live record
+    store: Store
+    inhibitor: Any              # the keep-awake backend, or None
+    working: list[int]          # live Runs whose agents do work (hold the machine awake)
+    shift: dict | None          # the Shift's view
+    waits: dict                 # agents waiting out a usage limit
+    waiting: str | None         # why the head of the queue waits; None with no queue
+    config_problem: str | None
+    unrecorded: list            # Runs ended while the disk was full, not yet written
+
+
+def status(e: Snapshot) -> dict:
     """The `owl status --json` document, built on the engine thread."""
-    now = e.clock()
+    from owl import carryon
+
+    now = e.now
     r = e.reading
     cfg = e.cfg
     idle_in = None
@@ -89,7 +109,7 @@ def status(e: "Engine") -> dict:
                              "problem": None, "why": None, "runs": []}
     if e.inhibitor is not None and cfg.keep_awake:
         held = e.inhibitor.held
-        working = e._working_runs() if held else []
+        working = list(e.working) if held else []
         awake.update(held=held, backend=e.inhibitor.backend,
                      problem=e.inhibitor.problem, runs=working,
                      why=_awake_why(working) if held else None)
@@ -102,13 +122,13 @@ def status(e: "Engine") -> dict:
                     "idle_in_s": None if idle_in is None else round(idle_in, 1),
                     "detectors": r.backends, "problem": r.problem},
         "paused": e.core.paused,
-        "shift": e.shift_view(),
+        "shift": e.shift,
         "awake": awake,
         "runs": runs,
         "limits": carryon.limits_view(e.waits, time.time()),
         "queue": queue_,
         "queue_length": e.store.queue_length(),
-        "waiting": e.waiting if e._pending_cache else None,
+        "waiting": e.waiting,
         "recent": recent,
         "review": review,
         "stuck": stuck,          # blocked and exhausted Jobs: they wait for the person
@@ -117,11 +137,11 @@ def status(e: "Engine") -> dict:
         "config_problem": e.config_problem,
     }
 
-def _unrecorded_runs(e: "Engine") -> list[dict]:
+def _unrecorded_runs(e: Snapshot) -> list[dict]:
     """Runs that ended while the disk was full, not yet written: `ending`, as the
     database says while their record waits, so `owl status` and `owl jobs` agree."""
     out = []
-    for args, _spent, info in getattr(e, "_unrecorded", ()):
+    for args, _spent, info in e.unrecorded:
         out.append({"id": args[0], "job_id": info["job_id"], "title": info["title"],
                     "state": "ending", "unrecorded": True, "outcome": args[1],
                     "ended_at": iso(args[5]), "check": None, "frozen_by": None,
@@ -131,10 +151,10 @@ def _unrecorded_runs(e: "Engine") -> list[dict]:
     return out
 
 
-def with_unrecorded(e: "Engine", view: dict) -> dict:
+def with_unrecorded(unrecorded: list, view: dict) -> dict:
     """A Job's view with its Runs that ended while the disk was full shown as
     `ending`, with the time they ended, as `owl status` shows them."""
-    waiting = {args[0]: args for args, _spent, _info in getattr(e, "_unrecorded", ())}
+    waiting = {args[0]: args for args, _spent, _info in unrecorded}
     for run in view.get("runs") or []:
         args = waiting.get(run["id"])
         if args is not None:
@@ -195,6 +215,8 @@ def job_view(store: Store, job: dict, git: bool = True) -> dict:
 
     Without `git`, the facts only git can give (commits, diffstat, files) are
     left for `add_git_facts`: the daemon adds them off the engine thread."""
+    from owl import checks as checksmod
+
     runs = [{"id": r["id"], "attempt": r["attempt"], "state": r["state"],
              "outcome": r["outcome"], "ended_by": r["ended_by"], "reason": r["reason"],
              "exit_code": r["exit_code"], "started_at": iso(r["started_at"]),
@@ -236,6 +258,11 @@ def job_view(store: Store, job: dict, git: bool = True) -> dict:
 def add_git_facts(view: dict, job: dict) -> dict:
     """The commits, diffstat and files of a Job's branch (runs git: slow for a large
     branch, so never on the engine thread)."""
+    import subprocess
+
+    from owl import workspace
+    from owl.review import facts as review_facts
+
     if job["branch"] and job["base"]:
         try:
             project = Path(job["project"])
@@ -245,6 +272,16 @@ def add_git_facts(view: dict, job: dict) -> dict:
         except (OSError, workspace.WorkspaceError, subprocess.SubprocessError):
             pass        # the project moved or is gone: the Job's record still shows
     return view
+
+
+def jobs_list(store: Store, everything: bool) -> list[dict]:
+    """`owl jobs`: the Jobs, the queue first by position, then the rest by id
+    (so `--all` reads in order); by the daemon, or by the CLI when none runs."""
+    states = None if everything else ("pending", "active", "blocked", "review", "exhausted")
+    jobs = [{**{k: j[k] for k in ("id", "state", "position", "title", "project", "agent",
+                                  "attempts_left", "branch", "reason")},
+             "created_at": iso(j["created_at"])} for j in store.jobs(states)]
+    return sorted(jobs, key=lambda j: (j["position"] is None, j["position"] or 0, j["id"]))
 
 
 USAGE_SUMMED = ("duration_ms", "num_turns", "input_tokens", "output_tokens",
@@ -278,6 +315,8 @@ def _job_limit(store: Store, job: dict) -> dict | None:
 
 def _last_message(runs: list[dict]) -> str | None:
     """The agent's own last words: of the latest Run that left any."""
+    from owl.review import facts as review_facts
+
     for run in reversed(runs):
         said = run.get("last_message") or last_message(
             review_facts.read_tail(run.get("log"), 1 << 20))
@@ -295,6 +334,8 @@ def outside_lines(found: list | None) -> list[str]:
 
 def _run_message(store: Store, run: dict) -> str | None:
     """What a finished Run means to the person, in one line (the tray's notice)."""
+    from owl import checks as checksmod
+
     if run["outcome"] != "succeeded":
         return None
     passed = sum(1 for c in store.checks(run["id"]) if c["outcome"] == "passed")

@@ -121,9 +121,9 @@ def cmd_list(a: argparse.Namespace) -> int:
         jobs = ask("jobs.list", {"all": a.all})
     except NoDaemon:
         try:
-            from owl.daemon import _jobs_list
+            from owl.views import jobs_list
 
-            jobs = offline(lambda: _jobs_list(local_store(), a.all))
+            jobs = offline(lambda: jobs_list(local_store(), a.all))
         except StoreError:
             jobs = []
         code = _no_daemon()       # after the read: a damaged file is its one line alone

@@ -41,6 +41,17 @@ class MachineState:
     recheck_in: float | None   # seconds until the answer may change without input
 
 
+def in_use(idle_for: float | None, *, after: float) -> bool:
+    """The person is here: input less than `after` seconds ago, or input that
+    cannot be read (a machine nobody can vouch for is not idle)."""
+    return idle_for is None or idle_for < after
+
+
+def power_ok(on_ac: bool | None, *, require_ac: bool) -> bool:
+    """Power lets Owl work: AC is not required, or the machine is known to be on AC."""
+    return not require_ac or on_ac is True
+
+
 def read_machine(monitor: _Monitor, power: _Power, *, after: float, require_ac: bool,
                  now: float) -> MachineState:
     """Apply the idle policy at monotonic time `now`.
@@ -61,10 +72,10 @@ def read_machine(monitor: _Monitor, power: _Power, *, after: float, require_ac: 
 
     idle_for = max(0.0, now - last)
     reason: str | None = None
-    if idle_for < after:
+    if in_use(idle_for, after=after):
         reason = "in use"
         waits.append(after - idle_for)
-    elif require_ac and on_ac is not True:
+    elif not power_ok(on_ac, require_ac=require_ac):
         reason = "on battery" if on_ac is False else "power unknown"
     elif not monitor.hooks_live:
         # Idle, and a return would not arrive as an event: ask the reader soon.

@@ -16,8 +16,8 @@ def accept(engine: Any, job_id: int, merge: bool, delete_branch: bool) -> dict:
     """Accept Job `job_id` through `engine`, merging first when asked."""
     e = engine
     if not merge:
-        return e.call(lambda: e.accept(job_id, False, delete_branch))
-    job = e.call(lambda: e.accept_ready(job_id))
+        return e.call(lambda: e.verbs.accept(job_id, False, delete_branch))
+    job = e.call(lambda: e.verbs.accept_ready(job_id))
     merged = None
     if job is not None:
         from owl import outside
@@ -29,4 +29,4 @@ def accept(engine: Any, job_id: int, merge: bool, delete_branch: bool) -> dict:
             merged = mergemod.merge(project, job)[1]
         finally:        # live Runs there must not be said to have moved what Owl moved
             e.call(lambda: e._own_ref_moves(project, before))
-    return e.call(lambda: e.accept(job_id, True, delete_branch, merged=merged))
+    return e.call(lambda: e.verbs.accept(job_id, True, delete_branch, merged=merged))
