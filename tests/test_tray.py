@@ -487,10 +487,13 @@ def _pid_windows(env: dict, pid: int) -> list[str]:
 
 def choose_in(env: dict, t: Tray, status: dict[str, Any], *labels: str) -> None:
     """`choose` on the icon of the tray process `t`, when several are docked."""
-    icons = [wid for wid in _pid_windows(env, t.proc.pid)]
-    geos = [g for wid, g in _owl_windows(env) if wid in icons and g[2] <= 64 and g[3] <= 64 and g[2] > 1]
-    assert geos, "this tray's icon is not docked"
-    x, y, w, h = geos[0]
+    def docked() -> list[tuple[int, int, int, int]]:
+        icons = _pid_windows(env, t.proc.pid)
+        return [g for wid, g in _owl_windows(env)
+                if wid in icons and g[2] <= 64 and g[3] <= 64 and g[2] > 1]
+    # The icon docks a moment after the tray process draws it: wait for that.
+    wait_for(lambda: bool(docked()), "this tray's icon to dock in the tray host")
+    x, y, w, h = docked()[0]
     xdotool(env, "mousemove", str(x + w // 2), str(y + h // 2), "click", "3")
     wait_for(lambda: any(g[2] > 64 for _, g in _owl_windows(env)), "the menu to open")
     wait_for(lambda: keyboard_grabbed(env), "the menu to take the keyboard")
