@@ -123,8 +123,6 @@ def own_ref_moves(eng: Engine, project: Path, before: outside.Snapshot) -> None:
 
 
 def record_outside(eng: Engine, run_id: int, job_id: int, found: list[dict] | None) -> None:
-    import json
-
     if found is None:
         log.warning("job %s run %s: the project's refs, config and hooks could not be "
                     "read at its start, so nothing was compared", job_id, run_id)
