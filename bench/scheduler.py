@@ -39,7 +39,7 @@ def main() -> None:
             return QueuedJob(*row) if row else None
 
         def one_decision(live: list[str], caps: dict[str, int]) -> QueuedJob | None:
-            # exactly what Engine._decide does
+            # exactly what Engine.decide does
             return decide(first(), first, live, max_parallel=1000, project_cap=caps.get).job
 
         for name, live, caps in (

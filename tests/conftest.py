@@ -10,3 +10,7 @@ import os  # noqa: E402
 # in tests that would leave daemons behind, so only the tests of that
 # behaviour turn it back on (they stop what they started).
 os.environ["OWL_NO_AUTOSTART"] = "1"
+
+# git on the engine thread is a bug (owl.safegit): make it an error here, in
+# this process and in every daemon a test starts.
+os.environ["OWL_STRICT_THREADS"] = "1"

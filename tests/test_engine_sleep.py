@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 
 from owl import config as configmod
+from owl import verbwork
 from owl.engine import Engine
 from owl.lifecycle import GRACE_PASSED
 from owl.machine import ManualMachine
@@ -51,8 +52,8 @@ def test_a_run_frozen_before_a_long_sleep_is_ended_on_wake_never_thawed(tmp_path
     e.sleep_watch = fake
     e.start()
     try:
-        job = e.call(lambda: e.verbs.add_job("sleep=120", str(make_project(tmp_path / "p")),
-                                       None, None))["id"]
+        prep = verbwork.prepare_add(e.cfg, "sleep=120", str(make_project(tmp_path / "p")), None)
+        job = e.call(lambda: e.verbs.add_prepared(prep, None))["id"]
         e.call(lambda: e.machine_event("idle"))
         wait_for(lambda: e.call(lambda: e.status()["runs"]), timeout=10, what="a Run")
         e.call(lambda: e.machine_event("input"))

@@ -25,7 +25,6 @@ the daemon.
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import threading
 import time

@@ -31,7 +31,6 @@ from owl.control import args as control_args
 from owl.engine import Engine
 from owl.errors import Refused, StoreError
 from owl.paths import Paths, get_paths
-from owl.review.accept import accept
 from owl.store import Store
 
 log = logging.getLogger("owl.daemon")
@@ -213,17 +212,18 @@ class Daemon:
             "add": lambda: e.verbs.add_prepared(prepared, A.attempts(args)),
             "jobs.list": lambda: views.jobs_list(e.store, A.flag(args, "all")),
             "jobs.show": lambda: e.job_view(A.ident(args, "id")),
-            "jobs.drop": lambda: e.verbs.drop(A.ident(args, "id"), A.flag(args, "force")),
-            "drop": lambda: e.verbs.drop(A.ident(args, "job_id"), A.flag(args, "force")),
-            "accept": lambda: accept(e, A.ident(args, "job_id"), A.flag(args, "merge"), False),
-            "verify": lambda: _verify(e, A.ident(args, "job_id")),
-            "jobs.accept": lambda: accept(e, A.ident(args, "id"), A.flag(args, "merge"),
-                                          A.flag(args, "delete_branch")),
+            "jobs.drop": lambda: verbwork.drop(e, A.ident(args, "id"), A.flag(args, "force")),
+            "drop": lambda: verbwork.drop(e, A.ident(args, "job_id"), A.flag(args, "force")),
+            "accept": lambda: verbwork.accept(e, A.ident(args, "job_id"), A.flag(args, "merge"),
+                                              False),
+            "verify": lambda: verbwork.verify(e, A.ident(args, "job_id")),
+            "jobs.accept": lambda: verbwork.accept(e, A.ident(args, "id"), A.flag(args, "merge"),
+                                                   A.flag(args, "delete_branch")),
             "jobs.extend": lambda: e.verbs.extend(A.ident(args, "id"), A.attempts(args)),
             "jobs.move": lambda: e.verbs.move(A.ident(args, "id"), A.ident(args, "position")),
             "jobs.reply": lambda: e.verbs.reply(A.ident(args, "id"), A.text(args, "text"),
                                           A.flag(args, "first")),
-            "jobs.verify": lambda: _verify(e, A.ident(args, "id")),
+            "jobs.verify": lambda: verbwork.verify(e, A.ident(args, "id")),
             "start": lambda: e.verbs.start_now(),
             "pause": lambda: e.verbs.pause(),
             "resume": lambda: e.verbs.resume(),
@@ -241,13 +241,17 @@ class Daemon:
             "shift.status": lambda: e.shift_view(),
             "ping": lambda: {"pid": os.getpid()},
         }
-        if verb in ("accept", "jobs.accept"):
-            return table[verb]()          # merges off the engine thread (owl.review.accept)
+        if verb in _IN_HALVES:
+            return table[verb]()          # their git runs here, between engine calls
         fn = table.get(verb)
         if fn is None:
             raise Refused(f"unknown verb {verb!r}")
         return verbwork.finish(e.call(fn))
 
+
+# Verbs whose git comes between two looks at the state: `owl.verbwork` strings
+# their halves together on the caller's thread, calling the engine for each.
+_IN_HALVES = frozenset({"drop", "jobs.drop", "accept", "jobs.accept", "verify", "jobs.verify"})
 
 # Verbs that may start a Run at once (or queue one that does): a config edit
 # saved just before them must be in force for that Run.
@@ -290,14 +294,6 @@ def _no_app_nap() -> Any:
     except Exception as e:      # never a reason not to start
         log.warning("cannot opt out of App Nap: %s", e)
         return None
-
-
-def _verify(e: Engine, job_id: int) -> Any:
-    """Run a Job's checks again, where this engine can run checks."""
-    verify = getattr(e.verbs, "verify", None)
-    if verify is None:
-        raise Refused("this Owl cannot run checks yet")
-    return verify(job_id)
 
 
 def _alive(pid: str) -> bool:

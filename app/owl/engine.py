@@ -41,10 +41,10 @@ from owl import carryon
 from owl import checks as checksmod
 from owl import config as configmod
 from owl import diskroom
-from owl import lifecycle, shifts, tree, views
+from owl import lifecycle, shifts, views
 from owl.config_watch import ConfigWatch, mtime as config_mtime
 from owl.awake_keeper import AwakeKeeper
-from owl import setup as setupmod, verbwork
+from owl import safegit, setup as setupmod, verbwork
 from owl.sleepclock import SleepWatch
 from owl.errors import Refused
 from owl.lifecycle import Phase
@@ -52,7 +52,7 @@ from owl.machine import Reading
 from owl.paths import Paths
 from owl.power.policy import should_hold
 from owl.store import Store
-from owl.verbs import Verbs
+from owl.verbs import Verbs, disk_full, job_row
 from owl import machineread, runchecks, runend, runstart, runwatch, shiftwork, starting
 from owl.runstart import LOG_CAP, Live  # noqa: F401  (LOG_CAP is read from here too)
 
@@ -105,7 +105,8 @@ class Engine:
         self._unrecorded: list[tuple[tuple, Any, dict]] = []   # finished Runs a full disk held back
         self._reserve = diskroom.Reserve(paths.db.parent)     # room kept back for those records
         self._reserve.ensure()
-        self._verifications: dict[int, checksmod.Verification] = {}
+        self.verifications: dict[int, checksmod.Verification] = {}   # `owl jobs verify`'s
+        self.held: dict[int, str] = {}           # Jobs a verb's git holds (owl.verbs.hold)
         self.waits = carryon.load_waits(store)   # agents waiting out a usage limit
         self.after_run: dict[int, Callable[[], None]] = {}   # once a Run's tree is gone
         # Worktree setups run off this thread and come back as ("setup", result).
@@ -153,6 +154,7 @@ class Engine:
     # ------------------------------------------------------------ main loop
 
     def _main(self) -> None:
+        safegit.forbid_here()           # git here would hold up a freeze
         try:
             shiftwork.load_shift(self)
             machineread.settle_machine(self, self.clock())
@@ -170,11 +172,11 @@ class Engine:
                         item = None
                 now = self.clock()
                 machineread.settle_machine(self, now)
-                self._do(self.core.tick(now))
+                self.do(self.core.tick(now))
                 runwatch.watch(self, now)
                 shiftwork.check_shift(self)
                 if self._stopping:
-                    if not self.live and not self._verifications and not self.setups.jobs():
+                    if not self.live and not self.verifications and not self.setups.jobs():
                         break
                 else:
                     starting.maybe_start(self, now)
@@ -225,7 +227,7 @@ class Engine:
         if not slept:
             return
         log.info("the machine slept for %.0f s", slept)
-        self._do(self.core.slept(self.clock(), slept))
+        self.do(self.core.slept(self.clock(), slept))
         for r in self.core.runs.values():
             if r.phase is Phase.FROZEN and r.id in self.live:
                 self._note(r.id, grace_ends_at=self._grace_ends_at(r))
@@ -248,13 +250,13 @@ class Engine:
                 lv.exited = True
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
                     runchecks.check_exited(self, lv, code)
-                self._do(self.core.exited(run_id, self.clock(), code))
+                self.do(self.core.exited(run_id, self.clock(), code))
         elif kind == "input":
             now = self.clock()
             if not self.core.in_use:
                 # The person is back: freeze before reading the machine (a round
                 # trip to the X server), so the Run stops as soon as possible.
-                self._do(self.core.input(now))
+                self.do(self.core.input(now))
             machineread.settle_machine(self, now, force_input=True)
         elif kind == "setup":
             starting.setup_done(self, item[1])
@@ -263,14 +265,14 @@ class Engine:
         elif kind == "shutdown":
             if not self._stopping:
                 self._stopping = True
-                for v in self._verifications.values():
+                for v in self.verifications.values():
                     v.cancel(wait=0)
                 self.setups.cancel_all()
-                self._do(self.core.shutdown(self.clock()))
+                self.do(self.core.shutdown(self.clock()))
 
     # --------------------------------------------------------------- actions
 
-    def _do(self, actions: list[lifecycle.Action]) -> None:
+    def do(self, actions: list[lifecycle.Action]) -> None:
         for action in actions:
             lv = self.live.get(action.run)
             if lv is None:
@@ -327,11 +329,15 @@ class Engine:
             log.warning("run %s: could not record %s: %s", run_id, ", ".join(fields), e)
 
     def _disk_full(self) -> str | None:
-        try:
-            self.verbs._refuse_if_full()
-        except Refused as e:
-            return str(e)
-        return None
+        return disk_full(self.paths.db.parent)
+
+    def note_queued(self) -> None:
+        """A Job was queued (or queued again): look for one to start."""
+        self._pending_cache = True
+
+    def forget_settings(self, project: str) -> None:
+        """The project's `.owl.toml` may have changed: read it afresh when next needed."""
+        self._projects.pop(project, None)
 
     # ------------------------------------------------------------- keep awake
 
@@ -369,12 +375,10 @@ class Engine:
     # ---------------------------------------- what verbs and the daemon call by name
     # Their bodies live in the modules named; each runs on this thread.
 
-    project_settings = starting.project_settings
-    _decide = starting.decide
-    _start_job = starting.start_job
-    _base_settings = runstart.base_settings
-    _own_ref_moves = runend.own_ref_moves
-    _set_shift = shiftwork.set_shift
+    decide = starting.decide
+    start_job = starting.start_job
+    own_ref_moves = runend.own_ref_moves
+    set_shift = shiftwork.set_shift
     shift_view = shiftwork.shift_view
     machine_event = machineread.machine_event
 
@@ -382,7 +386,7 @@ class Engine:
 
     def job_view(self, job_id: int) -> dict:
         """The Job's view; what git adds comes later, off this thread (owl.verbwork)."""
-        job = self.verbs._job_or_refuse(job_id)
+        job = job_row(self.store, job_id)
         view = views.with_unrecorded(self._unrecorded, views.job_view(self.store, job, git=False))
         view[verbwork.LATER] = lambda v: views.add_git_facts(v, job)
         return view

@@ -27,13 +27,13 @@ def settle_machine(eng: Engine, now: float, force_input: bool = False) -> None:
     # happens without an event is _machine_recheck's business.
     power_ok = idle_policy.power_ok(r.on_ac, require_ac=cfg.require_ac_power)
     if power_ok == eng.core.on_battery:
-        eng._do(eng.core.power(now, power_ok))
+        eng.do(eng.core.power(now, power_ok))
     quiet = r.idle_for
     in_use = force_input or idle_policy.in_use(quiet, after=cfg.idle_after)
     if in_use and not eng.core.in_use:
-        eng._do(eng.core.input(now))
+        eng.do(eng.core.input(now))
     elif not in_use and eng.core.in_use:
-        eng._do(eng.core.idle(now))
+        eng.do(eng.core.idle(now))
         eng.set_aside.clear()          # a new idle spell: stopped Jobs may run again
     eng._armed = not eng.core.in_use or not r.hooks_live
 

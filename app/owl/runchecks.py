@@ -39,7 +39,7 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
                                   f"the check could not be started: {e}")
         record_check(eng, lv, result)
         lv.exited = True
-        eng._do(eng.core.exited(lv.run_id, eng.clock(), 127))
+        eng.do(eng.core.exited(lv.run_id, eng.clock(), 127))
         return
     lv.check_proc, lv.popen, lv.tree, lv.exited = cp, cp.popen, cp.tree, False
     eng.store.set_run(lv.run_id, state="verifying", frozen_by=None,

@@ -112,11 +112,11 @@ def outside_after(eng: Engine, lv: Live) -> None:
     threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
 
 
-def own_ref_moves(eng: Engine, project: Path, before: outside.Snapshot) -> None:
-    """Owl itself moved refs in `project` (accept --merge): the live Runs
-    there take those moves as their starting point, so no agent is said to
-    have made them."""
-    moved = outside.moves(before, outside.take(project))
+def own_ref_moves(eng: Engine, project: Path,
+                  moved: dict[str, tuple[str | None, str | None]]) -> None:
+    """Owl itself moved refs in `project` (`moved`, from `outside.moves`: accept
+    --merge): the live Runs there take those moves as their starting point, so
+    no agent is said to have made them."""
     for lv in eng.live.values():
         if lv.project == str(project) and lv.outside_before is not None:
             lv.outside_before = outside.with_moves(lv.outside_before, moved)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 from owl import carryon, logpipe, outside, tree
 from owl import checks as checksmod
-from owl import project as projectmod
 from owl import setup as setupmod
 from owl.lifecycle import Phase
 from owl.store import title_of
@@ -86,7 +85,7 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
         worktree=ws.worktree, branch=ws.branch, base=ws.base,
         agent_config=eng.cfg.agent(job["agent"]),
         failure_note=failure_note(eng, job_id, run_id),
-        resume=plan.resume, message=plan.message, replies=replies)
+        resume=plan.resume, message=plan.message, replies=replies, commits=ready.commits)
     env = carryon.agent_env(os.environ)
     env.update(driver.env(ctx))
     env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id),
@@ -117,17 +116,9 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
                      name=f"owl-run-{run_id}").start()
     eng.store.set_run(run_id, pids=pt.identities())
     log.info("run %s of job %s started (pid %s)", run_id, job_id, popen.pid)
-    eng._do(eng.core.started(run_id, eng.clock(), exempt=exempt,
+    eng.do(eng.core.started(run_id, eng.clock(), exempt=exempt,
                                checks=[(c.name, c.timeout) for c in settings.checks]))
     return run_id
-
-
-def base_settings(eng: Engine, project: Path, base: str | None) -> projectmod.ProjectSettings:
-    """The `.owl.toml` of the commit the Job started from, not of whatever
-    the base branch points to now: an agent can move that branch."""
-    if not base:
-        return eng.project_settings(str(project))
-    return projectmod.load(project, base)
 
 
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:

@@ -26,7 +26,7 @@ def watch(eng: Engine, now: float) -> None:
         if lv.check_proc is not None:
             lv.check_proc.trim()
         if lv.exited and not lv.tree.alive():
-            eng._do(eng.core.gone(lv.run_id, now))
+            eng.do(eng.core.gone(lv.run_id, now))
             r = eng.core.runs.get(lv.run_id)
             if r is not None and r.check is not None and not r.check_live:
                 lv.exited, lv.waiting = False, True   # frozen before its check began

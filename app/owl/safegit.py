@@ -20,12 +20,20 @@ and untagged. So every git call Owl makes goes through `run()`, which:
 
 None of the person's hooks run for Owl's calls; the person's own git
 commands in their checkout are theirs, with their hooks.
+
+And git never runs on the engine thread: that thread freezes Runs when the
+person comes back, and a git call can take as long as the repository's size
+(or a network filesystem) makes it. The engine marks its thread with
+`forbid_here()`; a git call there is a bug, logged with where it came from,
+and an error when `OWL_STRICT_THREADS=1` (the tests set it), so the suite
+finds every such call rather than a person's slow repository.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import signal
 import subprocess
@@ -84,6 +92,25 @@ class GitTimeout(Exception):
 
 
 _local = threading.local()
+log = logging.getLogger("owl.git")
+
+
+class OnEngineThread(RuntimeError):
+    """git was asked for on the engine thread (see the module docstring)."""
+
+
+def forbid_here() -> None:
+    """Mark the calling thread as one that must never wait on git."""
+    _local.forbidden = True
+
+
+def _refuse_if_forbidden(args: tuple[str, ...]) -> None:
+    if not getattr(_local, "forbidden", False):
+        return
+    what = f"git {args[0] if args else ''} on the engine thread"
+    if os.environ.get("OWL_STRICT_THREADS") == "1":
+        raise OnEngineThread(what)
+    log.warning("%s: it may hold up freezing", what, stack_info=True)
 
 
 @contextlib.contextmanager
@@ -143,6 +170,7 @@ def run(cwd: Path | str, *args: str,
     """Run git ARGS in `cwd` as the module docstring says; never raises on git's exit status.
 
     Raises OSError if git cannot be started, GitTimeout if it runs past `timeout`."""
+    _refuse_if_forbidden(args)
     listed = _spawn(argv(cwd, ("config", "--list", "--name-only", "-z")),
                     environment(list(FIXED)), timeout)
     keys = [k for k in listed.stdout.split("\0") if k] if listed.returncode == 0 else []

@@ -42,6 +42,7 @@ class Ready:
     driver: Any
     made_from: str | None
     exempt: bool
+    commits: str = ""             # the branch's own commits, for a later Run's prompt
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class Setups:
 
     def _work(self, s: _Setup) -> Result:
         from owl import agents
+        from owl.agents.handoff import branch_log
 
         req, job = s.req, s.req.job
         job_id, project = job["id"], Path(job["project"])
@@ -169,6 +171,7 @@ class Setups:
             settings = projectmod.load(project, ws.base) if ws.base else \
                 projectmod.load(project)
             made = _made_from(project, job)
+            commits = branch_log(ws.worktree, ws.base) if job["branch"] and ws.base else ""
         except _Cancel:
             self._undo(project, fresh)
             return Cancelled(job_id)
@@ -177,7 +180,7 @@ class Setups:
             if s.cancelled.is_set():
                 return Cancelled(job_id)
             return Failed(job_id, _reason(job, project, e), req.exempt)
-        return Ready(job_id, ws, settings, driver, made, req.exempt)
+        return Ready(job_id, ws, settings, driver, made, req.exempt, commits)
 
     def _undo(self, project: Path, fresh: dict | None) -> None:
         if fresh is not None:

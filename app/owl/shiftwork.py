@@ -30,16 +30,16 @@ def load_shift(eng: Engine) -> None:
         log.info("the stored Shift ended while the daemon was down")
         sh = None
         eng.store.set_setting("shift", None)
-    eng._set_shift(sh)
+    eng.set_shift(sh)
 
 
 def set_shift(eng: Engine, sh: shifts.Shift | None) -> None:
     now = eng.clock()
     eng.shift = sh
     if sh is not None:
-        eng._do(eng.core.shift_on(now, require_power=sh.require_power))
+        eng.do(eng.core.shift_on(now, require_power=sh.require_power))
     else:
-        eng._do(eng.core.shift_off(now))
+        eng.do(eng.core.shift_off(now))
 
 
 def check_shift(eng: Engine) -> None:
@@ -51,7 +51,7 @@ def check_shift(eng: Engine) -> None:
     if why is not None:
         log.info("the Shift ended: %s", why)
         eng.store.set_setting("shift", None)
-        eng._set_shift(None)
+        eng.set_shift(None)
         eng.shift_runs &= set(eng.live)
 
 

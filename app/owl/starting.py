@@ -44,11 +44,11 @@ def maybe_start(eng: Engine, now: float) -> None:
             else f"the machine cannot be read: {eng.reading.problem}"
         return
     while True:
-        decision = eng._decide()
+        decision = eng.decide()
         eng.waiting = decision.waiting
         if decision.job is None:
             return
-        eng._start_job(decision.job.id, exempt=False)
+        eng.start_job(decision.job.id, exempt=False)
 
 
 def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
@@ -57,7 +57,7 @@ def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
     aside = frozenset() if asked else frozenset(eng.set_aside)
     limited = carryon.blocked_agents(eng.waits, time.time())
     setting_up = eng.setups.jobs()       # they hold their places and slots
-    passed = aside | frozenset(setting_up)
+    passed = aside | frozenset(setting_up) | frozenset(eng.held)   # held: a verb's git
 
     def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
         row = eng.store.first_pending(skip, passed, limited)
@@ -81,27 +81,6 @@ def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
             decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits for "
                                           f"{eng.waits[agent].reason}")
     return decision
-
-
-def project_settings(eng: Engine, project: str) -> projectmod.ProjectSettings:
-    """A project's `.owl.toml` from its base branch, cached for a few seconds.
-
-    Raises ProjectError when the file is broken."""
-    now = eng.clock()
-    hit = eng._projects.get(project)
-    if hit is None or now - hit[0] > 10.0:
-        try:
-            value: Any = projectmod.load(Path(project))
-        except projectmod.ProjectError as e:
-            value = e
-        except (OSError, workspace.WorkspaceError) as e:
-            value = projectmod.ProjectSettings()
-            log.warning("cannot read %s's settings: %s", project, e)
-        hit = (now, value)
-        eng._projects[project] = hit
-    if isinstance(hit[1], projectmod.ProjectError):
-        raise hit[1]
-    return hit[1]
 
 
 def project_cap(eng: Engine, project: str) -> int | None:
@@ -147,8 +126,8 @@ def start_job(eng: Engine, job_id: int, *, exempt: bool) -> None:
     the agent starts when it is ready (`_setup_done`), a failure blocks the Job."""
     job = eng.store.job(job_id)
     assert job is not None
-    if job_id in eng._verifications:
-        eng._verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
+    if job_id in eng.verifications:
+        eng.verifications.pop(job_id).cancel(wait=0)   # the Run takes the worktree
     # Read afresh: the checks that gate this Run are those committed now.
     eng._projects.pop(str(job["project"]), None)
     eng.setups.begin(setupmod.Request(

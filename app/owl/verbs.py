@@ -5,6 +5,13 @@ thread (through `Engine.call`), so it may read and change the engine's state,
 and refuses with `Refused`, whose one line says why. The Run lifecycle's own
 rules stay in `lifecycle.py`: a verb asks the core and carries out what it
 says, like any other event.
+
+No method here runs git. A verb that needs it (drop's check for unkept work,
+accept's merge and worktree removal, verify's `.owl.toml`) comes in halves
+that `owl.verbwork` strings together on the caller's thread: a `*_begin`
+here checks the Job's state and *holds* it (`hold`), git runs there, and a
+`*_commit` here re-checks and changes the state. A held Job is neither
+started nor changed by another verb meanwhile; that verb says so in words.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from owl import carryon
 from owl import checks as checksmod
-from owl import guards, lifecycle, outside, project as projectmod, shifts, timefmt, workspace
+from owl import guards, lifecycle, shifts, timefmt
 from owl import verbwork
 from owl.errors import Refused
 
@@ -48,6 +55,27 @@ def check_prompt(prompt: Any) -> None:
                       f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
 
 
+def job_row(store: Any, job_id: Any) -> dict:
+    """The Job's row, or Refused saying there is no such Job."""
+    job = store.job(job_id) if isinstance(job_id, int) else None
+    if job is None:
+        raise Refused(f"no job {job_id}")
+    return job
+
+
+def disk_full(folder: Path) -> str | None:
+    """Why no new Job may be queued for want of disk room under `folder`, or None."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE:
+        return (f"the disk holding {folder} is full ({free // 1024} KB free): no new Jobs "
+                "until there is room; live Runs go on")
+    return None
+
+
 class Verbs:
     """The person's requests; see the module docstring.
 
@@ -59,46 +87,36 @@ class Verbs:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def add_job(self, prompt: str, project: str, agent: str | None, attempts: int | None) -> dict:
-        """`owl add` in one go (its git on this thread: the daemon splits it)."""
-        check_prompt(prompt)
-        return self.add_prepared(verbwork.prepare_add(self.engine.cfg, prompt, project, agent), attempts)
-
     def add_prepared(self, prep: dict, attempts: int | None) -> dict:
         """Queue a Job whose project `verbwork.prepare_add` has already read."""
         check_prompt(prep["prompt"])
         if attempts is not None and (not isinstance(attempts, int) or attempts < 1):
             raise Refused("--attempts must be a whole number, 1 or more")
         self._refuse_if_full()
-        self.engine._projects.pop(prep["root"], None)
+        self.engine.forget_settings(prep["root"])
         try:
             job_id = self.engine.store.add_job(prep["prompt"], prep["root"], prep["agent"],
                                         attempts or self.engine.cfg.attempts)
         except sqlite3.OperationalError as e:       # SQLITE_FULL, an I/O error
             raise Refused(f"cannot queue the job: {self.engine.paths.db}: {e}") from None
-        self.engine._pending_cache = True
+        self.engine.note_queued()
         return self.engine.job_view(job_id)
 
     def _refuse_if_full(self) -> None:
-        try:
-            st = os.statvfs(self.engine.paths.db.parent)
-        except OSError:
-            return
-        free = st.f_bavail * st.f_frsize
-        if free < MIN_FREE:
-            raise Refused(f"the disk holding {self.engine.paths.db.parent} is full ({free // 1024} KB "
-                          "free): no new Jobs until there is room; live Runs go on")
+        full = disk_full(self.engine.paths.db.parent)
+        if full:
+            raise Refused(full)
 
     def start_now(self) -> dict:
         if self.engine.store.first_pending() is None:
             raise Refused("no Job is waiting to start")
-        decision = self.engine._decide(asked=True)
+        decision = self.engine.decide(asked=True)
         if decision.job is None:
             for job_id in self.engine.setups.jobs():
                 raise Refused(f"job {job_id} is being set up; try again in a moment")
             raise Refused(f"cannot start now: {decision.waiting}")
         job_id = decision.job.id
-        self.engine._start_job(job_id, exempt=True)
+        self.engine.start_job(job_id, exempt=True)
 
         def later(answer: dict) -> dict:
             """On the caller's thread: wait (a second at most) for the Run."""
@@ -122,7 +140,7 @@ class Verbs:
             return {"paused": True, "frozen": [], "already": True,
                     "message": "already paused (owl resume lets work go on)"}
         try:
-            self.engine._do(self.engine.core.pause(self.engine.clock()))
+            self.engine.do(self.engine.core.pause(self.engine.clock()))
         except lifecycle.Refusal as e:
             raise Refused(str(e)) from None
         self.engine.store.set_setting("paused", True)
@@ -133,7 +151,7 @@ class Verbs:
 
     def resume(self) -> dict:
         try:
-            self.engine._do(self.engine.core.resume(self.engine.clock()))
+            self.engine.do(self.engine.core.resume(self.engine.clock()))
         except lifecycle.Refusal:
             return {"paused": False, "already": True, "message": "already running: not paused"}
         self.engine.store.set_setting("paused", False)
@@ -142,7 +160,7 @@ class Verbs:
     def stop_runs(self, force: bool) -> dict:
         stopped = {lv.job_id for lv in self.engine.live.values()}
         try:
-            self.engine._do(self.engine.core.stop(self.engine.clock(), force=force))
+            self.engine.do(self.engine.core.stop(self.engine.clock(), force=force))
             self.engine.set_aside |= stopped
         except lifecycle.Refusal:
             return {"runs": [], "already": True, "message": "nothing to stop: no Run is live"}
@@ -155,43 +173,65 @@ class Verbs:
                    f"{timefmt.duration(self.engine.cfg.grace_window)} unless resumed")
         return {"runs": ids, "message": msg}
 
-    def drop(self, job_id: int, force: bool) -> dict:
-        job = self._job_or_refuse(job_id)
-        self._not_while_set_up(job_id)
-        if job["state"] == "cancelled":
+    # -------------------------------------------- verbs in halves (see owl.verbwork)
+
+    def hold(self, job_id: int, doing: str) -> None:
+        """Keep Job `job_id` as it is while a verb's git runs off this thread;
+        `doing` says what, for whoever asks meanwhile ("being dropped")."""
+        self.engine.held[job_id] = doing
+
+    def release(self, job_id: int) -> None:
+        self.engine.held.pop(job_id, None)
+
+    def drop_begin(self, job_id: int, force: bool) -> dict:
+        """Whether Job `job_id` may be dropped as far as its state says: the Job
+        (held) when git must still look for unkept work, else the answer."""
+        job = self._drop_state(job_id, force)
+        if job is None:
             return {"id": job_id, "state": "cancelled", "already": True,
                     "message": f"job {job_id} was already dropped"}
+        self.hold(job_id, "being dropped")
+        return {"job": job}
+
+    def _drop_state(self, job_id: int, force: bool) -> dict | None:
+        job = job_row(self.engine.store, job_id)
+        self._not_while_busy(job_id)
+        if job["state"] == "cancelled":
+            return None
         if job["state"] == "done":
             raise Refused(f"job {job_id} is already done (accepted); its branch stays")
-        live = [lv for lv in self.engine.live.values() if lv.job_id == job_id]
-        if live and not force:
+        if self._live_runs(job_id) and not force:
             raise Refused(f"job {job_id} has a Run going (use --force to end it and drop the job)")
-        refusal = guards.drop_refusal(job, force)
-        if refusal:
-            raise Refused(refusal)
-        if live:
-            # The agent may still be committing in its 5 s: the worktree and
-            # branch go only once every process of the Run is gone.
-            def remove() -> None:       # git: on a thread of its own, never this one
-                threading.Thread(target=self._dropped_later, args=(job,),
-                                 name=f"owl-drop-{job_id}", daemon=True).start()
-            for lv in live:
-                self.engine.after_run[lv.run_id] = remove
-                self.engine._do(self.engine.core.end(lv.run_id, self.engine.clock(), "the job was dropped"))
-            self.engine.store.set_job(job_id, state="cancelled")
-            return {"id": job_id, "state": "cancelled",
-                    "message": f"job {job_id} dropped; its worktree and branch go once its "
-                               f"Run has ended (owl jobs show {job_id} then says where the "
-                               "branch's commits are kept)"}
-        self.engine.store.set_job(job_id, state="cancelled")
+        return job
 
-        def later(answer: dict) -> dict:        # git, on the caller's thread
-            said = guards.drop_workspace(job)
-            log.info("job %s dropped%s", job_id, said)
-            answer["message"] += said
-            return answer
-        return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped",
-                verbwork.LATER: later}
+    def drop_commit(self, job_id: int, force: bool) -> dict:
+        """Drop the held Job (git found nothing unkept, or `force`)."""
+        self.release(job_id)
+        job = self._drop_state(job_id, force)
+        if job is None:
+            return {"id": job_id, "state": "cancelled", "already": True,
+                    "message": f"job {job_id} was already dropped"}
+        live = self._live_runs(job_id)
+        self.engine.store.set_job(job_id, state="cancelled")
+        if not live:
+            return {"id": job_id, "state": "cancelled", "message": f"job {job_id} dropped",
+                    "workspace": job}       # owl.verbwork removes it, off this thread
+        # The agent may still be committing in its 5 s: the worktree and
+        # branch go only once every process of the Run is gone.
+        def remove() -> None:       # git: on a thread of its own, never this one
+            threading.Thread(target=self._dropped_later, args=(job,),
+                             name=f"owl-drop-{job_id}", daemon=True).start()
+        for lv in live:
+            self.engine.after_run[lv.run_id] = remove
+            self.engine.do(self.engine.core.end(lv.run_id, self.engine.clock(),
+                                                "the job was dropped"))
+        return {"id": job_id, "state": "cancelled",
+                "message": f"job {job_id} dropped; its worktree and branch go once its "
+                           f"Run has ended (owl jobs show {job_id} then says where the "
+                           "branch's commits are kept)"}
+
+    def _live_runs(self, job_id: int) -> list:
+        return [lv for lv in self.engine.live.values() if lv.job_id == job_id]
 
     def _dropped_later(self, job: dict) -> None:
         """A dropped Job's workspace, removed (on a thread of its own) once its Run
@@ -201,59 +241,43 @@ class Verbs:
         log.info("job %s dropped%s", job["id"], said)
         self._from_thread(lambda: self.engine.store.set_job(job["id"], reason=f"dropped{said}"))
 
-    def accept_ready(self, job_id: int) -> dict | None:
-        """The Job, when it may be accepted now; None when it already was; else Refused.
-        (The daemon asks this before it merges, off this thread.)"""
-        job = self._job_or_refuse(job_id)
-        self._not_while_set_up(job_id)
+    def accept_begin(self, job_id: int) -> dict | None:
+        """The Job (held), when it may be accepted as far as its state says;
+        None when it already was; else Refused."""
+        job = self._accept_state(job_id)
+        if job is not None:
+            self.hold(job_id, "being accepted")
+        return job
+
+    def _accept_state(self, job_id: int) -> dict | None:
+        job = job_row(self.engine.store, job_id)
+        self._not_while_busy(job_id)
         if job["state"] == "done":
             return None
         if job["state"] != "review":
             raise Refused(f"job {job_id} is {job['state']}, not in review")
-        refusal = guards.accept_refusal(job)
-        if refusal:
-            raise Refused(refusal)
         return job
 
-    def accept(self, job_id: int, merge: bool = False, delete_branch: bool = False,
-               merged: str | None = None) -> dict:
-        """Keep a Job's work: with `merge`, bring its branch into its base branch first
-        (see `owl.review.merge`; `merged` says it was already done, and how); with
-        `delete_branch`, delete the branch once merged."""
-        from owl.review import merge as mergemod
-
-        job = self.accept_ready(job_id)
-        if job is None:
-            job = self._job_or_refuse(job_id)
-            return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
-                    "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
-        project = Path(job["project"])
-        worktree = Path(job["worktree"]) if job["worktree"] else None
-        if merge and merged is None:
-            before = outside.take(project)
-            try:
-                merged = mergemod.merge(project, job)[1]
-            finally:
-                self.engine._own_ref_moves(project, before)
-        if delete_branch:
-            mergemod.require_merged(project, job)     # refuses before anything changes
-        try:
-            workspace.remove(project, worktree)
-        except (workspace.WorkspaceError, OSError) as e:
-            raise Refused(f"cannot accept job {job_id}: its worktree could not be removed "
-                          f"({e})") from None
+    def accept_commit(self, job_id: int, merged: str | None, delete_branch: bool) -> dict:
+        """Record the held Job done: its worktree is gone and, when asked, its
+        branch merged (`merged` says how); owl.verbwork did the git."""
+        self.release(job_id)
+        job = job_row(self.engine.store, job_id)
         self.engine.store.set_job(job_id, state="done", worktree=None)
-        if delete_branch:
-            mergemod.delete_merged_branch(project, job)
         said = f"; {merged}" if merged else ""
         return {"id": job_id, "state": "done", "branch": job["branch"], "merged": merged,
                 "branch_deleted": delete_branch,
                 "message": f"job {job_id} accepted{said}; branch {job['branch']} "
                            + ("deleted" if delete_branch else "kept")}
 
+    def accepted_already(self, job_id: int) -> dict:
+        job = job_row(self.engine.store, job_id)
+        return {"id": job_id, "state": "done", "branch": job["branch"], "already": True,
+                "message": f"job {job_id} was already accepted; branch {job['branch']} kept"}
+
     def extend(self, job_id: int, attempts: int | None) -> dict:
-        job = self._job_or_refuse(job_id)
-        self._not_while_set_up(job_id)
+        job = job_row(self.engine.store, job_id)
+        self._not_while_busy(job_id)
         if job["state"] not in ("exhausted", "blocked", "pending"):
             raise Refused(f"job {job_id} is {job['state']}; only an exhausted, blocked or "
                           "pending job takes more attempts")
@@ -262,7 +286,7 @@ class Verbs:
             raise Refused("--attempts must be a whole number, 1 or more")
         self.engine.store.set_job(job_id, state="pending", reason=None,
                            attempts=job["attempts"] + more)
-        self.engine._pending_cache = True
+        self.engine.note_queued()
         return self.engine.job_view(job_id)
 
     def reply(self, job_id: int, text: str, first: bool = False) -> dict:
@@ -271,8 +295,8 @@ class Verbs:
         Its next Run is given them (in the same conversation where the agent
         can resume it). The Job goes back to its old place, or to the head
         with `first`, with at least one attempt left."""
-        job = self._job_or_refuse(job_id)
-        self._not_while_set_up(job_id)
+        job = job_row(self.engine.store, job_id)
+        self._not_while_busy(job_id)
         if job["state"] not in ("review", "blocked", "exhausted"):
             raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
                           "exhausted takes a reply")
@@ -291,15 +315,15 @@ class Verbs:
                                attempts=max(job["attempts"], job["failures"] + 1))
         if first:
             self.engine.store.move(job_id, 1)
-        self.engine._pending_cache = True
+        self.engine.note_queued()
         view = self.engine.job_view(job_id)
         view["message"] = (f"job {job_id} is queued again at position {view['position']}; "
                            "its next Run is given your reply")
         return view
 
     def move(self, job_id: int, position: int) -> dict:
-        job = self._job_or_refuse(job_id)
-        self._not_while_set_up(job_id)
+        job = job_row(self.engine.store, job_id)
+        self._not_while_busy(job_id)
         if job["state"] != "pending":
             raise Refused(f"job {job_id} is {job['state']}; only pending jobs move")
         n = self.engine.store.queue_length()
@@ -308,17 +332,20 @@ class Verbs:
         self.engine.store.move(job_id, position)
         return self.engine.job_view(job_id)
 
-    def verify(self, job_id: int) -> dict:
-        """`owl jobs verify`: run the Job's checks again on its branch, in its worktree.
+    def verify_begin(self, job_id: int) -> dict:
+        """`owl jobs verify`, first half: the Job (held), when its checks may run
+        again on its branch, in its worktree. owl.verbwork then reads the checks
+        from the commit the Job started from (git), and `verify_commit` starts them."""
+        job = self._verify_state(job_id)
+        self.hold(job_id, "being checked")
+        return job
 
-        The checks come from the project's base branch, as for a Run. They run
-        on a thread of their own and the answer comes at once; `owl jobs show`
-        gives the results. A Job whose checks all pass goes to review."""
-        job = self._job_or_refuse(job_id)
-        self._not_while_set_up(job_id)
-        if any(lv.job_id == job_id for lv in self.engine.live.values()):
+    def _verify_state(self, job_id: int) -> dict:
+        job = job_row(self.engine.store, job_id)
+        self._not_while_busy(job_id)
+        if self._live_runs(job_id):
             raise Refused(f"job {job_id} has a Run going; its checks run when its agent finishes")
-        if job_id in self.engine._verifications:
+        if job_id in self.engine.verifications:
             raise Refused(f"job {job_id}'s checks are already running")
         if job["state"] not in ("review", "blocked", "exhausted"):
             raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
@@ -327,14 +354,15 @@ class Verbs:
         worktree = Path(job["worktree"]) if job["worktree"] else None
         if worktree is None or not worktree.is_dir():
             raise Refused(f"job {job_id} has no worktree to check (it was accepted, or never ran)")
-        self.engine._projects.pop(job["project"], None)
-        try:
-            settings = self.engine._base_settings(Path(job["project"]), job["base"])
-        except (projectmod.ProjectError, workspace.WorkspaceError) as e:
-            raise Refused(str(e)) from None
-        if not settings.checks:
-            raise Refused(f"{job['project']} declares no checks ([[checks]] in .owl.toml on its "
-                          "base branch)")
+        return job
+
+    def verify_commit(self, job_id: int, checks: tuple) -> dict:
+        """Start the held Job's `checks` on a thread of their own; the answer
+        comes at once and `owl jobs show` gives the results. A Job whose
+        checks all pass goes to review."""
+        self.release(job_id)
+        job = self._verify_state(job_id)
+        self.engine.forget_settings(job["project"])
         env = dict(carryon.agent_env(os.environ), OWL_INSTANCE=self.engine.instance)   # as a Run's checks
 
         def record(result: checksmod.Result) -> None:
@@ -345,14 +373,14 @@ class Verbs:
                 batch=v.batch))
 
         def done(results: list[checksmod.Result]) -> None:
-            self._from_thread(lambda: self._verified(job_id, len(settings.checks), results))
+            self._from_thread(lambda: self._verified(job_id, len(checks), results))
 
-        v = checksmod.Verification(job_id, settings.checks, worktree=worktree,
+        v = checksmod.Verification(job_id, checks, worktree=Path(job["worktree"]),
                                    logs=self.engine.paths.logs, env=env, nice=self.engine.cfg.nice,
                                    record=record, done=done)
-        self.engine._verifications[job_id] = v
+        self.engine.verifications[job_id] = v
         v.start()
-        n = len(settings.checks)
+        n = len(checks)
         return {"id": job_id, "state": job["state"], "verifying": True, "checks": n,
                 "message": f"job {job_id}: running {n} check{'s' if n != 1 else ''} on "
                            f"{job['branch']} (owl jobs show {job_id} gives the results)"}
@@ -364,7 +392,7 @@ class Verbs:
             log.warning("could not record a verification: %s", e)
 
     def _verified(self, job_id: int, declared: int, results: list[checksmod.Result]) -> None:
-        self.engine._verifications.pop(job_id, None)
+        self.engine.verifications.pop(job_id, None)
         ok = len(results) == declared and all(r.passed for r in results)
         job = self.engine.store.job(job_id)
         if ok and job is not None and job["state"] in ("blocked", "exhausted"):
@@ -372,16 +400,14 @@ class Verbs:
         log.info("job %s verified on demand: %s", job_id,
                  "all checks passed" if ok else "a check failed")
 
-    def _not_while_set_up(self, job_id: int) -> None:
-        """A Job whose worktree is being made cannot be changed under it: say so."""
+    def _not_while_busy(self, job_id: int) -> None:
+        """A Job whose worktree is being made, or that another verb holds while
+        its git runs, cannot be changed under it: say so."""
         if self.engine.setups.busy(job_id):
             raise Refused(f"job {job_id} is being set up; try again in a moment")
-
-    def _job_or_refuse(self, job_id: Any) -> dict:
-        job = self.engine.store.job(job_id) if isinstance(job_id, int) else None
-        if job is None:
-            raise Refused(f"no job {job_id}")
-        return job
+        doing = self.engine.held.get(job_id)
+        if doing:
+            raise Refused(f"job {job_id} is {doing}; try again in a moment")
 
     def shift_start(self, length: float, until_empty: bool, require_power: bool,
                     replace: bool) -> dict:
@@ -392,7 +418,7 @@ class Verbs:
             raise Refused(str(e)) from None
         extended = self.engine.shift is not None and not replace
         self.engine.store.set_setting("shift", sh.to_dict())
-        self.engine._set_shift(sh)
+        self.engine.set_shift(sh)
         view = self.engine.shift_view()
         left = timefmt.duration(sh.left(time.time()), coarse=True)
         view["message"] = (f"Shift {'extended' if extended else 'started'}: Runs start and "
@@ -404,7 +430,7 @@ class Verbs:
         if self.engine.shift is None:
             return {"on": False, "already": True, "message": "no Shift is on"}
         self.engine.store.set_setting("shift", None)
-        self.engine._set_shift(None)
+        self.engine.set_shift(None)
         # shift_view() is None once no Run of the Shift is left to finish
         view = self.engine.shift_view() or {"on": False, "ended": True, "finishing": 0}
         n = view.get("finishing", 0)

@@ -30,6 +30,10 @@ class RunContext:
     resume: str | None = None         # a conversation to carry on (claude's session id)
     message: str | None = None        # what the carried-on conversation is told first
     replies: tuple[str, ...] = ()     # the person's replies to the Job, oldest first
+    # The branch's own commits (`git log --oneline base..HEAD`), read where
+    # the worktree was set up, since the Run starts on a thread that never
+    # waits on git; None: read them when the prompt is built.
+    commits: str | None = None
 
 
 @runtime_checkable

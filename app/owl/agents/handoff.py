@@ -161,7 +161,8 @@ def build_prompt(ctx: RunContext, with_contract: bool = True) -> str:
                 f"----- begin {HANDOFF_PATH} -----\n{handoff.rstrip(chr(10))}\n"
                 f"----- end {HANDOFF_PATH} -----"
             )
-        commits = branch_log(Path(ctx.worktree), ctx.base)
+        commits = ctx.commits if ctx.commits is not None else \
+            branch_log(Path(ctx.worktree), ctx.base)
         parts.append(
             f"Commits on {ctx.branch} so far (git log --oneline {ctx.base[:12]}..HEAD):\n"
             + (commits if commits else "(none yet)")
