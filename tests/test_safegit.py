@@ -147,3 +147,36 @@ def test_daemon_git_variables_do_not_reach_git(repo: Path, monkeypatch) -> None:
     monkeypatch.setenv("GIT_DIR", "/nonexistent")
     monkeypatch.setenv("GIT_EXTERNAL_DIFF", "/bin/false")
     assert workspace.git(repo, "rev-parse", "--show-toplevel").stdout.strip() == str(repo)
+
+
+def _on_a_marked_thread(repo: Path) -> BaseException | None:
+    """Run git on a thread marked as the engine's; what it raised, if anything."""
+    import threading
+
+    raised: list[BaseException | None] = [None]
+
+    def body() -> None:
+        safegit.forbid_here()
+        try:
+            safegit.run(repo, "status", "--porcelain")
+        except BaseException as e:
+            raised[0] = e
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(60)
+    return raised[0]
+
+
+def test_git_on_the_engine_thread_is_an_error_when_strict(repo: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OWL_STRICT_THREADS", "1")
+    err = _on_a_marked_thread(repo)
+    assert isinstance(err, safegit.OnEngineThread) and "git status" in str(err)
+    safegit.run(repo, "status", "--porcelain")      # any other thread: git as usual
+
+
+def test_git_on_the_engine_thread_is_logged_with_where_it_came_from(repo: Path, monkeypatch,
+                                                                    caplog) -> None:
+    monkeypatch.delenv("OWL_STRICT_THREADS", raising=False)
+    assert _on_a_marked_thread(repo) is None        # a person's daemon carries on
+    rec = [r for r in caplog.records if "on the engine thread" in r.getMessage()]
+    assert rec and rec[0].stack_info and "in body" in rec[0].stack_info

@@ -47,7 +47,6 @@ from owl.awake_keeper import AwakeKeeper
 from owl import safegit, setup as setupmod, verbwork
 from owl.sleepclock import SleepWatch
 from owl.errors import Refused
-from owl.lifecycle import Phase
 from owl.machine import Reading
 from owl.paths import Paths
 from owl.power.policy import should_hold
@@ -88,6 +87,7 @@ class Engine:
         self.core = lifecycle.Core(timing=_timing(cfg), paused=bool(store.setting("paused", False)))
         self.live: dict[int, Live] = {}
         self.reading = Reading(idle_for=None, on_ac=None)
+        self.recheck_at = 0.0                    # set by each reading (owl.machineread)
         self.waiting: str | None = None
         self._q: queue.Queue[Any] = queue.Queue()
         self._armed = True               # wake on input: only while the machine counts as idle
@@ -163,7 +163,7 @@ class Engine:
                     item = self._q.get(timeout=self._wait())
                 except queue.Empty:
                     item = None
-                self._notice_sleep()        # before any event of a wake
+                machineread.notice_sleep(self)      # before any event of a wake
                 while item is not None:
                     self._handle(item)
                     try:
@@ -212,25 +212,13 @@ class Engine:
             moments.append(now + WATCH)
             if any(lv.exited for lv in self.live.values()):
                 moments.append(now + ENDING_WATCH)
-        moments.append(machineread.machine_recheck(self, now))
+        moments.append(self.recheck_at)          # when the idle policy may change its mind
         if self.shift is not None:
             moments.append(now + self.shift.left(time.time()))
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self._pending_cache:
             moments.append(now + min(ends) + 0.05)     # a limit resets: its Jobs may start
         return max(0.0, min(moments) - now)
-
-    def _notice_sleep(self) -> None:
-        """Tell the core how long the machine slept, if it did: a frozen Run's
-        grace window counts the sleep (see lifecycle.Core.slept)."""
-        slept = self.sleep_watch.slept()
-        if not slept:
-            return
-        log.info("the machine slept for %.0f s", slept)
-        self.do(self.core.slept(self.clock(), slept))
-        for r in self.core.runs.values():
-            if r.phase is Phase.FROZEN and r.id in self.live:
-                self._note(r.id, grace_ends_at=self._grace_ends_at(r))
 
     def _handle(self, item: tuple) -> None:
         kind = item[0]

@@ -1,14 +1,15 @@
 """The machine as the engine reads it: the idle policy applied, and when to look again.
 
-Apart from the engine's loop so that the rule for "may Owl work now?" has one
-home: `owl.idle.state` decides in-use and power (the same rule `read_machine`
-applies); here that answer is told to the core, and the next moment it could
-change without an event is worked out. Runs on the engine thread; takes the
-engine as `eng`.
+The rule for "may Owl work now?" has one home, `owl.idle.state.judge` (the
+one `read_machine` applies): it says in use or not, whether power allows,
+and when its answer may change without an event. Here that answer is told
+to the core, and the engine is told when to look again (`eng.recheck_at`).
+Runs on the engine thread; takes the engine as `eng`.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,18 +19,24 @@ from owl.errors import Refused
 from owl.idle import state as idle_policy
 from owl.lifecycle import Phase
 
+log = logging.getLogger("owl.engine")
+
+LONG = 30.0           # nothing the policy can foresee: the engine's own wakes suffice
+
 
 def settle_machine(eng: Engine, now: float, force_input: bool = False) -> None:
+    """Read the machine, apply the idle policy, and tell the core what changed."""
     r = eng.machine.read()
     eng.reading = r
     cfg = eng.cfg
-    # Power is read on every settle (a few sysfs reads); how often a settle
-    # happens without an event is _machine_recheck's business.
-    power_ok = idle_policy.power_ok(r.on_ac, require_ac=cfg.require_ac_power)
-    if power_ok == eng.core.on_battery:
-        eng.do(eng.core.power(now, power_ok))
-    quiet = r.idle_for
-    in_use = force_input or idle_policy.in_use(quiet, after=cfg.idle_after)
+    watching = any(x.phase is Phase.RUNNING for x in eng.core.runs.values())
+    v = idle_policy.judge(r.idle_for, r.on_ac, after=cfg.idle_after,
+                          require_ac=cfg.require_ac_power, hooks_live=r.hooks_live,
+                          problem=r.problem, watching=watching)
+    eng.recheck_at = now + (max(0.05, v.recheck_in) if v.recheck_in is not None else LONG)
+    if v.power_ok == eng.core.on_battery:
+        eng.do(eng.core.power(now, v.power_ok))
+    in_use = force_input or v.in_use
     if in_use and not eng.core.in_use:
         eng.do(eng.core.input(now))
     elif not in_use and eng.core.in_use:
@@ -38,15 +45,17 @@ def settle_machine(eng: Engine, now: float, force_input: bool = False) -> None:
     eng._armed = not eng.core.in_use or not r.hooks_live
 
 
-def machine_recheck(eng: Engine, now: float) -> float:
-    r = eng.reading
-    if eng.core.in_use and r.idle_for is not None:
-        return now + max(0.05, eng.cfg.idle_after - r.idle_for)
-    if not r.hooks_live and any(x.phase is Phase.RUNNING for x in eng.core.runs.values()):
-        return now + 1.0          # no input events here: look for the person's return
-    if eng.live or eng._pending_cache:
-        return now + 5.0          # power changes have no event
-    return now + 30.0
+def notice_sleep(eng: Engine) -> None:
+    """Tell the core how long the machine slept, if it did: a frozen Run's
+    grace window counts the sleep (see lifecycle.Core.slept)."""
+    slept = eng.sleep_watch.slept()
+    if not slept:
+        return
+    log.info("the machine slept for %.0f s", slept)
+    eng.do(eng.core.slept(eng.clock(), slept))
+    for r in eng.core.runs.values():
+        if r.phase is Phase.FROZEN and r.id in eng.live:
+            eng._note(r.id, grace_ends_at=eng._grace_ends_at(r))
 
 
 def machine_event(eng: Engine, event: str) -> None:
