@@ -150,7 +150,7 @@ class Daemon:
 
     def wait(self, timeout: float | None = None) -> bool:
         assert self.engine is not None
-        return self.engine._stopped.wait(timeout)
+        return self.engine.wait_stopped(timeout)
 
     def close(self) -> None:
         if self.engine is not None and not self.engine.stopped:
@@ -262,7 +262,7 @@ def _catch_up_config(e: Engine) -> None:
     """Look at the config file now, on the caller's thread (the watch looks
     only every second), and if it changed let the engine take the edit in
     before this verb: its queue is in order, so one round trip does."""
-    watch = getattr(e, "_config_watch", None)
+    watch = getattr(e, "config_watch", None)
     if watch is not None and watch.look(wait=1.0):
         e.call(lambda: None)
 

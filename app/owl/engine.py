@@ -75,7 +75,7 @@ class Engine:
         self.config_problem: str | None = None
         self._config_mtime = config_mtime(paths.config)
         # Edits are read on a thread of their own and come back as events.
-        self._config_watch = ConfigWatch(
+        self.config_watch = ConfigWatch(
             paths.config, lambda cfg, problem: self._q.put(("config", cfg, problem)),
             seen=self._config_mtime)
         self.machine = machine
@@ -118,7 +118,7 @@ class Engine:
     def start(self) -> None:
         self.machine.start(self._on_input, lambda: self._q.put(("wake",)))
         self._thread.start()
-        self._config_watch.start()
+        self.config_watch.start()
 
     def stop(self, timeout: float = 10.0) -> bool:
         """End every live Run the way ADR-0011 says, then stop the thread."""
@@ -128,6 +128,9 @@ class Engine:
     @property
     def stopped(self) -> bool:
         return self._stopped.is_set()
+
+    def wait_stopped(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run fn on the engine thread and return its result (or raise its error)."""
@@ -189,7 +192,7 @@ class Engine:
                 except Exception:
                     pass
         finally:
-            self._config_watch.stop()
+            self.config_watch.stop()
             self.awake.stop()           # lets go of the inhibitor
             self.machine.stop()
             self._stopped.set()
