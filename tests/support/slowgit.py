@@ -3,7 +3,8 @@
 A folder with a `git` that runs the real git and then, while the file
 `slow` beside it names a number of seconds, sleeps that long after a
 `worktree add` (the worktree and branch are made by then, as a slow
-post-checkout hook would leave them). Put the folder first on the daemon's
+post-checkout hook would leave them), or after the git command `slow(on=)`
+names (a `status` in a large checkout). Put the folder first on the daemon's
 PATH. With `missing=True` the folder holds links to a few tools and no git
 at all once `hide_git()` is called; PATH is then the folder alone.
 """
@@ -17,8 +18,9 @@ from pathlib import Path
 SHIM = """#!/bin/sh
 "{git}" "$@"
 rc=$?
+on="$(cat "{on}" 2>/dev/null || echo "worktree add")"
 case " $* " in
-  *" worktree add "*) [ -s "{slow}" ] && sleep "$(cat "{slow}")" ;;
+  *" $on "*) [ -s "{slow}" ] && sleep "$(cat "{slow}")" ;;
 esac
 exit $rc
 """
@@ -30,9 +32,10 @@ class SlowGit:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.slow_file = folder / "slow"
+        self.on_file = folder / "slow-on"
         real = shutil.which("git")
         assert real, "git is needed"
-        (folder / "git").write_text(SHIM.format(git=real, slow=self.slow_file))
+        (folder / "git").write_text(SHIM.format(git=real, slow=self.slow_file, on=self.on_file))
         (folder / "git").chmod(0o755)
         self.alone = alone
         if alone:
@@ -44,7 +47,8 @@ class SlowGit:
     def path(self) -> str:
         return str(self.folder) if self.alone else f"{self.folder}{os.pathsep}{os.environ['PATH']}"
 
-    def slow(self, seconds: float | None) -> None:
+    def slow(self, seconds: float | None, on: str = "worktree add") -> None:
+        self.on_file.write_text(on)
         if seconds is None:
             self.slow_file.unlink(missing_ok=True)
         else:
