@@ -90,6 +90,30 @@ def test_the_diff_is_parsed_and_each_side_coloured_as_code() -> None:
     assert ("k", "print") not in lines[3].tokens and lines[3].tokens[0][0] == "nb"
 
 
+TWO_HUNKS = """diff --git a/x.py b/x.py
+--- a/x.py
++++ b/x.py
+@@ -1,2 +1,3 @@ def f():
+ a
++b
+@@ -10 +11,2 @@
+-c
++d
++e
+@@ not a hunk header @@
+ f
+"""
+
+
+def test_each_hunk_header_restarts_the_line_numbers_and_a_malformed_one_is_passed_over() -> None:
+    (f,) = diffs.parse(TWO_HUNKS)
+    assert [h.header for h in f.hunks] == ["@@ -1,2 +1,3 @@ def f():", "@@ -10 +11,2 @@"]
+    assert [(ln.kind, ln.old, ln.new) for ln in f.hunks[0].lines] == [(" ", 1, 1), ("+", None, 2)]
+    assert [(ln.kind, ln.old, ln.new, ln.text) for ln in f.hunks[1].lines] == [
+        ("-", 10, None, "c"), ("+", None, 11, "d"), ("+", None, 12, "e"), (" ", 11, 13, "f")]
+    assert (f.added, f.removed) == (3, 1)
+
+
 def _facts(**over) -> dict:
     f = {"job": {"id": 3, "title": "t", "prompt": "Do <it>\x1b[2J", "state": "review",
                  "project": "/p", "agent": "claude", "branch": "owl/job-3", "base": "abc",

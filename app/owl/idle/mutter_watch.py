@@ -17,34 +17,28 @@ Mutter leaving the bus, or the bus closing, ends the hooks (`on_dead`).
 
 from __future__ import annotations
 
-import logging
-import os
-import select
-import threading
 from collections import deque
 from typing import Any, Callable
 
 from .base import BackendError, one_line
+from .eventthread import EventThread
 from .mutter import BUS_NAME, INTERFACE, OBJECT_PATH
-
-log = logging.getLogger("owl.idle")
 
 CALL_TIMEOUT = 2.0
 
 
-class MutterWatch:
+class MutterWatch(EventThread):
     """Hooks for GNOME: input and quiet as Mutter's IdleMonitor watches."""
 
     name = "mutter-watch"
+    thread_name = "owl-mutter-watch"
+    what = "mutter watch"
 
     def __init__(self, bus: str = "SESSION") -> None:
+        super().__init__()
         self.bus = bus
         self._after_ms = 600_000
         self._on_quiet: Callable[[], None] | None = None
-        self._thread: threading.Thread | None = None
-        self._wake_r = self._wake_w = -1
-        self._stopping = False
-        self._dead: str | None = None
         self._conn: Any = None
 
     # ---------------------------------------------------------------- hooks
@@ -76,36 +70,9 @@ class MutterWatch:
             conn.close()
             raise
         self._conn, self._stopping, self._dead = conn, False, None
-        self._wake_r, self._wake_w = os.pipe()
-        self._thread = threading.Thread(
-            target=self._run, args=(conn, signals, idle_id, active_id, on_event, on_dead),
-            name="owl-mutter-watch", daemon=True)
-        self._thread.start()
-
-    @property
-    def alive(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive() and self._dead is None
-
-    def stop(self) -> None:
-        self._stopping = True
-        thread, self._thread = self._thread, None
-        self._poke()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(2.0)
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self._wake_r = self._wake_w = -1
+        self._start_thread(self._run, conn, signals, idle_id, active_id, on_event, on_dead)
 
     # --------------------------------------------------------------- thread
-
-    def _poke(self) -> None:
-        if self._wake_w >= 0:
-            try:
-                os.write(self._wake_w, b"x")
-            except OSError:
-                pass
 
     def _run(self, conn: Any, signals: deque, idle_id: int, active_id: int,
              on_event: Callable[..., None], on_dead: Callable[[str], None]) -> None:
@@ -141,10 +108,7 @@ class MutterWatch:
                     idle_id = _call(conn, _monitor(), "AddIdleWatch", "t", (after_ms,))[0]
                 if signals:
                     continue
-                ready, _, _ = select.select([conn.sock, self._wake_r], [], [])
-                if self._wake_r in ready:
-                    os.read(self._wake_r, 64)
-                if conn.sock in ready:
+                if self._wait(conn.sock):
                     _drain(conn)
         except BackendError as exc:
             why = str(exc)
@@ -155,10 +119,7 @@ class MutterWatch:
                 conn.close()
             except Exception:
                 pass
-        if not self._stopping:
-            self._dead = why
-            log.info("mutter watch ended: %s", why)
-            on_dead(why)
+        self._ended(why, on_dead)
 
 
 def _drain(conn: Any) -> None:

@@ -33,6 +33,7 @@ import time
 from typing import Any, Callable
 
 from .base import BackendError, one_line
+from .eventthread import EventThread
 
 log = logging.getLogger("owl.idle")
 
@@ -78,11 +79,15 @@ def _timeouts(after: float) -> list[float]:
     return sorted({round(after, 3), round(fine, 3)})
 
 
-class WaylandIdle:
+class WaylandIdle(EventThread):
     """Hooks and reader in one: a Wayland idle protocol on its own connection and thread."""
+
+    thread_name = "owl-wayland-idle"
+    what = "wayland idle"
 
     def __init__(self, display: str | None = None, *, protocols: tuple[str, ...] = (EXT, KDE),
                  clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self.display_name = display          # None: WAYLAND_DISPLAY
         self.protocols = protocols           # in order of preference
         self.name = "wayland-idle"           # set to the protocol bound, on open
@@ -96,10 +101,6 @@ class WaylandIdle:
         self._display: Any = None
         self._bound: dict[str, Any] = {}
         self._notes: list[Any] = []
-        self._thread: threading.Thread | None = None
-        self._wake_r = self._wake_w = -1
-        self._stopping = False
-        self._dead: str | None = None
 
     # --------------------------------------------------------------- reader
 
@@ -151,31 +152,10 @@ class WaylandIdle:
             self._on_event, self._on_dead = on_event, on_dead
             return
         self._on_event, self._on_dead = on_event, on_dead
-        self._close_pipe()
-        self._wake_r, self._wake_w = os.pipe()
-        self._thread = threading.Thread(target=self._run, name="owl-wayland-idle", daemon=True)
-        self._thread.start()
+        self._start_thread(self._run)
 
-    @property
-    def alive(self) -> bool:
-        thread = self._thread
-        return thread is not None and thread.is_alive() and self._dead is None
-
-    def stop(self) -> None:
-        self._stopping = True
-        thread, self._thread = self._thread, None
-        self._poke()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(2.0)
-        if thread is None or thread.is_alive() is False:
-            self._teardown()
-        self._close_pipe()
-
-    def _close_pipe(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self._wake_r = self._wake_w = -1
+    def _stopped(self) -> None:
+        self._teardown()   # the thread has ended: nothing else reads the connection
 
     # --------------------------------------------------------------- thread
 
@@ -207,13 +187,6 @@ class WaylandIdle:
         if self._on_event is not None:
             self._on_event()
 
-    def _poke(self) -> None:
-        if self._wake_w >= 0:
-            try:
-                os.write(self._wake_w, b"x")
-            except OSError:
-                pass
-
     def _run(self) -> None:
         display = self._display
         fd = display.get_fd()
@@ -226,10 +199,7 @@ class WaylandIdle:
                     self._arm()
                 display.dispatch(block=False)
                 display.flush()
-                ready, _, _ = select.select([fd, self._wake_r], [], [])
-                if self._wake_r in ready:
-                    os.read(self._wake_r, 64)
-                if fd in ready:
+                if self._wait(fd):
                     display.read()
                     display.dispatch(block=False)
         except Exception as exc:   # read_events failing: the compositor closed the socket
@@ -237,11 +207,7 @@ class WaylandIdle:
         finally:
             if self._stopping:
                 self._teardown()
-        if not self._stopping:
-            self._dead = why
-            log.info("wayland idle ended: %s", why)
-            if self._on_dead is not None:
-                self._on_dead(why)
+        self._ended(why, self._on_dead)
 
     def _teardown(self) -> None:
         display, self._display = self._display, None

@@ -60,6 +60,13 @@ def _strip_prefix(path: str) -> str | None:
     return path[2:] if path[:2] in ("a/", "b/") else path
 
 
+def _hunk_start(line: str) -> tuple[int, int] | None:
+    """The first old and new line numbers a hunk header (`@@ -a,b +c,d @@`) names,
+    or None when the line is not one (then it is passed over, not guessed at)."""
+    m = _HUNK.match(line)
+    return (int(m.group(1)), int(m.group(3))) if m else None
+
+
 def parse(text: str) -> list[FileDiff]:
     """The files of a `git diff` (no colour, no renames) in order."""
     files: list[FileDiff] = []
@@ -74,6 +81,13 @@ def parse(text: str) -> list[FileDiff]:
             files.append(cur)
             continue
         if cur is None:
+            continue
+        if raw.startswith("@@"):        # a hunk begins, after the file's header or another hunk
+            start = _hunk_start(raw)
+            if start is not None:
+                old_no, new_no = start
+                hunk = Hunk(header=raw)
+                cur.hunks.append(hunk)
             continue
         if hunk is None or not raw[:1] in ("+", "-", " ", "\\"):
             if raw.startswith("new file mode"):
@@ -90,20 +104,7 @@ def parse(text: str) -> list[FileDiff]:
                 new = _strip_prefix(raw[4:])
                 if new:
                     cur.path = new
-            elif raw.startswith("@@"):
-                m = _HUNK.match(raw)
-                if m:
-                    old_no, new_no = int(m.group(1)), int(m.group(3))
-                    hunk = Hunk(header=raw)
-                    cur.hunks.append(hunk)
             continue
-        if raw.startswith("@@"):
-            m = _HUNK.match(raw)
-            if m:
-                old_no, new_no = int(m.group(1)), int(m.group(3))
-                hunk = Hunk(header=raw)
-                cur.hunks.append(hunk)
-                continue
         kind, body = raw[:1], raw[1:]
         if kind == "+":
             hunk.lines.append(Line("+", None, new_no, body))
