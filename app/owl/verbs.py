@@ -22,12 +22,10 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from owl import carryon
-from owl import checks as checksmod
 from owl import guards, lifecycle, shifts, timefmt
-from owl import verbwork
+from owl import verbwork, verifying
 from owl.errors import Refused
 
 if TYPE_CHECKING:
@@ -41,18 +39,20 @@ MAX_PROMPT = 100_000               # bytes; long context belongs in a file in th
 MIN_FREE = 1024 * 1024
 
 
-def check_prompt(prompt: Any) -> None:
-    """Refuse a prompt no agent could be given, in one line."""
+def check_prompt(prompt: Any, what: str = "prompt",
+                 empty: str = "say what the agent should do") -> None:
+    """Refuse a prompt (or a reply) no agent could be given, in one line."""
     if not isinstance(prompt, str) or not prompt.strip():
-        raise Refused("the prompt is empty: say what the agent should do")
+        raise Refused(f"the {what} is empty: {empty}")
     if "\x00" in prompt:
         # argv strings end at a NUL: the agent would get a cut prompt
-        raise Refused("the prompt contains a NUL character, which no program's "
+        raise Refused(f"the {what} contains a NUL character, which no program's "
                       "arguments can carry; remove it")
     size = len(prompt.encode("utf-8", "surrogatepass"))
     if size > MAX_PROMPT:
-        raise Refused(f"the prompt is {size:,} bytes; "
-                      f"the limit is {MAX_PROMPT:,} (put long context in a file in the project)")
+        raise Refused(f"the {what} is {size:,} bytes; the limit is {MAX_PROMPT:,}"
+                      + (" (put long context in a file in the project)" if what == "prompt"
+                         else ""))
 
 
 def job_row(store: Any, job_id: Any) -> dict:
@@ -239,7 +239,8 @@ class Verbs:
         as the Job's reason, written on the engine thread."""
         said = guards.drop_workspace(job)
         log.info("job %s dropped%s", job["id"], said)
-        self._from_thread(lambda: self.engine.store.set_job(job["id"], reason=f"dropped{said}"))
+        verifying.on_engine(self.engine, lambda: self.engine.store.set_job(
+            job["id"], reason=f"dropped{said}"), "a dropped Job's branch")
 
     def accept_begin(self, job_id: int) -> dict | None:
         """The Job (held), when it may be accepted as far as its state says;
@@ -300,14 +301,7 @@ class Verbs:
         if job["state"] not in ("review", "blocked", "exhausted"):
             raise Refused(f"job {job_id} is {job['state']}; only a Job in review, blocked or "
                           "exhausted takes a reply")
-        if not isinstance(text, str) or not text.strip():
-            raise Refused("the reply is empty: say what the agent should do next")
-        if "\x00" in text:
-            raise Refused("the reply contains a NUL character, which no program's arguments "
-                          "can carry; remove it")
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > MAX_PROMPT:
-            raise Refused(f"the reply is {size:,} bytes; the limit is {MAX_PROMPT:,}")
+        check_prompt(text, "reply", "say what the agent should do next")
         self._refuse_if_full()
         with self.engine.store.tx():
             self.engine.store.add_reply(job_id, text)
@@ -363,42 +357,11 @@ class Verbs:
         self.release(job_id)
         job = self._verify_state(job_id)
         self.engine.forget_settings(job["project"])
-        env = dict(carryon.agent_env(os.environ), OWL_INSTANCE=self.engine.instance)   # as a Run's checks
-
-        def record(result: checksmod.Result) -> None:
-            self._from_thread(lambda: self.engine.store.add_check(
-                job_id=job_id, run_id=None, position=result.position, name=result.name,
-                command=result.command, outcome=result.outcome, exit_code=result.exit_code,
-                duration_s=result.duration_s, output=result.output, log=result.log,
-                batch=v.batch))
-
-        def done(results: list[checksmod.Result]) -> None:
-            self._from_thread(lambda: self._verified(job_id, len(checks), results))
-
-        v = checksmod.Verification(job_id, checks, worktree=Path(job["worktree"]),
-                                   logs=self.engine.paths.logs, env=env, nice=self.engine.cfg.nice,
-                                   record=record, done=done)
-        self.engine.verifications[job_id] = v
-        v.start()
+        verifying.start(self.engine, job, checks)
         n = len(checks)
         return {"id": job_id, "state": job["state"], "verifying": True, "checks": n,
                 "message": f"job {job_id}: running {n} check{'s' if n != 1 else ''} on "
                            f"{job['branch']} (owl jobs show {job_id} gives the results)"}
-
-    def _from_thread(self, fn: Callable[[], Any]) -> None:
-        try:
-            self.engine.call(fn)
-        except Exception as e:        # the daemon is stopping: the results are lost
-            log.warning("could not record a verification: %s", e)
-
-    def _verified(self, job_id: int, declared: int, results: list[checksmod.Result]) -> None:
-        self.engine.verifications.pop(job_id, None)
-        ok = len(results) == declared and all(r.passed for r in results)
-        job = self.engine.store.job(job_id)
-        if ok and job is not None and job["state"] in ("blocked", "exhausted"):
-            self.engine.store.set_job(job_id, state="review", reason=None)
-        log.info("job %s verified on demand: %s", job_id,
-                 "all checks passed" if ok else "a check failed")
 
     def _not_while_busy(self, job_id: int) -> None:
         """A Job whose worktree is being made, or that another verb holds while
