@@ -9,130 +9,26 @@ whose Run was interrupted goes back to `pending` in the place it held; only
 `move` rewrites keys. Positions shown to people count from 1 at the head of
 the queue (pending and active Jobs).
 
-Schema changes are numbered migrations keyed by `PRAGMA user_version`. A file
-from a newer Owl, or one that is not a database, is refused and left untouched.
+The schema, its migrations and the checks a file passes on opening are in
+`store_schema` (re-exported here: `MIGRATIONS`, `SCHEMA_VERSION`); this
+module holds the queries.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from owl.errors import DamagedStore, StoreError
+from owl import store_schema
+from owl.store_schema import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["JOB_STATES", "MIGRATIONS", "QUEUED", "SCHEMA_VERSION", "Store", "title_of"]
 
 JOB_STATES = ("pending", "active", "blocked", "review", "done", "cancelled", "exhausted")
 QUEUED = ("pending", "active")
-
-MIGRATIONS: list[str] = [
-    # 1: the first schema
-    """
-    CREATE TABLE jobs (
-        id          INTEGER PRIMARY KEY,
-        prompt      TEXT NOT NULL,
-        project     TEXT NOT NULL,
-        agent       TEXT NOT NULL,
-        state       TEXT NOT NULL,
-        sort_key    INTEGER NOT NULL,
-        attempts    INTEGER NOT NULL,
-        failures    INTEGER NOT NULL DEFAULT 0,
-        branch      TEXT,
-        worktree    TEXT,
-        base        TEXT,
-        reason      TEXT,
-        created_at  REAL NOT NULL,
-        updated_at  REAL NOT NULL
-    );
-    CREATE INDEX jobs_by_state ON jobs(state, sort_key);
-    CREATE TABLE runs (
-        id          INTEGER PRIMARY KEY,
-        job_id      INTEGER NOT NULL REFERENCES jobs(id),
-        attempt     INTEGER NOT NULL,
-        state       TEXT NOT NULL,
-        frozen_by   TEXT,
-        started_at  REAL NOT NULL,
-        ended_at    REAL,
-        outcome     TEXT,
-        ended_by    TEXT,
-        reason      TEXT,
-        exit_code   INTEGER,
-        pids        TEXT NOT NULL DEFAULT '[]',
-        log         TEXT
-    );
-    CREATE INDEX runs_by_job ON runs(job_id);
-    CREATE INDEX runs_open ON runs(ended_at) WHERE ended_at IS NULL;
-    CREATE TABLE settings (
-        key   TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    );
-    """,
-    # 2: the outcome of every check a Run (or `owl jobs verify`) ran
-    """
-    CREATE TABLE checks (
-        id          INTEGER PRIMARY KEY,
-        job_id      INTEGER NOT NULL REFERENCES jobs(id),
-        run_id      INTEGER REFERENCES runs(id),
-        position    INTEGER NOT NULL,
-        name        TEXT NOT NULL,
-        command     TEXT NOT NULL,
-        outcome     TEXT NOT NULL,
-        exit_code   INTEGER,
-        duration_s  REAL,
-        output      TEXT NOT NULL DEFAULT '',
-        log         TEXT,
-        batch       TEXT,
-        ended_at    REAL NOT NULL
-    );
-    CREATE INDEX checks_by_run ON checks(run_id);
-    CREATE INDEX checks_by_job ON checks(job_id, batch);
-    """,
-    # 3: processes of a Run the system would not let Owl signal ({pid, command,
-    # why} as JSON), and the wall-clock end of a frozen Run's grace window
-    # (for the watchdog, which keeps that promise when the daemon is stopped)
-    """
-    ALTER TABLE runs ADD COLUMN untouchable TEXT NOT NULL DEFAULT '[]';
-    ALTER TABLE runs ADD COLUMN grace_ends_at REAL;
-    """,
-    # 4: the branch a Job's worktree was made from, which `accept --merge` brings it into
-    """
-    ALTER TABLE jobs ADD COLUMN base_branch TEXT;
-    """,
-    # 5: what a Run changed outside its branch (refs, git config, hooks), as the
-    # JSON list owl.outside.changes() makes; NULL: not compared
-    """
-    ALTER TABLE runs ADD COLUMN outside TEXT;
-    """,
-    # 6: a Run's conversation (session id, whether it carried one on), what it
-    # cost (usage: JSON of duration_ms, num_turns, tokens, total_cost_usd) and
-    # its final message; the person's replies to a Job (run_id: the Run that
-    # was given it); and each agent's usage-limit wait, kept across restarts
-    """
-    ALTER TABLE runs ADD COLUMN session_id TEXT;
-    ALTER TABLE runs ADD COLUMN resumed INTEGER;
-    ALTER TABLE runs ADD COLUMN usage TEXT;
-    ALTER TABLE runs ADD COLUMN last_message TEXT;
-    CREATE TABLE replies (
-        id          INTEGER PRIMARY KEY,
-        job_id      INTEGER NOT NULL REFERENCES jobs(id),
-        text        TEXT NOT NULL,
-        at          REAL NOT NULL,
-        run_id      INTEGER REFERENCES runs(id)
-    );
-    CREATE INDEX replies_by_job ON replies(job_id);
-    CREATE TABLE limits (
-        agent       TEXT PRIMARY KEY,
-        kind        TEXT NOT NULL,
-        until       REAL NOT NULL,
-        reason      TEXT NOT NULL,
-        strikes     INTEGER NOT NULL DEFAULT 0,
-        since       REAL NOT NULL
-    );
-    """,
-]
-SCHEMA_VERSION = len(MIGRATIONS)
 
 _JOB_COLS = ("id, prompt, project, agent, state, sort_key, attempts, failures, branch, "
              "worktree, base, reason, created_at, updated_at, base_branch")
@@ -156,77 +52,7 @@ class Store:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        self.db = self._connect()
-
-    # ---------------------------------------------------------------- open
-
-    def _connect(self) -> sqlite3.Connection:
-        from owl import dbrepair
-
-        if self.path.exists() and self.path.stat().st_size == 0:
-            # Owl writes the header the moment it makes the file: an empty one
-            # was truncated, and is not an empty queue.
-            raise DamagedStore(dbrepair.empty(self.path))
-        if self.readonly:
-            if not self.path.exists():
-                raise StoreError(f"{self.path}: no database yet (nothing has been queued)")
-            uri = f"file:{self.path}?mode=ro"
-            db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
-                                 timeout=5.0)
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fresh = not self.path.exists()
-            if fresh:
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                 timeout=5.0)
-        db.row_factory = sqlite3.Row
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: written by a newer Owl (schema {version}, this one knows "
-                    f"{SCHEMA_VERSION}); left untouched")
-            ok = db.execute("PRAGMA quick_check").fetchone()[0]
-            if ok != "ok":
-                raise DamagedStore(dbrepair.damaged(self.path, ok))
-            if not self.readonly:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            if not self.readonly:
-                self._migrate(db, version)
-            elif version < SCHEMA_VERSION:
-                raise StoreError(f"{self.path}: from an older Owl; start the daemon once to upgrade it")
-        except sqlite3.DatabaseError as e:
-            db.close()
-            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-                raise StoreError(f"{self.path}: busy ({e})") from None
-            raise DamagedStore(f"{self.path}: not a usable Owl database ({e}); left untouched"
-                               f" — {dbrepair.RECOVER_HINT}") from None
-        except StoreError:
-            db.close()
-            raise
-        for suffix in ("-wal", "-shm"):
-            side = Path(str(self.path) + suffix)
-            if side.exists() and not self.readonly:
-                try:
-                    side.chmod(0o600)
-                except OSError:
-                    pass
-        return db
-
-    def _migrate(self, db: sqlite3.Connection, version: int) -> None:
-        for number in range(version, SCHEMA_VERSION):
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _statements(MIGRATIONS[number]):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number + 1}")
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        self.db = store_schema.connect(self.path, readonly=readonly)
 
     def close(self) -> None:
         self.db.close()
@@ -563,10 +389,6 @@ class _Tx:
                 raise
         else:
             self.db.execute("ROLLBACK")
-
-
-def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
 
 
 def _job(row: sqlite3.Row) -> dict[str, Any]:
