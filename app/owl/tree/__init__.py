@@ -27,7 +27,8 @@ A process the system will not let us signal (EPERM: it became root, as
 from __future__ import annotations
 
 from ._platform import backend
-from .process_tree import ProcessTree, end_processes, find_survivors, kill_processes
+from .process_tree import ProcessTree
+from .survivors import end_processes, find_survivors, kill_processes
 from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
 from .cgroup import RunGroup
 
