@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from . import _platform
+from . import _platform, untouchable
 
 # A freeze that has not converged after this many sweeps is facing a process
 # that outruns the sweep (fork, exit, fork...); stop trying and report.
@@ -47,32 +47,9 @@ class _Member:
         self.handle: Any = None
         self.proc: psutil.Process | None = None
         # Why the kernel refused our last signal (EPERM), or None. Such a
-        # process is left alone and not waited for; the rest goes on.
+        # process is left alone and not waited for; the rest goes on
+        # (see untouchable.py).
         self.refused: str | None = None
-
-
-def why_refused(pid: int) -> str:
-    """Why this process may not be signalled by us, in words."""
-    mine = os.geteuid()
-    try:
-        uids = psutil.Process(pid).uids()
-    except psutil.Error:
-        return "the system refused to let Owl signal it"
-    if uids.effective != mine or uids.real != mine:
-        who = "root" if uids.effective == 0 else f"uid {uids.effective}"
-        return (f"it became {who} (real uid {uids.real}, Owl runs as uid {mine}); "
-                "Owl may not signal it")
-    return "the system refused to let Owl signal it"
-
-
-def command_of(pid: int) -> str:
-    """A process's command line in one line, or its name if that is unreadable."""
-    try:
-        proc = psutil.Process(pid)
-        line = " ".join(proc.cmdline()) or proc.name()
-    except psutil.Error:
-        return "?"
-    return line if len(line) <= 200 else line[:199] + "…"
 
 
 class ProcessTree:
@@ -263,28 +240,19 @@ class ProcessTree:
     # -- signals ------------------------------------------------------------
 
     def _send(self, m: _Member, sig: int) -> bool:
-        """Signal one member; False if it is gone or may not be signalled.
-
-        EPERM (a process that became another user, as sudo does) is never
-        an error here: the member is marked refused, left alone, and every
-        other process of the tree is still signalled."""
+        """Signal one member; False if it is gone or may not be signalled
+        (EPERM marks it refused: see untouchable.send). Its handle is
+        opened on the first signal, checked against the start time the
+        sweep saw (the backend's open_handle says how)."""
         if m.handle is None:
             m.handle = self._b.open_handle(m.pid, m.start)
             if m.handle is None:
                 return False
-        try:
-            sent = m.handle.send(sig)
-        except PermissionError:
-            if m.refused is None:
-                m.refused = why_refused(m.pid)
-            return False
-        if sent:
-            m.refused = None
-        return sent
+        return untouchable.send(m, sig)
 
     def _ours(self, live: list[_Member]) -> list[_Member]:
         """The members we may signal (the refused ones are left alone)."""
-        return [m for m in live if m.refused is None]
+        return untouchable.ours(live)
 
     def freeze(self) -> int:
         """SIGSTOP every process; sweep again until a sweep finds nothing
@@ -371,7 +339,7 @@ class ProcessTree:
                 continue
             live.append(m)
             if row.state == b.RUNNING and m.refused is None:
-                pending.append(m)
+                pending.append(m)       # a refused one would never stop for us
         self._order = live
         deadline = time.monotonic() + _SETTLE_TIMEOUT
         pause = 0.0001
@@ -476,12 +444,7 @@ class ProcessTree:
         """The live processes the system would not let us signal, each as
         {pid, command, why}, from what the last signals met (no sweep)."""
         with self._lock:
-            out = []
-            for m in self._order:
-                if m.refused is not None and self._members.get(m.pid) is m:
-                    out.append({"pid": m.pid, "command": command_of(m.pid),
-                                "why": m.refused})
-            return out
+            return untouchable.named(m for m in self._order if self._members.get(m.pid) is m)
 
     def identities(self) -> list[tuple[int, float]]:
         """(pid, create_time) of every live process, create_time as psutil
