@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from . import _platform, untouchable
+from . import _platform, cgroup_bracket, untouchable
 
 # A freeze that has not converged after this many sweeps is facing a process
 # that outruns the sweep (fork, exit, fork...); stop trying and report.
@@ -172,12 +172,7 @@ class ProcessTree:
                 queue.append((pid, m.start))
         if self._tag is not None:
             queue.extend(self._adopted(rows, children))
-        if self._cgroup is not None:
-            # The kernel's own list: nothing leaves it, whatever it does.
-            for pid in self._cgroup.pids():
-                row = rows.get(pid)
-                if row is not None and pid != self._me:
-                    queue.append((pid, row.start))
+        queue.extend(cgroup_bracket.listed(self._cgroup, rows, self._me))
 
         i = 0
         while i < len(queue):
@@ -266,14 +261,8 @@ class ProcessTree:
         keeps sweeping needs only the processes started since to be read.
         """
         with self._lock:
-            cg = self._cgroup
-            if cg is not None:
-                cg.freeze(True)     # nothing runs or forks while the stops go round
-            try:
+            with cgroup_bracket.frozen(self._cgroup):
                 live, first_rows, late = self._stop_all()
-            finally:
-                if cg is not None:
-                    cg.freeze(False)    # each wakes only to act on its SIGSTOP
             return len(self._settle(live, first_rows, late))
 
     def _stop_all(self) -> tuple[list[_Member], dict[int, Any], set[_Member]]:
@@ -394,8 +383,7 @@ class ProcessTree:
         orphans might otherwise land beyond this daemon's reach).
         """
         with self._lock:
-            if self._cgroup is not None:
-                self._cgroup.kill()     # all at once; the sweep below makes sure
+            cgroup_bracket.kill(self._cgroup)     # all at once; the sweep below makes sure
             self._stop_all()    # no need to wait until they have stopped
             killed: set[_Member] = set()
             deadline = time.monotonic() + timeout
@@ -466,8 +454,7 @@ class ProcessTree:
         with self._lock:
             if self._kin is not None:
                 self._kin.close()
-            if self._cgroup is not None:
-                self._cgroup.remove()
+            cgroup_bracket.remove(self._cgroup)
             for m in list(self._members.values()):
                 self._forget(m)
             self._order = []
