@@ -11,6 +11,11 @@ environment, or by having been seen before.
 Identities are (pid, start) pairs; a remembered pid is only ever signalled
 after its start time has been checked (pidfds on Linux), so a PID that was
 reused by someone else's process is never hit.
+
+Beside it, each with a reason of its own: ``orphans`` (which re-parented
+processes are the Run's), ``untouchable`` (a process Owl may not signal),
+``cgroup_bracket`` (the Run's cgroup v2 around the freeze and the kill) and
+``survivors`` (processes known only by their tag, after a crash).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 import psutil
 
 from . import _platform, cgroup_bracket, untouchable
+from .orphans import Orphans
 
 # A freeze that has not converged after this many sweeps is facing a process
 # that outruns the sweep (fork, exit, fork...); stop trying and report.
@@ -63,21 +69,19 @@ class ProcessTree:
     def __init__(self, tag: tuple[str, str] | None,
                  leader: int | None = None, *,
                  backend: ModuleType | None = None, cgroup: Any = None) -> None:
-        self._tag = tag
         self._cgroup = cgroup                  # a cgroup.RunGroup, or None
         self._b = backend or _platform.backend
         self._lock = threading.RLock()
         self._members: dict[int, _Member] = {}
         self._order: list[_Member] = []       # live, parents first
         self._rows: dict[int, Any] = {}        # the last sweep's table
-        self._not_ours: set[tuple[int, Any]] = set()
-        self._epoch: Any = None                # earliest leader start
         self._mark: int | None = None          # last_pid() at the last sweep
         self._full_marks: list[int] = []       # ... at the last two full ones
         self._me = os.getpid()
         # Backends without a subreaper know a Run's sessions and forks (posix.Kin).
         kin = getattr(self._b, "Kin", None) if tag is not None else None
         self._kin = kin(on_fork=self._b.sweeper(self)) if kin is not None else None
+        self._orphans = Orphans(tag, self._b, self._kin) if tag is not None else None
         if leader is not None:
             self.add_leader(leader)
 
@@ -100,8 +104,8 @@ class ProcessTree:
                 self._kin.note([pid])
             self._mark = None       # its descendants: the next sweep reads all
             self._full_marks = []
-            if self._epoch is None or row.start < self._epoch:
-                self._epoch = row.start
+            if self._orphans is not None:
+                self._orphans.leader_started(row.start)
 
     def _remember(self, pid: int, start: Any) -> _Member:
         m = self._members.get(pid)
@@ -170,8 +174,8 @@ class ProcessTree:
                 self._forget(m)
             else:
                 queue.append((pid, m.start))
-        if self._tag is not None:
-            queue.extend(self._adopted(rows, children))
+        if self._orphans is not None:
+            queue.extend(self._orphans.found(rows, children, self._members))
         queue.extend(cgroup_bracket.listed(self._cgroup, rows, self._me))
 
         i = 0
@@ -198,40 +202,6 @@ class ProcessTree:
             self._kin.note(m.pid for m in live)
         return live
 
-    def _adopted(self, rows: dict[int, Any],
-                 children: dict[int, list[int]]) -> list[tuple[int, Any]]:
-        """Orphans of the Run: our own direct children (we are the subreaper)
-        or init's, carrying the Run's tag. Each process's environment is read
-        at most once: a miss is remembered by identity."""
-        assert self._tag is not None
-        name, value = self._tag
-        candidates = list(children.get(self._me, ()))
-        if not _platform.adopting and self._me != 1:
-            candidates += children.get(1, ())
-        found = []
-        for pid in candidates:
-            row = rows[pid]
-            key = (pid, row.start)
-            m = self._members.get(pid)
-            if m is not None and self._b.same_start(m.start, row.start):
-                continue
-            if row.state == self._b.DEAD or key in self._not_ours:
-                continue
-            if self._epoch is not None and row.start < self._epoch:
-                self._not_ours.add(key)      # older than the Run itself
-                continue
-            env = self._b.environ(pid)
-            if env is not None and env.get(name) == value:
-                found.append(key)
-            elif self._kin is not None and self._kin.claims(pid):
-                found.append(key)        # untagged, in a session the Run had
-            else:
-                self._not_ours.add(key)
-        if len(self._not_ours) > 4 * len(rows) + 256:
-            self._not_ours = {k for k in self._not_ours
-                              if k[0] in rows and rows[k[0]].start == k[1]}
-        return found
-
     # -- signals ------------------------------------------------------------
 
     def _send(self, m: _Member, sig: int) -> bool:
@@ -244,10 +214,6 @@ class ProcessTree:
             if m.handle is None:
                 return False
         return untouchable.send(m, sig)
-
-    def _ours(self, live: list[_Member]) -> list[_Member]:
-        """The members we may signal (the refused ones are left alone)."""
-        return untouchable.ours(live)
 
     def freeze(self) -> int:
         """SIGSTOP every process; sweep again until a sweep finds nothing
@@ -342,7 +308,7 @@ class ProcessTree:
                         and row.state == b.RUNNING):
                     still.append(m)
             pending = still
-        return self._ours(live)
+        return untouchable.ours(live)
 
     def thaw(self) -> int:
         """SIGCONT every process, children before parents (so a parent that
@@ -389,7 +355,7 @@ class ProcessTree:
             deadline = time.monotonic() + timeout
             pause = 0.0005
             while True:
-                live = self._ours(self._sweep())
+                live = untouchable.ours(self._sweep())
                 if not live:
                     break
                 fresh = [m for m in live if m not in killed]
@@ -426,7 +392,7 @@ class ProcessTree:
         """Whether any live (non-zombie) process of the Run is left that we
         may signal: one the system keeps from us cannot hold the Run open."""
         with self._lock:
-            return bool(self._ours(self._sweep()))
+            return bool(untouchable.ours(self._sweep()))
 
     def refused(self) -> list[dict[str, Any]]:
         """The live processes the system would not let us signal, each as
@@ -443,7 +409,7 @@ class ProcessTree:
     def is_frozen(self) -> bool:
         """Whether every live process is stopped. False if none is left."""
         with self._lock:
-            live = self._ours(self._sweep())
+            live = untouchable.ours(self._sweep())
             rows = self._rows
             return bool(live) and all(rows[m.pid].state == self._b.STOPPED
                                       for m in live)
