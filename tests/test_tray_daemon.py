@@ -20,14 +20,14 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
-from display import DisplayEnv, virtual_display, xdotool
+from display import DisplayEnv, display_fixture, virtual_display, xdotool
 from owlproc import OwlDaemon, make_project, process_states, wait_for
-from test_tray import (ARTIFACTS, STATE_COLOURS, colour_share, find_tray_icon_geometry,
-                       icon_text, keyboard_grabbed, menu_keys, open_menu, screenshot)
+from traydesk import (ARTIFACTS, STATE_COLOURS, colour_share, find_tray_icon_geometry,
+                      icon_text, keyboard_grabbed, menu_keys, open_menu, screenshot)
 
 pytestmark = [pytest.mark.display, pytest.mark.timeout(180)]
 
@@ -138,10 +138,7 @@ def thawed(pids: list[int]) -> bool:
     return all(s not in ("stopped", "gone") for s in process_states(pids).values())
 
 
-@pytest.fixture(scope="module")
-def desk() -> Iterator[DisplayEnv]:
-    with virtual_display(tray=True, notify=True) as env:
-        yield env
+desk = display_fixture(scope="module", tray=True, notify=True)
 
 
 @pytest.fixture
