@@ -8,7 +8,8 @@ and menu only when they changed, and hands every change to the main thread
 (GTK and AppKit are not thread-safe). Menu clicks that ask the daemon run
 on a short-lived thread so a slow verb never freezes the menu.
 
-The backend is chosen first (`owl.tray.choose`), and what differs between
+The backend is chosen first (`owl.tray.choose`, whose `choose_backend`
+and `TrayUnavailable` callers import from here), and what differs between
 backends (the toolkit's thread, signals, quirks of the icon) lives behind
 `owl.tray.toolkit.Toolkit`, one module per platform.
 """
