@@ -1,7 +1,7 @@
 """What the tray costs while it waits: RSS and CPU of the tray process.
 
 Starts a virtual desktop (Xvfb, trayer, dunst), runs Owl's tray over the
-stand-in daemon of tests/test_tray.py with its shipped refresh period, lets
+stand-in daemon of tests/traydesk.py with its shipped refresh period, lets
 it settle, then measures CPU time used over a window (default 30 s) and the
 resident memory at the end. Targets: RSS <= 80 MB, CPU <= 0.2 % of a core
 with nothing running. `--state frozen` measures a countdown instead (the
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from display import virtual_display  # noqa: E402
-from test_tray import FROZEN, IDLE, find_tray_icon  # noqa: E402
+from traydesk import FROZEN, IDLE, find_tray_icon  # noqa: E402
 
 from owl.tray.app import SLOW_S  # noqa: E402
 
@@ -46,7 +46,7 @@ def measure(seconds: float, state: str) -> dict:
         (folder / "status.json").write_text(json.dumps(status))
         env = dict(env, OWL_HOME=str(folder / "owl-home"), XDG_CONFIG_HOME=str(folder / "config"))
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "test_tray.py"),
+        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "traydesk.py"),
                                  str(folder / "status.json"), str(folder / "calls.jsonl"), str(SLOW_S)],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

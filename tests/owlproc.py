@@ -61,6 +61,11 @@ def wait_for(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0
 
 
 class OwlDaemon:
+    """`owl daemon` in a home of its own, asked through the `owl` command."""
+
+    #: The `owl` verb that starts it (a subclass may run `owl tray`).
+    argv: tuple[str, ...] = ("daemon",)
+
     def __init__(self, home: Path, config: dict | None = None, *, manual: bool = True,
                  env: dict[str, str] | None = None, agent: bool = True) -> None:
         self.home = Path(home)
@@ -92,19 +97,33 @@ class OwlDaemon:
     # ------------------------------------------------------------ process
 
     def start(self, wait: bool = True) -> "OwlDaemon":
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([*OWL, "daemon"], env=self.env, stdout=logf, stderr=logf,
-                                     stdin=subprocess.DEVNULL)
-        logf.close()
+        self._spawn()
         if wait:
             wait_for(lambda: self.owl("status", "--json").returncode == 0 or self._died(),
-                     timeout=15, what="the daemon to answer")
-            if self._died():
-                raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.log_text()}")
+                     timeout=15, what=f"{self._name()} to answer")
+            self._check_alive()
         return self
+
+    def _spawn(self) -> None:
+        """Start `owl <argv>` with its output going to the log."""
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen([*OWL, *self.argv], env=self.env, stdout=logf,
+                                         stderr=logf, stdin=subprocess.DEVNULL)
+
+    def _name(self) -> str:
+        return " ".join(["owl", *self.argv])
 
     def _died(self) -> bool:
         return self.proc is not None and self.proc.poll() is not None
+
+    def _check_alive(self) -> None:
+        if self._died():
+            raise AssertionError(f"{self._name()} exited {self.proc.returncode}:\n{self.log_text()}")
+
+    def keep_pids_in(self, folder: Path) -> None:
+        """Have the agents note their pids in `folder` (off a disk a test fills up)."""
+        self.pids_file = folder / "agent-pids"
+        self.env["AGENT_PIDS"] = str(self.pids_file)
 
     def stop(self, timeout: float = 10.0) -> int:
         assert self.proc is not None
@@ -150,6 +169,13 @@ class OwlDaemon:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
         return alive
+
+    def kill_all(self) -> None:
+        """Kill the daemon if it still runs, and every agent it left: the clean-up
+        of a test that kills the daemon itself, so need not stop it gracefully."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill()
+        self.kill_leftovers()
 
     def kill_leftovers(self) -> None:
         for pid in self.alive_agent_pids():
@@ -214,14 +240,10 @@ class SocketOwl(OwlDaemon):
         return _socket_in(self.home / "run")
 
     def start(self, wait: bool = True) -> "SocketOwl":
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([*OWL, "daemon"], env=self.env, stdout=logf, stderr=logf,
-                                     stdin=subprocess.DEVNULL)
-        logf.close()
+        self._spawn()
 
         def up() -> bool:
-            if self._died():
-                raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.log_text()}")
+            self._check_alive()
             try:
                 self.ask("ping")
                 return True
@@ -243,6 +265,21 @@ class SocketOwl(OwlDaemon):
 
     def machine(self, event: str) -> None:
         self.ask("machine", event=event)
+
+
+def freeze_a_run(d: OwlDaemon, project: Path, prompt: str) -> tuple[int, list[int]]:
+    """Add a Job whose agent `prompt` starts one setsid child, run it, then freeze it:
+    returns the Job and the pids of its tree, every one of them stopped."""
+    job = d.add(prompt, project)
+    d.machine("idle")
+    d.wait_run(job, "running")
+    wait_for(lambda: len(d.agent_pids()) == 2, what="the agent and its setsid child")
+    d.machine("input")
+    d.wait_run(job, "frozen")
+    pids = d.agent_pids()
+    wait_for(lambda: set(process_states(pids).values()) == {psutil.STATUS_STOPPED},
+             what="the whole tree stopped")
+    return job, pids
 
 
 def process_states(pids: list[int]) -> dict[int, str]:

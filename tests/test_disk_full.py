@@ -5,8 +5,6 @@ needs no free space, a Run's end keeps the time it ended, and `owl jobs` and
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -16,49 +14,27 @@ import pytest
 
 from owl.engine import LOG_CAP
 from owlproc import ROOT, OwlDaemon, make_project, wait_for
+from support.smalldisk import fill, small_disk_fixture
 
 SPILL = str(ROOT / "tests" / "agents" / "spill.py")
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path, request):
-    """A tmpfs of the size the test names (default 24 MB) for OWL_HOME."""
-    size = getattr(request, "param", "24m")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "owltest",
-                        str(mnt)], capture_output=True, text=True)
-    if p.returncode != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"cannot mount a tmpfs: {p.stderr.strip()}")
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        for log in mnt.glob("*/daemon.log"):
-            shutil.copy(log, tmp_path / f"{log.parent.name}-daemon.log")
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
-def _fill(folder: Path, name: str = "filler") -> Path:
-    filler = folder / name
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
-    return filler
+small_disk = small_disk_fixture("24m")
 
 
 def _daemon(home: Path, argv: list[str], tmp_path: Path) -> OwlDaemon:
     d = OwlDaemon(home, {"agents": {"spill": {"command": [sys.executable, SPILL, *argv]}},
                          "agent": {"default": "spill"}})
-    d.pids_file = tmp_path / "agent-pids"            # off the small disk
-    d.env["AGENT_PIDS"] = str(d.pids_file)
+    d.keep_pids_in(tmp_path)            # off the small disk
     d.log = tmp_path / "daemon.log"
     return d
+
+
+def _started(d: OwlDaemon, project: Path) -> tuple[int, dict]:
+    """Add the one Job and let it run: the Job and its live Run."""
+    job = d.add("go", project)
+    d.machine("idle")
+    return job, d.wait_run(job, "running")
 
 
 def _log_sizes(log: Path) -> tuple[int, int]:
@@ -107,14 +83,12 @@ def test_rotation_works_with_no_free_space(tmp_path: Path, small_disk: Path) -> 
     go = tmp_path / "go"
     d = _daemon(small_disk / "home", ["9", str(go), "9"], tmp_path)
     with d:
-        job = d.add("go", project)
-        d.machine("idle")
-        run = d.wait_run(job, "running")
+        job, run = _started(d, project)
         path = Path(run["log"])
         wait_for(lambda: sum(_log_sizes(path)) >= 9 * 1024 * 1024, timeout=30,
                  what="the first 9 MB written and rotated once")
         assert _log_sizes(path)[1] > 0
-        filler = _fill(small_disk)
+        filler = fill(small_disk)
         free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
         assert free < 64 * 1024, free
         go.touch()
@@ -133,12 +107,10 @@ def test_a_runs_end_keeps_its_time_and_jobs_and_status_agree(tmp_path: Path,
     go = tmp_path / "go"
     d = _daemon(small_disk / "home", ["0", str(go), "0"], tmp_path)
     with d:
-        job = d.add("go", project)
-        d.machine("idle")
-        run = d.wait_run(job, "running")
-        filler = _fill(small_disk)
+        job, run = _started(d, project)
+        filler = fill(small_disk)
         (d.home / ".owl-room").unlink()       # the kept-back room already spent
-        filler2 = _fill(small_disk, "filler2")
+        filler2 = fill(small_disk, "filler2")
         go.touch()
         # the Run ends; its end cannot be written yet
         status = wait_for(lambda: (s := d.status()) and any(

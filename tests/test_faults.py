@@ -8,20 +8,22 @@ only its watchdog and the next start can put things right.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
-import shutil
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import pytest
 
-from owlproc import OwlDaemon, SocketOwl, make_project, process_states, wait_for
+from owlproc import OwlDaemon, SocketOwl, freeze_a_run, make_project, process_states, wait_for
+from support.smalldisk import fill, small_disk_fixture
 
 FINAL_OR_QUEUED = {"pending", "review", "exhausted", "blocked", "done", "cancelled"}
 
@@ -140,31 +142,24 @@ def test_daemon_killed_at_a_random_moment_recovers(tmp_path: Path, seed: int) ->
         assert d.stop() == 0
         wait_for(lambda: watchdogs(d.home) == [], what="the watchdog to leave with the daemon")
     finally:
-        if d.proc is not None and d.proc.poll() is None:
-            d.kill()
-        d.kill_leftovers()
+        d.kill_all()
 
 
 # ------------------------------------------------------ killed while frozen
 
-def _frozen_run(d: OwlDaemon, project: Path) -> tuple[int, list[int]]:
-    job = d.add("trap-term setsid-child=60 tick=0.2 sleep=60", project)
-    d.machine("idle")
-    d.wait_run(job, "running")
-    wait_for(lambda: len(d.agent_pids()) == 2, what="the agent and its setsid child")
-    d.machine("input")
-    d.wait_run(job, "frozen")
-    pids = d.agent_pids()
-    wait_for(lambda: set(process_states(pids).values()) == {psutil.STATUS_STOPPED},
-             what="the whole tree stopped")
-    return job, pids
+@contextlib.contextmanager
+def _frozen_and_guarded(tmp_path: Path) -> Iterator[tuple[SocketOwl, int, list[int], psutil.Process]]:
+    """A daemon with a long grace window, one Run frozen in it, and its watchdog:
+    (daemon, Job, the Run's pids, watchdog)."""
+    project = make_project(tmp_path / "proj")
+    with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "10m"}}) as d:
+        job, pids = freeze_a_run(d, project, "trap-term setsid-child=60 tick=0.2 sleep=60")
+        [guard] = watchdogs(d.home)
+        yield d, job, pids, guard
 
 
 def test_watchdog_ends_a_frozen_run_when_the_daemon_dies(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "proj")
-    with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "10m"}}) as d:
-        job, pids = _frozen_run(d, project)
-        [guard] = watchdogs(d.home)
+    with _frozen_and_guarded(tmp_path) as (d, job, pids, guard):
         t0 = time.monotonic()
         d.kill()
         # no restart: the guard alone ends every process, stopped ones too
@@ -183,10 +178,7 @@ def test_watchdog_ends_a_frozen_run_when_the_daemon_dies(tmp_path: Path) -> None
 
 
 def test_next_start_ends_a_frozen_run_when_the_watchdog_died_too(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "proj")
-    with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "10m"}}) as d:
-        job, pids = _frozen_run(d, project)
-        [guard] = watchdogs(d.home)
+    with _frozen_and_guarded(tmp_path) as (d, job, pids, guard):
         guard.kill()              # both die at once, as under the OOM killer
         guard.wait(5)
         d.kill()
@@ -233,47 +225,20 @@ def test_watchdog_is_not_part_of_any_run(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------- disk full
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """An 8 MB tmpfs for OWL_HOME, so the disk can really fill up."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "owltest", str(mnt)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        for log in mnt.glob("*/daemon.log"):     # keep it for a failing test's report
-            shutil.copy(log, tmp_path / f"{log.parent.name}-daemon.log")
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
-def _fill(folder: Path) -> Path:
-    filler = folder / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
-    return filler
+small_disk = small_disk_fixture("8m")
 
 
 def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(tmp_path: Path,
                                                                   small_disk: Path) -> None:
     project = make_project(tmp_path / "proj")
     d = SocketOwl(small_disk / "home", {"interruption": {"grace_window": "30s"}})
-    d.pids_file = tmp_path / "agent-pids"          # off the full disk
-    d.env["AGENT_PIDS"] = str(d.pids_file)
+    d.keep_pids_in(tmp_path)          # off the full disk
     try:
         d.start()
         first, *rest = [d.add(f"sleep=2.5 exit=0 job{i}", project) for i in range(3)]
         d.machine("idle")
         run = d.wait_run(first, "running")
-        filler = _fill(small_disk)
+        filler = fill(small_disk)
         # a new Job is refused, in one line that says why and where
         p = d.owl("add", "--project", str(project), "sleep=1")
         assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
@@ -303,9 +268,7 @@ def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(tmp_path: Path,
         assert d.add("sleep=1", project) == rest[-1] + 1
         assert d.stop() == 0
     finally:
-        if d.proc is not None and d.proc.poll() is None:
-            d.kill()
-        d.kill_leftovers()
+        d.kill_all()
     assert integrity(d.home) == "ok"
 
 

@@ -2,7 +2,7 @@
 "ready for review" notification's Review button.
 
 The menu model is checked as data first; then the real tray (over the
-stand-in daemon of tests/test_tray.py) on Xvfb with trayer and dunst: each
+stand-in daemon of tests/traydesk.py) on Xvfb with trayer and dunst: each
 item is picked with the keyboard and must reach the daemon (or the desktop's
 opener, a stand-in that records what it was asked to open), and the Review
 button of a real notification, pressed through dunst, must open the page.
@@ -10,17 +10,13 @@ button of a real notification, pressed through dunst, must open the page.
 
 from __future__ import annotations
 
-import os
-import subprocess
-from typing import Iterator
-
 import pytest
 
-from display import DisplayEnv, virtual_display, xdotool
+from display import DisplayEnv, display_fixture
 from owl.tray.menu import Action, build_menu, find
 from owl.tray.notices import Notices
-from test_tray import (ARTIFACTS, IDLE, Tray, _owl_windows, choose, close_menus, doc,
-                       find_tray_icon, menu_keys, open_menu, screenshot, wait_for)
+from traydesk import (ARTIFACTS, IDLE, Tray, choose, close_menus, doc, dunst, fresh_tray_fixture,
+                      opened, screenshot, stand_in_tray_fixture, wait_for, walk_menu)
 
 LABEL = "◆ Job 12: Add a greet() function — ready for review"
 
@@ -65,33 +61,9 @@ def test_the_review_notice_names_the_job_for_its_button() -> None:
 
 # ----------------------------------------------------- the real tray, on Xvfb
 
-@pytest.fixture(scope="module")
-def desk() -> Iterator[DisplayEnv]:
-    with virtual_display(tray=True, notify=True) as env:
-        yield env
-
-
-@pytest.fixture(scope="module")
-def tray(desk: DisplayEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tray]:
-    folder = tmp_path_factory.mktemp("review-tray")
-    bin_dir = folder / "bin"
-    bin_dir.mkdir()
-    opener = bin_dir / "xdg-open"
-    opener.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> {folder / 'opened'}\n")
-    opener.chmod(0o755)
-    t = Tray(desk, folder, IDLE, {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    find_tray_icon(desk)
-    yield t
-    t.stop()
-
-
-@pytest.fixture
-def fresh(tray: Tray, desk: DisplayEnv) -> Iterator[Tray]:
-    close_menus(desk)
-    tray.calls_file.unlink(missing_ok=True)
-    (tray.folder / "opened").unlink(missing_ok=True)
-    yield tray
-    close_menus(desk)
+desk = display_fixture(scope="module", tray=True, notify=True)
+tray = stand_in_tray_fixture("review-tray")
+fresh = fresh_tray_fixture()
 
 
 def _paths(t: Tray) -> tuple[str, str]:
@@ -100,27 +72,6 @@ def _paths(t: Tray) -> tuple[str, str]:
     page = t.folder / "job-12.html"
     page.write_text("<!DOCTYPE html><p>review</p>")
     return str(worktree), str(page)
-
-
-def _opened(t: Tray) -> list[str]:
-    f = t.folder / "opened"
-    return f.read_text().split() if f.exists() else []
-
-
-_shown = [0]
-
-
-def _shows(t: Tray, desk: DisplayEnv, status: dict) -> None:
-    """Show `status` and wait until the tray has it: a note of its own in the hover
-    text makes each document's look unique (the tray sets the hover text after
-    the menu)."""
-    from test_tray import icon_text
-    from owl.tray.art import tooltip
-
-    _shown[0] += 1
-    status["config_problem"] = f"status {_shown[0]}"
-    t.set_status(status)
-    wait_for(lambda: icon_text(desk) == tooltip(status), "the tray to show the status")
 
 
 @pytest.mark.display
@@ -133,7 +84,7 @@ def _shows(t: Tray, desk: DisplayEnv, status: dict) -> None:
 def test_each_verb_in_the_submenu_reaches_the_daemon(fresh: Tray, desk: DisplayEnv, label: str,
                                                      verb: str, args: dict) -> None:
     status = review_doc(*_paths(fresh))
-    _shows(fresh, desk, status)
+    fresh.shows_anew(desk, status)
     choose(desk, status, LABEL, label)
     assert fresh.wait_call(verb)["args"] == args
 
@@ -143,41 +94,32 @@ def test_review_writes_the_page_and_opens_it_and_open_worktree_opens_the_folder(
         fresh: Tray, desk: DisplayEnv) -> None:
     worktree, page = _paths(fresh)
     status = review_doc(worktree, page)
-    _shows(fresh, desk, status)
-    open_menu(desk)
-    for key in menu_keys(status, [LABEL])[:-1]:
-        xdotool(desk, "key", key)
-    wait_for(lambda: len([g for _, g in _owl_windows(desk) if g[2] > 64]) >= 2,
-             "the submenu to open")
+    fresh.shows_anew(desk, status)
+    walk_menu(desk, status, LABEL, menus=2)
     screenshot(desk, ARTIFACTS / "menu-review.png", crop=(420, 0, 860, 300))
     close_menus(desk)
     choose(desk, status, LABEL, "Review")
     assert fresh.wait_call("review")["args"] == {"job_id": 12}
-    wait_for(lambda: _opened(fresh) == [page], "the review page to be opened")
+    wait_for(lambda: opened(fresh.folder) == [page], "the review page to be opened")
     choose(desk, status, LABEL, "Open worktree")
-    wait_for(lambda: _opened(fresh) == [page, worktree], "the worktree to be opened")
-
-
-def _dunst(env: dict, *args: str) -> str:
-    return subprocess.run(["dunstctl", *args], env=env, capture_output=True, text=True,
-                          timeout=10).stdout.strip()
+    wait_for(lambda: opened(fresh.folder) == [page, worktree], "the worktree to be opened")
 
 
 @pytest.mark.display
 def test_the_ready_for_review_notification_has_a_review_button_that_opens_the_page(
         fresh: Tray, desk: DisplayEnv) -> None:
     worktree, page = _paths(fresh)
-    _shows(fresh, desk, doc())
-    _dunst(desk, "close-all")
+    fresh.shows_anew(desk, doc())
+    dunst(desk, "close-all")
     status = review_doc(worktree, page)
     status["review"][0]["id"] = 14           # a Job new to this tray: announced
     status["review"][0].update(title="Make the greeting configurable", branch="owl/job-14")
-    _shows(fresh, desk, status)
-    wait_for(lambda: int(_dunst(desk, "count", "displayed") or 0) > 0,
+    fresh.shows_anew(desk, status)
+    wait_for(lambda: int(dunst(desk, "count", "displayed") or 0) > 0,
              "the ready-for-review notification")
-    history = _dunst(desk, "history")
+    history = dunst(desk, "history")
     assert "Job 14 ready for review" not in history        # still showing, not yet in history
     screenshot(desk, ARTIFACTS / "notification-review.png", crop=(640, 0, 640, 200))
-    _dunst(desk, "action", "0")                             # the person clicks it
+    dunst(desk, "action", "0")                             # the person clicks it
     assert fresh.wait_call("review")["args"] == {"job_id": 14}
-    wait_for(lambda: _opened(fresh) == [page], "the review page to be opened")
+    wait_for(lambda: opened(fresh.folder) == [page], "the review page to be opened")

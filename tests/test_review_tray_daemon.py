@@ -9,32 +9,22 @@ and the Job is done.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from display import DisplayEnv, virtual_display, xdotool
+from display import DisplayEnv, display_fixture, xdotool
 from owl.tray.menu import build_menu
 from owlproc import make_project, wait_for
-from test_tray import (ARTIFACTS, _owl_windows, find_tray_icon_geometry, menu_keys, open_menu,
-                       screenshot)
 from test_tray_daemon import OwlTray
+from traydesk import (ARTIFACTS, dunst, find_tray_icon_geometry, opened, recording_opener,
+                      screenshot, walk_menu)
 
 pytestmark = [pytest.mark.display, pytest.mark.timeout(180)]
 
 
-@pytest.fixture(scope="module")
-def desk() -> Iterator[DisplayEnv]:
-    with virtual_display(tray=True, notify=True) as env:
-        yield env
-
-
-def _dunst(env: dict, *args: str) -> str:
-    return subprocess.run(["dunstctl", *args], env=env, capture_output=True, text=True,
-                          timeout=10).stdout.strip()
+desk = display_fixture(scope="module", tray=True, notify=True)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -45,48 +35,37 @@ def git(repo: Path, *args: str) -> str:
 def test_review_from_the_notification_and_merge_from_the_menu(desk: DisplayEnv,
                                                               tmp_path: Path) -> None:
     project = make_project(tmp_path / "project")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    opened = tmp_path / "opened"
-    (bin_dir / "xdg-open").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> {opened}\n")
-    (bin_dir / "xdg-open").chmod(0o755)
-    env = dict(desk, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    _dunst(desk, "close-all")
+    env = dict(desk, **recording_opener(tmp_path))
+    dunst(desk, "close-all")
     with OwlTray(tmp_path / "home", env) as d:
         job = d.add("Add a hello file for new contributors write=hello.txt commit=Add_hello "
                     "exit=0", project)
         j = d.wait_job(job, "review", timeout=30)
         # the tray shows the notification in the same refresh that puts the Job
         # in its menu
-        wait_for(lambda: "ready for review" in _dunst(desk, "history") or
-                 int(_dunst(desk, "count", "displayed") or 0) > 0, 20,
+        wait_for(lambda: "ready for review" in dunst(desk, "history") or
+                 int(dunst(desk, "count", "displayed") or 0) > 0, 20,
                  what="the ready-for-review notification")
-        _dunst(desk, "action", "0")
-        page = Path(wait_for(lambda: opened.exists() and opened.read_text().split(), 15,
-                             what="the review page opened")[0])
+        dunst(desk, "action", "0")
+        page = Path(wait_for(lambda: opened(tmp_path), 15, what="the review page opened")[0])
         assert page == d.home / "reviews" / f"job-{job}.html"
         html = page.read_text()
         assert "Add hello" in html and "hello.txt" in html
 
         status = d.status()
         label = next(i.label for i in build_menu(status) if i.label.startswith(f"◆ Job {job}:"))
-        open_menu(desk)
-        keys = menu_keys(status, [label, "Merge into main"])
-        for key in keys[:-1]:
-            xdotool(desk, "key", key)
-        menus = wait_for(lambda: (m := [g for _, g in _owl_windows(desk) if g[2] > 64])
-                         and len(m) >= 2 and m, 10, what="the Job's submenu open")
+        menus = walk_menu(desk, status, label, "Merge into main", menus=2)
         icon = find_tray_icon_geometry(desk)
         boxes = menus + [icon]
         x0, y0 = min(b[0] for b in boxes) - 8, max(0, min(b[1] for b in boxes) - 1)
         x1 = max(b[0] + b[2] for b in boxes) + 8
         y1 = max(b[1] + b[3] for b in boxes) + 8
         screenshot(desk, ARTIFACTS / "daemon-menu-review.png", (max(0, x0), y0, x1 - max(0, x0), y1 - y0))
-        xdotool(desk, "key", keys[-1])
+        xdotool(desk, "key", "Return")
         wait_for(lambda: d.job(job)["state"] == "done", 15, what="the Job done")
         assert git(project, "rev-parse", "main") == git(project, "rev-parse", j["branch"])
         assert (project / "hello.txt").exists() and not Path(j["worktree"]).exists()
-        wait_for(lambda: "fast-forwarded" in _dunst(desk, "history") or
-                 int(_dunst(desk, "count", "displayed") or 0) > 0, 10,
+        wait_for(lambda: "fast-forwarded" in dunst(desk, "history") or
+                 int(dunst(desk, "count", "displayed") or 0) > 0, 10,
                  what="the merge's outcome said")
     assert "Traceback" not in d.log_text(), d.log_text()

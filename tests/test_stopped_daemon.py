@@ -12,20 +12,7 @@ import time
 
 import psutil
 
-from owlproc import OwlDaemon, make_project, process_states, wait_for
-
-
-def frozen_run(d: OwlDaemon, project) -> tuple[int, list[int]]:
-    job = d.add("setsid-child=120 tick=0.2 sleep=120", project)
-    d.machine("idle")
-    d.wait_run(job, "running")
-    wait_for(lambda: len(d.agent_pids()) == 2, what="the agent and its setsid child")
-    d.machine("input")
-    d.wait_run(job, "frozen")
-    pids = d.agent_pids()
-    wait_for(lambda: set(process_states(pids).values()) == {psutil.STATUS_STOPPED},
-             what="the Run stopped")
-    return job, pids
+from owlproc import OwlDaemon, freeze_a_run, make_project, process_states, wait_for
 
 
 def test_terminal_stops_do_not_stop_the_daemon(tmp_path):
@@ -39,7 +26,8 @@ def test_terminal_stops_do_not_stop_the_daemon(tmp_path):
 
 def test_a_sigstopped_daemon_s_frozen_run_still_ends_when_its_window_passes(tmp_path):
     with OwlDaemon(tmp_path / "home") as d:
-        job, pids = frozen_run(d, make_project(tmp_path / "proj"))
+        job, pids = freeze_a_run(d, make_project(tmp_path / "proj"),
+                                 "setsid-child=120 tick=0.2 sleep=120")
         frozen_at = time.monotonic()
         d.proc.send_signal(signal.SIGSTOP)
         try:

@@ -16,19 +16,18 @@ Screenshots go to test-artifacts/tray/ (daemon-*.png).
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
-from display import DisplayEnv, virtual_display, xdotool
-from owlproc import OWL, OwlDaemon, make_project, process_states, wait_for
-from test_tray import (ARTIFACTS, STATE_COLOURS, colour_share, find_tray_icon_geometry,
-                       icon_text, keyboard_grabbed, menu_keys, open_menu, screenshot)
+from display import DisplayEnv, display_fixture, virtual_display, xdotool
+from owlproc import OwlDaemon, make_project, process_states, wait_for
+from traydesk import (ARTIFACTS, STATE_COLOURS, colour_share, find_tray_icon_geometry,
+                      icon_text, keyboard_grabbed, menu_keys, open_menu, screenshot)
 
 pytestmark = [pytest.mark.display, pytest.mark.timeout(180)]
 
@@ -48,18 +47,6 @@ class OwlTray(OwlDaemon):
         # Start at login is read for the menu's check mark: keep it in tmp.
         self.env["XDG_CONFIG_HOME"] = str(self.home / "xdg-config")
         self.argv = argv
-
-    def start(self, wait: bool = True) -> "OwlTray":
-        logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([*OWL, *self.argv], env=self.env, stdout=logf, stderr=logf,
-                                     stdin=subprocess.DEVNULL)
-        logf.close()
-        if wait:
-            wait_for(lambda: self.owl("status", "--json").returncode == 0 or self._died(),
-                     timeout=15, what="owl tray to answer")
-            if self._died():
-                raise AssertionError(f"owl tray exited {self.proc.returncode}:\n{self.log_text()}")
-        return self
 
     def edit_config(self, section: str, **values: Any) -> None:
         cfg = tomllib.loads((self.home / "config.toml").read_text())
@@ -151,10 +138,7 @@ def thawed(pids: list[int]) -> bool:
     return all(s not in ("stopped", "gone") for s in process_states(pids).values())
 
 
-@pytest.fixture(scope="module")
-def desk() -> Iterator[DisplayEnv]:
-    with virtual_display(tray=True, notify=True) as env:
-        yield env
+desk = display_fixture(scope="module", tray=True, notify=True)
 
 
 @pytest.fixture

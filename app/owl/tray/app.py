@@ -8,37 +8,30 @@ and menu only when they changed, and hands every change to the main thread
 (GTK and AppKit are not thread-safe). Menu clicks that ask the daemon run
 on a short-lived thread so a slow verb never freezes the menu.
 
-Backends, chosen before pystray is imported (it picks one at import and
-raises with no display):
-
-- macOS: ``darwin``; Windows: ``win32``.
-- Linux/BSD: ``appindicator`` when a StatusNotifier host is on the session
-  bus, ``gtk`` (XEmbed) when an X tray owns ``_NET_SYSTEM_TRAY_S<n>``. On
-  Wayland (``WAYLAND_DISPLAY``, no ``DISPLAY``) only ``appindicator``.
-  ``xorg`` is refused: it has no menu and ignores clicks, so Owl would be
-  uncontrollable. No display or no tray host within a short wait raises
-  `TrayUnavailable`, and the caller runs the daemon headless instead.
+The backend is chosen first (`owl.tray.choose`, whose `choose_backend`
+and `TrayUnavailable` callers import from here), and what differs between
+backends (the toolkit's thread, signals, quirks of the icon) lives behind
+`owl.tray.toolkit.Toolkit`, one module per platform.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Protocol
 
 from owl import textsafe
 from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
-from owl.tray.menu import Action, Item, build_menu, counting_down
+from owl.tray.choose import HOST_WAIT_S, TrayUnavailable, choose_backend
 from owl.tray.coming_back import DEFAULT_ACTION, ComingBack
+from owl.tray.menu import Action, Item, build_menu, counting_down
 from owl.tray.notices import Notices
+from owl.tray.toolkit import toolkit_environment, toolkit_for
 
 
 log = logging.getLogger("owl.tray")
@@ -47,10 +40,9 @@ log = logging.getLogger("owl.tray")
 # it must turn frozen within a second of their first key press, not four.
 FAST_S = 1.0  # refresh period while a Run is live or a countdown is on screen
 SLOW_S = 4.0  # otherwise (nothing running: only the queue can change)
-HOST_WAIT_S = 10.0  # a login item may start before the panel does
 ICON_SIZE = 64  # hosts scale down; 64 keeps 2x panels sharp
-PROGRESS_STEPS = 60
-DOUBLE_FIRE_S = 0.3  # the same item twice within this is one click  # redraw the frozen ring at most this many times per window
+PROGRESS_STEPS = 60  # redraw the frozen ring at most this many times per window
+DOUBLE_FIRE_S = 0.3  # the same item twice within this is one click
 
 
 _VERB_WORDS = {"start": "Start", "pause": "Pause", "resume": "Resume", "stop": "Stop",
@@ -64,113 +56,6 @@ class DaemonLike(Protocol):
     def status(self) -> dict: ...
     def call(self, verb: str, **args: Any) -> dict: ...
     def request_stop(self) -> None: ...
-
-
-class TrayUnavailable(RuntimeError):
-    """No usable tray here; str() is one line saying why."""
-
-
-# ------------------------------------------------------------------ backend
-
-def _x_tray_owned(display_name: str | None = None) -> bool:
-    """True when an XEmbed system tray owns this screen's tray selection."""
-    try:
-        from Xlib import X, display as xdisplay
-    except ImportError:
-        return False
-    try:
-        d = xdisplay.Display(display_name)
-    except Exception:
-        return False
-    try:
-        atom = d.intern_atom(f"_NET_SYSTEM_TRAY_S{d.get_default_screen()}")
-        return d.get_selection_owner(atom) != X.NONE
-    except Exception:
-        return False
-    finally:
-        d.close()
-
-
-def _sni_host_present() -> bool:
-    """True when a StatusNotifier watcher (KDE, GNOME's extension...) is on the bus."""
-    if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
-        return False
-    try:
-        from jeepney import DBus, new_method_call  # noqa: F401
-        from jeepney.io.blocking import open_dbus_connection
-    except ImportError:
-        return False
-    try:
-        with open_dbus_connection(bus="SESSION") as conn:
-            reply = conn.send_and_get_reply(DBus().NameHasOwner("org.kde.StatusNotifierWatcher"), timeout=2)
-            return bool(reply.body[0])
-    except Exception:
-        return False
-
-
-def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S) -> str:
-    """The pystray backend to use here, or TrayUnavailable saying why not."""
-    name = requested or os.environ.get("PYSTRAY_BACKEND") or None
-    if name == "xorg":
-        raise TrayUnavailable("the xorg tray backend has no menu; use gtk or appindicator")
-    if name == "dummy":
-        return name
-    if sys.platform == "darwin":
-        return name or "darwin"
-    if sys.platform == "win32":
-        return name or "win32"
-    # Wayland has no XEmbed tray: only a StatusNotifier host can show the icon there.
-    wayland_only = bool(os.environ.get("WAYLAND_DISPLAY")) and not os.environ.get("DISPLAY")
-    if not os.environ.get("DISPLAY") and not wayland_only:
-        raise TrayUnavailable("no display (DISPLAY is not set)")
-    if wayland_only and name not in (None, "appindicator"):
-        raise TrayUnavailable(f"the {name} tray needs X (DISPLAY); on Wayland use appindicator")
-    try:
-        import gi
-
-        gi.require_version("Gtk", "3.0")
-    except (ImportError, ValueError) as e:
-        raise TrayUnavailable(f"PyGObject with GTK 3 is not available: {e}") from None
-    if name:
-        return name
-    deadline = time.monotonic() + wait_s
-    while True:
-        if _sni_host_present():
-            return "appindicator"
-        if not wayland_only and _x_tray_owned():
-            return "gtk"
-        if time.monotonic() >= deadline:
-            if wayland_only:
-                raise TrayUnavailable("no StatusNotifier host on this Wayland desktop (on GNOME, "
-                                      "turn on the AppIndicator extension)")
-            raise TrayUnavailable("no system tray on this desktop (no StatusNotifier host, no XEmbed tray)")
-        time.sleep(0.25)
-
-
-def _main_thread_caller(backend: str) -> Callable[[Callable[[], None]], None]:
-    """How to run a function on the toolkit's thread for this backend."""
-    if backend in ("gtk", "appindicator"):
-        from gi.repository import GLib
-
-        # Window class "owl" (not the script's name), for window managers
-        # and for finding the icon on screen.
-        GLib.set_prgname("owl")
-        GLib.set_application_name("Owl")
-
-        def on_gtk(fn: Callable[[], None]) -> None:
-            def once() -> bool:
-                try:
-                    fn()
-                except Exception:
-                    log.exception("tray update failed")
-                return False
-            GLib.idle_add(once)
-        return on_gtk
-    if backend == "darwin":
-        from PyObjCTools import AppHelper  # shipped with pyobjc, which pystray needs there
-
-        return lambda fn: AppHelper.callAfter(fn)
-    return lambda fn: fn()
 
 
 # ------------------------------------------------------------------ the app
@@ -215,7 +100,8 @@ class TrayApp(ComingBack):
         self.grace_window_s = grace_window_s
         self.slow_s = slow_s
         self._autostart = autostart
-        self._main = _main_thread_caller(backend)
+        self._toolkit = toolkit_for(backend)()
+        self._main = self._toolkit.call_on_main
         self._stopping = threading.Event()
         self._poke = threading.Event()
         self._notices = Notices()
@@ -224,29 +110,20 @@ class TrayApp(ComingBack):
         self._shown: dict[str, Any] = {}
         self._last_action: tuple[Action] | None = None
         self._last_action_at = 0.0
-        self._darwin_quit: Any = None       # tray.darwin.GracefulQuit on macOS
-        self._bundle_notifier: Any = None   # macOS inside Owl.app: notifications as Owl
-        if backend == "darwin":
-            from owl.tray.darwin_notify import make_notifier
-
-            self._bundle_notifier = make_notifier()
+        self._native_quit: Callable[[], None] | None = None   # AppKit's terminate on macOS
+        self._bundle_notifier: Any = self._toolkit.notifier()  # macOS inside Owl.app: as Owl
         self.icon = pystray.Icon("owl", draw_icon("idle", ICON_SIZE), "Owl")
-        self._left_click_opens_menu()
+        self._toolkit.adopt(self.icon)
 
     # -- lifecycle
 
     def run(self) -> int:
-        self._install_signal_handlers()
-        grace_error: tuple[type[BaseException], ...] = ()
-        if self.backend in ("gtk", "appindicator"):
-            from gi.repository import GLib
-
-            grace_error = (GLib.GError,)
+        self._native_quit = self._toolkit.take_signals(self.stop, self.daemon, self._end_refresher)
         try:
             self.icon.run(setup=self._refresher)
-        except grace_error as e:
-            # Stopping the gtk icon after the notification daemon has gone
-            # raises; the Runs must still be ended below.
+        except self._toolkit.loop_errors as e:
+            # e.g. stopping the gtk icon after the notification daemon has
+            # gone; the Runs must still be ended below.
             log.warning("tray stopped with an error: %s", e)
         finally:
             self._stopping.set()
@@ -270,41 +147,16 @@ class TrayApp(ComingBack):
     def stop(self) -> None:
         """End the loop (from any thread); `run` then ends the Runs. On macOS
         AppKit is asked to terminate, and Owl stops before it does."""
-        if self._darwin_quit is not None:
-            self._darwin_quit.quit()
+        if self._native_quit is not None:
+            self._native_quit()
             return
         self._stopping.set()
         self._poke.set()
         self._main(self.icon.stop)
 
-    def _install_signal_handlers(self) -> None:
-        if self.backend in ("gtk", "appindicator"):
-            from gi.repository import GLib
-
-            def on_signal(*_: Any) -> bool:
-                self.stop()
-                return False
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                GLib.unix_signal_add(GLib.PRIORITY_HIGH, sig, on_signal)
-        elif self.backend == "darwin":
-            from owl.tray import darwin
-
-            self._darwin_quit = darwin.install(self.daemon, self._end_refresher)
-        elif threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: self.stop())
-
     def _end_refresher(self) -> None:
         self._stopping.set()
         self._poke.set()
-
-    def _left_click_opens_menu(self) -> None:
-        # GtkStatusIcon only pops the menu up on a right click; people click
-        # tray icons with the left button too.
-        status_icon = getattr(self.icon, "_status_icon", None)
-        popup = getattr(self.icon, "_on_status_icon_popup_menu", None)
-        if status_icon is not None and popup is not None:
-            status_icon.connect("activate", lambda si: popup(si, 1, 0))
 
     # -- refreshing
 
@@ -353,11 +205,7 @@ class TrayApp(ComingBack):
         return status
 
     def _set_tooltip(self, text: str) -> None:
-        text = textsafe.block(text)
-        self.icon.title = text
-        status_icon = getattr(self.icon, "_status_icon", None)
-        if status_icon is not None:  # gtk: title is not the hover text
-            status_icon.set_tooltip_text(text)
+        self._toolkit.set_tooltip(self.icon, textsafe.block(text))
 
     def _notify(self, title: str, message: str, review: int | None = None) -> None:
         # Bodies carry agent text (titles, reasons); a notification server may
@@ -472,35 +320,9 @@ def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: flo
     """
     name = choose_backend(backend, wait_s=host_wait_s)
     try:
-        with _toolkit_environment(name):
+        with toolkit_environment(name):
             app = TrayApp(daemon, name, grace_window_s=_configured_grace_window(), slow_s=slow_s)
     except Exception as e:
         raise TrayUnavailable(f"the {name} tray cannot start: {e}") from e
     return app.run()
 
-
-@contextlib.contextmanager
-def _toolkit_environment(backend: str) -> Iterator[None]:
-    """Settings the toolkit reads once, at start-up, and then restored.
-
-    pystray picks its backend from PYSTRAY_BACKEND at import. GTK would wait
-    on an accessibility bus that may not exist (NO_AT_BRIDGE), and would set
-    up OpenGL, which loads Mesa and LLVM (about 50 MB resident) for an icon
-    and a menu that never draw with it (GDK_GL=disable). All are read while
-    the icon is created; putting the old values back afterwards keeps them
-    out of the environment that Runs inherit.
-    """
-    wanted = {"PYSTRAY_BACKEND": backend}
-    if backend in ("gtk", "appindicator"):
-        wanted |= {"NO_AT_BRIDGE": os.environ.get("NO_AT_BRIDGE", "1"),
-                   "GDK_GL": os.environ.get("GDK_GL", "disable")}
-    saved = {key: os.environ.get(key) for key in wanted}
-    os.environ.update(wanted)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

@@ -13,6 +13,7 @@ is AppKit told to go on terminating, which ends the process. Logout and
 shutdown send the same question, so they wait for the Runs too. pystray's
 own SIGINT handler calls `terminate_` as well and so takes the same path.
 
+`DarwinToolkit` is the tray app's view of all this (see `owl.tray.toolkit`).
 PyObjC is imported only here, and only on macOS (tests pass stand-ins).
 """
 
@@ -22,6 +23,8 @@ import logging
 import signal
 import threading
 from typing import Any, Callable
+
+from owl.tray.toolkit import Call, Toolkit
 
 log = logging.getLogger("owl.tray")
 
@@ -121,3 +124,24 @@ def install(daemon: Any, before_stop: Callable[[], None]) -> GracefulQuit:
                          call_on_main=lambda fn: AppHelper.callAfter(fn))
     quit_.install(MachSignals)
     return quit_
+
+
+class DarwinToolkit(Toolkit):
+    """pystray's darwin backend: AppKit's run loop on the main thread."""
+
+    def __init__(self) -> None:
+        from PyObjCTools import AppHelper  # type: ignore[import-not-found]  # shipped with pyobjc
+
+        self._apphelper = AppHelper
+
+    def call_on_main(self, fn: Call) -> None:
+        self._apphelper.callAfter(fn)
+
+    def take_signals(self, stop: Call, daemon: Any, before_stop: Call) -> Call | None:
+        return install(daemon, before_stop).quit
+
+    def notifier(self) -> Any:
+        """Inside Owl.app, notifications attributed to Owl rather than to Script Editor."""
+        from owl.tray.darwin_notify import make_notifier
+
+        return make_notifier()

@@ -1,0 +1,92 @@
+"""What differs between pystray's backends, as far as the tray app is concerned.
+
+One small interface, `Toolkit`, and one module per platform: `gtk` (the gtk
+and appindicator backends, on GLib's loop), `darwin` (AppKit's run loop);
+this class itself serves the rest (win32, dummy), where pystray's own loop
+needs nothing more. `toolkit_for(backend)` picks the class once the backend
+is chosen (`owl.tray.choose`); nothing here imports a toolkit until then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from typing import Any, Callable, Iterator
+
+Call = Callable[[], None]
+
+GTK_BACKENDS = ("gtk", "appindicator")
+
+
+class Toolkit:
+    """The toolkit under the icon: its thread, its signals, its quirks."""
+
+    #: Errors the toolkit's loop may raise while it stops; the Runs must still end.
+    loop_errors: tuple[type[BaseException], ...] = ()
+
+    @classmethod
+    def environment(cls) -> dict[str, str]:
+        """Variables the toolkit reads once, while the icon is created."""
+        return {}
+
+    def call_on_main(self, fn: Call) -> None:
+        """Run `fn` on the toolkit's thread (GTK and AppKit are not thread-safe)."""
+        fn()
+
+    def take_signals(self, stop: Call, daemon: Any, before_stop: Call) -> Call | None:
+        """Make TERM and INT end the loop through `stop`.
+
+        Returns the platform's own way to quit where `stop` must not be used
+        (AppKit terminates itself, after Owl has stopped `daemon`), else None."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop())
+        return None
+
+    def notifier(self) -> Any:
+        """A notifier to try before pystray's own `notify`, or None."""
+        return None
+
+    def adopt(self, icon: Any) -> None:
+        """Fix what the backend gets wrong about `icon`, once it is made."""
+
+    def set_tooltip(self, icon: Any, text: str) -> None:
+        """Make `text` the hover text."""
+        icon.title = text
+
+
+def toolkit_for(backend: str) -> type[Toolkit]:
+    """The Toolkit class for a pystray backend name."""
+    if backend in GTK_BACKENDS:
+        from owl.tray.gtk import GtkToolkit
+
+        return GtkToolkit
+    if backend == "darwin":
+        from owl.tray.darwin import DarwinToolkit
+
+        return DarwinToolkit
+    return Toolkit
+
+
+@contextlib.contextmanager
+def toolkit_environment(backend: str) -> Iterator[None]:
+    """Settings the toolkit reads once, at start-up, and then restored.
+
+    pystray picks its backend from PYSTRAY_BACKEND at import; a toolkit may
+    want more (`Toolkit.environment`). All are read while the icon is
+    created; putting the old values back afterwards keeps them out of the
+    environment that Runs inherit.
+    """
+    wanted = {"PYSTRAY_BACKEND": backend} | toolkit_for(backend).environment()
+    saved = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
