@@ -89,6 +89,9 @@ def test_changes_outside_the_branch_are_recorded_shown_and_never_run(tmp_path):
         assert found[("hook", "post-checkout")]["to"].endswith("(executable)")
         # the Job's own branch is its business, not news
         assert not any(c["name"].startswith("refs/heads/owl/") for c in run["outside"])
+        # recorded: the start's snapshot kept on disk for a crash is gone
+        wait_for(lambda: not list((d.home / "logs").glob("*outside.json*")),
+                 what="the kept snapshot to be removed")
 
         text = d.ok("jobs", "show", str(job))
         assert (f"outside its branch, the agent moved main from {main_before[:7]} to "
@@ -200,3 +203,56 @@ def test_owls_own_merge_during_a_run_is_not_the_agents(tmp_path):
         run = wait_for(lambda: (r := d.job(second)["runs"][0])["outside"] is not None and r,
                        what="the Run's outside changes to be recorded")
         assert run["outside"] == []
+
+
+def test_a_snapshot_survives_its_json_as_it_was_read(tmp_path):
+    import pytest
+
+    from owl.outside import Snapshot, changes, from_json, owned_ref, take, to_json
+
+    project = make_project(tmp_path / "proj")
+    git(project, "tag", "v1")
+    git(project, "pack-refs", "--all")
+    git(project, "branch", "loose-one")
+    hook = project / ".git" / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o755)
+    real = take(project)
+    assert real.problem is None and real.packed and "refs/heads/loose-one" in real.loose
+    assert from_json(to_json(real)) == real
+    odd = Snapshot(loose={"refs/heads/caf\udce9": "ref: refs/heads/x"}, packed=b"",
+                   config=b"[core]\n\tfsmonitor = \xff\x00\n", global_config=None,
+                   hooks={"pre-push": "a link to /nowhere"})
+    assert from_json(to_json(odd)) == odd
+    gone = take(tmp_path / "nowhere")
+    assert from_json(to_json(gone)) == gone and gone.problem
+    # what a round trip keeps is what the comparison needs: no change against itself
+    assert changes(from_json(to_json(real)), take(project),
+                   ignore_ref=owned_ref(None, set())) == []
+    for bad, says in (("{", "not JSON"), ("[]", "not a snapshot"),
+                      ('{"format": 1, "loose": {"a": 1}, "hooks": {}}', "loose"),
+                      ('{"format": 1, "loose": {}, "hooks": {}, "config": "!!"}', "base64"),
+                      ('{"format": 1, "loose": {}, "hooks": {}, "problem": 3}', "problem")):
+        with pytest.raises(ValueError, match=says):
+            from_json(bad)
+
+
+def test_a_comparison_that_hangs_is_given_up_and_said(tmp_path):
+    import time
+
+    from owl import outsidekeep
+    from owl.outside import Snapshot, owned_ref
+
+    project = tmp_path / "hung"
+    project.mkdir()
+    os.mkfifo(project / ".git")           # reading it blocks, as a dead mount does
+    t0 = time.monotonic()
+    try:
+        [entry] = outsidekeep.compare_by(Snapshot(), project, owned_ref(None, set()),
+                                         time.monotonic() + 1.0)
+        took = time.monotonic() - t0
+    finally:
+        fd = os.open(project / ".git", os.O_WRONLY | os.O_NONBLOCK)   # lets the reader go
+        os.close(fd)
+    assert entry["kind"] == "unknown" and "did not answer within 1 s" in entry["to"]
+    assert took < 3.0, took

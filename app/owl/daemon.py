@@ -85,7 +85,7 @@ class Daemon:
             raise StartupError(f"cannot listen on {paths.socket}: {err}") from None
         self._no_nap = _no_app_nap()
         # Before any Run starts: should this process die, the guard ends its Runs.
-        self.guard = watchdog.start(paths.db, paths.runtime / "owl.lock", instance)
+        self.guard = watchdog.start(paths.db, paths.runtime / "owl.lock", instance, paths.logs)
         self.engine.start()
         log.info("owl daemon %s started (pid %s, home %s)", instance[:8], os.getpid(),
                  paths.db.parent)
@@ -115,7 +115,7 @@ class Daemon:
 
     def _recover(self, instance: str) -> None:
         assert self.store is not None
-        watchdog.recover(self.store, instance)
+        watchdog.recover(self.store, instance, self.paths.logs)
 
     def _machine(self) -> Any:
         from owl.machine import ManualMachine

@@ -19,11 +19,19 @@ in `runs.outside`:
 `take()` only reads files (no git runs, a few milliseconds), so it may run
 just before the agent starts; turning the two config texts into settings
 runs git and belongs off the engine thread (`config_settings`).
+
+The start's snapshot lives in the daemon's memory, and also on disk beside
+the Run's log (`to_json`, kept by `owl.outsidekeep`): a daemon killed during
+the Run loses the first, and its crash recovery compares the second with the
+project as it is then, so the Run closed `interrupted` still says what its
+agent changed. A project that cannot be read then gives an `unknown` entry.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -172,6 +180,54 @@ def _hooks(folder: Path) -> dict[str, str]:
     return out
 
 
+# ------------------------------------------------------------------ keeping
+
+_FORMAT = 1
+
+
+def to_json(snap: Snapshot) -> str:
+    """The snapshot as JSON text: the raw files in base64, so `from_json` gives
+    back exactly what `changes` compares (config texts included)."""
+    def b64(data: bytes | None) -> str | None:
+        return None if data is None else base64.b64encode(data).decode("ascii")
+
+    return json.dumps({"format": _FORMAT, "loose": snap.loose, "packed": b64(snap.packed),
+                       "config": b64(snap.config), "global_config": b64(snap.global_config),
+                       "hooks": snap.hooks, "problem": snap.problem})
+
+
+def from_json(text: str | bytes) -> Snapshot:
+    """The snapshot `to_json` wrote; ValueError (one line) if `text` is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        raise ValueError(f"not a snapshot of format {_FORMAT}")
+
+    def names(key: str) -> dict[str, str]:
+        value = data.get(key)
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ValueError(f"{key} is not a map of names to text")
+        return value
+
+    def raw(key: str) -> bytes | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        try:
+            return base64.b64decode(value, validate=True)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key} is not base64") from None
+
+    problem = data.get("problem")
+    if problem is not None and not isinstance(problem, str):
+        raise ValueError("problem is not text")
+    return Snapshot(loose=names("loose"), packed=raw("packed"), config=raw("config"),
+                    global_config=raw("global_config"), hooks=names("hooks"), problem=problem)
+
+
 # ------------------------------------------------------------------ comparing
 
 def config_settings(text: bytes | None) -> dict[str, str]:
@@ -209,8 +265,7 @@ def changes(before: Snapshot, after: Snapshot, *, ignore_ref: Callable[[str], bo
     if before.problem:
         return None         # never read at the start: nothing to compare with
     if after.problem:
-        return [{"kind": "unknown", "name": "the project's git folder", "from": None,
-                 "to": after.problem}]
+        return [unknown(after.problem)]
     out = [dict(kind="ref", name=n, **d) for n, d in
            _diff(before.refs, after.refs).items() if not ignore_ref(n)]
     for kind, a, b in (("config", before.config, after.config),
@@ -220,6 +275,11 @@ def changes(before: Snapshot, after: Snapshot, *, ignore_ref: Callable[[str], bo
                     _diff(settings(a), settings(b)).items()]
     out += [dict(kind="hook", name=n, **d) for n, d in _diff(before.hooks, after.hooks).items()]
     return out
+
+
+def unknown(why: str, what: str = "the project's git folder") -> dict[str, Any]:
+    """The entry for a comparison that could not be made: `what` could not be read."""
+    return {"kind": "unknown", "name": what, "from": None, "to": why}
 
 
 def _diff(a: dict[str, str], b: dict[str, str]) -> dict[str, dict[str, str | None]]:

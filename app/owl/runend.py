@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from owl.engine import Engine
 
-from owl import carryon, diskroom, guards, lifecycle, outside, workspace
+from owl import carryon, diskroom, guards, lifecycle, outside, outsidekeep, workspace
 from owl import checks as checksmod
 from owl.runstart import Live
 
@@ -120,14 +120,24 @@ def own_ref_moves(eng: Engine, project: Path,
     for lv in eng.live.values():
         if lv.project == str(project) and lv.outside_before is not None:
             lv.outside_before = outside.with_moves(lv.outside_before, moved)
+            outsidekeep.keep(eng.paths.logs, lv.run_id, lv.project, lv.outside_before)
 
 
 def record_outside(eng: Engine, run_id: int, job_id: int, found: list[dict] | None) -> None:
+    """Write what the Run changed outside its branch, then drop the start's
+    snapshot kept on disk (kept should the write fail: the next start compares it)."""
     if found is None:
         log.warning("job %s run %s: the project's refs, config and hooks could not be "
                     "read at its start, so nothing was compared", job_id, run_id)
+        outsidekeep.forget(eng.paths.logs, run_id)
         return
-    eng._note(run_id, outside=json.dumps(found))
+    try:
+        eng.store.set_run(run_id, outside=json.dumps(found))
+    except sqlite3.OperationalError as e:
+        log.warning("run %s: could not record what it changed outside its branch (%s); "
+                    "the next start compares it again", run_id, e)
+    else:
+        outsidekeep.forget(eng.paths.logs, run_id)
     if found:
         log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
     if eng.on_change is not None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from owl.engine import Engine
 
-from owl import carryon, logpipe, outside, tree
+from owl import carryon, logpipe, outside, outsidekeep, tree
 from owl import checks as checksmod
 from owl import setup as setupmod
 from owl.lifecycle import Phase
@@ -74,6 +74,7 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
     before = outside.take(project)      # files only: a few milliseconds
     plan, replies = carryon.plan_for(eng.store, job, driver, ws.worktree)
     run_id = eng.store.start_run(job_id)
+    outsidekeep.keep(eng.paths.logs, run_id, project, before)    # on its own thread
     eng.store.give_replies(job_id, run_id)
     eng.store.set_run(run_id, resumed=int(plan.resume is not None) if driver.stream_json
                        else None)
@@ -98,6 +99,7 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
                            cgroup=cg)
     except OSError as e:
         sink.close()
+        outsidekeep.forget(eng.paths.logs, run_id)
         if cg is not None:
             cg.remove()
         eng.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}",

@@ -33,7 +33,10 @@ then KILL 5 s later, and the log says so. The daemon, once continued, finds
 the tree gone and records the Run as usual.
 
 `recover` is the same clean-up the daemon runs at start: one function, so the
-guard and a restart can never disagree about what a leftover is.
+guard and a restart can never disagree about what a leftover is. Its last
+step compares each Run's start-of-Run snapshot left on disk (`owl.outsidekeep`)
+with the project, so what an agent changed outside its branch before the
+crash is recorded on its Run all the same.
 """
 
 from __future__ import annotations
@@ -60,17 +63,21 @@ _TAGS = ("OWL_RUN_ID", "OWL_INSTANCE", "OWL_JOB_ID")
 _LOCK_WAIT = 10.0
 WATCH_EVERY = 0.5          # how often the guard looks whether the daemon is stopped
 KILL_DELAY = 5.0           # as the lifecycle's: the guarantee behind the window
+# How long the comparisons of a recovery may take in all: the guard holds the
+# daemon lock meanwhile, and a new daemon waits for it (daemon.LOCK_WAIT).
+OUTSIDE_WAIT = 5.0
 
 
-def recover(store: Any, instance: str) -> tuple[list[int], int]:
+def recover(store: Any, instance: str, logs: Path | None = None) -> tuple[list[int], int]:
     """Kill every leftover process of this home's Runs; close open Runs interrupted.
 
     A leftover is any live process tagged `OWL_INSTANCE=instance` (every process
     of every Run carries it), any process whose (pid, create time) the
     database recorded for an open Run, and everything descended from those.
     Must run while holding the daemon lock: then no live Run of this home
-    exists, so every tagged process is a leftover. Returns (the Run ids
-    recorded interrupted, how many processes were killed).
+    exists, so every tagged process is a leftover (and every snapshot kept
+    in `logs`, a Run's whose comparison was never recorded). Returns (the
+    Run ids recorded interrupted, how many processes were killed).
     """
     from owl import tree
 
@@ -101,7 +108,63 @@ def recover(store: Any, instance: str) -> tuple[list[int], int]:
     if ids or killed:
         log.warning("recovered from a crash: %d Run(s) recorded interrupted, %d leftover "
                     "process(es) killed", len(ids), killed)
+    recover_outside(store, logs)    # after the kills: no agent changes anything more
     return ids, killed
+
+
+def recover_outside(store: Any, logs: Path | None) -> list[int]:
+    """Record what each Run whose start's snapshot is left in `logs` changed
+    outside its branch (as `runend.record_outside` would have), then remove
+    the file; returns those Runs' ids. A file stays only if its record could
+    not be written, for the next recovery to try again."""
+    from owl import outsidekeep
+
+    deadline, done = time.monotonic() + OUTSIDE_WAIT, []
+    for run_id, path in outsidekeep.left(logs):
+        run = store.run(run_id)
+        job = store.job(run["job_id"]) if run else None
+        if run is None or job is None or run["outside"] is not None:
+            outsidekeep.remove(path)        # recorded already, or not this database's Run
+            continue
+        found = _kept_changes(store, run_id, job, path, deadline)
+        if found is None:
+            log.warning("job %s run %s: the project's refs, config and hooks could not be "
+                        "read at its start, so nothing was compared", run["job_id"], run_id)
+        elif not _record_outside(store, run, found):
+            continue
+        outsidekeep.remove(path)
+        done.append(run_id)
+    return done
+
+
+def _kept_changes(store: Any, run_id: int, job: dict, path: Path,
+                  deadline: float) -> list[dict] | None:
+    """The kept snapshot compared with its project now (None: never read at the start)."""
+    from owl import outside, outsidekeep
+
+    try:
+        kept_id, project, before = outsidekeep.read(path)
+        if (kept_id, project) != (run_id, job["project"]):
+            raise ValueError(f"it is run {kept_id}'s of {project}")
+    except (OSError, ValueError) as e:
+        return [outside.unknown(str(e), what="the snapshot Owl kept of its start")]
+    ignore = outside.owned_ref(job.get("branch"), store.branches(project))
+    return outsidekeep.compare_by(before, Path(project), ignore, deadline)
+
+
+def _record_outside(store: Any, run: dict, found: list[dict]) -> bool:
+    from owl import outside
+
+    try:
+        store.set_run(run["id"], outside=json.dumps(found))
+    except Exception as e:          # a full disk: the file stays for the next start
+        log.warning("run %s: could not record what it changed outside its branch: %s",
+                    run["id"], e)
+        return False
+    if found:
+        log.warning("job %s run %s (found after the crash): %s", run["job_id"], run["id"],
+                    outside.summary(found))
+    return True
 
 
 def _name_untouchable(store: Any, open_runs: list[dict], refused: list[dict]) -> None:
@@ -162,8 +225,9 @@ class Guard:
             self._wfd = None
 
 
-def start(db: Path, lock: Path, instance: str) -> Guard:
-    """Start the watchdog for a daemon whose lock is `lock` and database `db`.
+def start(db: Path, lock: Path, instance: str, logs: Path | None = None) -> Guard:
+    """Start the watchdog for a daemon whose lock is `lock`, database `db` and
+    Run logs `logs` (where the start-of-Run snapshots are kept).
 
     Through `bundle.module_argv`: inside an app bundle sys.executable takes no `-m`."""
     from owl import tree
@@ -175,7 +239,8 @@ def start(db: Path, lock: Path, instance: str) -> Guard:
         # In a session of its own, so the daemon's reaper must be told it is ours.
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(
-                [*module_argv("owl.watchdog"), str(rfd), str(db), str(lock), instance],
+                [*module_argv("owl.watchdog"), str(rfd), str(db), str(lock), instance,
+                 *([str(logs)] if logs is not None else [])],
                 pass_fds=(rfd,), env=env, stdin=subprocess.DEVNULL, start_new_session=True,
                 close_fds=True)
             tree.own(popen, locked=True)
@@ -200,7 +265,7 @@ def _take_lock(lock: Path) -> int | None:
             time.sleep(0.02)
 
 
-def _after_death(db: Path, lock: Path, instance: str) -> None:
+def _after_death(db: Path, lock: Path, instance: str, logs: Path | None) -> None:
     fd = _take_lock(lock)
     if fd is None:
         log.warning("another daemon holds %s: it recovers the Runs itself", lock)
@@ -221,7 +286,7 @@ def _after_death(db: Path, lock: Path, instance: str) -> None:
                 log.warning("pid %s (%s) was left running: %s", p["pid"], p["command"], p["why"])
             return
         try:
-            recover(store, instance)
+            recover(store, instance, logs)
         finally:
             store.close()
     finally:
@@ -309,6 +374,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s owl.watchdog %(levelname)s %(message)s")
     rfd, db, lock, instance = int(argv[0]), Path(argv[1]), Path(argv[2]), argv[3]
+    logs = Path(argv[4]) if len(argv) > 4 else None
     daemon = os.getppid()
     stand_in = StandIn(daemon, db, instance)
     said = b""
@@ -327,7 +393,7 @@ def main(argv: list[str]) -> int:
     if CLEAN in said:
         return 0
     log.warning("the daemon died; ending its Runs")
-    _after_death(db, lock, instance)
+    _after_death(db, lock, instance, logs)
     return 0
 
 
