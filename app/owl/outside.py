@@ -14,7 +14,8 @@ in `runs.outside`:
 
 `from`/`to` are null where the thing did not exist. Kinds: `ref`, `config`
 (the project's `.git/config`), `global-config` (`~/.gitconfig` and
-`$XDG_CONFIG_HOME/git/config`) and `hook`.
+`$XDG_CONFIG_HOME/git/config`), `hook`, and `unknown` (nothing could be
+compared; `to` says why).
 
 `take()` only reads files (no git runs, a few milliseconds), so it may run
 just before the agent starts; turning the two config texts into settings

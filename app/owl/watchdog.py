@@ -108,7 +108,11 @@ def recover(store: Any, instance: str, logs: Path | None = None) -> tuple[list[i
     if ids or killed:
         log.warning("recovered from a crash: %d Run(s) recorded interrupted, %d leftover "
                     "process(es) killed", len(ids), killed)
-    recover_outside(store, logs)    # after the kills: no agent changes anything more
+    try:                            # after the kills: no agent changes anything more
+        recover_outside(store, logs)
+    except Exception as e:          # its files stay for the next start; this one goes on
+        log.warning("could not compare what the crashed Runs changed outside their "
+                    "branches: %s", e)
     return ids, killed
 
 
