@@ -424,8 +424,9 @@ def set_value(path: Path, section: str, key: str, value: Any) -> None:
     The result is checked before it replaces the file, so a bad value never
     reaches disk; the write is atomic (temp file + rename), mode 0600.
     """
-    import os
     import tomli_w
+
+    from owl.paths import write_atomic
 
     try:
         doc = tomllib.loads(path.read_text("utf-8"))
@@ -434,8 +435,4 @@ def set_value(path: Path, section: str, key: str, value: Any) -> None:
     doc.setdefault(section, {})[key] = value
     from_dict(doc, str(path))
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        tomli_w.dump(doc, f)
-    os.replace(tmp, path)
+    write_atomic(path, tomli_w.dumps(doc).encode("utf-8"))

@@ -22,13 +22,13 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from owl import outside
+from owl.paths import write_atomic
 
 log = logging.getLogger("owl.outside")
 
@@ -74,19 +74,7 @@ def write(path: Path, run_id: int, project: Path | str, snap: outside.Snapshot) 
     """Atomically: a temp file in the same folder, flushed, then renamed over `path`."""
     text = (f'{{"run_id": {int(run_id)}, "project": {json.dumps(str(project))}, '
             f'"snapshot": {outside.to_json(snap)}}}')
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, text.encode("ascii"), sync=True)
 
 
 def read(path: Path) -> tuple[int, str, outside.Snapshot]:

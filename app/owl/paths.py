@@ -8,6 +8,7 @@ locations (platformdirs) are used. Folders are created private to the user
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -52,6 +53,27 @@ def make_private_dir(folder: Path) -> None:
             folder.chmod(0o700)
     except PermissionError:
         pass
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, sync: bool = False) -> None:
+    """Write `data` to `path` so that a reader (or a crash) sees the old file or
+    the new one, never half of one: a temp file in the same folder, renamed over
+    it. `sync` flushes it to disk first, for a file that must outlive a power cut."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _socket_in(runtime: Path) -> Path:

@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from owl.paths import write_atomic
+
 
 def owl_command() -> list[str]:
     """argv that starts Owl's tray with this installation (inside an app
@@ -46,9 +48,7 @@ def template(name: str) -> bytes:
 def install(target: Path, data: bytes) -> Path:
     """Write a login item atomically: never a half-written one."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    write_atomic(target, data, mode=0o644)
     return target
 
 

@@ -8,11 +8,10 @@ branch can take a while. `merge` holds the rules for `owl jobs accept --merge`.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from owl.errors import Refused, StoreError
+from owl.paths import write_atomic
 
 
 def page_path(reviews: Path, job_id: int) -> Path:
@@ -40,15 +39,5 @@ def write_page(paths: object, job_id: int) -> Path:
     make_private_dir(reviews)
     target = page_path(reviews, job_id)
     text = page.render(data)
-    fd, tmp = tempfile.mkstemp(dir=reviews, prefix=".job-", suffix=".html")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(target, text.encode("utf-8"))
     return target
