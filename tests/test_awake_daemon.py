@@ -10,7 +10,6 @@ never outlive the daemon, however the daemon ends.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -25,16 +24,6 @@ from support_logind import StandIn  # noqa: E402
 
 NOWHERE = "unix:path=/nonexistent/owl-test-bus"
 WHY = "an agent is working"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path / "proj")
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
 
 
 @pytest.fixture

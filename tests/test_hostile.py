@@ -25,7 +25,7 @@ from owl import config as configmod
 from owl.control import client
 from owl.paths import _socket_in
 from owl.engine import LOG_CAP
-from owlproc import OwlDaemon, make_project, process_states, wait_for
+from owlproc import OwlDaemon, process_states, wait_for
 
 AGENTS = Path(__file__).parent / "agents"
 PY = sys.executable
@@ -37,11 +37,6 @@ KILL_DELAY = 5.0      # the lifecycle's fixed SIGTERM -> SIGKILL delay
 
 def hostile(name: str, *args: str) -> dict:
     return {"command": [PY, str(AGENTS / f"hostile_{name}.py"), *args]}
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path / "proj")
 
 
 class StatusProbe:

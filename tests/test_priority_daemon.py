@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import psutil
 import pytest
@@ -20,16 +19,6 @@ import pytest
 from owlproc import OwlDaemon, make_project, wait_for
 
 LINUX = sys.platform.startswith("linux")
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path / "proj")
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
 
 
 def run_processes(run_id: int, instance: str) -> list[psutil.Process]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,17 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from owlproc import OwlDaemon, make_project, process_states, wait_for
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return make_project(tmp_path / "proj")
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
+from owlproc import OwlDaemon, process_states, wait_for
 
 
 def all_stopped(pids: list[int]) -> bool:
