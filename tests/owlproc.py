@@ -128,7 +128,18 @@ class OwlDaemon:
     def stop(self, timeout: float = 10.0) -> int:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # Say where it is stuck: the daemon writes every thread's stack
+            # to its log on SIGUSR1.
+            size = self.log.stat().st_size if self.log.exists() else 0
+            self.proc.send_signal(signal.SIGUSR1)
+            wait_for(lambda: self.log.exists() and self.log.stat().st_size > size
+                     and "File " in self.log_text()[size:], timeout=5,
+                     what="the daemon's stacks in its log")
+            raise AssertionError(f"the daemon did not stop within {timeout:g} s; its "
+                                 f"threads:\n{self.log_text()[size:][-6000:]}") from None
 
     def kill(self) -> None:
         assert self.proc is not None

@@ -180,3 +180,51 @@ def test_a_crash_mid_setup_is_cleaned_up(tmp_path):
         d.wait_run(job, "running", timeout=15)
         assert d.job(job)["branch"] == f"owl/job-{job}"
         assert d.stop() == 0
+
+
+def test_setups_at_once_in_one_project_never_break_each_other(tmp_path):
+    """`git worktree prune` removes the folder of an add under way; Owl's
+    adds, removes and prunes in one project take turns, so none fails."""
+    import threading
+
+    from owl import workspace
+
+    for trial in range(4):
+        project = make_project(tmp_path / f"proj{trial}")
+        errors: list[str] = []
+
+        def one(job_id: int) -> None:
+            try:
+                workspace.ensure(project, job_id, "owl/", tmp_path / f"wt{trial}")
+            except Exception as e:        # what a setup would block its Job with
+                errors.append(str(e))
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(1, 9)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        assert sorted(branches(project)) == sorted(["main"] + [f"owl/job-{i}" for i in range(1, 9)])
+
+
+def test_a_branch_another_setup_is_making_is_not_blamed_on_a_run(tmp_path):
+    """A Run ends while another Job's setup has made its branch but not yet
+    handed it to the engine: that branch is Owl's, not the agent's doing."""
+    slow = SlowGit(tmp_path / "bin")
+    project = make_project(tmp_path / "proj")
+    d = daemon(tmp_path, slow, {"runs": {"max_parallel": 2}})
+    with d:
+        first = d.add("sleep=3 exit=0", project)
+        d.machine("idle")
+        d.wait_run(first, "running")
+        slow.slow(30)
+        second = d.add("sleep=60", project)
+        wait_for(lambda: sleepers(slow.folder), what="the second setup to hang after its add")
+        assert f"owl/job-{second}" in branches(project)
+        j = wait_for(lambda: (x := d.job(first))["runs"][0]["outcome"] and
+                     x["runs"][0].get("outside") is not None and x, timeout=20,
+                     what="the first Run's end compared")
+        assert j["runs"][0]["outside"] == [], j["runs"][0]["outside"]
+        slow.slow(None)
+        for s in sleepers(slow.folder):
+            s.kill()

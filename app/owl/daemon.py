@@ -325,6 +325,7 @@ def start_daemon() -> Daemon | None:
     _setup_logging()
     if threading.current_thread() is threading.main_thread():
         ignore_terminal_stops()
+        _stacks_on_request()
     d = Daemon()
     try:
         d.start()
@@ -332,6 +333,17 @@ def start_daemon() -> Daemon | None:
         print(f"owl: {e}", file=sys.stderr)
         return None
     return d
+
+
+def _stacks_on_request() -> None:
+    """`kill -USR1` on a daemon that seems stuck writes where every thread is
+    to its stderr (its log), for a bug report; nothing else changes."""
+    import faulthandler
+
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    except (AttributeError, ValueError, OSError):    # no usable stderr
+        pass
 
 
 def run_foreground() -> int:

@@ -95,7 +95,12 @@ def outside_after(eng: Engine, lv: Live) -> None:
     if before is None:
         return
     job = eng.store.job(lv.job_id) or {}
-    ignore = outside.owned_ref(job.get("branch"), eng.store.branches(lv.project))
+    known = outside.owned_ref(job.get("branch"), eng.store.branches(lv.project))
+    making = eng.setups.branches_made      # asked when compared: a setup may begin meanwhile
+
+    def ignore(name: str) -> bool:
+        return known(name) or (name.startswith("refs/heads/")
+                               and name[len("refs/heads/"):] in making())
     project, run_id, job_id = Path(lv.project), lv.run_id, lv.job_id
 
     def compare() -> list[dict] | None:

@@ -93,6 +93,14 @@ class Setups:
         self._record = record
         self._lock = threading.Lock()
         self._under_way: dict[int, _Setup] = {}
+        self._made: set[str] = set()     # every branch a setup here named for its Job
+
+    def branches_made(self) -> frozenset[str]:
+        """The branches setups in this process made (or are making) for their
+        Jobs: Owl's own, so never news in a Run's report of what changed
+        outside its branch, even before the Job's record names them."""
+        with self._lock:
+            return frozenset(self._made)
 
     def jobs(self) -> dict[int, str]:
         """Job id -> project of every setup under way."""
@@ -161,6 +169,8 @@ class Setups:
                 branch, worktree = workspace.fresh_names(project, job_id, req.prefix,
                                                          req.worktrees)
                 fresh = {"branch": branch, "worktree": str(worktree)}
+                with self._lock:
+                    self._made.add(branch)
                 self._record(job_id, fresh)
             if s.cancelled.is_set():
                 raise _Cancel()
@@ -231,7 +241,8 @@ def remove_half_made(project: Path, fresh: dict) -> None:
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
     try:
-        workspace.git(project, "worktree", "prune", check=False)
+        with workspace.changing_worktrees(project):
+            workspace.git(project, "worktree", "prune", check=False)
         if workspace.branch_tip(project, fresh["branch"]) is not None:
             workspace.delete_branch(project, fresh["branch"])
     except (workspace.WorkspaceError, OSError) as e:

@@ -9,10 +9,13 @@ stopped; it is removed only when the person accepts or drops the Job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +92,27 @@ def fresh_names(project: Path, job_id: int, prefix: str, worktrees: Path) -> tup
         n += 1
 
 
+_tree_locks: dict[str, threading.RLock] = {}
+_tree_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def changing_worktrees(project: Path) -> Iterator[None]:
+    """One change at a time to a project's list of worktrees, in this process.
+
+    Why: `git worktree prune` deletes an admin folder that has no `gitdir`
+    file yet, and a `git worktree add` still under way has just such a
+    folder. Two Jobs of one project set up at once (or one set up while
+    another's worktree is removed) would break each other's add with "could
+    not open .git/worktrees/job-N/gitdir". Every add, remove and prune Owl
+    runs holds this lock; they all run off the engine thread."""
+    key = str(Path(project).absolute())
+    with _tree_locks_guard:
+        lock = _tree_locks.setdefault(key, threading.RLock())
+    with lock:
+        yield
+
+
 def ensure(project: Path, job_id: int, prefix: str, worktrees: Path,
            branch: str | None = None, worktree: Path | None = None,
            base: str | None = None) -> Workspace:
@@ -110,18 +134,19 @@ def ensure(project: Path, job_id: int, prefix: str, worktrees: Path,
     if path.exists():
         raise WorkspaceError(f"{path} exists but is not this Job's worktree (it has no .git: "
                              "deleted during a Run?)")
-    git(project, "worktree", "prune", check=False)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    has_branch = git(project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}",
-                     check=False).returncode == 0
-    if has_branch:
-        git(project, "worktree", "add", str(path), branch)
-        if base is None:
-            base = git(project, "merge-base", "HEAD", branch).stdout.strip()
-    else:
-        head = git(project, "rev-parse", "HEAD").stdout.strip()
-        git(project, "worktree", "add", "-b", branch, str(path), head)
-        base = base or head
+    with changing_worktrees(project):
+        git(project, "worktree", "prune", check=False)
+        has_branch = git(project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}",
+                         check=False).returncode == 0
+        if has_branch:
+            git(project, "worktree", "add", str(path), branch)
+        else:
+            head = git(project, "rev-parse", "HEAD").stdout.strip()
+            git(project, "worktree", "add", "-b", branch, str(path), head)
+            base = base or head
+    if base is None:
+        base = git(project, "merge-base", "HEAD", branch).stdout.strip()
     return Workspace(branch, path, base)
 
 
@@ -142,6 +167,11 @@ def is_dirty(worktree: Path) -> bool:
 
 def remove(project: Path, worktree: Path | None, *, force: bool = False) -> None:
     """Remove the worktree (never the branch); refuse uncommitted changes unless forced."""
+    with changing_worktrees(project):
+        _remove(project, worktree, force)
+
+
+def _remove(project: Path, worktree: Path | None, force: bool) -> None:
     if worktree is None or not Path(worktree).exists():
         git(project, "worktree", "prune", check=False)
         return
