@@ -138,6 +138,8 @@ class Engine:
             raise Refused("the daemon is stopping")
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._q.put(("call", fn, fut))
+        if self._stopped.is_set() and fut.cancel():     # stopped as it was queued
+            raise Refused("the daemon is stopping")
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -202,7 +204,7 @@ class Engine:
                     item = self._q.get_nowait()
                 except queue.Empty:
                     break
-                if item[0] == "call":
+                if item[0] == "call" and item[2].set_running_or_notify_cancel():
                     item[2].set_exception(Refused("the daemon is stopping"))
 
     def _wait(self) -> float:
