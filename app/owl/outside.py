@@ -17,9 +17,11 @@ in `runs.outside`:
 `$XDG_CONFIG_HOME/git/config`), `hook`, and `unknown` (nothing could be
 compared; `to` says why).
 
-`take()` only reads files (no git runs, a few milliseconds), so it may run
-just before the agent starts; turning the two config texts into settings
-runs git and belongs off the engine thread (`config_settings`).
+`take()` only reads files (no git runs), yet a project with thousands of
+loose refs makes that a walk of thousands of files, so the start's snapshot
+is taken as the last step of the Job's setup, off the engine thread, just
+before the agent starts; turning the two config texts into settings runs git
+and belongs off the engine thread too (`config_settings`).
 
 The start's snapshot lives in the daemon's memory, and also on disk beside
 the Run's log (`to_json`, kept by `owl.outsidekeep`): a daemon killed during

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from owl.engine import Engine
 
-from owl import carryon, logpipe, outside, outsidekeep, tree
+from owl import carryon, logpipe, outsidekeep, tree
 from owl import checks as checksmod
 from owl import setup as setupmod
 from owl.lifecycle import Phase
@@ -71,7 +71,7 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
     job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
     exempt = ready.exempt
     project = Path(job["project"])
-    before = outside.take(project)      # files only: a few milliseconds
+    before = ready.outside_before       # taken by the setup, off this thread
     plan, replies = carryon.plan_for(eng.store, job, driver, ws.worktree)
     run_id = eng.store.start_run(job_id)
     outsidekeep.keep(eng.paths.logs, run_id, project, before)    # on its own thread

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from owl import guards, safegit, workspace
+from owl import guards, outside, safegit, workspace
 from owl import project as projectmod
 
 log = logging.getLogger("owl.setup")
@@ -43,6 +43,10 @@ class Ready:
     made_from: str | None
     exempt: bool
     commits: str = ""             # the branch's own commits, for a later Run's prompt
+    # The project's refs, config and hooks as the Run starts (owl.outside):
+    # taken here, as the last step, since a project with many refs (or on a
+    # slow disk) makes even these file reads too slow for the engine thread.
+    outside_before: Any = None
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,8 @@ class Setups:
             if s.cancelled.is_set():
                 return Cancelled(job_id)
             return Failed(job_id, _reason(job, project, e), req.exempt)
-        return Ready(job_id, ws, settings, driver, made, req.exempt, commits)
+        return Ready(job_id, ws, settings, driver, made, req.exempt, commits,
+                     outside.take(project))
 
     def _undo(self, project: Path, fresh: dict | None) -> None:
         if fresh is not None:
