@@ -256,3 +256,35 @@ def test_a_comparison_that_hangs_is_given_up_and_said(tmp_path):
         os.close(fd)
     assert entry["kind"] == "unknown" and "did not answer within 1 s" in entry["to"]
     assert took < 3.0, took
+
+
+def test_what_changes_while_you_work_beside_a_run_is_said_to_be_perhaps_yours(tmp_path):
+    """A Run started with `owl start` goes on while the person works: their
+    own commit on main lands in the same `.git` as the agent's work, so the
+    Run's report says the move may be theirs, not that the agent made it."""
+    project = make_project(tmp_path / "proj")
+    with OwlDaemon(tmp_path / "home") as d:
+        job = d.add("sleep=3 exit=0", project)
+        d.ok("start")                              # the machine is in use: exempt
+        d.wait_run(job, "running")
+        (project / "mine.txt").write_text("the person's work\n")
+        subprocess.run(["git", "-C", str(project), "add", "mine.txt"], check=True)
+        subprocess.run(["git", "-C", str(project), "commit", "-q", "-m", "mine"], check=True)
+        j = wait_for(lambda: (x := d.job(job))["runs"][0].get("outside") is not None and x,
+                     timeout=20, what="the Run's end compared")
+        [moved] = j["runs"][0]["outside"]
+        assert moved["kind"] == "ref" and moved["name"] == "refs/heads/main"
+        assert moved["shared"] is True
+        text = d.ok("jobs", "show", str(job))
+        assert "moved main from" in text and "(perhaps yours: you were working meanwhile)" in text
+
+
+def test_a_report_of_shared_changes_names_you_too():
+    from owl import outside
+
+    found = [{"kind": "ref", "name": "refs/heads/main", "from": "a" * 40, "to": "b" * 40}]
+    assert outside.summary(found).startswith("the agent moved main from aaaaaaa")
+    mine = outside.shared(found)
+    assert outside.summary(mine) == ("the agent, or you, moved main from aaaaaaa to bbbbbbb "
+                                     "(perhaps yours: you were working meanwhile)")
+    assert outside.shared(None) is None and found[0].get("shared") is None

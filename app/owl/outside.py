@@ -346,7 +346,13 @@ def _ref_name(name: str) -> str:
 
 
 def describe(c: dict[str, Any]) -> str:
-    """One change in words: `moved main from a1b2c3d to e4f5a6b`."""
+    """One change in words: `moved main from a1b2c3d to e4f5a6b`, and, for a Run
+    the person worked beside (`owl start`, a Shift), that it may be theirs."""
+    said = _describe(c)
+    return said + (" (perhaps yours: you were working meanwhile)" if c.get("shared") else "")
+
+
+def _describe(c: dict[str, Any]) -> str:
     kind, name = c.get("kind"), _visible(str(c.get("name")))
     a = None if c.get("from") is None else _visible(str(c["from"]))
     b = None if c.get("to") is None else _visible(str(c["to"]))
@@ -379,4 +385,12 @@ def summary(items: list[dict[str, Any]], limit: int = 3) -> str:
     """`the agent moved main from a1b2c3d to e4f5a6b; set core.fsmonitor = …`."""
     said = [describe(c) for c in items[:limit]]
     more = f" (and {len(items) - limit} more)" if len(items) > limit else ""
-    return "the agent " + "; ".join(said) + more
+    who = "the agent, or you," if items and all(c.get("shared") for c in items) else "the agent"
+    return f"{who} " + "; ".join(said) + more
+
+
+def shared(items: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The changes of a Run the person worked beside (started with `owl start`,
+    or run during a Shift): their own commits and settings land in the same
+    `.git`, so each change is marked as possibly theirs (`"shared": true`)."""
+    return None if items is None else [dict(c, shared=True) for c in items]

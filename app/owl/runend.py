@@ -102,9 +102,12 @@ def outside_after(eng: Engine, lv: Live) -> None:
         return known(name) or (name.startswith("refs/heads/")
                                and name[len("refs/heads/"):] in making())
     project, run_id, job_id = Path(lv.project), lv.run_id, lv.job_id
+    # The person worked beside this Run (owl start, a Shift): what changed may be theirs.
+    beside = lv.exempt or run_id in eng.shift_runs
 
     def compare() -> list[dict] | None:
-        return outside.changes(before, outside.take(project), ignore_ref=ignore)
+        found = outside.changes(before, outside.take(project), ignore_ref=ignore)
+        return outside.shared(found) if beside else found
 
     if eng._stopping:                 # no later pass of the loop would record it
         record_outside(eng, run_id, job_id, compare())

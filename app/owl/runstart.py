@@ -61,6 +61,7 @@ class Live:
     resuming: bool = False                # started with --resume: a refusal falls back fresh
     report: Any = None                    # the driver's Report, set just before "exited"
     cgroup: Any = None                    # the Run's own cgroup v2, where one can be made
+    exempt: bool = False                  # started by `owl start`: not frozen by input
 
 
 
@@ -112,7 +113,7 @@ def launch(eng: Engine, job: dict, ready: setupmod.Ready) -> int | None:
     lv = Live(run_id=run_id, job_id=job_id, project=str(project), title=title_of(job["prompt"]),
               popen=popen, tree=pt, log_path=log_path, sink=sink, worktree=ws.worktree,
               env=env, checks=settings.checks, outside_before=before, driver=driver,
-              ctx=ctx, resuming=plan.resume is not None, cgroup=cg)
+              ctx=ctx, resuming=plan.resume is not None, cgroup=cg, exempt=exempt)
     eng.live[run_id] = lv
     threading.Thread(target=wait_agent, args=(eng, lv, popen, 0), daemon=True,
                      name=f"owl-run-{run_id}").start()
