@@ -184,21 +184,33 @@ def test_packed_refs_count_as_refs_and_packing_them_is_no_change():
         [("refs/heads/main", a, b)]
 
 
+def merge_during_a_run(d: OwlDaemon, project: Path) -> tuple[int, int]:
+    """Two Jobs: the first (agent "quick") commits and goes to review, the
+    second (agent "slow") is running when Owl merges the first into main;
+    (the second Job, its Run)."""
+    first = d.add("go", project, "--agent", "quick")
+    second = d.add("go", project, "--agent", "slow")
+    d.machine("idle")
+    d.wait_job(first, "review")
+    run_id = d.wait_run(second, "running")["id"]
+    main_before = git(project, "rev-parse", "main")
+    d.ok("jobs", "accept", str(first), "--merge")
+    assert git(project, "rev-parse", "main") != main_before
+    return second, run_id
+
+
+def two_agents(slow: str) -> dict:
+    """A config with a "quick" agent that commits and a "slow" one running `slow`."""
+    return {"agents": {"slow": {"command": ["/bin/sh", "-c", slow]},
+                       "quick": {"command": ["/bin/sh", "-c",
+                                             "echo x > x.txt && git add x.txt && "
+                                             "git commit -q -m quick"]}}}
+
+
 def test_owls_own_merge_during_a_run_is_not_the_agents(tmp_path):
     project = make_project(tmp_path / "proj")
-    cfg = {"agents": {"slow": {"command": ["/bin/sh", "-c", "sleep 4"]},
-                      "quick": {"command": ["/bin/sh", "-c",
-                                            "echo x > x.txt && git add x.txt && "
-                                            "git commit -q -m quick"]}}}
-    with OwlDaemon(tmp_path / "home", cfg) as d:
-        first = d.add("go", project, "--agent", "quick")
-        second = d.add("go", project, "--agent", "slow")
-        d.machine("idle")
-        d.wait_job(first, "review")
-        d.wait_run(second, "running")
-        main_before = git(project, "rev-parse", "main")
-        d.ok("jobs", "accept", str(first), "--merge")
-        assert git(project, "rev-parse", "main") != main_before
+    with OwlDaemon(tmp_path / "home", two_agents("sleep 4")) as d:
+        second, _ = merge_during_a_run(d, project)
         d.wait_job(second, "review")
         run = wait_for(lambda: (r := d.job(second)["runs"][0])["outside"] is not None and r,
                        what="the Run's outside changes to be recorded")

@@ -73,6 +73,14 @@ def reach(d: OwlDaemon, project: Path) -> tuple[int, int, str]:
     return job, run_id, main_before
 
 
+def kill_both(d: OwlDaemon) -> None:
+    """Kill the daemon and its watchdog, so nothing records the live Run's end."""
+    [guard] = watchdogs(d.home)
+    guard.kill()
+    guard.wait(5)
+    d.kill()
+
+
 def assert_reported(run: dict, main_before: str, main_after: str) -> None:
     assert run["outcome"] == "interrupted"
     found = {(c["kind"], c["name"]): c for c in run["outside"]}
@@ -109,10 +117,7 @@ def test_the_next_start_records_it_when_the_watchdog_died_too(tmp_path):
     d, project = reacher(tmp_path)
     with d:
         job, run_id, main_before = reach(d, project)
-        [guard] = watchdogs(d.home)
-        guard.kill()              # both die at once, as under the OOM killer
-        guard.wait(5)
-        d.kill()
+        kill_both(d)              # both die at once, as under the OOM killer
         assert [r[2] for r in db_outside(d.home)] == [None]     # nothing recorded it yet
         d.start()
         assert kept(d.home) == []
@@ -123,10 +128,7 @@ def test_a_project_gone_by_the_next_start_is_said_to_be_unknown(tmp_path):
     d, project = reacher(tmp_path)
     with d:
         job, run_id, _ = reach(d, project)
-        [guard] = watchdogs(d.home)
-        guard.kill()
-        guard.wait(5)
-        d.kill()
+        kill_both(d)
         shutil.rmtree(project)
         d.start()
         [entry] = d.job(job)["runs"][0]["outside"]
@@ -138,18 +140,11 @@ def test_a_project_gone_by_the_next_start_is_said_to_be_unknown(tmp_path):
 def test_owls_own_merge_during_a_run_is_not_blamed_after_a_crash(tmp_path):
     from owl import outsidekeep
 
+    from test_outside import merge_during_a_run, two_agents
+
     project = make_project(tmp_path / "proj")
-    cfg = {"agents": {"slow": {"command": ["/bin/sh", "-c", "exec sleep 60"]},
-                      "quick": {"command": ["/bin/sh", "-c",
-                                            "echo x > x.txt && git add x.txt && "
-                                            "git commit -q -m quick"]}}}
-    with OwlDaemon(tmp_path / "home", cfg) as d:
-        first = d.add("go", project, "--agent", "quick")
-        second = d.add("go", project, "--agent", "slow")
-        d.machine("idle")
-        d.wait_job(first, "review")
-        run_id = d.wait_run(second, "running")["id"]
-        d.ok("jobs", "accept", str(first), "--merge")
+    with OwlDaemon(tmp_path / "home", two_agents("exec sleep 60")) as d:
+        second, run_id = merge_during_a_run(d, project)
         merged = git(project, "rev-parse", "main")
         path = outsidekeep.path_for(d.home / "logs", run_id)
         wait_for(lambda: outsidekeep.read(path)[2].refs.get("refs/heads/main") == merged,

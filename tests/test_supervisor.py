@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from owlproc import OwlDaemon, process_states, wait_for
+from owlproc import OwlDaemon, freeze_a_run, process_states, wait_for
 
 
 def all_stopped(pids: list[int]) -> bool:
@@ -140,12 +140,7 @@ def test_daemon_killed_mid_run_then_restarted_leaves_nothing_and_the_job_pending
 def test_daemon_stop_ends_live_runs_frozen_ones_first_within_6s(home, project):
     d = OwlDaemon(home)
     with d:
-        job = d.add("trap-term setsid-child=120 sleep=120", project)
-        d.machine("idle")
-        d.wait_run(job, "running")
-        wait_for(lambda: len(d.agent_pids()) == 2, what="agent and child")
-        d.machine("input")
-        d.wait_run(job, "frozen")
+        job, _ = freeze_a_run(d, project, "trap-term setsid-child=120 sleep=120")
         t0 = time.monotonic()
         assert d.stop(timeout=10) == 0
         assert time.monotonic() - t0 < 6.5

@@ -76,6 +76,11 @@ def disk_full(folder: Path) -> str | None:
     return None
 
 
+def _already_dropped(job_id: int) -> dict:
+    return {"id": job_id, "state": "cancelled", "already": True,
+            "message": f"job {job_id} was already dropped"}
+
+
 class Verbs:
     """The person's requests; see the module docstring.
 
@@ -188,8 +193,7 @@ class Verbs:
         (held) when git must still look for unkept work, else the answer."""
         job = self._drop_state(job_id, force)
         if job is None:
-            return {"id": job_id, "state": "cancelled", "already": True,
-                    "message": f"job {job_id} was already dropped"}
+            return _already_dropped(job_id)
         self.hold(job_id, "being dropped")
         return {"job": job}
 
@@ -209,8 +213,7 @@ class Verbs:
         self.release(job_id)
         job = self._drop_state(job_id, force)
         if job is None:
-            return {"id": job_id, "state": "cancelled", "already": True,
-                    "message": f"job {job_id} was already dropped"}
+            return _already_dropped(job_id)
         live = self._live_runs(job_id)
         self.engine.store.set_job(job_id, state="cancelled")
         if not live:
