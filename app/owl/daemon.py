@@ -370,12 +370,41 @@ def catch_stop_signals() -> threading.Event:
 
 
 def serve_until_signal(d: Daemon, stop: threading.Event | None = None) -> int:
+    """Serve until a stop signal (or the engine stops), then close.
+
+    Why the main thread waits in select() on a wakeup pipe and not on the
+    Event: the kernel hands a signal to any thread of the process, and a
+    Python handler runs only in the main thread. A main thread asleep in a
+    lock (Event.wait) is not woken when another thread took the signal, so a
+    SIGTERM could wait out the whole timeout. The signal module writes every
+    signal's number to the wakeup pipe, whichever thread took it, so select()
+    returns and the handler runs at once."""
+    import select
+
     if stop is None:
         stop = catch_stop_signals()
+    r, w = os.pipe()
+    for fd in (r, w):
+        os.set_blocking(fd, False)
+    try:
+        old = signal.set_wakeup_fd(w)
+    except ValueError:            # not the main thread: no signal reaches this loop
+        old = None
     try:
         while not stop.is_set() and not d.engine.stopped:  # type: ignore[union-attr]
-            stop.wait(30.0)
+            if old is None:
+                stop.wait(30.0)
+                continue
+            select.select([r], [], [], 30.0)
+            try:
+                os.read(r, 512)
+            except BlockingIOError:
+                pass
     finally:
+        if old is not None:
+            signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
         d.close()
     return 0
 
