@@ -67,8 +67,9 @@ def threads(pid: int) -> dict[str, float]:
     return out
 
 
-def measure(proc: psutil.Process, seconds: float, during=None
-            ) -> tuple[float, float, dict[str, float]]:
+def measure(
+    proc: psutil.Process, seconds: float, during=None
+) -> tuple[float, float, dict[str, float]]:
     """(% of one core, wall seconds, % per thread) the process used over `seconds`."""
     c0, s0, t0 = cpu(proc), threads(proc.pid), time.monotonic()
     if during is None:
@@ -132,17 +133,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, virtual_display(dbus=False) as xenv:
         tmpdir = Path(tmp)
         project = make_project(tmpdir / "project")
-        d = OwlDaemon(tmpdir / "home", {"idle": {"after": "2s", "require_ac_power": True},
-                                        "interruption": {"grace_window": "1h"}},
-                      manual=False, env=dict(xenv))
+        d = OwlDaemon(
+            tmpdir / "home",
+            {
+                "idle": {"after": "2s", "require_ac_power": True},
+                "interruption": {"grace_window": "1h"},
+            },
+            manual=False,
+            env=dict(xenv),
+        )
         d.env.pop("OWL_MACHINE", None)
         storm = Storm(xenv.display, args.rate)
         with d:
             proc = psutil.Process(d.proc.pid)
             detectors = d.status()["machine"]["detectors"]
-            print(f"daemon pid {proc.pid}, {proc.num_threads()} threads, detectors "
-                  f"{', '.join(detectors)}; {os.cpu_count()} cores, load average "
-                  f"{os.getloadavg()[0]:.1f}")
+            print(
+                f"daemon pid {proc.pid}, {proc.num_threads()} threads, detectors "
+                f"{', '.join(detectors)}; {os.cpu_count()} cores, load average "
+                f"{os.getloadavg()[0]:.1f}"
+            )
             if "pynput-x11" not in detectors:
                 raise SystemExit("the input hooks are not running: nothing to measure")
 
@@ -150,20 +159,37 @@ def main() -> int:
             wait_for(lambda: d.status()["machine"]["idle"], timeout=15, what="idle")
             time.sleep(1.0)
             rows.append(("nothing queued", measure(proc, args.quiet), QUIET_TARGET))
-            rows.append((f"nothing queued, {args.rate} moves/s", measure(proc, args.storm, storm), STORM_TARGET))
+            rows.append(
+                (
+                    f"nothing queued, {args.rate} moves/s",
+                    measure(proc, args.storm, storm),
+                    STORM_TARGET,
+                )
+            )
 
             # Phase 2: a Job waits while the machine is in use (idle.after 1h).
             cfg = tomllib.loads((d.home / "config.toml").read_text())
             cfg["idle"]["after"] = "1h"
             d.write_config(cfg)
-            wait_for(lambda: (m := d.status()["machine"])["idle"] is False
-                     and (m["idle_in_s"] or 0) > 3000, timeout=15, what="idle.after = 1h")
+            wait_for(
+                lambda: (
+                    (m := d.status()["machine"])["idle"] is False and (m["idle_in_s"] or 0) > 3000
+                ),
+                timeout=15,
+                what="idle.after = 1h",
+            )
             job = d.add("sleep=30", project)
             st = d.status()
             assert st["runs"] == [] and d.job(job)["state"] == "pending", st
             time.sleep(1.0)
             rows.append(("queued, in use", measure(proc, args.quiet), QUIET_TARGET))
-            rows.append((f"queued, in use, {args.rate} moves/s", measure(proc, args.storm, storm), STORM_TARGET))
+            rows.append(
+                (
+                    f"queued, in use, {args.rate} moves/s",
+                    measure(proc, args.storm, storm),
+                    STORM_TARGET,
+                )
+            )
             if d.status()["runs"]:
                 raise SystemExit("a Run started although the machine was in use")
             storm.close()
@@ -172,8 +198,10 @@ def main() -> int:
     print("daemon CPU, % of one core:")
     for name, (pct, wall, per), target in rows:
         fine = sum(per.values())
-        print(f"  {name:<36} {pct:6.3f} % (schedstat {fine:6.3f} %) over {wall:5.1f} s   "
-              f"target <= {target} %: {verdict(max(pct, fine), target)}")
+        print(
+            f"  {name:<36} {pct:6.3f} % (schedstat {fine:6.3f} %) over {wall:5.1f} s   "
+            f"target <= {target} %: {verdict(max(pct, fine), target)}"
+        )
         busy = sorted(((v, k) for k, v in per.items() if v >= 0.005), reverse=True)
         if busy:
             print("      " + ", ".join(f"{k} {v:.3f} %" for v, k in busy))

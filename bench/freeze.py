@@ -31,8 +31,9 @@ import psutil
 
 from owl import tree
 
-AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                     "agents", "tree_agent.py")
+AGENT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "tests", "agents", "tree_agent.py"
+)
 
 
 def state(pid: int) -> str:
@@ -69,8 +70,10 @@ def pct(values: list[float], q: float) -> float:
 
 def report(name: str, values: list[float]) -> None:
     ms = [v * 1000 for v in values]
-    print(f"  {name:<30} median {statistics.median(ms):7.2f} ms   "
-          f"p99 {pct(ms, 0.99):7.2f} ms   max {max(ms):7.2f} ms")
+    print(
+        f"  {name:<30} median {statistics.median(ms):7.2f} ms   "
+        f"p99 {pct(ms, 0.99):7.2f} ms   max {max(ms):7.2f} ms"
+    )
 
 
 def trial(run: tree.ProcessTree, pids: list[int], out: dict[str, list[float]]) -> None:
@@ -106,24 +109,47 @@ def main() -> int:
     tag = f"bench-{uuid.uuid4().hex[:8]}"
     total = args.sessions * args.per
     with tempfile.TemporaryDirectory() as ready:
-        popen = tree.spawn([sys.executable, AGENT, "--ready", ready, "--fanout",
-                            str(args.sessions), str(args.per)],
-                           cwd=ready, env=dict(os.environ, OWL_RUN_ID=tag),
-                           stdout=None, stderr=None, nice=args.nice)
+        popen = tree.spawn(
+            [
+                sys.executable,
+                AGENT,
+                "--ready",
+                ready,
+                "--fanout",
+                str(args.sessions),
+                str(args.per),
+            ],
+            cwd=ready,
+            env=dict(os.environ, OWL_RUN_ID=tag),
+            stdout=None,
+            stderr=None,
+            nice=args.nice,
+        )
         try:
-            until(lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")])
-                  >= total, timeout=60)
+            until(
+                lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")]) >= total,
+                timeout=60,
+            )
             pids = [int(n.rpartition("-")[2]) for n in os.listdir(ready)]
             sessions = {os.getsid(p) for p in pids}
-            print(f"tree: {len(pids)} processes in {len(sessions)} sessions at nice "
-                  f"{args.nice}, {len(psutil.pids())} processes on the machine, "
-                  f"backend {tree.BACKEND}, {os.cpu_count()} cores, "
-                  f"load average {os.getloadavg()[0]:.1f}")
+            print(
+                f"tree: {len(pids)} processes in {len(sessions)} sessions at nice "
+                f"{args.nice}, {len(psutil.pids())} processes on the machine, "
+                f"backend {tree.BACKEND}, {os.cpu_count()} cores, "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
 
             for label, fresh in (("warm", False), ("cold", True)):
-                out: dict[str, list[float]] = {k: [] for k in (
-                    "freeze: CPU time of the call", "freeze returned", "freeze, all seen stopped",
-                    "thaw returned", "thaw, all seen running")}
+                out: dict[str, list[float]] = {
+                    k: []
+                    for k in (
+                        "freeze: CPU time of the call",
+                        "freeze returned",
+                        "freeze, all seen stopped",
+                        "thaw returned",
+                        "thaw, all seen running",
+                    )
+                }
                 run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
                 run.sweep()
                 for _ in range(args.trials):
@@ -131,7 +157,7 @@ def main() -> int:
                         run.close()
                         run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
                     else:
-                        run.identities()    # the daemon's watch does this every second
+                        run.identities()  # the daemon's watch does this every second
                     trial(run, pids, out)
                 run.close()
                 print(f"{label} ({args.trials} trials):")

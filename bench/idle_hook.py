@@ -39,9 +39,9 @@ def child(after: float) -> None:
     durations: list[int] = []
     timing = False
 
-    armed = False   # the engine cares about input only while the machine counts as idle
+    armed = False  # the engine cares about input only while the machine counts as idle
 
-    def on_input() -> None:   # what the engine does: stamp, wake if armed
+    def on_input() -> None:  # what the engine does: stamp, wake if armed
         nonlocal events
         events += 1
         if armed:
@@ -69,8 +69,7 @@ def child(after: float) -> None:
     def engine() -> None:
         nonlocal armed
         while True:
-            state = read_machine(monitor, power, after=after, require_ac=True,
-                                 now=time.monotonic())
+            state = read_machine(monitor, power, after=after, require_ac=True, now=time.monotonic())
             armed = state.idle
             wake.wait(state.recheck_in)
             wake.clear()
@@ -99,8 +98,12 @@ class Child:
         import psutil
 
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child", "--after", str(after)], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [sys.executable, __file__, "--child", "--after", str(after)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         first = self.proc.stdout.readline().strip()
         if not first.startswith("ready"):
             raise SystemExit(f"monitor did not start: {first}")
@@ -170,8 +173,10 @@ def main() -> None:
             times = [int(x) / 1000 for x in kid.ask("time-off").split()]
             if times:
                 q = statistics.quantiles(times, n=100)
-                print(f"hook callback: {len(times)} events, median {statistics.median(times):.2f} us,"
-                      f" p99 {q[98]:.2f} us, max {max(times):.1f} us")
+                print(
+                    f"hook callback: {len(times)} events, median {statistics.median(times):.2f} us,"
+                    f" p99 {q[98]:.2f} us, max {max(times):.1f} us"
+                )
 
             # 2. Quiet.
             time.sleep(1.0)  # let the last events drain
@@ -187,9 +192,11 @@ def main() -> None:
             wall = time.monotonic() - t0
             storm = 100.0 * (kid.cpu() - c0) / wall
             seen = int(kid.ask("count")) - n0
-            print(f"storm: {seen} events in {wall:.1f} s ({seen / wall:.0f}/s): "
-                  f"{storm:.2f} % of a core; {1e6 * (kid.cpu() - c0) / max(seen, 1):.1f} us CPU/event"
-                  f" all in (pynput + Xlib + callback)")
+            print(
+                f"storm: {seen} events in {wall:.1f} s ({seen / wall:.0f}/s): "
+                f"{storm:.2f} % of a core; {1e6 * (kid.cpu() - c0) / max(seen, 1):.1f} us CPU/event"
+                f" all in (pynput + Xlib + callback)"
+            )
         finally:
             kid.close()
 

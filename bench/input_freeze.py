@@ -68,8 +68,10 @@ def pct(values: list[float], q: float) -> float:
 
 def report(name: str, values: list[float]) -> None:
     ms = [v * 1000 for v in values]
-    print(f"  {name:<34} median {statistics.median(ms):7.1f} ms   p99 {pct(ms, 0.99):7.1f} ms"
-          f"   max {max(ms):7.1f} ms")
+    print(
+        f"  {name:<34} median {statistics.median(ms):7.1f} ms   p99 {pct(ms, 0.99):7.1f} ms"
+        f"   max {max(ms):7.1f} ms"
+    )
 
 
 def main() -> int:
@@ -78,8 +80,12 @@ def main() -> int:
     ap.add_argument("--after", default="500ms", help="idle.after (thaw wait between trials)")
     ap.add_argument("--sessions", type=int, default=10)
     ap.add_argument("--per", type=int, default=10)
-    ap.add_argument("--no-xtest", dest="xtest", action="store_false",
-                    help="skip the trials with moves sent in-process through XTEST")
+    ap.add_argument(
+        "--no-xtest",
+        dest="xtest",
+        action="store_false",
+        help="skip the trials with moves sent in-process through XTEST",
+    )
     args = ap.parse_args()
     for program in ("Xvfb", "xdotool"):
         if shutil.which(program) is None:
@@ -92,37 +98,56 @@ def main() -> int:
         ready.mkdir()
         project = make_project(tmpdir / "project")
         # The prompt is ignored: the shell drops it ($1) and execs the tree agent.
-        argv = [sys.executable, TREE_AGENT, "--ready", str(ready), "--fanout",
-                str(args.sessions), str(args.per)]
+        argv = [
+            sys.executable,
+            TREE_AGENT,
+            "--ready",
+            str(ready),
+            "--fanout",
+            str(args.sessions),
+            str(args.per),
+        ]
         command = ["sh", "-c", "exec " + shlex.join(argv), "tree-agent", "{prompt}"]
-        cfg = {"idle": {"after": args.after, "require_ac_power": False},
-               "interruption": {"grace_window": "1h"},
-               "runs": {"stall": "1h"},
-               "agents": {"tree": {"command": command}}, "agent": {"default": "tree"}}
+        cfg = {
+            "idle": {"after": args.after, "require_ac_power": False},
+            "interruption": {"grace_window": "1h"},
+            "runs": {"stall": "1h"},
+            "agents": {"tree": {"command": command}},
+            "agent": {"default": "tree"},
+        }
         d = OwlDaemon(tmpdir / "home", cfg, manual=False, env=dict(xenv), agent=False)
         d.env.pop("OWL_MACHINE", None)
         with d:
             d.add("build a tree", project)
-            wait_for(lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")])
-                     >= total, timeout=60, what=f"{total} processes of the Run")
+            wait_for(
+                lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")]) >= total,
+                timeout=60,
+                what=f"{total} processes of the Run",
+            )
             pids = [int(n.rpartition("-")[2]) for n in os.listdir(ready)]
             sessions = {os.getsid(p) for p in pids}
             daemon_pid = d.proc.pid
-            print(f"Run tree: {len(pids)} processes in {len(sessions)} sessions; "
-                  f"idle.after {args.after}; {os.cpu_count()} cores, "
-                  f"load average {os.getloadavg()[0]:.1f}; daemon pid {daemon_pid}")
+            print(
+                f"Run tree: {len(pids)} processes in {len(sessions)} sessions; "
+                f"idle.after {args.after}; {os.cpu_count()} cores, "
+                f"load average {os.getloadavg()[0]:.1f}; daemon pid {daemon_pid}"
+            )
 
             from_launch: list[float] = []
             from_exit: list[float] = []
             thaw: list[float] = []
             running = lambda: all(state(p) not in "TX" for p in pids)  # noqa: E731
-            stopped = lambda: all(state(p) == "T" for p in pids)       # noqa: E731
+            stopped = lambda: all(state(p) == "T" for p in pids)  # noqa: E731
             spin_until(running, 30)
             for i in range(args.trials):
-                x = 100 + (i % 2) * 200        # a move to where the pointer is sends nothing
+                x = 100 + (i % 2) * 200  # a move to where the pointer is sends nothing
                 t0 = time.perf_counter()
-                xdo = subprocess.Popen(["xdotool", "mousemove", str(x), "200"], env=xenv,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                xdo = subprocess.Popen(
+                    ["xdotool", "mousemove", str(x), "200"],
+                    env=xenv,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 t_all, t_exit = _spin_frozen(stopped, xdo)
                 from_launch.append(t_all - t0)
                 from_exit.append(max(0.0, t_all - t_exit))
@@ -143,8 +168,10 @@ def main() -> int:
             # The XTEST figure starts at the input itself; xdotool's adds its own start-up.
             judged, name = (exact, "XTEST") if exact else (from_launch, "xdotool launch")
             p99 = pct(judged, 0.99) * 1000
-            print(f"target p99 <= 100 ms ({name}): {'met' if p99 <= 100 else 'NOT met'} "
-                  f"({p99:.1f} ms)")
+            print(
+                f"target p99 <= 100 ms ({name}): {'met' if p99 <= 100 else 'NOT met'} "
+                f"({p99:.1f} ms)"
+            )
     return 0
 
 
@@ -180,7 +207,7 @@ def _spin_frozen(stopped, xdo: subprocess.Popen) -> tuple[float, float]:
             break
         if now > deadline:
             raise SystemExit("timed out: the Run was not frozen after an input")
-    if t_exit is None:        # stopped before xdotool was even done
+    if t_exit is None:  # stopped before xdotool was even done
         xdo.wait()
         t_exit = now
     return now, t_exit

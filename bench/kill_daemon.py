@@ -62,13 +62,17 @@ def main() -> int:
                     time.sleep(0.005)
                 times.append(time.monotonic() - t0)
                 run = d.job(job)["runs"][-1]
-                print(f"trial {trial + 1:>2}: {times[-1]:.3f} s, ended_by {run['ended_by']}",
-                      flush=True)
+                print(
+                    f"trial {trial + 1:>2}: {times[-1]:.3f} s, ended_by {run['ended_by']}",
+                    flush=True,
+                )
                 d.ok("jobs", "drop", str(job), "--force")
         within = sum(t <= LIMIT for t in times)
-        print(f"\nfrom input to every process gone, grace {GRACE:g} s: "
-              f"median {statistics.median(times):.3f} s, max {max(times):.3f} s; "
-              f"{within}/{len(times)} within {LIMIT:.2f} s")
+        print(
+            f"\nfrom input to every process gone, grace {GRACE:g} s: "
+            f"median {statistics.median(times):.3f} s, max {max(times):.3f} s; "
+            f"{within}/{len(times)} within {LIMIT:.2f} s"
+        )
     return 0
 
 

@@ -27,8 +27,9 @@ import psutil
 
 from owl import tree
 
-AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                     "agents", "tree_agent.py")
+AGENT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "tests", "agents", "tree_agent.py"
+)
 FLAGS = ["--ignore-term", "--setsid", "3", "--orphan", "--churn"]
 EXPECT = {"agent": 1, "sess": 3, "sessgc": 3, "orphan": 1, "churner": 1}
 
@@ -60,9 +61,13 @@ def until(cond, timeout: float) -> None:
 def trial(wait: float) -> dict[str, float]:
     tag = f"bench-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as ready:
-        popen = tree.spawn([sys.executable, AGENT, "--ready", ready, *FLAGS],
-                           cwd=ready, env=dict(os.environ, OWL_RUN_ID=tag),
-                           stdout=None, stderr=None)
+        popen = tree.spawn(
+            [sys.executable, AGENT, "--ready", ready, *FLAGS],
+            cwd=ready,
+            env=dict(os.environ, OWL_RUN_ID=tag),
+            stdout=None,
+            stderr=None,
+        )
         until(lambda: all(len(roles(ready).get(r, ())) >= n for r, n in EXPECT.items()), 30)
         pids = [p for ps in roles(ready).values() for p in ps]
         run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
@@ -87,8 +92,13 @@ def trial(wait: float) -> dict[str, float]:
         if left:
             tree.kill_processes(left)
             raise SystemExit(f"left behind: {[p.pid for p in left]}")
-        return {"frozen": frozen, "survived_term": survived_term, "killed": killed,
-                "kill_call": t_returned - t_kill, "term_to_gone": t_gone - t_term}
+        return {
+            "frozen": frozen,
+            "survived_term": survived_term,
+            "killed": killed,
+            "kill_call": t_returned - t_kill,
+            "term_to_gone": t_gone - t_term,
+        }
 
 
 def main() -> int:
@@ -97,23 +107,32 @@ def main() -> int:
     ap.add_argument("--wait", type=float, default=5.0)
     args = ap.parse_args()
     tree.become_subreaper()
-    print(f"{args.trials} trials: {' '.join(FLAGS)}; term(), {args.wait:g} s, kill(); "
-          f"backend {tree.BACKEND}, {os.cpu_count()} cores")
+    print(
+        f"{args.trials} trials: {' '.join(FLAGS)}; term(), {args.wait:g} s, kill(); "
+        f"backend {tree.BACKEND}, {os.cpu_count()} cores"
+    )
     results = []
     for i in range(args.trials):
         r = trial(args.wait)
         results.append(r)
-        print(f"  trial {i + 1:2}: froze {r['frozen']:3}, {r['survived_term']} survived TERM, "
-              f"killed {r['killed']:3}; kill() {r['kill_call'] * 1000:6.1f} ms; "
-              f"term -> all gone {r['term_to_gone']:.3f} s", flush=True)
+        print(
+            f"  trial {i + 1:2}: froze {r['frozen']:3}, {r['survived_term']} survived TERM, "
+            f"killed {r['killed']:3}; kill() {r['kill_call'] * 1000:6.1f} ms; "
+            f"term -> all gone {r['term_to_gone']:.3f} s",
+            flush=True,
+        )
     gone_after = [r["term_to_gone"] for r in results]
     kill_ms = [r["kill_call"] * 1000 for r in results]
     limit = args.wait + 0.25
-    print(f"kill() call:        median {statistics.median(kill_ms):6.1f} ms, "
-          f"max {max(kill_ms):6.1f} ms")
-    print(f"term -> all gone:   median {statistics.median(gone_after):.3f} s, "
-          f"max {max(gone_after):.3f} s (target <= {limit:.2f} s: "
-          f"{'met' if max(gone_after) <= limit else 'NOT met'})")
+    print(
+        f"kill() call:        median {statistics.median(kill_ms):6.1f} ms, "
+        f"max {max(kill_ms):6.1f} ms"
+    )
+    print(
+        f"term -> all gone:   median {statistics.median(gone_after):.3f} s, "
+        f"max {max(gone_after):.3f} s (target <= {limit:.2f} s: "
+        f"{'met' if max(gone_after) <= limit else 'NOT met'})"
+    )
     return 0
 
 

@@ -23,12 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
-from owl import logpipe  # noqa: E402
+from owl.engine import logpipe  # noqa: E402
 
-FLOOD = ("import sys\n"
-         "line = b'x' * 1023 + b'\\n'\n"
-         "out = sys.stdout.buffer\n"
-         "for _ in range(int(sys.argv[1]) * 1024): out.write(line)\n")
+FLOOD = (
+    "import sys\n"
+    "line = b'x' * 1023 + b'\\n'\n"
+    "out = sys.stdout.buffer\n"
+    "for _ in range(int(sys.argv[1]) * 1024): out.write(line)\n"
+)
 
 
 def _cpu() -> float:
@@ -48,6 +50,7 @@ def through_sink(folder: Path, mb: int, cap: int) -> dict[str, float]:
             except FileNotFoundError:
                 pass
             time.sleep(0.001)
+
     w = threading.Thread(target=watch)
     w.start()
     cpu0, t0 = _cpu(), time.monotonic()
@@ -62,8 +65,13 @@ def through_sink(folder: Path, mb: int, cap: int) -> dict[str, float]:
     stop.set()
     w.join()
     cpu = _cpu() - cpu0
-    return {"agent_s": agent_s, "total_s": total_s, "mb_per_s": mb / total_s,
-            "cpu_ms_per_mb": 1000 * cpu / mb, "biggest": biggest[0]}
+    return {
+        "agent_s": agent_s,
+        "total_s": total_s,
+        "mb_per_s": mb / total_s,
+        "cpu_ms_per_mb": 1000 * cpu / mb,
+        "biggest": biggest[0],
+    }
 
 
 def to_file(folder: Path, mb: int) -> float:
@@ -84,13 +92,18 @@ def main() -> int:
         direct = to_file(folder, a.mb)
         os.unlink(folder / "direct.log")
         r = through_sink(folder, a.mb, cap)
-    print(f"{a.mb} MB through the pipe: {r['total_s']:.2f} s ({r['mb_per_s']:.0f} MB/s); "
-          f"the agent itself took {r['agent_s']:.2f} s, {direct:.2f} s writing to a file")
+    print(
+        f"{a.mb} MB through the pipe: {r['total_s']:.2f} s ({r['mb_per_s']:.0f} MB/s); "
+        f"the agent itself took {r['agent_s']:.2f} s, {direct:.2f} s writing to a file"
+    )
     print(f"Owl's threads: {r['cpu_ms_per_mb']:.2f} ms of CPU per MB")
     print(f"largest the log got: {r['biggest']:,} bytes (cap {cap:,})")
     ok = r["agent_s"] <= 1.3 * direct and r["biggest"] <= cap
-    print("target met" if ok else "TARGET MISSED: at most 1.3x the agent's own time to a "
-          "file, and never past the cap")
+    print(
+        "target met"
+        if ok
+        else "TARGET MISSED: at most 1.3x the agent's own time to a file, and never past the cap"
+    )
     return 0 if ok else 1
 
 

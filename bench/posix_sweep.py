@@ -25,8 +25,9 @@ import psutil
 from owl import tree
 from owl.tree import posix
 
-AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                     "agents", "tree_agent.py")
+AGENT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "tests", "agents", "tree_agent.py"
+)
 
 
 def until(cond, timeout: float = 60.0) -> None:
@@ -62,19 +63,34 @@ def main() -> int:
     tag = f"bench-{uuid.uuid4().hex[:8]}"
     total = args.sessions * args.per
     with tempfile.TemporaryDirectory() as ready:
-        popen = tree.spawn([sys.executable, AGENT, "--ready", ready, "--fanout",
-                            str(args.sessions), str(args.per)],
-                           cwd=ready, env=dict(os.environ, OWL_RUN_ID=tag),
-                           stdout=None, stderr=None, nice=10)
+        popen = tree.spawn(
+            [
+                sys.executable,
+                AGENT,
+                "--ready",
+                ready,
+                "--fanout",
+                str(args.sessions),
+                str(args.per),
+            ],
+            cwd=ready,
+            env=dict(os.environ, OWL_RUN_ID=tag),
+            stdout=None,
+            stderr=None,
+            nice=10,
+        )
         try:
             until(lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")]) >= total)
-            print(f"tree: {total} processes in {args.sessions} sessions, "
-                  f"{len(psutil.pids())} processes on the machine, {os.cpu_count()} cores, "
-                  f"load average {os.getloadavg()[0]:.1f}")
+            print(
+                f"tree: {total} processes in {args.sessions} sessions, "
+                f"{len(psutil.pids())} processes on the machine, {os.cpu_count()} cores, "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
             # Trials alternate between the two, so load drifts hit both alike.
-            runs = {label: tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid, backend=b)
-                    for label, b in (("posix without Kin", without_kin()),
-                                     ("posix with Kin", posix))}
+            runs = {
+                label: tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid, backend=b)
+                for label, b in (("posix without Kin", without_kin()), ("posix with Kin", posix))
+            }
             times: dict[str, list[float]] = {label: [] for label in runs}
             for run in runs.values():
                 run.alive()
@@ -85,8 +101,10 @@ def main() -> int:
             for label, values in times.items():
                 ms = sorted(v * 1000 for v in values)
                 medians[label] = statistics.median(ms)
-                print(f"  sweep, {label:<18} median {medians[label]:6.2f} ms   "
-                      f"p99 {ms[int(0.99 * (len(ms) - 1))]:6.2f} ms")
+                print(
+                    f"  sweep, {label:<18} median {medians[label]:6.2f} ms   "
+                    f"p99 {ms[int(0.99 * (len(ms) - 1))]:6.2f} ms"
+                )
                 runs[label].close()
             extra = medians["posix with Kin"] / medians["posix without Kin"] - 1
             print(f"  Kin adds {extra * 100:+.1f} % to the median sweep (target <= 10 %)")

@@ -21,14 +21,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "app"))
 
-from owl.paths import Paths  # noqa: E402
+from owl.settings.paths import Paths  # noqa: E402
 from owl.review import write_page  # noqa: E402
-from owl.store import Store  # noqa: E402
+from owl.store.db import Store  # noqa: E402
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def project(path: Path, files: dict[str, str]) -> tuple[str, str]:
@@ -54,8 +55,14 @@ def time_page(tmp: Path, name: str, files: dict[str, str], trials: int) -> tuple
     repo = tmp / name
     base, branch = project(repo, files)
     home = tmp / f"{name}-home"
-    paths = Paths(config=home / "config.toml", db=home / "owl.db", socket=home / "s",
-                  logs=home / "logs", worktrees=home / "wt", runtime=home / "run")
+    paths = Paths(
+        config=home / "config.toml",
+        db=home / "owl.db",
+        socket=home / "s",
+        logs=home / "logs",
+        worktrees=home / "wt",
+        runtime=home / "run",
+    )
     store = Store(paths.db)
     jid = store.add_job(f"{name} job", str(repo), "claude", 1)
     store.set_job(jid, state="review", branch=branch, base=base, base_branch="main")
@@ -73,13 +80,17 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=5)
     a = ap.parse_args()
     small = {"hello.py": 'def greet(name):\n    return f"Hello, {name}!"\n'}
-    large = {str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "app/owl").rglob("*.py"))}
+    large = {
+        str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "app/owl").rglob("*.py"))
+    }
     size = sum(len(t) for t in large.values())
     with tempfile.TemporaryDirectory() as tmp:
         for name, files in (("small", small), ("large", large)):
             median, page = time_page(Path(tmp), name, files, a.trials)
-            print(f"{name:5}  {len(files):4} files  {sum(len(t) for t in files.values()) / 1e6:5.2f} MB "
-                  f"of code  page in {median:.2f} s (median of {a.trials})  page {page / 1e6:.1f} MB")
+            print(
+                f"{name:5}  {len(files):4} files  {sum(len(t) for t in files.values()) / 1e6:5.2f} MB "
+                f"of code  page in {median:.2f} s (median of {a.trials})  page {page / 1e6:.1f} MB"
+            )
     print(f"target: the large Job ({size / 1e6:.1f} MB of diff) under 5 s")
 
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "app"))
 
 from owl.agents.claude_stream import read_report, read_span  # noqa: E402
-from owl.jobrules import Report, judge  # noqa: E402
+from owl.rules.jobrules import Report, judge  # noqa: E402
 
 STREAMS = ROOT / "tests" / "support" / "streams"
 
@@ -47,13 +47,18 @@ def main() -> int:
     a = ap.parse_args()
     limit = (STREAMS / "usage_limit.jsonl").read_text().splitlines()
     ok = (STREAMS / "success.jsonl").read_text().splitlines()
-    filler = ('{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash",'
-              '"input":{"command":"pytest -q"}}]}}\n{"type":"user","message":{"content":'
-              '[{"type":"tool_result","content":"' + "." * 400 + '"}]}}')
+    filler = (
+        '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash",'
+        '"input":{"command":"pytest -q"}}]}}\n{"type":"user","message":{"content":'
+        '[{"type":"tool_result","content":"' + "." * 400 + '"}]}}'
+    )
     with tempfile.TemporaryDirectory() as tmp:
         logs = {}
-        for name, lines in (("limit at once", limit), ("typical (2 MB)", None),
-                            ("at the cap (8 MB)", None)):
+        for name, lines in (
+            ("limit at once", limit),
+            ("typical (2 MB)", None),
+            ("at the cap (8 MB)", None),
+        ):
             path = Path(tmp, name.split()[0] + ".log")
             if lines is None:
                 size = 2 if "2 MB" in name else 8
@@ -67,9 +72,19 @@ def main() -> int:
             worst = max(worst, t)
             print(f"report, {name:<18} {path.stat().st_size / 1e6:6.2f} MB  {t * 1e3:7.2f} ms")
         rep = Report(limit="five_hour", resets_at=time.time() + 3600)
-        rule = timed(lambda: judge(agent="claude", outcome="failed", ended_by="exit",
-                                   exit_code=1, reason="x", report=rep, strikes=0,
-                                   now=time.time()), a.repeat * 50)
+        rule = timed(
+            lambda: judge(
+                agent="claude",
+                outcome="failed",
+                ended_by="exit",
+                exit_code=1,
+                reason="x",
+                report=rep,
+                strikes=0,
+                now=time.time(),
+            ),
+            a.repeat * 50,
+        )
         print(f"rule (engine thread)                   {rule * 1e6:7.2f} µs")
     ok_all = worst <= 0.100 and rule <= 50e-6
     print("targets met" if ok_all else "TARGETS MISSED")

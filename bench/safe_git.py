@@ -1,6 +1,6 @@
 """What Owl's safe git costs, and what a Run's before/after snapshot costs.
 
-Compares `owl.workspace.git()` (config listed first, driver overrides, its
+Compares `owl.git.workspace.git()` (config listed first, driver overrides, its
 own session and process tree, ended on exit) with a plain `git` subprocess,
 for `git status --porcelain` in a real repository with a worktree; then
 times `outside.take()` (files only, run just before an agent starts) with
@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
-from owl import outside, workspace  # noqa: E402
+from owl.git import outside
+from owl.git import workspace  # noqa: E402
 
 
 def median_ms(fn, runs: int) -> tuple[float, float]:
@@ -48,10 +49,19 @@ def main() -> int:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
-        env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@example.invalid",
-                   GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@example.invalid")
-        run = lambda *x: subprocess.run(["git", "-C", str(repo), *x], check=True,  # noqa: E731
-                                        capture_output=True, env=env)
+        env = dict(
+            os.environ,
+            GIT_AUTHOR_NAME="b",
+            GIT_AUTHOR_EMAIL="b@example.invalid",
+            GIT_COMMITTER_NAME="b",
+            GIT_COMMITTER_EMAIL="b@example.invalid",
+        )
+        run = lambda *x: subprocess.run(
+            ["git", "-C", str(repo), *x],
+            check=True,  # noqa: E731
+            capture_output=True,
+            env=env,
+        )
         repo.mkdir()
         run("init", "-q", "-b", "main")
         for i in range(50):
@@ -61,22 +71,32 @@ def main() -> int:
         head = run("rev-parse", "HEAD").stdout.decode().strip()
         (repo / ".git" / "packed-refs").write_text(
             "# pack-refs with: peeled fully-peeled sorted \n"
-            + "".join(f"{head} refs/tags/p{i}\n" for i in range(a.packed)))
+            + "".join(f"{head} refs/tags/p{i}\n" for i in range(a.packed))
+        )
         (repo / ".git" / "refs" / "tags").mkdir(parents=True, exist_ok=True)
         for i in range(a.loose):
             (repo / ".git" / "refs" / "tags" / f"t{i}").write_text(head + "\n")
         ws = workspace.ensure(repo, 1, "owl/", Path(tmp) / "wts")
 
-        plain = median_ms(lambda: subprocess.run(
-            ["git", "-C", str(ws.worktree), "status", "--porcelain"], capture_output=True,
-            stdin=subprocess.DEVNULL), a.runs)
+        plain = median_ms(
+            lambda: subprocess.run(
+                ["git", "-C", str(ws.worktree), "status", "--porcelain"],
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+            ),
+            a.runs,
+        )
         safe = median_ms(lambda: workspace.git(ws.worktree, "status", "--porcelain"), a.runs)
         take = median_ms(lambda: outside.take(repo), a.runs)
     print(f"git status, plain subprocess: median {plain[0]:.1f} ms, p95 {plain[1]:.1f} ms")
-    print(f"git status, workspace.git():  median {safe[0]:.1f} ms, p95 {safe[1]:.1f} ms "
-          f"(+{safe[0] - plain[0]:.1f} ms; target +30 ms)")
-    print(f"outside.take(), {a.packed} packed + {a.loose} loose refs: median {take[0]:.2f} ms, p95 {take[1]:.2f} ms "
-          "(target 10 ms)")
+    print(
+        f"git status, workspace.git():  median {safe[0]:.1f} ms, p95 {safe[1]:.1f} ms "
+        f"(+{safe[0] - plain[0]:.1f} ms; target +30 ms)"
+    )
+    print(
+        f"outside.take(), {a.packed} packed + {a.loose} loose refs: median {take[0]:.2f} ms, p95 {take[1]:.2f} ms "
+        "(target 10 ms)"
+    )
     ok = safe[0] - plain[0] <= 30 and take[0] <= 10
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1

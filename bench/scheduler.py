@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
-from owl.scheduler import QueuedJob, decide  # noqa: E402
-from owl.store import Store  # noqa: E402
+from owl.rules.scheduler import QueuedJob, decide  # noqa: E402
+from owl.store.db import Store  # noqa: E402
 
 JOBS, PROJECTS, TRIALS = 10_000, 100, 200
 
@@ -53,8 +53,10 @@ def main() -> None:
                 times.append((time.perf_counter() - t0) * 1000)
             assert job is not None
             times.sort()
-            print(f"{name:<34} median {statistics.median(times):6.2f} ms   "
-                  f"p90 {times[int(len(times) * 0.9)]:6.2f} ms   ({JOBS} jobs, {PROJECTS} projects)")
+            print(
+                f"{name:<34} median {statistics.median(times):6.2f} ms   "
+                f"p90 {times[int(len(times) * 0.9)]:6.2f} ms   ({JOBS} jobs, {PROJECTS} projects)"
+            )
         store.close()
 
 

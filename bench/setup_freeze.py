@@ -64,17 +64,23 @@ def spin(cond, timeout: float = 5.0) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=60)
-    ap.add_argument("--no-setup", action="store_true",
-                    help="the same without the hanging setup, for comparison")
+    ap.add_argument(
+        "--no-setup", action="store_true", help="the same without the hanging setup, for comparison"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         slow = SlowGit(tmp_path / "bin")
         project = make_project(tmp_path / "proj")
-        d = SocketOwl(tmp_path / "home", {"idle": {"after": "200ms"},
-                                          "runs": {"max_parallel": 2},
-                                          "interruption": {"grace_window": "10m"}},
-                      env={"PATH": slow.path()})
+        d = SocketOwl(
+            tmp_path / "home",
+            {
+                "idle": {"after": "200ms"},
+                "runs": {"max_parallel": 2},
+                "interruption": {"grace_window": "10m"},
+            },
+            env={"PATH": slow.path()},
+        )
         d.start()
         try:
             first = d.add("setsid-child=600 tick=0.2 sleep=600", project)
@@ -85,8 +91,9 @@ def main() -> int:
             if not args.no_setup:
                 slow.slow(600)
                 second = d.add("sleep=600", project)
-                wait_for(lambda: _setting_up(d, second), timeout=10,
-                         what="the second setup to hang")
+                wait_for(
+                    lambda: _setting_up(d, second), timeout=10, what="the second setup to hang"
+                )
             wait_for(lambda: len(d.run_of(first)["pids"]) >= 2, what="the Run's pids listed")
             pids = run_pids(d, first)
             figures = []
@@ -108,8 +115,10 @@ def main() -> int:
     p50 = statistics.median(figures)
     p99 = figures[min(len(figures) - 1, int(len(figures) * 0.99))]
     how = "without a setup" if args.no_setup else "with a setup hanging in git"
-    print(f"input -> all {len(pids)} processes stopped, {how} "
-          f"({len(figures)} trials): p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {figures[-1]:.1f} ms")
+    print(
+        f"input -> all {len(pids)} processes stopped, {how} "
+        f"({len(figures)} trials): p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {figures[-1]:.1f} ms"
+    )
     ok = p99 <= 20.0
     print("target p99 <= 20 ms:", "met" if ok else "NOT met")
     return 0 if ok else 1
@@ -117,8 +126,11 @@ def main() -> int:
 
 def _setting_up(d: SocketOwl, job: int) -> bool:
     """The Job's setup began and has not come back (no Run, not blocked)."""
-    return (f"job {job}: setting up" in d.log_text() and d.run_of(job) is None
-            and d.job(job)["state"] == "pending")
+    return (
+        f"job {job}: setting up" in d.log_text()
+        and d.run_of(job) is None
+        and d.job(job)["state"] == "pending"
+    )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,10 @@ FINAL_OR_PENDING = {"pending", "review", "done", "cancelled", "exhausted", "bloc
 def random_prompt(rng: random.Random) -> tuple[str, int | None]:
     """An agent script and its attempts: finishers, failers, TERM-trappers, forkers."""
     s = lambda lo, hi: f"{rng.uniform(lo, hi):.2f}"  # noqa: E731
-    kind = rng.choices(["finish", "fail", "trap", "setsid", "trap-setsid", "chatty"],
-                       weights=[30, 15, 15, 15, 10, 15])[0]
+    kind = rng.choices(
+        ["finish", "fail", "trap", "setsid", "trap-setsid", "chatty"],
+        weights=[30, 15, 15, 15, 10, 15],
+    )[0]
     if kind == "finish":
         return f"sleep={s(0.05, 1.5)} exit=0", None
     if kind == "fail":
@@ -67,32 +69,43 @@ class Sampler:
     def sample(self) -> None:
         try:
             with self.p.oneshot():
-                self.rows.append((time.monotonic(), self.p.memory_info().rss,
-                                  self.p.num_threads(), self.p.num_fds()))
+                self.rows.append(
+                    (
+                        time.monotonic(),
+                        self.p.memory_info().rss,
+                        self.p.num_threads(),
+                        self.p.num_fds(),
+                    )
+                )
         except psutil.Error:
             pass
 
 
-def soak(minutes: float, jobs: int, workdir: Path, seed: int = 1,
-         say: Callable[[str], None] = print) -> dict:
+def soak(
+    minutes: float, jobs: int, workdir: Path, seed: int = 1, say: Callable[[str], None] = print
+) -> dict:
     """Run the soak; return its figures and the list of failed checks (empty: all good)."""
     rng = random.Random(seed)
     projects = [make_project(workdir / f"proj{i}") for i in range(4)]
-    d = SocketOwl(workdir / "home", {"idle": {"after": "1s"},
-                                     "interruption": {"grace_window": "2s"},
-                                     "runs": {"max_parallel": 2, "stall": "1m",
-                                              "timeout": "5m"}})
+    d = SocketOwl(
+        workdir / "home",
+        {
+            "idle": {"after": "1s"},
+            "interruption": {"grace_window": "2s"},
+            "runs": {"max_parallel": 2, "stall": "1m", "timeout": "5m"},
+        },
+    )
     figures: dict[str, Any] = {}
     problems: list[str] = []
     status_times: list[float] = []
-    slow: list[tuple[str, float]] = []        # (wall clock, seconds): to read the log by
+    slow: list[tuple[str, float]] = []  # (wall clock, seconds): to read the log by
     try:
         d.start()
         sampler = Sampler(d.proc.pid)
         sampler.sample()
         t0 = time.monotonic()
         added = []
-        for i in range(jobs):
+        for _ in range(jobs):
             prompt, attempts = random_prompt(rng)
             args: dict[str, Any] = {"prompt": prompt, "project": str(rng.choice(projects))}
             if attempts:
@@ -129,9 +142,11 @@ def soak(minutes: float, jobs: int, workdir: Path, seed: int = 1,
                     rss_start = sampler.rows[-1][1]
                 if time.monotonic() - last_report > 30:
                     last_report = time.monotonic()
-                    say(f"  {int(end - time.monotonic())} s left: {len(st['runs'])} live, "
+                    say(
+                        f"  {int(end - time.monotonic())} s left: {len(st['runs'])} live, "
                         f"{st['queue_length']} queued, rss "
-                        f"{sampler.rows[-1][1] / 2**20:.1f} MB")
+                        f"{sampler.rows[-1][1] / 2**20:.1f} MB"
+                    )
                 time.sleep(0.25)
         d.machine("input")
         sampler.sample()
@@ -151,8 +166,9 @@ def soak(minutes: float, jobs: int, workdir: Path, seed: int = 1,
         with sqlite3.connect(f"file:{d.home / 'owl.db'}?mode=ro", uri=True) as db:
             states = Counter(s for (s,) in db.execute("SELECT state FROM jobs"))
             open_runs = db.execute("SELECT COUNT(*) FROM runs WHERE ended_at IS NULL").fetchone()[0]
-            outcomes = Counter(f"{o}/{e}" for o, e in db.execute(
-                "SELECT outcome, ended_by FROM runs"))
+            outcomes = Counter(
+                f"{o}/{e}" for o, e in db.execute("SELECT outcome, ended_by FROM runs")
+            )
             integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
             nruns = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
         bad = {s: n for s, n in states.items() if s not in FINAL_OR_PENDING}
@@ -166,23 +182,36 @@ def soak(minutes: float, jobs: int, workdir: Path, seed: int = 1,
             problems.append(f"integrity_check: {integrity}")
         grown = rss_end - rss_start
         if grown > max(8 * 2**20, rss_start * 0.25):
-            problems.append(f"daemon memory grew {grown / 2**20:.1f} MB "
-                            f"({rss_start / 2**20:.1f} -> {rss_end / 2**20:.1f} MB)")
-        fds_start = min(r[3] for r in sampler.rows[:max(1, len(sampler.rows) // 4)])
+            problems.append(
+                f"daemon memory grew {grown / 2**20:.1f} MB "
+                f"({rss_start / 2**20:.1f} -> {rss_end / 2**20:.1f} MB)"
+            )
+        fds_start = min(r[3] for r in sampler.rows[: max(1, len(sampler.rows) // 4)])
         if fds_end > fds_start + 20:
             problems.append(f"daemon open files grew from {fds_start} to {fds_end}")
 
-        figures.update({
-            "minutes": minutes, "jobs": jobs, "runs": nruns,
-            "job_states": dict(states), "run_outcomes": dict(outcomes),
-            "bursts": bursts, "long_bursts": long_bursts, "quiet_spells": quiet,
-            "status_calls": len(status_times),
-            "status_ms_median": round(statistics.median(status_times) * 1000, 1),
-            "status_ms_max": round(max(status_times) * 1000, 1),
-            "rss_start_mb": round(rss_start / 2**20, 1), "rss_end_mb": round(rss_end / 2**20, 1),
-            "threads_end": threads_end, "fds_start": fds_start, "fds_end": fds_end,
-            "orphans": len(orphans), "integrity": integrity,
-        })
+        figures.update(
+            {
+                "minutes": minutes,
+                "jobs": jobs,
+                "runs": nruns,
+                "job_states": dict(states),
+                "run_outcomes": dict(outcomes),
+                "bursts": bursts,
+                "long_bursts": long_bursts,
+                "quiet_spells": quiet,
+                "status_calls": len(status_times),
+                "status_ms_median": round(statistics.median(status_times) * 1000, 1),
+                "status_ms_max": round(max(status_times) * 1000, 1),
+                "rss_start_mb": round(rss_start / 2**20, 1),
+                "rss_end_mb": round(rss_end / 2**20, 1),
+                "threads_end": threads_end,
+                "fds_start": fds_start,
+                "fds_end": fds_end,
+                "orphans": len(orphans),
+                "integrity": integrity,
+            }
+        )
         # Not a failed check: the engine answers between its own steps, and a
         # step may wait on git (a worktree made) on a loaded machine. Reported
         # with the moments, to be read against the daemon's log.

@@ -46,9 +46,18 @@ def measure(seconds: float, state: str) -> dict:
         (folder / "status.json").write_text(json.dumps(status))
         env = dict(env, OWL_HOME=str(folder / "owl-home"), XDG_CONFIG_HOME=str(folder / "config"))
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "traydesk.py"),
-                                 str(folder / "status.json"), str(folder / "calls.jsonl"), str(SLOW_S)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests" / "traydesk.py"),
+                str(folder / "status.json"),
+                str(folder / "calls.jsonl"),
+                str(SLOW_S),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             find_tray_icon(env)
             docked_s = time.monotonic() - started
@@ -64,9 +73,13 @@ def measure(seconds: float, state: str) -> dict:
             proc.wait(10)
     cpu = (c1.user + c1.system) - (c0.user + c0.system)
     return {
-        "state": state, "window_s": round(t1 - t0, 1), "start_to_docked_s": round(docked_s, 2),
+        "state": state,
+        "window_s": round(t1 - t0, 1),
+        "start_to_docked_s": round(docked_s, 2),
         "cpu_pct_of_a_core": round(100.0 * cpu / (t1 - t0), 3),
-        "rss_mb": round(mem.rss / 2**20, 1), "uss_mb": round(mem.uss / 2**20, 1), "threads": threads,
+        "rss_mb": round(mem.rss / 2**20, 1),
+        "uss_mb": round(mem.uss / 2**20, 1),
+        "threads": threads,
     }
 
 

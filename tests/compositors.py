@@ -35,7 +35,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -52,7 +51,7 @@ NEEDS = {
 #: What XDG_CURRENT_DESKTOP says in each session.
 DESKTOP = {"mutter": "GNOME", "kwin": "KDE", "sway": "sway"}
 STARTUP = 20.0
-KEY_A = 30   # evdev keycode
+KEY_A = 30  # evdev keycode
 
 
 def missing(kind: str) -> list[str]:
@@ -97,19 +96,31 @@ class Compositor:
 
 
 @contextlib.contextmanager
-def compositor(kind: str, *, bus_services: dict[str, str] | None = None
-               ) -> Iterator[Compositor]:
+def compositor(kind: str, *, bus_services: dict[str, str] | None = None) -> Iterator[Compositor]:
     """Start one; `bus_services` (D-Bus name -> command) are made activatable on its bus."""
     require(kind)
     started: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix=f"owl-{kind}-") as tmp:
         runtime = Path(tmp) / "runtime"
         runtime.mkdir(mode=0o700)
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS",
-                            "XDG_CURRENT_DESKTOP", "SWAYSOCK")}
-        env.update(XDG_RUNTIME_DIR=str(runtime), XDG_SESSION_TYPE="wayland",
-                   XDG_CURRENT_DESKTOP=DESKTOP[kind], NO_AT_BRIDGE="1")
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k
+            not in (
+                "DISPLAY",
+                "WAYLAND_DISPLAY",
+                "DBUS_SESSION_BUS_ADDRESS",
+                "XDG_CURRENT_DESKTOP",
+                "SWAYSOCK",
+            )
+        }
+        env.update(
+            XDG_RUNTIME_DIR=str(runtime),
+            XDG_SESSION_TYPE="wayland",
+            XDG_CURRENT_DESKTOP=DESKTOP[kind],
+            NO_AT_BRIDGE="1",
+        )
         try:
             bus = _session_bus(env, started, _services(Path(tmp), bus_services or {}))
             env["DBUS_SESSION_BUS_ADDRESS"] = bus
@@ -131,23 +142,29 @@ def _services(tmp: Path, services: dict[str, str]) -> list[str]:
     folder = tmp / "services"
     folder.mkdir()
     for name, command in services.items():
-        (folder / f"{name}.service").write_text(
-            f"[D-BUS Service]\nName={name}\nExec={command}\n")
+        (folder / f"{name}.service").write_text(f"[D-BUS Service]\nName={name}\nExec={command}\n")
     conf = tmp / "session.conf"
-    conf.write_text('<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"'
-                    ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
-                    f"<busconfig><include>/usr/share/dbus-1/session.conf</include>"
-                    f"<servicedir>{folder}</servicedir></busconfig>\n")
+    conf.write_text(
+        '<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"'
+        ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+        f"<busconfig><include>/usr/share/dbus-1/session.conf</include>"
+        f"<servicedir>{folder}</servicedir></busconfig>\n"
+    )
     return [f"--config-file={conf}"]
 
 
 def _session_bus(env: dict, started: list, how: list[str]) -> str:
     rfd, wfd = os.pipe()
     try:
-        bus = subprocess.Popen(["dbus-daemon", *how, "--nofork", "--nopidfile",
-                                f"--print-address={wfd}"], pass_fds=(wfd,), env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+        bus = subprocess.Popen(
+            ["dbus-daemon", *how, "--nofork", "--nopidfile", f"--print-address={wfd}"],
+            pass_fds=(wfd,),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         started.append(bus)
         os.close(wfd)
         wfd = -1
@@ -161,6 +178,7 @@ def _session_bus(env: dict, started: list, how: list[str]) -> str:
 def _socket_up(path: Path) -> Callable[[], bool]:
     def check() -> bool:
         import socket
+
         if not path.exists():
             return False
         with socket.socket(socket.AF_UNIX) as s:
@@ -169,6 +187,7 @@ def _socket_up(path: Path) -> Callable[[], bool]:
                 return True
             except OSError:
                 return False
+
     return check
 
 
@@ -182,9 +201,21 @@ def _log(tmp: Path, name: str) -> Any:
 def _mutter(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     name = "wayland-mutter"
     proc = subprocess.Popen(
-        ["mutter", "--headless", "--wayland", "--no-x11", "--virtual-monitor", "1280x720",
-         f"--wayland-display={name}"], env=env, stdin=subprocess.DEVNULL,
-        stdout=_log(tmp, "mutter"), stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            "mutter",
+            "--headless",
+            "--wayland",
+            "--no-x11",
+            "--virtual-monitor",
+            "1280x720",
+            f"--wayland-display={name}",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=_log(tmp, "mutter"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     started.append(proc)
     bus = env["DBUS_SESSION_BUS_ADDRESS"]
     for wanted in ("org.gnome.Mutter.IdleMonitor", "org.gnome.Mutter.RemoteDesktop"):
@@ -196,40 +227,55 @@ def _mutter(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     return c
 
 
-def _remote_desktop(bus: str) -> tuple[Callable[[int], None], Callable[[], None],
-                                        Callable[[], None]]:
+def _remote_desktop(
+    bus: str,
+) -> tuple[Callable[[int], None], Callable[[], None], Callable[[], None]]:
     """An input-only RemoteDesktop session; it ends when its connection closes."""
     from jeepney import DBusAddress, new_method_call
     from jeepney.io.blocking import open_dbus_connection
 
     conn = open_dbus_connection(bus=bus)
-    rd = DBusAddress("/org/gnome/Mutter/RemoteDesktop", bus_name="org.gnome.Mutter.RemoteDesktop",
-                     interface="org.gnome.Mutter.RemoteDesktop")
+    rd = DBusAddress(
+        "/org/gnome/Mutter/RemoteDesktop",
+        bus_name="org.gnome.Mutter.RemoteDesktop",
+        interface="org.gnome.Mutter.RemoteDesktop",
+    )
     path = _ok(conn.send_and_get_reply(new_method_call(rd, "CreateSession"), timeout=5))[0]
-    session = DBusAddress(path, bus_name="org.gnome.Mutter.RemoteDesktop",
-                          interface="org.gnome.Mutter.RemoteDesktop.Session")
+    session = DBusAddress(
+        path,
+        bus_name="org.gnome.Mutter.RemoteDesktop",
+        interface="org.gnome.Mutter.RemoteDesktop.Session",
+    )
     _ok(conn.send_and_get_reply(new_method_call(session, "Start"), timeout=5))
 
     def send(n: int) -> None:
         step = 5.0 if n % 2 else -5.0
-        _ok(conn.send_and_get_reply(
-            new_method_call(session, "NotifyPointerMotionRelative", "dd", (step, step)),
-            timeout=5))
+        _ok(
+            conn.send_and_get_reply(
+                new_method_call(session, "NotifyPointerMotionRelative", "dd", (step, step)),
+                timeout=5,
+            )
+        )
 
     def key() -> None:
         for pressed in (True, False):
-            _ok(conn.send_and_get_reply(
-                new_method_call(session, "NotifyKeyboardKeycode", "ub", (KEY_A, pressed)),
-                timeout=5))
+            _ok(
+                conn.send_and_get_reply(
+                    new_method_call(session, "NotifyKeyboardKeycode", "ub", (KEY_A, pressed)),
+                    timeout=5,
+                )
+            )
 
     def close() -> None:
         with contextlib.suppress(Exception):
             conn.close()
+
     return send, key, close
 
 
 def _ok(reply: Any) -> tuple:
     from jeepney import MessageType
+
     if reply.header.message_type is MessageType.error:
         raise RuntimeError(f"D-Bus error: {reply.body}")
     return tuple(reply.body)
@@ -244,12 +290,25 @@ def _kwin(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     binary = tmp / "kwin_wayland"
     shutil.copy(shutil.which("kwin_wayland"), binary)  # type: ignore[arg-type]
     name = "wayland-kwin"
-    kenv = dict(env, QT_QPA_PLATFORM="offscreen", KWIN_COMPOSE="Q",
-                KWIN_WAYLAND_NO_PERMISSION_CHECKS="1")
+    kenv = dict(
+        env, QT_QPA_PLATFORM="offscreen", KWIN_COMPOSE="Q", KWIN_WAYLAND_NO_PERMISSION_CHECKS="1"
+    )
     proc = subprocess.Popen(
-        [str(binary), "--virtual", "--no-lockscreen", "--no-global-shortcuts",
-         "--no-kactivities", "--socket", name], env=kenv, stdin=subprocess.DEVNULL,
-        stdout=_log(tmp, "kwin"), stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            str(binary),
+            "--virtual",
+            "--no-lockscreen",
+            "--no-global-shortcuts",
+            "--no-kactivities",
+            "--socket",
+            name,
+        ],
+        env=kenv,
+        stdin=subprocess.DEVNULL,
+        stdout=_log(tmp, "kwin"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     started.append(proc)
     env["WAYLAND_DISPLAY"] = str(runtime / name)
     _wait_for(_socket_up(runtime / name), "kwin's Wayland socket", proc, STARTUP)
@@ -258,13 +317,18 @@ def _kwin(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     return c
 
 
-def _fake_input(env: dict, started: list) -> tuple[Callable[[int], None], Callable[[], None],
-                                                   Callable[[], None]]:
+def _fake_input(
+    env: dict, started: list
+) -> tuple[Callable[[int], None], Callable[[], None], Callable[[], None]]:
     """A helper process holding a fake-input client: one line in, one "ok" out."""
-    helper = subprocess.Popen([sys.executable, str(HERE / "support" / "wl_input.py")],
-                              env=dict(env, PYTHONPATH=str(HERE / "support")),
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              start_new_session=True)
+    helper = subprocess.Popen(
+        [sys.executable, str(HERE / "support" / "wl_input.py")],
+        env=dict(env, PYTHONPATH=str(HERE / "support")),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     started.append(helper)
     assert helper.stdout is not None and helper.stdin is not None
     line = helper.stdout.readline().strip()
@@ -272,14 +336,15 @@ def _fake_input(env: dict, started: list) -> tuple[Callable[[int], None], Callab
         raise RuntimeError(f"fake-input helper: {line or helper.wait()}")
 
     def say(line: str) -> None:
-        helper.stdin.write(line + "\n")                        # type: ignore[union-attr]
-        helper.stdin.flush()                                    # type: ignore[union-attr]
-        answer = helper.stdout.readline().strip()               # type: ignore[union-attr]
+        helper.stdin.write(line + "\n")  # type: ignore[union-attr]
+        helper.stdin.flush()  # type: ignore[union-attr]
+        answer = helper.stdout.readline().strip()  # type: ignore[union-attr]
         if answer != "ok":
             raise RuntimeError(f"fake-input helper: {answer or 'gone'}")
 
     def close() -> None:
         _stop(helper)
+
     return (lambda n: say(f"move {5 if n % 2 else -5}")), (lambda: say("key")), close
 
 
@@ -295,26 +360,40 @@ def _sway(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
         nobody = pwd.getpwnam("nobody")
         os.chown(tmp, nobody.pw_uid, nobody.pw_gid)
         os.chown(runtime, nobody.pw_uid, nobody.pw_gid)
-        as_user = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-                   "--clear-groups"]
+        as_user = [
+            "setpriv",
+            f"--reuid={nobody.pw_uid}",
+            f"--regid={nobody.pw_gid}",
+            "--clear-groups",
+        ]
         env["HOME"] = str(tmp)
     config = tmp / "sway.conf"
     config.write_text("output HEADLESS-1 resolution 1280x720\n")
     config.chmod(0o644)
-    senv = dict(env, WLR_BACKENDS="headless", WLR_LIBINPUT_NO_DEVICES="1",
-                WLR_RENDERER="pixman")
-    proc = subprocess.Popen([*as_user, "sway", "-c", str(config)], env=senv,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, cwd=tmp)
+    senv = dict(env, WLR_BACKENDS="headless", WLR_LIBINPUT_NO_DEVICES="1", WLR_RENDERER="pixman")
+    proc = subprocess.Popen(
+        [*as_user, "sway", "-c", str(config)],
+        env=senv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=tmp,
+    )
     started.append(proc)
 
     def socket_named() -> bool:
-        return any(p.name.startswith("wayland-") and not p.name.endswith(".lock")
-                   for p in runtime.iterdir()) and any(
-            p.name.startswith("sway-ipc") for p in runtime.iterdir())
+        return any(
+            p.name.startswith("wayland-") and not p.name.endswith(".lock")
+            for p in runtime.iterdir()
+        ) and any(p.name.startswith("sway-ipc") for p in runtime.iterdir())
+
     _wait_for(socket_named, "sway's sockets", proc, STARTUP)
-    wl = next(p for p in runtime.iterdir()
-              if p.name.startswith("wayland-") and not p.name.endswith(".lock"))
+    wl = next(
+        p
+        for p in runtime.iterdir()
+        if p.name.startswith("wayland-") and not p.name.endswith(".lock")
+    )
     env["WAYLAND_DISPLAY"] = str(wl)
     env["SWAYSOCK"] = str(next(p for p in runtime.iterdir() if p.name.startswith("sway-ipc")))
     _wait_for(_socket_up(wl), "sway's Wayland socket", proc, STARTUP)
@@ -322,8 +401,14 @@ def _sway(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
 
     def send(n: int) -> None:
         step = "5 5" if n % 2 else "-5 -5"
-        subprocess.run([*as_user, "swaymsg", "--", "seat", "-", "cursor", "move", *step.split()],
-                       env=env, check=True, timeout=10, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [*as_user, "swaymsg", "--", "seat", "-", "cursor", "move", *step.split()],
+            env=env,
+            check=True,
+            timeout=10,
+            stdout=subprocess.DEVNULL,
+        )
+
     c._input = send
     c.ipc_move = _sway_ipc(Path(env["SWAYSOCK"]))  # type: ignore[attr-defined]
     c._key = lambda: subprocess.run([*as_user, "wtype", "a"], env=env, check=True, timeout=10)
@@ -346,7 +431,8 @@ def _sway_ipc(path: Path) -> Callable[[int], None]:
         payload = f"seat - cursor move {step} {step}".encode()
         conn.sendall(b"i3-ipc" + struct.pack("=II", len(payload), 0) + payload)
         header = _recv(conn, 14)
-        _recv(conn, struct.unpack("=II", header[6:])[0])   # [{"success": true}]
+        _recv(conn, struct.unpack("=II", header[6:])[0])  # [{"success": true}]
+
     return send
 
 
@@ -358,4 +444,3 @@ def _recv(conn: Any, n: int) -> bytes:
             raise RuntimeError("sway closed its IPC socket")
         data += chunk
     return data
-

@@ -11,7 +11,7 @@ import os  # noqa: E402
 # behaviour turn it back on (they stop what they started).
 os.environ["OWL_NO_AUTOSTART"] = "1"
 
-# git on the engine thread is a bug (owl.safegit): make it an error here, in
+# git on the engine thread is a bug (owl.git.safegit): make it an error here, in
 # this process and in every daemon a test starts.
 os.environ["OWL_STRICT_THREADS"] = "1"
 
@@ -31,3 +31,148 @@ def project(tmp_path: Path) -> Path:
 def home(tmp_path: Path) -> Path:
     """Where a test's daemon keeps its config, database and logs (OWL_HOME)."""
     return tmp_path / "home"
+
+
+# ------------------------------------------------------------------ markers
+#
+# Every test is marked by what it needs, read from what it uses: the helpers
+# its body, its fixtures and the test-side functions and classes they call
+# reach (followed through the tests' own modules, to any depth). So a new
+# test is marked the moment it uses the daemon harness or a display, and the
+# tiers (`tools/test --fast`, the parallel run, the serial `isolated` one)
+# need no list kept by hand.
+
+import inspect  # noqa: E402
+import types  # noqa: E402
+from typing import Any, Iterator  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+BENCH = TESTS.parent / "bench"  # the soak the tests run a minute of
+
+#: (module, name) of a helper -> the marker a test that uses it gets.
+NEEDS: dict[tuple[str, str], str] = {
+    ("owlproc", "OwlDaemon"): "daemon",  # and every subclass (SocketOwl, OwlTray, UserOwl)
+    ("owlproc", "stop_daemons"): "daemon",
+    ("display", "virtual_display"): "display",
+    ("display", "display_fixture"): "display",
+    ("compositors", "compositor"): "wayland",
+    ("compositors", "require"): "wayland",
+    ("support.claude", "require_claude"): "claude",
+    ("support.users", "second_user"): "slow",  # a user of its own and an install for it
+    ("test_hostile", "StatusProbe"): "isolated",  # times the daemon's answers while it works
+}
+
+#: Words in a test's name that say it measures a latency: it runs alone (`isolated`).
+LATENCY_WORDS = ("latency",)
+
+#: Words in a test's code that say what it starts: turning autostart back on
+#: (see above) lets `owl add` start a daemon; `owl daemon` run by hand is one.
+WORDS: dict[str, str] = {"OWL_NO_AUTOSTART": "daemon"}
+OWL_DAEMON_ARGV = ("OWL", "daemon")
+
+#: A test that allows itself this long (pytest.mark.timeout) says it is slow.
+SLOW_TIMEOUT = 120
+
+
+def _is_test_code(obj: Any) -> bool:
+    try:
+        where = Path(inspect.getfile(obj)).resolve()
+        return where.is_relative_to(TESTS) or where.is_relative_to(BENCH)
+    except (TypeError, OSError):
+        return False
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
+def _needs_of(obj: Any, seen: dict[int, set[str]]) -> set[str]:
+    """The markers `obj` (a function or class of the tests) needs, by what it reaches."""
+    key = id(obj)
+    if key in seen:
+        return seen[key]
+    seen[key] = found = set()
+    if isinstance(obj, type):
+        for klass in obj.__mro__:
+            need = NEEDS.get((klass.__module__, klass.__name__))
+            if need:
+                found.add(need)
+        for klass in obj.__mro__:
+            if klass is not object and _is_test_code(klass):
+                for member in vars(klass).values():
+                    if isinstance(member, (staticmethod, classmethod)):
+                        member = member.__func__
+                    if isinstance(member, property):
+                        member = member.fget
+                    if inspect.isfunction(member):
+                        found |= _needs_of(member, seen)
+        return found
+    func = inspect.unwrap(obj) if callable(obj) else obj
+    if not inspect.isfunction(func):
+        return found
+    need = NEEDS.get((func.__module__, func.__name__))
+    if need:
+        found.add(need)
+        return found
+    if not _is_test_code(func):
+        return found
+    codes = list(_codes(func.__code__))
+    names = {n for code in codes for n in code.co_names}
+    words = {c for code in codes for c in code.co_consts if isinstance(c, str)}
+    found |= {need for word, need in WORDS.items() if word in words}
+    if OWL_DAEMON_ARGV[0] in names and OWL_DAEMON_ARGV[1] in words:
+        found.add("daemon")
+    space = func.__globals__
+    reached = [space[n] for n in names if n in space]
+    reached += [
+        getattr(m, n)
+        for m in list(reached)
+        if isinstance(m, types.ModuleType)
+        for n in names
+        if hasattr(m, n)
+    ]
+    reached += [c.cell_contents for c in func.__closure__ or () if _filled(c)]
+    reached += list(func.__defaults__ or ())
+    for target in reached:
+        if isinstance(target, type) or inspect.isfunction(target) or hasattr(target, "__wrapped__"):
+            found |= _needs_of(target, seen)
+        elif hasattr(target, "__pytest_wrapped__"):
+            found |= _needs_of(target.__pytest_wrapped__.obj, seen)
+    return found
+
+
+def _filled(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018  (reading it is the test)
+        return True
+    except ValueError:
+        return False
+
+
+def needs(item: pytest.Item) -> set[str]:
+    """What a collected test needs: from its body and every fixture it uses."""
+    seen: dict[int, set[str]] = {}
+    found = set()
+    func = getattr(item, "function", None)
+    if func is not None:
+        found |= _needs_of(func, seen)
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info else ():
+        for fixturedef in defs:
+            found |= _needs_of(fixturedef.func, seen)
+    if any(word in item.name for word in LATENCY_WORDS):
+        found.add("isolated")
+    timeout = item.get_closest_marker("timeout")
+    if timeout and timeout.args and float(timeout.args[0]) >= SLOW_TIMEOUT:
+        found.add("slow")
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        have = {m.name for m in item.iter_markers()}
+        for marker in sorted(needs(item) - have):
+            item.add_marker(marker)

@@ -77,8 +77,12 @@ def missing_programs(*, tray: bool = False, notify: bool = False, dbus: bool = T
     return [p for p in wanted if shutil.which(p) is None]
 
 
-def _wait_for(check: Callable[[], bool], what: str, proc: subprocess.Popen | None = None,
-              timeout: float = STARTUP_TIMEOUT) -> None:
+def _wait_for(
+    check: Callable[[], bool],
+    what: str,
+    proc: subprocess.Popen | None = None,
+    timeout: float = STARTUP_TIMEOUT,
+) -> None:
     """Poll `check` until it holds; fail with `what` on timeout or if `proc` dies."""
     deadline = time.monotonic() + timeout
     delay = 0.005
@@ -127,24 +131,29 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 5.
 def _x_answers(display: str) -> Callable[[], bool]:
     def check() -> bool:
         from Xlib import display as xdisplay, error as xerror
+
         try:
             xdisplay.Display(display).close()
             return True
         except (xerror.DisplayError, ConnectionError, OSError):
             return False
+
     return check
 
 
 def _tray_owned(display: str) -> Callable[[], bool]:
     """True once some client owns the system tray selection of screen 0."""
+
     def check() -> bool:
         from Xlib import X, display as xdisplay
+
         d = xdisplay.Display(display)
         try:
             owner = d.get_selection_owner(d.intern_atom("_NET_SYSTEM_TRAY_S0"))
             return owner not in (X.NONE, 0)
         finally:
             d.close()
+
     return check
 
 
@@ -152,18 +161,25 @@ def _bus_name_owned(address: str, name: str) -> Callable[[], bool]:
     def check() -> bool:
         from jeepney import DBusAddress, new_method_call
         from jeepney.io.blocking import open_dbus_connection
-        bus = DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus",
-                          interface="org.freedesktop.DBus")
+
+        bus = DBusAddress(
+            "/org/freedesktop/DBus",
+            bus_name="org.freedesktop.DBus",
+            interface="org.freedesktop.DBus",
+        )
         with open_dbus_connection(bus=address) as conn:
-            reply = conn.send_and_get_reply(new_method_call(bus, "NameHasOwner", "s", (name,)),
-                                            timeout=2)
+            reply = conn.send_and_get_reply(
+                new_method_call(bus, "NameHasOwner", "s", (name,)), timeout=2
+            )
             return bool(reply.body and reply.body[0])
+
     return check
 
 
 @contextlib.contextmanager
-def virtual_display(*, tray: bool = False, notify: bool = False, dbus: bool = True,
-                    size: str = "1280x800x24") -> Iterator[DisplayEnv]:
+def virtual_display(
+    *, tray: bool = False, notify: bool = False, dbus: bool = True, size: str = "1280x800x24"
+) -> Iterator[DisplayEnv]:
     """Start Xvfb (+ session bus, + trayer, + dunst) and yield their environment.
 
     `tray` and `notify` imply `dbus`. Skips the calling test when a program is
@@ -188,10 +204,23 @@ def virtual_display(*, tray: bool = False, notify: bool = False, dbus: bool = Tr
             xvfb = subprocess.Popen(
                 # -noreset: by default X resets when its last client leaves, and a
                 # client connecting during the reset is refused.
-                ["Xvfb", "-displayfd", str(wfd), "-screen", "0", size, "-nolisten", "tcp",
-                 "-noreset"],
-                pass_fds=(wfd,), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                [
+                    "Xvfb",
+                    "-displayfd",
+                    str(wfd),
+                    "-screen",
+                    "0",
+                    size,
+                    "-nolisten",
+                    "tcp",
+                    "-noreset",
+                ],
+                pass_fds=(wfd,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             started.append(xvfb)
             os.close(wfd)
             wfd = -1
@@ -209,10 +238,20 @@ def virtual_display(*, tray: bool = False, notify: bool = False, dbus: bool = Tr
             rfd, wfd = os.pipe()
             try:
                 bus = subprocess.Popen(
-                    ["dbus-daemon", "--session", "--nofork", "--nopidfile",
-                     f"--print-address={wfd}"],
-                    pass_fds=(wfd,), env=env, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                    [
+                        "dbus-daemon",
+                        "--session",
+                        "--nofork",
+                        "--nopidfile",
+                        f"--print-address={wfd}",
+                    ],
+                    pass_fds=(wfd,),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
                 started.append(bus)
                 os.close(wfd)
                 wfd = -1
@@ -224,20 +263,45 @@ def virtual_display(*, tray: bool = False, notify: bool = False, dbus: bool = Tr
             env.processes["dbus"] = bus
 
         if notify:
-            dunst = subprocess.Popen(["dunst"], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+            dunst = subprocess.Popen(
+                ["dunst"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             started.append(dunst)
             env.processes["dunst"] = dunst
-            _wait_for(_bus_name_owned(env["DBUS_SESSION_BUS_ADDRESS"],
-                                      "org.freedesktop.Notifications"), "dunst", dunst)
+            _wait_for(
+                _bus_name_owned(env["DBUS_SESSION_BUS_ADDRESS"], "org.freedesktop.Notifications"),
+                "dunst",
+                dunst,
+            )
 
         if tray:
             trayer = subprocess.Popen(
-                ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request",
-                 "--height", "24", "--SetDockType", "true", "--transparent", "false"],
-                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True)
+                [
+                    "trayer",
+                    "--edge",
+                    "top",
+                    "--align",
+                    "right",
+                    "--widthtype",
+                    "request",
+                    "--height",
+                    "24",
+                    "--SetDockType",
+                    "true",
+                    "--transparent",
+                    "false",
+                ],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             started.append(trayer)
             env.processes["trayer"] = trayer
             _wait_for(_tray_owned(env.display), "trayer", trayer)
@@ -248,8 +312,9 @@ def virtual_display(*, tray: bool = False, notify: bool = False, dbus: bool = Tr
             _stop(proc)
 
 
-def display_fixture(*, scope: str = "function", tray: bool = False, notify: bool = False,
-                    dbus: bool = True):
+def display_fixture(
+    *, scope: str = "function", tray: bool = False, notify: bool = False, dbus: bool = True
+):
     """Make a pytest fixture yielding a `DisplayEnv` (for subprocesses).
 
         xenv = display_fixture(scope="module")
@@ -259,16 +324,19 @@ def display_fixture(*, scope: str = "function", tray: bool = False, notify: bool
     `env.activate(monkeypatch)` in the test.
     """
     if scope == "function":
+
         @pytest.fixture
         def _fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[DisplayEnv]:
             with virtual_display(tray=tray, notify=notify, dbus=dbus) as env:
                 env.activate(monkeypatch)
                 yield env
     else:
+
         @pytest.fixture(scope=scope)
         def _fixture() -> Iterator[DisplayEnv]:
             with virtual_display(tray=tray, notify=notify, dbus=dbus) as env:
                 yield env
+
     return _fixture
 
 
@@ -276,5 +344,11 @@ def xdotool(env: dict, *args: str, timeout: float = 10.0) -> None:
     """Run xdotool on the virtual desktop; raise if it fails."""
     if shutil.which("xdotool") is None:
         need.missing("not installed: xdotool")
-    subprocess.run(["xdotool", *args], env=env, check=True, timeout=timeout,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    subprocess.run(
+        ["xdotool", *args],
+        env=env,
+        check=True,
+        timeout=timeout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )

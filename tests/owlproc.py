@@ -26,7 +26,8 @@ import tomli_w
 
 from owl.control import client
 from owl.errors import NoDaemon
-from owl.paths import _socket_in
+from owl.settings.paths import socket_in
+from support.nspids import host_pids
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = str(ROOT / "tests" / "agents" / "agent.py")
@@ -35,8 +36,11 @@ OWL = [sys.executable, "-m", "owl"]
 
 def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    run = lambda *a: subprocess.run(["git", "-C", str(path), *a], check=True,  # noqa: E731
-                                    capture_output=True)
+    run = lambda *a: subprocess.run(
+        ["git", "-C", str(path), *a],
+        check=True,  # noqa: E731
+        capture_output=True,
+    )
     run("init", "-q", "-b", "main")
     run("config", "user.name", "Test")
     run("config", "user.email", "test@example.invalid")
@@ -48,8 +52,9 @@ def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
     return path
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05,
-             what: str = "condition") -> Any:
+def wait_for(
+    pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05, what: str = "condition"
+) -> Any:
     end = time.monotonic() + timeout
     last = None
     while time.monotonic() < end:
@@ -66,13 +71,22 @@ class OwlDaemon:
     #: The `owl` verb that starts it (a subclass may run `owl tray`).
     argv: tuple[str, ...] = ("daemon",)
 
-    def __init__(self, home: Path, config: dict | None = None, *, manual: bool = True,
-                 env: dict[str, str] | None = None, agent: bool = True) -> None:
+    def __init__(
+        self,
+        home: Path,
+        config: dict | None = None,
+        *,
+        manual: bool = True,
+        env: dict[str, str] | None = None,
+        agent: bool = True,
+    ) -> None:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.pids_file = self.home / "agent-pids"
-        cfg: dict = {"idle": {"after": "1s", "require_ac_power": True},
-                     "interruption": {"grace_window": "3s"}}
+        cfg: dict = {
+            "idle": {"after": "1s", "require_ac_power": True},
+            "interruption": {"grace_window": "3s"},
+        }
         if agent:
             cfg["agents"] = {"script": {"command": [sys.executable, AGENT, "{prompt}"]}}
             cfg["agent"] = {"default": "script"}
@@ -81,16 +95,38 @@ class OwlDaemon:
                 cfg.setdefault(section, {}).update(body)
             else:
                 cfg[section] = body
+        if (cfg.get("sandbox") or {}).get("mode", "off") != "off" and (env or {}).get(
+            "AGENT_PIDS"
+        ) != "":
+            self._pids_outside_home(cfg["sandbox"])
         self.write_config(cfg)
-        self.env = dict(os.environ, OWL_HOME=str(self.home), AGENT_PIDS=str(self.pids_file),
-                        PYTHONUNBUFFERED="1", OWL_LOG_LEVEL="INFO")
+        self.env = dict(
+            os.environ,
+            OWL_HOME=str(self.home),
+            AGENT_PIDS=str(self.pids_file),
+            PYTHONUNBUFFERED="1",
+            OWL_LOG_LEVEL="INFO",
+        )
         if manual:
             self.env["OWL_MACHINE"] = "manual"
         self.env.update(env or {})
         self.proc: subprocess.Popen | None = None
         self.log = self.home / "daemon.log"
 
+    def _pids_outside_home(self, sandbox: dict) -> None:
+        """A contained Run cannot see OWL_HOME: its agents note their pids in a
+        folder beside it, which `sandbox` (the config's table) makes writable."""
+        folder = self.home.with_name(self.home.name + "-pids")
+        folder.mkdir(exist_ok=True)
+        self.pids_file = folder / "agent-pids"
+        sandbox["write"] = [*sandbox.get("write", []), str(folder)]
+
     def write_config(self, cfg: dict) -> None:
+        # Runs of the harness are uncontained unless a test asks ([sandbox] in
+        # its config, e.g. tests/test_sandbox_daemon.py); a contained Run's
+        # agents note their pids in a folder beside OWL_HOME (which they cannot
+        # see) that the config makes writable for them.
+        cfg = {"sandbox": {"mode": "off"}, **cfg}
         with open(self.home / "config.toml", "wb") as f:
             tomli_w.dump(cfg, f)
 
@@ -99,16 +135,28 @@ class OwlDaemon:
     def start(self, wait: bool = True) -> "OwlDaemon":
         self._spawn()
         if wait:
-            wait_for(lambda: self.owl("status", "--json").returncode == 0 or self._died(),
-                     timeout=15, what=f"{self._name()} to answer")
+            wait_for(
+                lambda: self._answers() or self._died(),
+                timeout=15,
+                interval=0.02,
+                what=f"{self._name()} to answer",
+            )
             self._check_alive()
         return self
+
+    def _answers(self) -> bool:
+        try:
+            self.ask("ping")
+            return True
+        except (NoDaemon, OSError):
+            return False
 
     def _spawn(self) -> None:
         """Start `owl <argv>` with its output going to the log."""
         with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen([*OWL, *self.argv], env=self.env, stdout=logf,
-                                         stderr=logf, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                [*OWL, *self.argv], env=self.env, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL
+            )
 
     def _name(self) -> str:
         return " ".join(["owl", *self.argv])
@@ -118,7 +166,9 @@ class OwlDaemon:
 
     def _check_alive(self) -> None:
         if self._died():
-            raise AssertionError(f"{self._name()} exited {self.proc.returncode}:\n{self.log_text()}")
+            raise AssertionError(
+                f"{self._name()} exited {self.proc.returncode}:\n{self.log_text()}"
+            )
 
     def keep_pids_in(self, folder: Path) -> None:
         """Have the agents note their pids in `folder` (off a disk a test fills up)."""
@@ -135,11 +185,19 @@ class OwlDaemon:
             # to its log on SIGUSR1.
             size = self.log.stat().st_size if self.log.exists() else 0
             self.proc.send_signal(signal.SIGUSR1)
-            wait_for(lambda: self.log.exists() and self.log.stat().st_size > size
-                     and "File " in self.log_text()[size:], timeout=5,
-                     what="the daemon's stacks in its log")
-            raise AssertionError(f"the daemon did not stop within {timeout:g} s; its "
-                                 f"threads:\n{self.log_text()[size:][-6000:]}") from None
+            wait_for(
+                lambda: (
+                    self.log.exists()
+                    and self.log.stat().st_size > size
+                    and "File " in self.log_text()[size:]
+                ),
+                timeout=5,
+                what="the daemon's stacks in its log",
+            )
+            raise AssertionError(
+                f"the daemon did not stop within {timeout:g} s; its "
+                f"threads:\n{self.log_text()[size:][-6000:]}"
+            ) from None
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -164,8 +222,9 @@ class OwlDaemon:
         self.kill_leftovers()
 
     def agent_pids(self) -> list[int]:
+        """The host pids the agents noted (a contained one's only while it lives)."""
         try:
-            return [int(x) for x in self.pids_file.read_text().split()]
+            return host_pids(self.pids_file.read_text())
         except FileNotFoundError:
             return []
 
@@ -174,8 +233,9 @@ class OwlDaemon:
         for pid in self.agent_pids():
             try:
                 p = psutil.Process(pid)
-                if p.status() != psutil.STATUS_ZOMBIE and \
-                        p.environ().get("AGENT_PIDS") == str(self.pids_file):
+                if p.status() != psutil.STATUS_ZOMBIE and p.environ().get("AGENT_PIDS") == str(
+                    self.pids_file
+                ):
                     alive.append(pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 pass
@@ -197,10 +257,17 @@ class OwlDaemon:
 
     # ------------------------------------------------------------ the CLI
 
-    def owl(self, *args: str, input: str | None = None, timeout: float = 30.0
-            ) -> subprocess.CompletedProcess:
-        return subprocess.run([*OWL, *args], env=self.env, capture_output=True, text=True,
-                              input=input, timeout=timeout)
+    def owl(
+        self, *args: str, input: str | None = None, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*OWL, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=timeout,
+        )
 
     def ok(self, *args: str) -> str:
         p = self.owl(*args)
@@ -210,17 +277,36 @@ class OwlDaemon:
     def json(self, *args: str) -> Any:
         return json.loads(self.ok(*args, "--json"))
 
+    # What tests poll (status, a Job, the manual machine) goes through the control
+    # socket from this process: the same request and the same JSON as `owl ...
+    # --json` prints, without an interpreter start per poll. The `owl` command's
+    # own output is tested where it is the subject (tests/test_cli*.py).
+
+    @property
+    def socket(self) -> Path:
+        return socket_in(self.home / "run")
+
+    def ask(self, verb: str, **args: object) -> Any:
+        return client.ask(self.socket, verb, args, timeout=30)
+
+    def _asked(self, verb: str, **args: object) -> Any:
+        """The daemon's answer; none (it is not running) fails the test, as `ok` does."""
+        try:
+            return self.ask(verb, **args)
+        except NoDaemon as e:
+            raise AssertionError(f"{verb}: {e}\n{self.log_text()[-3000:]}") from None
+
     def status(self) -> dict:
-        return self.json("status")
+        return self._asked("status")
 
     def job(self, job_id: int) -> dict:
-        return self.json("jobs", "show", str(job_id))
+        return self._asked("jobs.show", id=job_id)
 
     def add(self, prompt: str, project: Path, *extra: str) -> int:
         return int(self.ok("add", "--project", str(project), *extra, "--", prompt).strip())
 
     def machine(self, event: str) -> None:
-        self.ok("machine", event)
+        self._asked("machine", event=event)
 
     def run_of(self, job_id: int) -> dict | None:
         for r in self.status()["runs"]:
@@ -229,53 +315,70 @@ class OwlDaemon:
         return None
 
     def wait_run(self, job_id: int, state: str, timeout: float = 15.0) -> dict:
-        return wait_for(lambda: (r := self.run_of(job_id)) and r["state"] == state and r,
-                        timeout, what=f"job {job_id}'s Run to be {state}")
+        try:
+            return wait_for(
+                lambda: (r := self.run_of(job_id)) and r["state"] == state and r,
+                timeout,
+                what=f"job {job_id}'s Run to be {state}",
+            )
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.told_so_far(job_id)}") from None
 
     def wait_job(self, job_id: int, state: str, timeout: float = 20.0) -> dict:
-        return wait_for(lambda: (j := self.job(job_id))["state"] == state and j, timeout,
-                        what=f"job {job_id} to be {state}")
+        try:
+            return wait_for(
+                lambda: (j := self.job(job_id))["state"] == state and j,
+                timeout,
+                what=f"job {job_id} to be {state}",
+            )
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.told_so_far(job_id)}") from None
+
+    def told_so_far(self, job_id: int) -> str:
+        """What a timed-out wait shows: the Job as it stands and the daemon's last words."""
+        try:
+            j = self.job(job_id)
+            runs = [(r.get("outcome"), r.get("exit_code")) for r in j.get("runs", [])]
+            seen = f"job {job_id}: {j['state']}, runs {runs}"
+        except Exception as e:  # the daemon may be what failed
+            seen = f"job {job_id}: not read ({e})"
+        tail = "\n".join(self.log_text().splitlines()[-40:])
+        agent = ""
+        try:  # a Run's log may be rotated away meanwhile
+            runs_logs = sorted(
+                (self.home / "logs").glob("[0-9]*.log"), key=lambda p: p.stat().st_mtime
+            )
+            if runs_logs:
+                lines = runs_logs[-1].read_text(errors="replace").splitlines()[-15:]
+                agent = f"\n{runs_logs[-1].name}, last lines:\n" + "\n".join(lines)
+        except OSError:
+            pass
+        return f"{seen}\ndaemon log, last lines:\n{tail}{agent}"
 
 
 class SocketOwl(OwlDaemon):
-    """The real daemon, asked through the control socket in-process instead of
-    one `owl` command per question: the same requests, without an interpreter
-    start each (fault loops and soaks ask thousands). Use OwlDaemon where the
-    `owl` command's own output is what is tested."""
-
-    def ask(self, verb: str, **args: object) -> object:
-        return client.ask(self.socket, verb, args, timeout=30)
-
-    @property
-    def socket(self) -> Path:
-        return _socket_in(self.home / "run")
+    """The real daemon, with Jobs added through the control socket too instead of
+    one `owl add` each (fault loops and soaks add thousands). Use OwlDaemon where
+    the `owl add` command line is part of what is tested."""
 
     def start(self, wait: bool = True) -> "SocketOwl":
         self._spawn()
 
         def up() -> bool:
             self._check_alive()
-            try:
-                self.ask("ping")
-                return True
-            except (NoDaemon, OSError):
-                return False
+            return self._answers()
+
         wait_for(up, timeout=30, interval=0.02, what="the daemon to answer")
         return self
 
-    def status(self) -> dict:
-        return self.ask("status")  # type: ignore[return-value]
-
-    def job(self, job_id: int) -> dict:
-        return self.ask("jobs.show", id=job_id)  # type: ignore[return-value]
-
     def add(self, prompt: str, project: Path, *extra: str) -> int:
         attempts = int(extra[extra.index("--attempts") + 1]) if "--attempts" in extra else None
-        return self.ask("add", prompt=prompt, project=str(project),  # type: ignore[index]
-                        attempts=attempts)["id"]
-
-    def machine(self, event: str) -> None:
-        self.ask("machine", event=event)
+        return self.ask(
+            "add",
+            prompt=prompt,
+            project=str(project),  # type: ignore[no-any-return]
+            attempts=attempts,
+        )["id"]
 
 
 def freeze_a_run(d: OwlDaemon, project: Path, prompt: str) -> tuple[int, list[int]]:
@@ -288,8 +391,10 @@ def freeze_a_run(d: OwlDaemon, project: Path, prompt: str) -> tuple[int, list[in
     d.machine("input")
     d.wait_run(job, "frozen")
     pids = d.agent_pids()
-    wait_for(lambda: set(process_states(pids).values()) == {psutil.STATUS_STOPPED},
-             what="the whole tree stopped")
+    wait_for(
+        lambda: set(process_states(pids).values()) == {psutil.STATUS_STOPPED},
+        what="the whole tree stopped",
+    )
     return job, pids
 
 
@@ -308,8 +413,9 @@ def stop_daemons(home: Path, timeout: float = 15.0) -> None:
     started in the background), so a test leaves none behind."""
     for p in psutil.process_iter(["cmdline", "environ"]):
         try:
-            if (p.info["environ"] or {}).get("OWL_HOME") == str(home) and \
-                    (p.info["cmdline"] or [])[-2:] == ["owl", "daemon"]:
+            if (p.info["environ"] or {}).get("OWL_HOME") == str(home) and (p.info["cmdline"] or [])[
+                -2:
+            ] == ["owl", "daemon"]:
                 p.send_signal(signal.SIGTERM)
                 p.wait(timeout)
         except psutil.Error:

@@ -88,13 +88,11 @@ class _Service:
 
 def _sender_creds(conn, sender: str) -> tuple[int, int]:
     """Ask the bus daemon for the caller's uid and pid, as logind does."""
-    uid = unwrap_msg(
-        conn.send_and_get_reply(message_bus.GetConnectionUnixUser(sender), timeout=5)
-    )[0]
+    uid = unwrap_msg(conn.send_and_get_reply(message_bus.GetConnectionUnixUser(sender), timeout=5))[
+        0
+    ]
     pid = unwrap_msg(
-        conn.send_and_get_reply(
-            message_bus.GetConnectionUnixProcessID(sender), timeout=5
-        )
+        conn.send_and_get_reply(message_bus.GetConnectionUnixProcessID(sender), timeout=5)
     )[0]
     return uid, pid
 
@@ -138,18 +136,14 @@ def _handle(conn, service: _Service, msg):
 
     if (iface, member) == (STANDIN_IFACE, "Calls"):
         with service.mutex:
-            rows = [
-                (lk.what, lk.who, lk.why, lk.mode, lk.held) for lk in service.locks
-            ]
+            rows = [(lk.what, lk.who, lk.why, lk.mode, lk.held) for lk in service.locks]
         return new_method_return(msg, "a(ssssb)", (rows,))
 
     if (iface, member) == (STANDIN_IFACE, "SetRefuse"):
         (service.refuse,) = msg.body
         return new_method_return(msg)
 
-    return new_error(
-        msg, "org.freedesktop.DBus.Error.UnknownMethod", "s", (f"{iface}.{member}",)
-    )
+    return new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod", "s", (f"{iface}.{member}",))
 
 
 def serve(refuse: bool = False) -> None:
@@ -157,9 +151,7 @@ def serve(refuse: bool = False) -> None:
     service = _Service(refuse)
     conn = open_dbus_connection(bus="SESSION", enable_fds=True)
     # Flag 4: fail rather than queue if the name is taken.
-    reply = unwrap_msg(
-        conn.send_and_get_reply(message_bus.RequestName(LOGIND_NAME, 4), timeout=5)
-    )
+    reply = unwrap_msg(conn.send_and_get_reply(message_bus.RequestName(LOGIND_NAME, 4), timeout=5))
     if reply[0] != 1:  # 1 = primary owner
         sys.exit(f"could not own {LOGIND_NAME}: {reply[0]}")
     print("ready", flush=True)
@@ -234,9 +226,7 @@ class StandIn:
         addr = DBusAddress(LOGIND_PATH, bus_name=LOGIND_NAME, interface=iface)
         with open_dbus_connection(bus=self.address) as conn:
             reply = unwrap_msg(
-                conn.send_and_get_reply(
-                    new_method_call(addr, member, signature, body), timeout=5
-                )
+                conn.send_and_get_reply(new_method_call(addr, member, signature, body), timeout=5)
             )
         return reply[0] if reply else None
 

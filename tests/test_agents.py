@@ -12,28 +12,48 @@ import os
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from owl.agents import (ClaudeDriver, CommandDriver, Driver, RunContext, branch_log, build_prompt,
-                        contract, get_driver, read_handoff)
+from owl.agents import (
+    ClaudeDriver,
+    CommandDriver,
+    Driver,
+    RunContext,
+    branch_log,
+    build_prompt,
+    contract,
+    get_driver,
+    read_handoff,
+)
 from owl.agents.command import expand, parse_element
 from owl.agents.render import render_line
 
 ECHO_AGENT = Path(__file__).parent / "agents" / "script_echo_args.py"
 SAMPLE = Path(__file__).parent / "support" / "stream_json_sample.jsonl"
 
-NASTY = 'fix "the" bug; $(rm -rf ~) `id` \'single\' --help -rf\nsecond line\t{not a placeholder}'
+NASTY = "fix \"the\" bug; $(rm -rf ~) `id` 'single' --help -rf\nsecond line\t{not a placeholder}"
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def git(cwd: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                         env={**os.environ, **GIT_ENV}, check=True)
+    out = subprocess.run(
+        ["git", "-C", str(cwd), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -47,32 +67,62 @@ def repo(tmp_path: Path) -> tuple[Path, str]:
     return path, git(path, "rev-parse", "HEAD")
 
 
-def ctx_for(worktree: Path, base: str = "0" * 40, attempt: int = 1, prompt: str = "do the thing",
-            failure_note: str | None = None, agent_config: dict | None = None) -> RunContext:
-    return RunContext(job_id=12, run_id=34, attempt=attempt, job_prompt=prompt, worktree=worktree,
-                      branch="owl/job-12", base=base, agent_config=agent_config or {},
-                      failure_note=failure_note)
+def ctx_for(
+    worktree: Path,
+    base: str = "0" * 40,
+    attempt: int = 1,
+    prompt: str = "do the thing",
+    failure_note: str | None = None,
+    agent_config: dict | None = None,
+) -> RunContext:
+    return RunContext(
+        job_id=12,
+        run_id=34,
+        attempt=attempt,
+        job_prompt=prompt,
+        worktree=worktree,
+        branch="owl/job-12",
+        base=base,
+        agent_config=agent_config or {},
+        failure_note=failure_note,
+    )
 
 
 def run_agent(driver: Driver, ctx: RunContext, out: Path) -> dict:
     """Start the driver's argv for real, the way the engine does (no shell)."""
     env = {**os.environ, **driver.env(ctx), "OWL_TEST_ARGS_OUT": str(out)}
-    subprocess.run(driver.argv(ctx), cwd=ctx.worktree, env=env, check=True, timeout=30,
-                   stdin=subprocess.DEVNULL)
+    subprocess.run(
+        driver.argv(ctx),
+        cwd=ctx.worktree,
+        env=env,
+        check=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     return json.loads(out.read_text())
 
 
 # ------------------------------------------------------------ command driver
 
+
 def test_command_agent_receives_arguments_verbatim(tmp_path: Path) -> None:
-    template = [sys.executable, str(ECHO_AGENT), "--task", "{prompt}", "--message={prompt}",
-                "a b 'c' \"d\" $(echo no) ; | & *"]
+    template = [
+        sys.executable,
+        str(ECHO_AGENT),
+        "--task",
+        "{prompt}",
+        "--message={prompt}",
+        "a b 'c' \"d\" $(echo no) ; | & *",
+    ]
     driver = get_driver("echo", {"command": template})
     ctx = ctx_for(tmp_path, prompt=NASTY)
     got = run_agent(driver, ctx, tmp_path / "out.json")
-    prompt = build_prompt(ctx)
-    assert NASTY in prompt
-    assert got["argv"] == ["--task", prompt, "--message=" + prompt, "a b 'c' \"d\" $(echo no) ; | & *"]
+    assert got["argv"] == [
+        "--task",
+        NASTY,
+        "--message=" + NASTY,
+        "a b 'c' \"d\" $(echo no) ; | & *",
+    ]
     assert Path(got["cwd"]) == tmp_path
     assert got["env"]["OWL_RUN_ID"] == "34" and got["env"]["OWL_JOB_ID"] == "12"
 
@@ -80,11 +130,60 @@ def test_command_agent_receives_arguments_verbatim(tmp_path: Path) -> None:
 def test_placeholders_and_literal_braces(tmp_path: Path) -> None:
     (tmp_path / ".owl").mkdir()
     (tmp_path / ".owl" / "HANDOFF.md").write_text("done: parser\nnext: {tests}\n")
-    template = [sys.executable, str(ECHO_AGENT), "{job_id}/{run_id}", "{worktree}", "{handoff}",
-                "{{prompt}}", "x{{y}}z", "pre-{job_id}-post"]
-    got = run_agent(CommandDriver("echo", {"command": template}), ctx_for(tmp_path), tmp_path / "o.json")
-    assert got["argv"] == ["12/34", str(tmp_path), "done: parser\nnext: {tests}\n",
-                           "{prompt}", "x{y}z", "pre-12-post"]
+    template = [
+        sys.executable,
+        str(ECHO_AGENT),
+        "{job_id}/{run_id}",
+        "{worktree}",
+        "{handoff}",
+        "{{prompt}}",
+        "x{{y}}z",
+        "pre-{job_id}-post",
+    ]
+    got = run_agent(
+        CommandDriver("echo", {"command": template}), ctx_for(tmp_path), tmp_path / "o.json"
+    )
+    assert got["argv"] == [
+        "12/34",
+        str(tmp_path),
+        "done: parser\nnext: {tests}\n",
+        "{prompt}",
+        "x{y}z",
+        "pre-12-post",
+    ]
+
+
+def test_prompt_is_the_persons_words_and_instructions_are_owls(repo: tuple[Path, str]) -> None:
+    """{prompt} carries only what the person said (the Job's prompt, then their
+    replies); the rules and what earlier Runs left come through {instructions}."""
+    path, base = repo
+    write_handoff(path, "Done: parser.\n")
+    driver = CommandDriver("a", {"command": ["agent", "{prompt}", "{instructions}"]})
+    first = driver.argv(ctx_for(path, base=base, prompt="add a test for floats"))
+    assert first[1] == "add a test for floats"
+    assert "How this run works" in first[2] and contract(ctx_for(path, base=base)) in first[2]
+    assert "Attempt" not in first[2] and "Done: parser" not in first[2]
+    later = replace(
+        ctx_for(
+            path,
+            base=base,
+            attempt=2,
+            prompt="add a test for floats",
+            failure_note="check unit failed",
+        ),
+        replies=("also cover NaN",),
+    )
+    argv = driver.argv(later)
+    assert argv[1] == "add a test for floats\n\nalso cover NaN"
+    for words in (
+        "--- Attempt 2 ---",
+        "check unit failed",
+        "Done: parser.",
+        "(none yet)",
+        "How this run works",
+    ):
+        assert words in argv[2]
+    assert "add a test for floats" not in argv[2] and "also cover NaN" not in argv[2]
 
 
 def test_handoff_placeholder_is_empty_without_a_handoff(tmp_path: Path) -> None:
@@ -97,8 +196,10 @@ def test_value_with_braces_is_not_expanded_again() -> None:
     assert expand(["{prompt}"], {"prompt": "{job_id} {{x}}"}) == ["{job_id} {{x}}"]
 
 
-@pytest.mark.parametrize("element", ["{nope}", "{prompt!r}", "{prompt:>9}", "{prompt.upper}", "{0}",
-                                     "{}", "{prompt", "prompt}"])
+@pytest.mark.parametrize(
+    "element",
+    ["{nope}", "{prompt!r}", "{prompt:>9}", "{prompt.upper}", "{0}", "{}", "{prompt", "prompt}"],
+)
 def test_bad_template_element_is_refused(element: str) -> None:
     with pytest.raises(ValueError):
         parse_element(element)
@@ -109,11 +210,14 @@ def test_bad_template_element_is_refused(element: str) -> None:
 def test_command_problem_names_a_missing_executable(tmp_path: Path) -> None:
     assert CommandDriver("x", {"command": [sys.executable, "{prompt}"]}).problem() is None
     missing = CommandDriver("codex", {"command": ["owl-no-such-agent-xyz", "{prompt}"]}).problem()
-    assert missing == ("agent codex: owl-no-such-agent-xyz was not found on PATH "
-                       "(check agents.codex.command)")
+    assert missing == (
+        "agent codex: owl-no-such-agent-xyz was not found on PATH (check agents.codex.command)"
+    )
     plain = tmp_path / "agent.sh"
     plain.write_text("#!/bin/sh\n")  # not executable
-    assert "is not an executable file" in (CommandDriver("x", {"command": [str(plain)]}).problem() or "")
+    assert "is not an executable file" in (
+        CommandDriver("x", {"command": [str(plain)]}).problem() or ""
+    )
     # Decided per Run: the executable depends on the worktree.
     assert CommandDriver("x", {"command": ["{worktree}/agent.sh"]}).problem() is None
     assert "empty" in (CommandDriver("x", {"command": []}).problem() or "")
@@ -121,17 +225,22 @@ def test_command_problem_names_a_missing_executable(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------- claude driver
 
+
 def test_claude_missing_executable_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert ClaudeDriver({}).problem() == \
-        "claude was not found on PATH (install Claude Code, or set agents.claude.path)"
-    assert ClaudeDriver({"path": str(tmp_path / "nope" / "claude")}).problem() == \
-        f"claude was not found at {tmp_path / 'nope' / 'claude'} (check agents.claude.path)"
+    assert (
+        ClaudeDriver({}).problem()
+        == "claude was not found on PATH (install Claude Code, or set agents.claude.path)"
+    )
+    assert (
+        ClaudeDriver({"path": str(tmp_path / "nope" / "claude")}).problem()
+        == f"claude was not found at {tmp_path / 'nope' / 'claude'} (check agents.claude.path)"
+    )
     fake = tmp_path / "claude"
     fake.write_text("#!/bin/sh\n")
     assert "is not executable" in (ClaudeDriver({"path": str(fake)}).problem() or "")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    assert ClaudeDriver({}).problem() is None          # found on PATH now
+    assert ClaudeDriver({}).problem() is None  # found on PATH now
     assert ClaudeDriver({}).argv(ctx_for(tmp_path))[0] == str(fake)
 
 
@@ -139,8 +248,9 @@ def test_claude_argv_shape(tmp_path: Path) -> None:
     fake = tmp_path / "claude"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    driver = ClaudeDriver({"path": str(fake), "args": ["--model", "opus"],
-                           "allowed_tools": ["Bash", "Edit"]})
+    driver = ClaudeDriver(
+        {"path": str(fake), "args": ["--model", "opus"], "allowed_tools": ["Bash", "Edit"]}
+    )
     ctx = ctx_for(tmp_path, prompt=NASTY)
     argv = driver.argv(ctx)
     assert argv[0] == str(fake) and argv[1] == "-p"
@@ -172,8 +282,8 @@ def test_get_driver_choices() -> None:
     assert isinstance(get_driver("claude", {"command": ["claude", "{prompt}"]}), CommandDriver)
     d = get_driver("aider", {"command": ["aider", "--message={prompt}"]})
     assert isinstance(d, CommandDriver) and d.name == "aider" and d.stream_json is False
-    with pytest.raises(ValueError, match=r"unknown agent 'codex'.*\[agents\.codex\]"):
-        get_driver("codex", {})
+    with pytest.raises(ValueError, match=r"unknown agent 'kodex'.*\[agents\.kodex\]"):
+        get_driver("kodex", {})
 
 
 def test_drivers_satisfy_the_protocol() -> None:
@@ -183,6 +293,7 @@ def test_drivers_satisfy_the_protocol() -> None:
 
 # ------------------------------------------------------------------- handoff
 
+
 def write_handoff(worktree: Path, text: str | bytes) -> Path:
     (worktree / ".owl").mkdir(exist_ok=True)
     path = worktree / ".owl" / "HANDOFF.md"
@@ -191,11 +302,11 @@ def write_handoff(worktree: Path, text: str | bytes) -> Path:
 
 
 def test_handoff_read(tmp_path: Path) -> None:
-    assert read_handoff(tmp_path) is None                 # no .owl
+    assert read_handoff(tmp_path) is None  # no .owl
     (tmp_path / ".owl").mkdir()
-    assert read_handoff(tmp_path) is None                 # no file
+    assert read_handoff(tmp_path) is None  # no file
     write_handoff(tmp_path, "  \n\n")
-    assert read_handoff(tmp_path) is None                 # nothing in it
+    assert read_handoff(tmp_path) is None  # nothing in it
     write_handoff(tmp_path, "## Done\n- parser ✓\n")
     assert read_handoff(tmp_path) == "## Done\n- parser ✓\n"
     assert read_handoff(tmp_path / "no-such-worktree") is None
@@ -207,11 +318,11 @@ def test_handoff_is_capped(tmp_path: Path) -> None:
     assert text is not None and text.startswith("a" * 1000) and "a" * 1001 not in text
     assert "longer than 1000 bytes" in text
     # A multi-byte character split by the cap is dropped, not mangled.
-    write_handoff(tmp_path, "é" * 10)                     # 2 bytes each
+    write_handoff(tmp_path, "é" * 10)  # 2 bytes each
     text = read_handoff(tmp_path, limit=5)
     assert text is not None and text.startswith("éé\n[... cut")
     write_handoff(tmp_path, "x" * 1000)
-    assert read_handoff(tmp_path, limit=1000) == "x" * 1000   # exactly at the cap: whole
+    assert read_handoff(tmp_path, limit=1000) == "x" * 1000  # exactly at the cap: whole
 
 
 def test_handoff_symlinked_to_a_secret_is_not_read(tmp_path: Path) -> None:
@@ -244,7 +355,7 @@ def test_handoff_dir_symlinked_out_is_not_followed(tmp_path: Path) -> None:
 
 def test_handoff_that_is_not_a_file_is_refused_without_blocking(tmp_path: Path) -> None:
     (tmp_path / ".owl").mkdir()
-    os.mkfifo(tmp_path / ".owl" / "HANDOFF.md")           # opening it to read would block
+    os.mkfifo(tmp_path / ".owl" / "HANDOFF.md")  # opening it to read would block
     assert read_handoff(tmp_path) is None
     os.unlink(tmp_path / ".owl" / "HANDOFF.md")
     (tmp_path / ".owl" / "HANDOFF.md").mkdir()
@@ -257,6 +368,7 @@ def test_handoff_that_is_not_a_file_is_refused_without_blocking(tmp_path: Path) 
 
 # ------------------------------------------------------- prompts, branch log
 
+
 def test_branch_log(repo: tuple[Path, str]) -> None:
     path, base = repo
     assert branch_log(path, base) == ""
@@ -267,7 +379,7 @@ def test_branch_log(repo: tuple[Path, str]) -> None:
     lines = branch_log(path, base).splitlines()
     assert [line.split(" ", 1)[1] for line in lines] == ["step 2", "step 1", "step 0"]
     assert len(branch_log(path, base, limit=2).splitlines()) == 2
-    assert branch_log(path, "f" * 40) == ""            # unknown base: no crash
+    assert branch_log(path, "f" * 40) == ""  # unknown base: no crash
     with pytest.raises(ValueError):
         branch_log(path, "--output=/tmp/x")
 
@@ -278,9 +390,14 @@ def test_first_prompt_is_job_prompt_and_contract(tmp_path: Path) -> None:
     prompt = build_prompt(ctx)
     assert prompt.startswith(NASTY)
     assert contract(ctx) in prompt
-    assert "stale handoff" not in prompt                # first Run: no handoff quoted
-    for words in ("No human will answer", "owl/job-12", "Commit early and often",
-                  ".owl/HANDOFF.md", "stopped at any moment"):
+    assert "stale handoff" not in prompt  # first Run: no handoff quoted
+    for words in (
+        "No human will answer",
+        "owl/job-12",
+        "Commit early and often",
+        ".owl/HANDOFF.md",
+        "stopped at any moment",
+    ):
         assert words in prompt
     assert build_prompt(ctx, with_contract=False) == NASTY + "\n"
 
@@ -291,7 +408,9 @@ def test_later_prompt_carries_handoff_commits_and_failure(repo: tuple[Path, str]
     git(path, "add", "a.py")
     git(path, "commit", "-q", "-m", "Parse the config file")
     write_handoff(path, "Done: parser.\nNext: the tests for durations.\n")
-    ctx = ctx_for(path, base=base, attempt=3, failure_note="check `pytest` failed:\nE assert 1 == 2")
+    ctx = ctx_for(
+        path, base=base, attempt=3, failure_note="check `pytest` failed:\nE assert 1 == 2"
+    )
     prompt = build_prompt(ctx)
     assert prompt.startswith("do the thing\n")
     assert "Attempt 3" in prompt
@@ -312,6 +431,7 @@ def test_later_prompt_without_handoff_or_commits(repo: tuple[Path, str]) -> None
 
 
 # ----------------------------------------------------------------- rendering
+
 
 def sample() -> list[str]:
     """Lines the real CLI printed (tests/support/capture_stream.py made them)."""
@@ -339,26 +459,53 @@ def test_render_non_json_and_odd_lines() -> None:
     assert render_line("Error: something broke\n") == "Error: something broke"
     assert render_line("  plain text  ") == "  plain text  "
     assert render_line("") is None and render_line("\n") is None
-    assert render_line("[1, 2]") == "[1, 2]"                       # JSON, but no event
+    assert render_line("[1, 2]") == "[1, 2]"  # JSON, but no event
     assert render_line('{"type": "stream_event", "event": {}}') is None
     assert render_line('{"type": "assistant", "message": {"content": 5}}') is None
-    assert render_line('{"type": "assistant", "message": {"content": [{"type": "thinking"}]}}') is None
+    assert (
+        render_line('{"type": "assistant", "message": {"content": [{"type": "thinking"}]}}') is None
+    )
     assert render_line('{"type": "system", "subtype": "hook_response"}') is None
 
 
 def test_render_shortens_and_summarises_tools() -> None:
-    line = json.dumps({"type": "assistant", "message": {"content": [
-        {"type": "tool_use", "name": "Bash", "input": {"command": "pytest -q\n" + "x" * 500}},
-        {"type": "tool_use", "name": "TodoWrite", "input": {"todos": [
-            {"status": "completed"}, {"status": "pending"}]}},
-        {"type": "tool_use", "name": "Mystery", "input": {"b": 1, "a": "z"}}]}})
+    line = json.dumps(
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "name": "Bash",
+                        "input": {"command": "pytest -q\n" + "x" * 500},
+                    },
+                    {
+                        "type": "tool_use",
+                        "name": "TodoWrite",
+                        "input": {"todos": [{"status": "completed"}, {"status": "pending"}]},
+                    },
+                    {"type": "tool_use", "name": "Mystery", "input": {"b": 1, "a": "z"}},
+                ]
+            },
+        }
+    )
     bash, todo, mystery = (render_line(line) or "").split("\n")
     assert bash.startswith("→ Bash: pytest -q xxx") and bash.endswith("…") and len(bash) < 200
     assert todo == "→ TodoWrite: 1/2 done"
     assert mystery == '→ Mystery: {"a": "z", "b": 1}'
-    result = json.dumps({"type": "user", "message": {"content": [
-        {"type": "tool_result", "content": [{"type": "text", "text": "ok\nmore"}]},
-        {"type": "tool_result", "content": "", "is_error": True}]}})
+    result = json.dumps(
+        {
+            "type": "user",
+            "message": {
+                "content": [
+                    {"type": "tool_result", "content": [{"type": "text", "text": "ok\nmore"}]},
+                    {"type": "tool_result", "content": "", "is_error": True},
+                ]
+            },
+        }
+    )
     assert render_line(result) == "← ok more\n✗ (error)"
-    err = json.dumps({"type": "result", "subtype": "error_max_turns", "is_error": True, "num_turns": 9})
+    err = json.dumps(
+        {"type": "result", "subtype": "error_max_turns", "is_error": True, "num_turns": 9}
+    )
     assert render_line(err) == "✗ result (error_max_turns) (9 turns)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import plistlib
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +35,11 @@ def _validate(path: Path) -> None:
 def test_the_command_is_this_installed_owl() -> None:
     argv = owl_command()
     here = Path(sys.executable).parent
-    assert argv == [str(here / "owl")] if (here / "owl").exists() else argv == [sys.executable, "-m", "owl"]
+    assert (
+        argv == [str(here / "owl")]
+        if (here / "owl").exists()
+        else argv == [sys.executable, "-m", "owl"]
+    )
     # ...and it really starts Owl.
     assert Path(argv[0]).exists()
 
@@ -59,14 +62,20 @@ def test_xdg_enable_disable_status(home: Path) -> None:
     assert path == home / ".config" / "autostart" / "owl.desktop"
     assert xdg.status() == (True, path)
     keys = _desktop_keys(path)
-    assert keys["Exec"] == "/opt/owl/bin/owl" and keys["Type"] == "Application" and keys["Name"] == "Owl"
+    assert (
+        keys["Exec"] == "/opt/owl/bin/owl"
+        and keys["Type"] == "Application"
+        and keys["Name"] == "Owl"
+    )
     assert Path(keys["Icon"]).is_file(), "the icon ships inside the package"
     _validate(path)
     xdg.disable()
     assert xdg.status() == (False, path) and not path.exists()
 
 
-def test_xdg_respects_xdg_config_home(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_xdg_respects_xdg_config_home(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     assert xdg.enable(["owl"]) == tmp_path / "cfg" / "autostart" / "owl.desktop"
     monkeypatch.setenv("XDG_CONFIG_HOME", "relative/ignored")  # the spec says: only absolute paths
@@ -77,18 +86,23 @@ def test_xdg_entry_hidden_or_disabled_counts_as_off(home: Path) -> None:
     path = xdg.enable(["owl"])
     path.write_text(path.read_text() + "Hidden=true\n")
     assert xdg.status() == (False, path)
-    path.write_text(path.read_text().replace("Hidden=true\n", "").replace(
-        "X-GNOME-Autostart-enabled=true", "X-GNOME-Autostart-enabled=false"))
+    path.write_text(
+        path.read_text()
+        .replace("Hidden=true\n", "")
+        .replace("X-GNOME-Autostart-enabled=true", "X-GNOME-Autostart-enabled=false")
+    )
     assert xdg.status() == (False, path)
 
 
-def test_xdg_exec_quotes_awkward_paths_and_carries_owl_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_xdg_exec_quotes_awkward_paths_and_carries_owl_home(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OWL_HOME", str(home / "my owl"))
     path = xdg.enable([str(home / "a dir/with $ and 100%/python"), "-m", "owl"])
     _validate(path)
     exec_line = _desktop_keys(path)["Exec"]
     assert exec_line.startswith(f'env "OWL_HOME={home}/my owl" ')
-    assert '\\\\$' in exec_line and "100%%" in exec_line and exec_line.endswith(" -m owl")
+    assert "\\\\$" in exec_line and "100%%" in exec_line and exec_line.endswith(" -m owl")
 
 
 def test_xdg_quote_rules() -> None:
@@ -112,7 +126,9 @@ def test_launchd_plist_round_trips(home: Path) -> None:
     assert launchd.disable() == path and launchd.status() == (False, path)
 
 
-def test_launchd_carries_owl_home_and_python_m_owl(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_launchd_carries_owl_home_and_python_m_owl(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OWL_HOME", str(home / "owl"))
     path = launchd.enable([sys.executable, "-m", "owl"])
     doc = plistlib.loads(path.read_bytes())

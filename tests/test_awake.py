@@ -33,7 +33,7 @@ NOWHERE = "unix:path=/nonexistent/owl-test-bus"
 # (under CI a missing tool is a failure, so there the tests run and fail)
 needs_systemd_inhibit = pytest.mark.skipif(
     shutil.which("systemd-inhibit") is None and not need.under_ci(),
-    reason="systemd-inhibit is not installed"
+    reason="systemd-inhibit is not installed",
 )
 
 
@@ -347,7 +347,9 @@ def test_caffeinate_is_asked_for_idle_sleep_only_and_to_watch_us(tmp_path):
     record = tmp_path / "record"
     tool = tmp_path / "caffeinate"
     # Records its pid and argv, then waits the way caffeinate does.
-    tool.write_text(f'#!/bin/sh\necho $$ "$@" > {record}.tmp\nmv {record}.tmp {record}\nexec sleep 60\n')
+    tool.write_text(
+        f'#!/bin/sh\necho $$ "$@" > {record}.tmp\nmv {record}.tmp {record}\nexec sleep 60\n'
+    )
     tool.chmod(0o755)
     inhibitor = CaffeinateInhibitor(tool=str(tool))
 

@@ -39,8 +39,11 @@ def via_logind(standin: StandIn) -> dict[str, str]:
 
 def via_systemd_inhibit(standin: StandIn) -> dict[str, str]:
     """No bus for the daemon, but `systemd-inhibit` finds the stand-in."""
-    return {"OWL_LOGIND_BUS": "session", "DBUS_SESSION_BUS_ADDRESS": NOWHERE,
-            "DBUS_SYSTEM_BUS_ADDRESS": standin.address}
+    return {
+        "OWL_LOGIND_BUS": "session",
+        "DBUS_SESSION_BUS_ADDRESS": NOWHERE,
+        "DBUS_SYSTEM_BUS_ADDRESS": standin.address,
+    }
 
 
 def path_without(tmp_path: Path, tool: str) -> str:
@@ -70,10 +73,14 @@ def test_lock_is_held_while_the_run_works_and_only_then(home, project, logind):
 
         [(what, who, why, mode, uid, pid)] = logind.wait_held(1)
         assert (what, who, why, mode) == ("idle", "Owl", WHY, "block")
-        assert (uid, pid) == (os.getuid(), d.proc.pid)   # the daemon holds it, no agent
+        assert (uid, pid) == (os.getuid(), d.proc.pid)  # the daemon holds it, no agent
         st = awake(d)
-        assert (st["held"], st["backend"], st["problem"], st["runs"]) == \
-            (True, "logind", None, [run["id"]])
+        assert (st["held"], st["backend"], st["problem"], st["runs"]) == (
+            True,
+            "logind",
+            None,
+            [run["id"]],
+        )
         assert st["why"] == f"run {run['id']} is working"
         text = d.ok("status")
         assert f"keep-awake: held while run {run['id']} is working (logind)" in text
@@ -124,9 +131,11 @@ def test_one_lock_serves_several_runs(home, tmp_path, logind):
         r1 = d.wait_run(first, "running")
         r2 = d.wait_run(second, "running")
         logind.wait_held(1)
-        wait_for(lambda: sorted(awake(d)["runs"]) == sorted([r1["id"], r2["id"]]),
-                 what="both Runs named as the reason")
-        low, high = sorted([r1["id"], r2["id"]])      # (setups may finish in either order)
+        wait_for(
+            lambda: sorted(awake(d)["runs"]) == sorted([r1["id"], r2["id"]]),
+            what="both Runs named as the reason",
+        )
+        low, high = sorted([r1["id"], r2["id"]])  # (setups may finish in either order)
         assert awake(d)["why"] == f"runs {low}, {high} are working"
         assert len(logind.calls()) == 1
         # Both freeze (owl pause): no Run works, so the lock goes.
@@ -175,8 +184,12 @@ def test_keep_awake_off_never_takes_the_lock(home, project, logind):
         d.machine("idle")
         d.wait_run(job, "running")
         st = awake(d)
-        assert (st["enabled"], st["held"], st["backend"], st["problem"]) == \
-            (False, False, "none", None)
+        assert (st["enabled"], st["held"], st["backend"], st["problem"]) == (
+            False,
+            False,
+            "none",
+            None,
+        )
         assert "keep-awake: off (power.keep_awake = false)" in d.ok("status")
         d.wait_job(job, "review")
     assert logind.calls() == []
@@ -188,8 +201,7 @@ def test_keep_awake_turned_on_while_running_takes_effect(home, project, logind):
         d.machine("idle")
         d.wait_job(first, "review")
         assert logind.calls() == []
-        cfg = (home / "config.toml").read_text().replace("keep_awake = false",
-                                                         "keep_awake = true")
+        cfg = (home / "config.toml").read_text().replace("keep_awake = false", "keep_awake = true")
         (home / "config.toml").write_text(cfg)
         wait_for(lambda: awake(d)["enabled"], what="the config edit to be read")
         second = d.add("sleep=60", make_project(home.parent / "other"))
@@ -199,8 +211,12 @@ def test_keep_awake_turned_on_while_running_takes_effect(home, project, logind):
 
 
 def test_no_bus_and_no_tool_is_said_once_and_work_goes_on(home, project, tmp_path):
-    env = {"OWL_LOGIND_BUS": "session", "DBUS_SESSION_BUS_ADDRESS": NOWHERE,
-           "DBUS_SYSTEM_BUS_ADDRESS": NOWHERE, "PATH": path_without(tmp_path, "systemd-inhibit")}
+    env = {
+        "OWL_LOGIND_BUS": "session",
+        "DBUS_SESSION_BUS_ADDRESS": NOWHERE,
+        "DBUS_SYSTEM_BUS_ADDRESS": NOWHERE,
+        "PATH": path_without(tmp_path, "systemd-inhibit"),
+    }
     with OwlDaemon(home, env=env) as d:
         first = d.add("sleep=0.2 write=a.txt commit=a exit=0", project)
         d.machine("idle")
@@ -219,8 +235,7 @@ def test_no_bus_and_no_tool_is_said_once_and_work_goes_on(home, project, tmp_pat
 
 
 def test_refusal_is_said_once_and_work_goes_on(home, tmp_path):
-    with StandIn(refuse=True) as logind, \
-            OwlDaemon(home, env=via_logind(logind)) as d:
+    with StandIn(refuse=True) as logind, OwlDaemon(home, env=via_logind(logind)) as d:
         for name in ("a", "b"):
             job = d.add("sleep=0.2 exit=0", make_project(tmp_path / name))
             d.machine("idle")

@@ -29,13 +29,22 @@ from owl.agents.render import render_line
 
 pytestmark = pytest.mark.claude
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "Owl Test", "GIT_AUTHOR_EMAIL": "owl@example.com",
-           "GIT_COMMITTER_NAME": "Owl Test", "GIT_COMMITTER_EMAIL": "owl@example.com"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Owl Test",
+    "GIT_AUTHOR_EMAIL": "owl@example.com",
+    "GIT_COMMITTER_NAME": "Owl Test",
+    "GIT_COMMITTER_EMAIL": "owl@example.com",
+}
 
 
 def git(cwd: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                         env={**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull}, check=True)
+    out = subprocess.run(
+        ["git", "-C", str(cwd), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull},
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -67,11 +76,21 @@ def make_worktree(root: Path) -> tuple[Path, str]:
 
 
 def make_ctx(worktree: Path, base: str, prompt: str, claude: str) -> RunContext:
-    return RunContext(job_id=1, run_id=7, attempt=1, job_prompt=prompt, worktree=worktree,
-                      branch="owl/job-1", base=base, agent_config={"path": claude})
+    return RunContext(
+        job_id=1,
+        run_id=7,
+        attempt=1,
+        job_prompt=prompt,
+        worktree=worktree,
+        branch="owl/job-1",
+        base=base,
+        agent_config={"path": claude},
+    )
 
 
-def agent_env(stub: AnthropicStub, home: Path, driver: ClaudeDriver, ctx: RunContext) -> dict[str, str]:
+def agent_env(
+    stub: AnthropicStub, home: Path, driver: ClaudeDriver, ctx: RunContext
+) -> dict[str, str]:
     home.mkdir(exist_ok=True)
     return {**os.environ, **GIT_ENV, **stub.env(home), **driver.env(ctx)}
 
@@ -86,19 +105,33 @@ def run_claude(tmp: Path, prompt: str, script: list) -> Outcome:
     driver = ClaudeDriver(ctx.agent_config)
     assert driver.problem() is None
     with AnthropicStub(script) as stub:
-        done = subprocess.run(driver.argv(ctx), cwd=worktree, env=agent_env(stub, tmp / "home", driver, ctx),
-                              capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            driver.argv(ctx),
+            cwd=worktree,
+            env=agent_env(stub, tmp / "home", driver, ctx),
+            capture_output=True,
+            text=True,
+            timeout=90,
+            stdin=subprocess.DEVNULL,
+        )
         requests = stub.main_requests()
     return done, requests, ctx
 
 
 # --------------------------------------------------------------- one run
 
+
 def test_scripted_bash_turn_edits_and_commits_on_the_branch(tmp_path: Path) -> None:
-    done, requests, ctx = run_claude(tmp_path, "Add a hello file and commit it.", [
-        Bash("echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add hello' && echo committed"),
-        Text("Committed hello.txt."),
-    ])
+    done, requests, ctx = run_claude(
+        tmp_path,
+        "Add a hello file and commit it.",
+        [
+            Bash(
+                "echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add hello' && echo committed"
+            ),
+            Text("Committed hello.txt."),
+        ],
+    )
     assert done.returncode == 0, done.stderr
     assert git(ctx.worktree, "log", "--format=%s", f"{ctx.base}..owl/job-1") == "Add hello"
     assert (ctx.worktree / "hello.txt").read_text() == "hello\n"
@@ -111,8 +144,10 @@ def test_scripted_bash_turn_edits_and_commits_on_the_branch(tmp_path: Path) -> N
     assert any(r and r.startswith("✓ result: Committed hello.txt.") for r in rendered)
 
 
-NASTY = ('Fix the "parser"; don\'t touch $(rm -rf ~) or `id` $HOME *\n'
-         "--help\n-rf --dangerously-skip-permissions\n\n  indented line\ttab\n")
+NASTY = (
+    'Fix the "parser"; don\'t touch $(rm -rf ~) or `id` $HOME *\n'
+    "--help\n-rf --dangerously-skip-permissions\n\n  indented line\ttab\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +161,7 @@ def test_prompt_reaches_the_model_verbatim(nasty_run: Outcome) -> None:
     sent = build_prompt(ctx, with_contract=False)
     assert sent == NASTY
     assert requests[0].user_texts()[-1] == sent
-    assert not (ctx.worktree / "~").exists()       # nothing in it was run
+    assert not (ctx.worktree / "~").exists()  # nothing in it was run
 
 
 def test_prompt_that_is_only_an_option_is_still_the_prompt(tmp_path: Path) -> None:
@@ -145,6 +180,7 @@ def test_system_prompt_carries_the_contract(nasty_run: Outcome) -> None:
 
 # ---------------------------------------------------- a run with a long tool
 
+
 class LongTool:
     """claude running `echo start; sleep 30; echo x > f` through its Bash tool.
 
@@ -157,13 +193,20 @@ class LongTool:
         worktree, base = make_worktree(tmp)
         self.ctx = make_ctx(worktree, base, "Run the slow step.", claude)
         driver = ClaudeDriver(self.ctx.agent_config)
-        self.stub = AnthropicStub([Bash("echo start; sleep 30; echo x > f", timeout_ms=120_000), Text("done")]).start()
+        self.stub = AnthropicStub(
+            [Bash("echo start; sleep 30; echo x > f", timeout_ms=120_000), Text("done")]
+        ).start()
         self.out = open(tmp / "stdout.jsonl", "wb")
         # Like the engine: the agent leads a session of its own.
-        self.proc = subprocess.Popen(driver.argv(self.ctx), cwd=worktree, stdout=self.out,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=agent_env(self.stub, tmp / "home", driver, self.ctx),
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            driver.argv(self.ctx),
+            cwd=worktree,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=agent_env(self.stub, tmp / "home", driver, self.ctx),
+            start_new_session=True,
+        )
         self.claude = psutil.Process(self.proc.pid)
         self.seen: dict[int, psutil.Process] = {}
         self.sleep = wait_for("the Bash tool's sleep to start", self._find_sleep)
@@ -187,7 +230,7 @@ class LongTool:
         """End whatever is left, each process checked against its start time."""
         for p in [*self.seen.values(), self.claude]:
             try:
-                p.kill()          # psutil refuses a pid reused by another process
+                p.kill()  # psutil refuses a pid reused by another process
             except psutil.NoSuchProcess:
                 pass
         try:

@@ -28,41 +28,52 @@ from owlproc import OwlDaemon, make_project, wait_for
 pytestmark = pytest.mark.claude
 
 CHECKS = "[[checks]]\nname = 'hello'\nrun = 'test -f hello.txt && echo hello is there'\n"
-COMMIT = ("echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add hello' "
-          "&& echo committed")
+COMMIT = (
+    "echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add hello' && echo committed"
+)
 
 
-def claude_daemon(tmp_path: Path, stub: AnthropicStub, config: dict | None = None,
-                  manual: bool = True, env: dict | None = None) -> OwlDaemon:
+def claude_daemon(
+    tmp_path: Path,
+    stub: AnthropicStub,
+    config: dict | None = None,
+    manual: bool = True,
+    env: dict | None = None,
+) -> OwlDaemon:
     claude = require_claude()
     home = tmp_path / "user-home"
     home.mkdir(exist_ok=True)
     cfg = {"agents": {"claude": {"path": claude}}, "agent": {"default": "claude"}}
     for k, v in (config or {}).items():
         cfg.setdefault(k, {}).update(v)
-    d = OwlDaemon(tmp_path / "owl", cfg, manual=manual, agent=False,
-                  env={**(env or {}), **stub.env(home)})
+    d = OwlDaemon(
+        tmp_path / "owl", cfg, manual=manual, agent=False, env={**(env or {}), **stub.env(home)}
+    )
     if not manual:
         d.env.pop("OWL_MACHINE", None)
     return d
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_a_claude_job_commits_passes_its_checks_and_its_log_reads_well(tmp_path):
     project = make_project(tmp_path / "proj", {"README": "x\n", ".owl.toml": CHECKS})
-    with AnthropicStub([Bash(COMMIT), Text("Committed hello.txt.")]) as stub, \
-            claude_daemon(tmp_path, stub) as d:
+    with (
+        AnthropicStub([Bash(COMMIT), Text("Committed hello.txt.")]) as stub,
+        claude_daemon(tmp_path, stub) as d,
+    ):
         job = d.add("Add a hello file and commit it.", project)
         d.machine("idle")
         j = d.wait_job(job, "review", timeout=30)
         [run] = j["runs"]
         assert (run["outcome"], run["exit_code"]) == ("succeeded", 0)
-        assert [(c["name"], c["passed"], c["output"]) for c in run["checks"]] == \
-            [("hello", True, "hello is there\n")]
+        assert [(c["name"], c["passed"], c["output"]) for c in run["checks"]] == [
+            ("hello", True, "hello is there\n")
+        ]
         assert git(project, "log", "--format=%s", f"{j['base']}..owl/job-{job}") == "Add hello"
         assert git(project, "show", f"owl/job-{job}:hello.txt") == "hello"
         assert d.status()["notice"] == f"Job {job} ready for review — 1 check passed"
@@ -70,14 +81,14 @@ def test_a_claude_job_commits_passes_its_checks_and_its_log_reads_well(tmp_path)
         assert "→ Bash: echo hello > hello.txt" in log
         assert "← committed" in log
         assert "✓ result: Committed hello.txt." in log
-        assert '"type":' not in log            # rendered, not raw stream-json
+        assert '"type":' not in log  # rendered, not raw stream-json
 
 
 def _tool_processes(d: OwlDaemon, job: int) -> list[psutil.Process]:
     """The Bash tool's shell and its `sleep`, as found in the Run's own process list."""
     r = d.run_of(job)
     out = []
-    for pid in (r["pids"] if r else []):
+    for pid in r["pids"] if r else []:
         try:
             p = psutil.Process(pid)
             cmd = " ".join(p.cmdline())
@@ -88,8 +99,7 @@ def _tool_processes(d: OwlDaemon, job: int) -> list[psutil.Process]:
     return out if any(p.name() == "sleep" for p in out) else []
 
 
-def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_carries_on(
-        tmp_path):
+def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_carries_on(tmp_path):
     handoff = "Halfway: the config parser is done, the CLI flag is next."
     project = make_project(tmp_path / "proj")
     script = [
@@ -98,12 +108,17 @@ def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_ca
         # the second Run: the script's next turn ends it
         Text("Picked up from the handoff."),
     ]
-    with AnthropicStub(script) as stub, \
-            claude_daemon(tmp_path, stub, {"interruption": {"grace_window": "2s"}}) as d:
+    with (
+        AnthropicStub(script) as stub,
+        claude_daemon(tmp_path, stub, {"interruption": {"grace_window": "2s"}}) as d,
+    ):
         job = d.add("Add a --verbose flag.", project)
         d.machine("idle")
-        tools = wait_for(lambda: _tool_processes(d, job), timeout=30,
-                         what="claude's Bash tool running the long command")
+        tools = wait_for(
+            lambda: _tool_processes(d, job),
+            timeout=30,
+            what="claude's Bash tool running the long command",
+        )
         claude_pid = d.run_of(job)["pids"][0]
         worktree = Path(d.job(job)["worktree"])
         assert (worktree / ".owl" / "HANDOFF.md").read_text().strip() == handoff
@@ -111,15 +126,19 @@ def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_ca
         assert all(os.getsid(p.pid) != os.getsid(claude_pid) for p in tools)
         d.machine("input")
         d.wait_run(job, "frozen")
-        wait_for(lambda: all(p.status() == psutil.STATUS_STOPPED for p in tools),
-                 what="the tool's own processes stopped")
+        wait_for(
+            lambda: all(p.status() == psutil.STATUS_STOPPED for p in tools),
+            what="the tool's own processes stopped",
+        )
         assert psutil.Process(claude_pid).status() == psutil.STATUS_STOPPED
         # the grace window (2 s) ends the Run; the tool never gets to write
         j = d.wait_job(job, "pending", timeout=15)
         first = j["runs"][0]
         assert first["outcome"] == "interrupted" and j["attempts_left"] == j["attempts"]
-        wait_for(lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
-                             for p in tools), what="the tool's processes gone")
+        wait_for(
+            lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in tools),
+            what="the tool's processes gone",
+        )
         assert not (worktree / "late.txt").exists()
         # the person leaves again: the next Run carries the conversation on,
         # told why it was stopped, with the handoff quoted
@@ -128,8 +147,9 @@ def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_ca
         assert len(j["runs"]) == 2 and j["runs"][1]["outcome"] == "succeeded"
         assert j["runs"][1]["resumed"] is True
         assert not (worktree / "late.txt").exists()
-        prompts = [t for r in stub.main_requests() for t in r.user_texts()
-                   if "Add a --verbose flag." in t]
+        prompts = [
+            t for r in stub.main_requests() for t in r.user_texts() if "Add a --verbose flag." in t
+        ]
         assert "--- Attempt 2 ---" not in prompts[0]
         later = stub.main_requests()[-1].user_texts()
         assert any(handoff in t and "grace window" in t for t in later)
@@ -176,11 +196,15 @@ def desktop() -> Iterator[dict]:
 
 def test_from_idle_to_review_with_nothing_typed_after_owl_add(tmp_path, desktop):
     project = make_project(tmp_path / "proj", {"README": "x\n", ".owl.toml": CHECKS})
-    with AnthropicStub([Bash(COMMIT), Text("Done.")]) as stub, \
-            claude_daemon(tmp_path, stub, {"idle": {"after": "1s"}}, manual=False,
-                          env=dict(desktop)) as d, _Fidget(desktop) as person:
+    with (
+        AnthropicStub([Bash(COMMIT), Text("Done.")]) as stub,
+        claude_daemon(
+            tmp_path, stub, {"idle": {"after": "1s"}}, manual=False, env=dict(desktop)
+        ) as d,
+        _Fidget(desktop) as person,
+    ):
         job = d.add("Add a hello file and commit it.", project)
-        time.sleep(1.5)                      # the person is still there: nothing starts
+        time.sleep(1.5)  # the person is still there: nothing starts
         assert d.job(job)["state"] == "pending" and d.status()["machine"]["idle"] is False
         left = person.stop()
         j = d.wait_job(job, "review", timeout=30)

@@ -18,40 +18,80 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support.anthropic_stub import (AnthropicStub, ApiError, Bash, Overloaded, RateLimited, Text,
-                                    UsageLimit)
+from support.anthropic_stub import (
+    AnthropicStub,
+    ApiError,
+    Bash,
+    Overloaded,
+    RateLimited,
+    Text,
+    UsageLimit,
+)
 from support.claude import require_claude
 
 from owlproc import AGENT, OwlDaemon, make_project, wait_for
 
 pytestmark = pytest.mark.claude
 
-COMMIT = ("echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add hello' "
-          "&& echo committed")
+COMMIT = (
+    "echo hello > hello.txt && git add hello.txt && git commit -q -m 'Add hello' && echo committed"
+)
 
 
-def claude_daemon(tmp_path: Path, stub: AnthropicStub, config: dict | None = None, *,
-                  oauth: bool = False, resume: bool = True) -> OwlDaemon:
+def claude_daemon(
+    tmp_path: Path,
+    stub: AnthropicStub,
+    config: dict | None = None,
+    *,
+    oauth: bool = False,
+    resume: bool = True,
+) -> OwlDaemon:
     claude = require_claude()
     home = tmp_path / "user-home"
     home.mkdir(exist_ok=True)
-    cfg = {"agents": {"claude": {"path": claude, "resume": resume},
-                      "script": {"command": [sys.executable, AGENT, "{prompt}"]}},
-           "agent": {"default": "claude"}}
+    cfg = {
+        "agents": {
+            "claude": {"path": claude, "resume": resume},
+            "script": {"command": [sys.executable, AGENT, "{prompt}"]},
+        },
+        "agent": {"default": "claude"},
+        # Contained, as a person's Runs are: limits, resumes and handoffs hold inside.
+        "sandbox": {"mode": "required"},
+    }
     for k, v in (config or {}).items():
         cfg.setdefault(k, {}).update(v)
-    d = OwlDaemon(tmp_path / "owl", cfg, agent=False,
-                  env={**stub.env(home, oauth=oauth), "CLAUDE_CODE_MAX_RETRIES": "1",
-                       # Owl started from inside a Claude Code session: not passed on
-                       "CLAUDECODE": "1", "CLAUDE_CODE_ENTRYPOINT": "cli"})
+    d = OwlDaemon(
+        tmp_path / "owl",
+        cfg,
+        agent=False,
+        env={
+            **stub.env(home, oauth=oauth),
+            "CLAUDE_CODE_MAX_RETRIES": "1",
+            # Owl started from inside a Claude Code session: not passed on
+            "CLAUDECODE": "1",
+            "CLAUDE_CODE_ENTRYPOINT": "cli",
+        },
+    )
     if oauth:
         d.env.pop("ANTHROPIC_API_KEY", None)
     return d
 
 
 def first_ended(d: OwlDaemon, job: int, timeout: float = 30.0) -> dict:
-    return wait_for(lambda: (j := d.job(job))["runs"] and j["runs"][0]["ended_at"] and j,
-                    timeout, what=f"job {job}'s first Run to end")
+    return wait_for(
+        lambda: (j := d.job(job))["runs"] and j["runs"][0]["ended_at"] and j,
+        timeout,
+        what=f"job {job}'s first Run to end",
+    )
+
+
+def is_claude(p: psutil.Process | None) -> bool:
+    """Whether `p` runs claude (a process gone, or with no command line, does not)."""
+    try:
+        argv = p.cmdline() if p is not None else []
+    except psutil.Error:
+        return False
+    return bool(argv) and "claude" in Path(argv[0]).name
 
 
 def hhmm(epoch: float) -> str:
@@ -98,13 +138,15 @@ def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
 
 def test_the_reset_time_is_read_from_the_text_when_nothing_else_gives_it(tmp_path):
     project = make_project(tmp_path / "proj")
-    script = [RateLimited("Claude AI usage limit reached|{reset}", times=2, reset_in=8),
-              Text("Done.")]
+    script = [
+        RateLimited("Claude AI usage limit reached|{reset}", times=2, reset_in=8),
+        Text("Done."),
+    ]
     with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
         job = d.add("Say done.", project, "--attempts", "1")
         d.machine("idle")
         first = first_ended(d, job)["runs"][0]
-        reset = stub.main_requests()[1].reset      # the CLI's retry: the reset it last saw
+        reset = stub.main_requests()[1].reset  # the CLI's retry: the reset it last saw
         assert first["outcome"] == "interrupted"
         assert first["reason"] == f"Claude's API rate limit (HTTP 429); resets at {hhmm(reset)}"
         j = d.wait_job(job, "review", timeout=40)
@@ -112,13 +154,23 @@ def test_the_reset_time_is_read_from_the_text_when_nothing_else_gives_it(tmp_pat
         assert all(r.at >= reset for r in stub.main_requests()[2:])
 
 
-@pytest.mark.parametrize("turn, reason", [
-    (RateLimited(times=2), "Claude's API rate limit (HTTP 429); no reset time given, "
-                           "trying again at "),
-    (Overloaded(times=2), "Claude's model service failed (HTTP 529 overloaded); trying again at "),
-], ids=["api-key-429", "529-overloaded"])
+@pytest.mark.parametrize(
+    "turn, reason",
+    [
+        (
+            RateLimited(times=2),
+            "Claude's API rate limit (HTTP 429); no reset time given, trying again at ",
+        ),
+        (
+            Overloaded(times=2),
+            "Claude's model service failed (HTTP 529 overloaded); trying again at ",
+        ),
+    ],
+    ids=["api-key-429", "529-overloaded"],
+)
 def test_a_rate_limit_or_the_service_failing_backs_off_without_spending_an_attempt(
-        tmp_path, turn, reason):
+    tmp_path, turn, reason
+):
     project = make_project(tmp_path / "proj")
     with AnthropicStub([turn]) as stub, claude_daemon(tmp_path, stub) as d:
         job = d.add("Say done.", project, "--attempts", "1")
@@ -151,17 +203,22 @@ def test_a_run_killed_mid_tool_is_resumed_and_the_agent_sees_its_own_tool_call(t
         Bash("echo start; sleep 8; echo x > late.txt", timeout_ms=60_000),
         Text("Carried on."),
     ]
-    with AnthropicStub(script) as stub, \
-            claude_daemon(tmp_path, stub, {"interruption": {"grace_window": "1s"}}) as d:
+    with (
+        AnthropicStub(script) as stub,
+        claude_daemon(tmp_path, stub, {"interruption": {"grace_window": "1s"}}) as d,
+    ):
         job = d.add("Add a --verbose flag.", project)
         d.machine("idle")
-        wait_for(lambda: stub.turns_served >= 1 and len(d.run_of(job)["pids"]) > 2, timeout=30,
-                 what="claude's Bash tool to be running")
+        wait_for(
+            lambda: stub.turns_served >= 1 and len(d.run_of(job)["pids"]) > 2,
+            timeout=30,
+            what="claude's Bash tool to be running",
+        )
         # the daemon was started from inside a Claude Code session: its markers stay behind.
-        # The agent is the Run's process whose parent is not the Run's: claude itself sets
-        # CLAUDECODE for its Bash tool, and pids are listed by number, which wraps.
-        pids = d.run_of(job)["pids"]
-        [agent] = [p for p in map(psutil.Process, pids) if p.ppid() not in pids]
+        # The agent is the Run's claude whose parent is not claude (the Run's own
+        # sandbox starts it): claude itself sets CLAUDECODE for its Bash tool.
+        procs = list(map(psutil.Process, d.run_of(job)["pids"]))
+        [agent] = [p for p in procs if is_claude(p) and not is_claude(p.parent())]
         assert "claude" in Path(agent.cmdline()[0]).name
         agent_env = agent.environ()
         assert agent_env.get("OWL_RUN_ID") and "CLAUDECODE" not in agent_env
@@ -176,8 +233,7 @@ def test_a_run_killed_mid_tool_is_resumed_and_the_agent_sees_its_own_tool_call(t
         assert second["resumed"] is True and j["attempts_left"] == j["attempts"]
         later = stub.main_requests()[-1]
         first_call = stub.main_requests()[0].turn
-        assert any(u["input"]["command"] == first_call.input["command"]
-                   for u in later.tool_uses())
+        assert any(u["input"]["command"] == first_call.input["command"] for u in later.tool_uses())
         assert any("grace window" in t for t in later.user_texts())
         assert "carried the conversation on" in d.ok("jobs", "show", str(job))
 
@@ -205,13 +261,16 @@ def test_a_reply_carries_the_work_on_in_the_same_conversation(tmp_path):
         assert "Please also add a goodbye file." in shown and "over all Runs" in shown
         assert j["runs"][1]["last_message"] == "Added the goodbye too."
         again = d.owl("jobs", "reply", str(job + 0), "x")
-        assert again.returncode == 0          # review again: a second reply is taken too
+        assert again.returncode == 0  # review again: a second reply is taken too
 
 
 def test_when_the_conversation_cannot_be_resumed_the_same_run_starts_afresh(tmp_path):
     project = make_project(tmp_path / "proj")
-    script = [Bash("mkdir -p .owl && echo 'hello is next' > .owl/HANDOFF.md && echo ok"),
-              Text("Wrote the handoff."), Text("Started afresh.")]
+    script = [
+        Bash("mkdir -p .owl && echo 'hello is next' > .owl/HANDOFF.md && echo ok"),
+        Text("Wrote the handoff."),
+        Text("Started afresh."),
+    ]
     with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
         job = d.add("Add a hello file.", project, "--attempts", "1")
         d.machine("idle")
@@ -219,7 +278,8 @@ def test_when_the_conversation_cannot_be_resumed_the_same_run_starts_afresh(tmp_
         # the CLI's transcripts are gone (another machine, a cleaned config folder)
         shutil.rmtree(tmp_path / "user-home" / ".claude" / "projects")
         d.owl("jobs", "reply", str(job), "-", input="Now the hello file, please.\n")
-        j = d.wait_job(job, "review", timeout=30)
+        # two contained starts of the CLI in one Run: slow on a busy machine
+        j = d.wait_job(job, "review", timeout=60)
         assert len(j["runs"]) == 2 and j["attempts_left"] == 1
         second = j["runs"][1]
         assert second["outcome"] == "succeeded" and second["resumed"] is False
@@ -233,8 +293,11 @@ def test_when_the_conversation_cannot_be_resumed_the_same_run_starts_afresh(tmp_
 
 def test_with_resume_off_every_run_starts_fresh_with_the_handoff_and_the_reply(tmp_path):
     project = make_project(tmp_path / "proj")
-    script = [Bash("mkdir -p .owl && echo 'hello is next' > .owl/HANDOFF.md && echo ok"),
-              Text("Wrote the handoff."), Text("Fresh.")]
+    script = [
+        Bash("mkdir -p .owl && echo 'hello is next' > .owl/HANDOFF.md && echo ok"),
+        Text("Wrote the handoff."),
+        Text("Fresh."),
+    ]
     with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub, resume=False) as d:
         job = d.add("Add a hello file.", project)
         d.machine("idle")
@@ -244,22 +307,37 @@ def test_with_resume_off_every_run_starts_fresh_with_the_handoff_and_the_reply(t
         assert [r["resumed"] for r in j["runs"]] == [False, False]
         fresh = stub.main_requests()[-1]
         text = "\n".join(fresh.user_texts())
-        assert "--- Attempt 2 ---" in text and "hello is next" in text
+        assert "--- Attempt 1, run 2 ---" in text and "hello is next" in text
         assert "Go on with the hello file." in text and fresh.tool_uses() == []
         assert j["runs"][1]["session_id"] not in (None, j["runs"][0]["session_id"])
 
 
 def test_after_the_daemon_dies_mid_run_the_next_run_carries_the_conversation_on(tmp_path):
     project = make_project(tmp_path / "proj")
-    script = [Bash("echo start; sleep 8; echo x > late.txt", timeout_ms=60_000),
-              Text("Back after the restart.")]
+    script = [
+        Bash("echo start; sleep 8; echo x > late.txt", timeout_ms=60_000),
+        Text("Back after the restart."),
+    ]
     with AnthropicStub(script) as stub:
         with claude_daemon(tmp_path, stub) as d:
             job = d.add("Add a --verbose flag.", project)
             d.machine("idle")
-            wait_for(lambda: stub.turns_served >= 1 and d.job(job)["runs"][0]["session_id"],
-                     timeout=30, what="claude's session id recorded while it works")
+            wait_for(
+                lambda: stub.turns_served >= 1 and d.job(job)["runs"][0]["session_id"],
+                timeout=30,
+                what="claude's session id recorded while it works",
+            )
             session = d.job(job)["runs"][0]["session_id"]
+            # Claude Code writes the conversation to its transcript as it goes: a
+            # kill before the tool call is in it leaves nothing to resume.
+            wait_for(
+                lambda: any(
+                    "sleep 8" in t.read_text(errors="replace")
+                    for t in (tmp_path / "user-home").rglob(f"{session}.jsonl")
+                ),
+                timeout=15,
+                what="claude's transcript to hold the tool call",
+            )
             d.kill()
         with claude_daemon(tmp_path, stub) as d:
             d.machine("idle")
@@ -272,14 +350,17 @@ def test_after_the_daemon_dies_mid_run_the_next_run_carries_the_conversation_on(
 
 
 def test_a_failed_check_is_told_to_the_resumed_conversation_and_a_blocked_job_takes_a_reply(
-        tmp_path):
-    checks = "[[checks]]\nname = 'hello'\nrun = 'test -f hello.txt || { echo no hello.txt; exit 1; }'\n"
+    tmp_path,
+):
+    checks = (
+        "[[checks]]\nname = 'hello'\nrun = 'test -f hello.txt || { echo no hello.txt; exit 1; }'\n"
+    )
     project = make_project(tmp_path / "proj", {"README": "x\n", ".owl.toml": checks})
     script = [Text("Nothing to do."), Text("Still nothing."), Bash(COMMIT), Text("Committed.")]
     with AnthropicStub(script) as stub, claude_daemon(tmp_path, stub) as d:
         job = d.add("Add a hello file and commit it.", project, "--attempts", "2")
         d.machine("idle")
-        j = d.wait_job(job, "blocked", timeout=40)
+        j = d.wait_job(job, "blocked", timeout=60)
         assert [r["outcome"] for r in j["runs"]] == ["failed", "failed"]
         assert j["runs"][1]["resumed"] is True
         told = "\n".join(stub.main_requests()[1].user_texts())
@@ -287,14 +368,17 @@ def test_a_failed_check_is_told_to_the_resumed_conversation_and_a_blocked_job_ta
         d.ok("jobs", "reply", str(job), "The check wants hello.txt committed.")
         j = d.wait_job(job, "review", timeout=40)
         assert j["attempts"] == 3 and [r["resumed"] for r in j["runs"]] == [False, True, True]
-        assert any("The check wants hello.txt committed." in t
-                   for t in stub.main_requests()[2].user_texts())
+        assert any(
+            "The check wants hello.txt committed." in t
+            for t in stub.main_requests()[2].user_texts()
+        )
 
 
 LIMITED_ONCE = """
 import os, pathlib, subprocess, sys
-flag = pathlib.Path(os.environ["OWL_WORKTREE"]).parent / ("limited-" + sys.argv[1])
+flag = pathlib.Path(os.environ["OWL_WORKTREE"]) / ".owl" / ("limited-" + sys.argv[1])
 if not flag.exists():
+    flag.parent.mkdir(exist_ok=True)
     flag.write_text("x")
     print("working on it")
     print("ERROR: You've hit your usage limit. Try again in 4 seconds.", flush=True)
@@ -307,8 +391,15 @@ subprocess.run(["git", "commit", "-q", "-m", "done"], check=True)
 
 def test_a_command_agent_that_opts_in_waits_out_its_limit_too(tmp_path):
     project = make_project(tmp_path / "proj")
-    cfg = {"agents": {"codex": {"command": [sys.executable, "-c", LIMITED_ONCE, "{job_id}"],
-                                "limit_pattern": "(?i)usage limit", "limit_exit_code": 75}}}
+    cfg = {
+        "agents": {
+            "codex": {
+                "command": [sys.executable, "-c", LIMITED_ONCE, "{job_id}"],
+                "limit_pattern": "(?i)usage limit",
+                "limit_exit_code": 75,
+            }
+        }
+    }
     with AnthropicStub([]) as stub, claude_daemon(tmp_path, stub, cfg) as d:
         job = d.add("Do it.", project, "--agent", "codex", "--attempts", "1")
         d.machine("idle")
@@ -320,15 +411,16 @@ def test_a_command_agent_that_opts_in_waits_out_its_limit_too(tmp_path):
         assert (w["agent"], w["kind"]) == ("codex", "usage")
         j = d.wait_job(job, "review", timeout=30)
         assert j["attempts_left"] == 1 and len(j["runs"]) == 2
-        second_started = time.mktime(time.strptime(j["runs"][1]["started_at"],
-                                                   "%Y-%m-%dT%H:%M:%S"))
+        second_started = time.mktime(time.strptime(j["runs"][1]["started_at"], "%Y-%m-%dT%H:%M:%S"))
         assert second_started >= int(w["until_epoch"])
 
 
 def test_any_other_api_error_fails_the_run_and_spends_an_attempt(tmp_path):
     project = make_project(tmp_path / "proj")
-    with AnthropicStub([ApiError(400, "prompt is too long")]) as stub, \
-            claude_daemon(tmp_path, stub) as d:
+    with (
+        AnthropicStub([ApiError(400, "prompt is too long")]) as stub,
+        claude_daemon(tmp_path, stub) as d,
+    ):
         job = d.add("Say done.", project, "--attempts", "2")
         d.machine("idle")
         j = first_ended(d, job)

@@ -12,7 +12,6 @@ import re
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,8 +22,9 @@ from owlproc import OWL, OwlDaemon, make_project, process_states, wait_for
 
 def run_owl(home: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, OWL_HOME=str(home), OWL_MACHINE="manual")
-    return subprocess.run([*OWL, *args], env=env, capture_output=True, text=True, input=input,
-                          timeout=30)
+    return subprocess.run(
+        [*OWL, *args], env=env, capture_output=True, text=True, input=input, timeout=30
+    )
 
 
 def refused(p: subprocess.CompletedProcess, words: str) -> None:
@@ -36,8 +36,9 @@ def refused(p: subprocess.CompletedProcess, words: str) -> None:
 
 
 def git(project: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(project), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def branches(project: Path) -> list[str]:
@@ -45,8 +46,11 @@ def branches(project: Path) -> list[str]:
 
 
 def worktrees(project: Path) -> list[str]:
-    return [line.split(" ", 1)[1] for line in git(project, "worktree", "list", "--porcelain")
-            .splitlines() if line.startswith("worktree ")]
+    return [
+        line.split(" ", 1)[1]
+        for line in git(project, "worktree", "list", "--porcelain").splitlines()
+        if line.startswith("worktree ")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +59,14 @@ def daemon(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("cli")
     project = make_project(root / "proj")
     with OwlDaemon(root / "home") as d:
-        d.project = project          # type: ignore[attr-defined]
-        d.plain = root / "plain"     # type: ignore[attr-defined]
+        d.project = project  # type: ignore[attr-defined]
+        d.plain = root / "plain"  # type: ignore[attr-defined]
         d.plain.mkdir()
         yield d
 
 
 # ------------------------------------------------------------- no daemon needed
+
 
 def test_version(tmp_path):
     p = run_owl(tmp_path, "--version")
@@ -99,12 +104,25 @@ def test_stop_during_a_shift_stops_this_work_not_the_shift(tmp_path):
     assert "Shift" in text and "owl shift stop" in text
 
 
-@pytest.mark.parametrize("args", [
-    ("bogus",), ("jobs", "show"), ("jobs", "show", "x"), ("jobs", "move", "1"),
-    ("jobs", "frobnicate", "1"), ("add",), ("add", "--attempts", "many", "p"),
-    ("shift", "start", "--for", "soon"), ("shift",), ("logs",), ("logs", "x"),
-    ("config", "edit"), ("status", "--yaml"), ("machine", "dance"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("bogus",),
+        ("jobs", "show"),
+        ("jobs", "show", "x"),
+        ("jobs", "move", "1"),
+        ("jobs", "frobnicate", "1"),
+        ("add",),
+        ("add", "--attempts", "many", "p"),
+        ("shift", "start", "--for", "soon"),
+        ("shift",),
+        ("logs",),
+        ("logs", "x"),
+        ("config", "edit"),
+        ("status", "--yaml"),
+        ("machine", "dance"),
+    ],
+)
 def test_usage_errors_exit_2(tmp_path, args):
     p = run_owl(tmp_path, *args)
     assert p.returncode == 2, (args, p.stdout, p.stderr)
@@ -115,8 +133,10 @@ def test_config_path_show_check_and_a_broken_config(tmp_path):
     home = tmp_path / "home"
     p = run_owl(home, "config", "path")
     assert p.returncode == 0 and p.stdout.strip() == str(home / "config.toml")
-    assert json.loads(run_owl(home, "config", "path", "--json").stdout) == \
-        {"path": str(home / "config.toml"), "exists": False}
+    assert json.loads(run_owl(home, "config", "path", "--json").stdout) == {
+        "path": str(home / "config.toml"),
+        "exists": False,
+    }
     p = run_owl(home, "config", "check")
     assert p.returncode == 0 and "defaults in force" in p.stdout
     doc = json.loads(run_owl(home, "config", "show", "--json").stdout)
@@ -128,12 +148,13 @@ def test_config_path_show_check_and_a_broken_config(tmp_path):
     cfg.write_text('[idle]\nafter = "2m"\n[runs]\nnice = 5\n')
     p = run_owl(home, "config", "check")
     assert p.returncode == 0 and p.stdout.strip() == f"{cfg}: ok"
-    assert "after = \"2m\"" in run_owl(home, "config", "show").stdout
+    assert 'after = "2m"' in run_owl(home, "config", "show").stdout
 
-    for text, key, value in [('[idle]\nafter = "soon"\n', "idle.after", '"soon"'),
-                             ("[runs]\nmax_parallel = 0\n", "runs.max_parallel", "0"),
-                             ('[interruption]\ngrace_window = -5\n', "interruption.grace_window",
-                              "-5")]:
+    for text, key, value in [
+        ('[idle]\nafter = "soon"\n', "idle.after", '"soon"'),
+        ("[runs]\nmax_parallel = 0\n", "runs.max_parallel", "0"),
+        ("[interruption]\ngrace_window = -5\n", "interruption.grace_window", "-5"),
+    ]:
         cfg.write_text(text)
         for verb in ("check", "show"):
             p = run_owl(home, "config", verb)
@@ -164,32 +185,57 @@ def test_with_no_daemon_reads_answer_from_the_database_and_the_rest_exit_3(tmp_p
     st = json.loads(run_owl(home, "status", "--json").stdout)
     assert st["daemon"] is False and st["queue_length"] == 1 and st["paused"] is True
     assert st["jobs"] == {"review": 1, "pending": 1} and st["head"] == waiting
-    for verb in (("pause",), ("resume",), ("start",), ("stop",), ("add", "--project",
-                 str(project), "x"), ("jobs", "drop", str(waiting)), ("shift", "status")):
+    for verb in (
+        ("pause",),
+        ("resume",),
+        ("start",),
+        ("stop",),
+        ("jobs", "drop", str(waiting)),
+        ("shift", "status"),
+    ):
         p = run_owl(home, *verb)
         assert p.returncode == 3, (verb, p.stderr)
-        assert p.stderr.strip() == "owl: no Owl daemon is running (start one with: owl daemon --detach)"
+        assert (
+            p.stderr.strip()
+            == "owl: no Owl daemon is running (start one with: owl daemon --detach)"
+        )
     p = run_owl(home, "jobs", "list", "--json")
-    assert p.returncode == 3 and "no Owl daemon" in p.stderr      # answered, then exit 3
+    assert p.returncode == 3 and "no Owl daemon" in p.stderr  # answered, then exit 3
     listed = json.loads(p.stdout)
-    assert [(j["id"], j["state"], j["position"]) for j in listed] == \
-        [(waiting, "pending", 1), (done, "review", None)]          # the queue first
+    assert [(j["id"], j["state"], j["position"]) for j in listed] == [
+        (waiting, "pending", 1),
+        (done, "review", None),
+    ]  # the queue first
     p = run_owl(home, "jobs")
-    assert p.returncode == 3 and p.stdout.split()[:7] == \
-        ["ID", "POS", "STATE", "AGENT", "PROJECT", "AGE", "TITLE"]
+    assert p.returncode == 3 and p.stdout.split()[:7] == [
+        "ID",
+        "POS",
+        "STATE",
+        "AGENT",
+        "PROJECT",
+        "AGE",
+        "TITLE",
+    ]
     rows = [line.split() for line in p.stdout.splitlines()[1:]]
-    assert [r[:5] for r in rows] == [[str(waiting), "1", "pending", "script", "proj"],
-                                     [str(done), "-", "review", "script", "proj"]]
+    assert [r[:5] for r in rows] == [
+        [str(waiting), "1", "pending", "script", "proj"],
+        [str(done), "-", "review", "script", "proj"],
+    ]
     p = run_owl(home, "jobs", "show", str(done), "--json")
     assert p.returncode == 3
     shown = json.loads(p.stdout)
     assert shown["state"] == "review" and shown["runs"][0]["outcome"] == "succeeded"
     refused(run_owl(home, "jobs", "show", "999"), "no job 999")
     p = run_owl(home, "logs", str(done))
-    assert p.returncode == 0 and p.stdout and f"run {run_id}" in p.stdout    # no daemon needed
+    assert p.returncode == 0 and p.stdout and f"run {run_id}" in p.stdout  # no daemon needed
+    # `owl add` told not to start a daemon queues the Job for the next one
+    p = run_owl(home, "add", "--project", str(project), "x")
+    assert p.returncode == 0 and p.stdout.strip() == str(waiting + 1), p.stderr
+    assert "queued for the next one" in p.stderr
 
 
 # ------------------------------------------------------------------ refusals
+
 
 def test_refusals_are_one_line_and_change_nothing(daemon):
     project, plain = str(daemon.project), str(daemon.plain)
@@ -205,7 +251,8 @@ def test_refusals_are_one_line_and_change_nothing(daemon):
         (("jobs", "move", str(first), "2"), "outside the queue (1 to 1)"),
         (("jobs", "move", str(first), "0"), "outside the queue"),
         (("jobs", "accept", str(first)), "not in review"),
-        (("logs", "999"), "no job 999"), (("logs", "--run", "999"), "no run 999"),
+        (("logs", "999"), "no job 999"),
+        (("logs", "--run", "999"), "no run 999"),
         (("add", "--project", project, ""), "the prompt is empty"),
         (("add", "--project", project, " \n\t "), "the prompt is empty"),
         (("add", "--project", plain, "do it"), "is not a git repository"),
@@ -216,10 +263,14 @@ def test_refusals_are_one_line_and_change_nothing(daemon):
     for args, words in cases:
         refused(daemon.owl(*args), words)
     # a prompt of 1 MB: the daemon's limit; of 2 MB: more than a request may carry
-    refused(daemon.owl("add", "--project", project, "-", input="x" * 1_000_000),
-            "the prompt is 1,000,000 bytes; the limit is 100,000")
-    refused(daemon.owl("add", "--project", project, "-", input="x" * 2_000_000),
-            "the daemon reads at most 1,048,576")
+    refused(
+        daemon.owl("add", "--project", project, "-", input="x" * 1_000_000),
+        "the prompt is 1,000,000 bytes; the limit is 100,000",
+    )
+    refused(
+        daemon.owl("add", "--project", project, "-", input="x" * 2_000_000),
+        "the daemon reads at most 1,048,576",
+    )
     assert daemon.json("jobs", "list") == before
     daemon.ok("jobs", "drop", str(first))
 
@@ -236,8 +287,16 @@ def test_pause_with_nothing_running_sets_the_hold_and_says_so(daemon):
 
 
 def test_add_json_is_the_job_as_jobs_show_gives_it_and_stdin_works(daemon):
-    p = daemon.owl("add", "--json", "--project", str(daemon.project), "--attempts", "2", "-",
-                   input="sleep=60\nsecond line of the prompt\n")
+    p = daemon.owl(
+        "add",
+        "--json",
+        "--project",
+        str(daemon.project),
+        "--attempts",
+        "2",
+        "-",
+        input="sleep=60\nsecond line of the prompt\n",
+    )
     assert p.returncode == 0, p.stderr
     added = json.loads(p.stdout)
     assert added == daemon.job(added["id"])
@@ -248,7 +307,6 @@ def test_add_json_is_the_job_as_jobs_show_gives_it_and_stdin_works(daemon):
     assert plain.isdigit() and int(plain) == added["id"] + 1
     for j in (added["id"], int(plain)):
         daemon.ok("jobs", "drop", str(j))
-
 
 
 def test_every_word_after_a_double_dash_is_the_prompt(daemon):
@@ -273,6 +331,7 @@ def test_every_word_after_a_double_dash_is_the_prompt(daemon):
     assert json.loads(p.stdout)["prompt"] == "-x"
     daemon.ok("jobs", "drop", str(json.loads(p.stdout)["id"]))
 
+
 def test_move_reorders_the_queue(daemon):
     ids = [daemon.add(f"sleep=60 n{i}", daemon.project) for i in range(4)]
     moved = daemon.json("jobs", "move", str(ids[3]), "1")
@@ -285,14 +344,18 @@ def test_move_reorders_the_queue(daemon):
     assert order == [ids[3], ids[1], ids[2], ids[0]]
     refused(daemon.owl("jobs", "move", str(ids[0]), "5"), "outside the queue (1 to 4)")
     st = daemon.status()
-    assert [(q["id"], q["position"], q["state"]) for q in st["queue"]] == \
-        [(ids[3], 1, "pending"), (ids[1], 2, "pending"), (ids[2], 3, "pending"),
-         (ids[0], 4, "pending")]
+    assert [(q["id"], q["position"], q["state"]) for q in st["queue"]] == [
+        (ids[3], 1, "pending"),
+        (ids[1], 2, "pending"),
+        (ids[2], 3, "pending"),
+        (ids[0], 4, "pending"),
+    ]
     for j in ids:
         daemon.ok("jobs", "drop", str(j))
 
 
 # --------------------------------------------------------- with real Runs
+
 
 def test_accept_drop_extend_and_the_git_they_leave(tmp_path):
     project = make_project(tmp_path / "proj")
@@ -321,7 +384,9 @@ def test_accept_drop_extend_and_the_git_they_leave(tmp_path):
         # then the branch and the worktree both go, the tip said and kept
         refused(d.owl("jobs", "drop", str(b)), "has 1 commit found on no other branch")
         p = d.owl("jobs", "drop", "--force", str(b))
-        assert p.returncode == 0 and f"job {b} dropped; branch {jb['branch']} deleted at " in p.stdout
+        assert (
+            p.returncode == 0 and f"job {b} dropped; branch {jb['branch']} deleted at " in p.stdout
+        )
         assert jb["branch"] not in branches(project)
         assert not Path(jb["worktree"]).exists() and jb["worktree"] not in worktrees(project)
         assert d.job(b)["state"] == "cancelled"
@@ -355,8 +420,7 @@ def test_dropping_an_active_job_needs_force_and_ends_its_run(tmp_path):
         assert out["state"] == "cancelled"
         wait_for(lambda: d.alive_agent_pids() == [], what="every process of the Run gone")
         j = d.wait_job(job, "cancelled")
-        wait_for(lambda: d.job(job)["runs"][0]["outcome"] == "interrupted",
-                 what="the Run recorded")
+        wait_for(lambda: d.job(job)["runs"][0]["outcome"] == "interrupted", what="the Run recorded")
         assert d.job(job)["runs"][0]["id"] == run["id"]
         assert branch not in branches(project)
         assert j["worktree"] is None or not Path(j["worktree"]).exists()
@@ -386,15 +450,26 @@ def test_status_reads_at_a_glance_and_its_json_carries_the_fields(tmp_path):
         assert {"id", "job_id", "state", "frozen_by", "grace_left_s", "pids"} <= set(r)
         assert (r["job_id"], r["state"], r["frozen_by"]) == (first, "frozen", "machine")
         assert 0 < r["grace_left_s"] <= 60 and r["pids"]
-        assert [(q["id"], q["position"], q["state"]) for q in st["queue"]] == \
-            [(first, 1, "active"), (second, 2, "pending")]
+        assert [(q["id"], q["position"], q["state"]) for q in st["queue"]] == [
+            (first, 1, "active"),
+            (second, 2, "pending"),
+        ]
         text = d.ok("status")
         assert re.search(rf"job {first} · frozen by machine · (\d+s|1m) left", text), text
         shown = d.job(first)
-        assert {"id", "state", "position", "branch", "worktree", "attempts_left",
-                "runs"} <= set(shown)
-        assert {"id", "attempt", "outcome", "ended_by", "reason", "exit_code", "started_at",
-                "ended_at"} <= set(shown["runs"][0])
+        assert {"id", "state", "position", "branch", "worktree", "attempts_left", "runs"} <= set(
+            shown
+        )
+        assert {
+            "id",
+            "attempt",
+            "outcome",
+            "ended_by",
+            "reason",
+            "exit_code",
+            "started_at",
+            "ended_at",
+        } <= set(shown["runs"][0])
         out = d.json("stop")
         assert out["runs"] == [r["id"]]
         wait_for(lambda: d.status()["runs"] == [], what="the Run ended")
@@ -407,18 +482,23 @@ def test_logs_and_logs_follow_until_the_run_ends(tmp_path):
         job = d.add("tick=0.1 sleep=1.5 exit=0", project)
         d.machine("idle")
         run = d.wait_run(job, "running")
-        follow = subprocess.Popen([*OWL, "logs", str(job), "-f"], env=d.env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        follow = subprocess.Popen(
+            [*OWL, "logs", str(job), "-f"],
+            env=d.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out, err = follow.communicate(timeout=20)
         assert follow.returncode == 0, err
-        assert d.job(job)["runs"][0]["ended_at"] is not None   # it waited for the end
+        assert d.job(job)["runs"][0]["ended_at"] is not None  # it waited for the end
         assert "tick 1" in out and "tick 5" in out
         whole = d.ok("logs", str(job))
         assert out.splitlines()[0] == f"job {job} · run {run['id']} · attempt 1 · running"
         assert whole.splitlines()[0] == f"job {job} · run {run['id']} · attempt 1 · succeeded"
         assert whole.splitlines()[1:] == out.splitlines()[1:]
         lines = [json.loads(x) for x in d.ok("logs", str(job), "--json").splitlines()]
-        assert [x["line"] for x in lines] == out.splitlines()[1:]       # no header
+        assert [x["line"] for x in lines] == out.splitlines()[1:]  # no header
         assert {x["run"] for x in lines} == {run["id"]}
 
 
@@ -435,3 +515,12 @@ def test_shift_verbs(daemon):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_owl_machine_tells_the_manual_machine_what_it_does(tmp_path: Path) -> None:
+    # The harness says these through the socket; here, once, through the command.
+    with OwlDaemon(tmp_path / "home") as d:
+        d.ok("machine", "battery")
+        assert d.status()["machine"]["on_ac_power"] is False
+        d.ok("machine", "ac")
+        assert d.status()["machine"]["on_ac_power"] is True

@@ -25,12 +25,14 @@ def home(tmp_path: Path):
     h.mkdir()
     (h / "config.toml").write_text(
         '[agents.script]\ncommand = ["%s", "%s", "{prompt}"]\n[agent]\ndefault = "script"\n'
-        '[idle]\nafter = "1s"\n' % (sys.executable, AGENT))
+        '[idle]\nafter = "1s"\n' % (sys.executable, AGENT)
+    )
     yield h
     for p in psutil.process_iter(["cmdline", "environ"]):
         try:
-            if (p.info["environ"] or {}).get("OWL_HOME") == str(h) and \
-                    p.info["cmdline"][-1:] == ["daemon"]:
+            if (p.info["environ"] or {}).get("OWL_HOME") == str(h) and p.info["cmdline"][-1:] == [
+                "daemon"
+            ]:
                 p.send_signal(signal.SIGTERM)
                 p.wait(15)
         except (psutil.Error, TypeError):
@@ -48,8 +50,11 @@ def daemons(home: Path) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["cmdline", "environ"]):
         try:
-            if (p.info["environ"] or {}).get("OWL_HOME") == str(home) and \
-                    p.info["cmdline"][-2:] == ["owl", "daemon"] and p.status() != "zombie":
+            if (
+                (p.info["environ"] or {}).get("OWL_HOME") == str(home)
+                and p.info["cmdline"][-2:] == ["owl", "daemon"]
+                and p.status() != "zombie"
+            ):
                 out.append(p)
         except (psutil.Error, TypeError):
             pass
@@ -62,6 +67,7 @@ def test_add_starts_the_daemon_in_the_background_once_even_when_two_race(home, t
 
     def add(n: int) -> None:
         results.append(owl(home, "add", "--project", str(project), f"sleep=0.1 exit=0 #{n}"))
+
     threads = [threading.Thread(target=add, args=(n,)) for n in range(3)]
     for t in threads:
         t.start()
@@ -69,12 +75,12 @@ def test_add_starts_the_daemon_in_the_background_once_even_when_two_race(home, t
         t.join()
     assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
     ids = sorted(int(r.stdout) for r in results)
-    assert ids == [1, 2, 3]                              # stdout stays the Job's id
+    assert ids == [1, 2, 3]  # stdout stays the Job's id
     said = [r.stderr for r in results if "started the daemon" in r.stderr]
-    assert len(said) == 1, [r.stderr for r in results]   # one daemon started, one said so
+    assert len(said) == 1, [r.stderr for r in results]  # one daemon started, one said so
     assert f"log {home / 'logs' / 'owl.log'}" in said[0]
     [d] = daemons(home)
-    assert d.ppid() != os.getpid() and os.getsid(d.pid) == d.pid    # a session of its own
+    assert d.ppid() != os.getpid() and os.getsid(d.pid) == d.pid  # a session of its own
     assert json.loads(owl(home, "status", "--json").stdout)["queue_length"] == 3
     again = owl(home, "daemon", "--detach")
     assert again.returncode == 0 and f"already running (pid {d.pid})" in again.stdout
@@ -82,13 +88,13 @@ def test_add_starts_the_daemon_in_the_background_once_even_when_two_race(home, t
 
 def test_no_start_and_the_environment_opt_out(home, tmp_path):
     project = make_project(tmp_path / "proj")
-    p = owl(home, "add", "--no-start", "--project", str(project), "x")
-    assert p.returncode == 3 and "no Owl daemon" in p.stderr
+    p = owl(home, "add", "--no-start", "--project", str(project), "x")  # queued, not started
+    assert p.returncode == 0 and "queued for the next one" in p.stderr, p.stderr
     p = owl(home, "shift", "start", "--for", "5m", OWL_NO_AUTOSTART="1")
     assert p.returncode == 3
     p = owl(home, "start", "--no-start")
     assert p.returncode == 3
-    for verb in ("pause", "resume", "stop"):                # live work: never started for
+    for verb in ("pause", "resume", "stop"):  # live work: never started for
         p = owl(home, verb)
         assert p.returncode == 3, (verb, p.stderr)
     assert daemons(home) == []
@@ -99,12 +105,12 @@ def test_shift_start_and_start_start_one_too(home, tmp_path):
     assert p.returncode == 0 and "Shift started" in p.stdout and "10m" in p.stdout, p
     assert "started the daemon" in p.stderr
     p = owl(home, "shift", "start", "--for", "5m")
-    assert p.returncode == 0 and "for the next 10m" in p.stdout, p.stdout   # not 9m 59s
+    assert p.returncode == 0 and "for the next 10m" in p.stdout, p.stdout  # not 9m 59s
     owl(home, "shift", "stop")
     os.kill(daemons(home)[0].pid, signal.SIGTERM)
     wait_for(lambda: not daemons(home), timeout=15, what="the daemon to stop")
     p = owl(home, "start")
-    assert p.returncode == 1 and "no Job is waiting" in p.stderr   # started, then refused
+    assert p.returncode == 1 and "no Job is waiting" in p.stderr  # started, then refused
     assert len(daemons(home)) == 1
 
 
@@ -156,7 +162,7 @@ def test_service_with_systemctl_enables_the_unit(tmp_path):
     bin_.mkdir()
     calls = tmp_path / "calls"
     fake = bin_ / "systemctl"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nexit 0\n")
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 0\n')
     fake.chmod(0o755)
     cfg = tmp_path / "cfg"
     env = {"XDG_CONFIG_HOME": str(cfg), "PATH": f"{bin_}:{os.environ['PATH']}"}
@@ -166,8 +172,11 @@ def test_service_with_systemctl_enables_the_unit(tmp_path):
     unit = cfg / "systemd" / "user" / "owl.service"
     assert str(unit) in p.stdout and "enable-linger" in p.stdout
     assert f"OWL_HOME={home}" in unit.read_text()
-    assert calls.read_text().splitlines() == ["--user show-environment", "--user daemon-reload",
-                                              "--user enable --now owl.service"]
+    assert calls.read_text().splitlines() == [
+        "--user show-environment",
+        "--user daemon-reload",
+        "--user enable --now owl.service",
+    ]
     st = json.loads(owl(home, "autostart", "status", "--json", **env).stdout)
     assert st["service"] is True and st["unit"] == str(unit)
     p = owl(home, "autostart", "off", **env)
@@ -185,11 +194,11 @@ def test_add_while_another_daemon_is_starting_uses_that_one(home, tmp_path):
         p = owl(home, "add", "--project", str(project), "sleep=0.1")
         assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
         # whichever of the two took the lock serves; the other leaves by itself
-        [left] = wait_for(lambda: len(d := daemons(home)) == 1 and d, timeout=20,
-                          what="one daemon to be left")
+        [left] = wait_for(
+            lambda: len(d := daemons(home)) == 1 and d, timeout=20, what="one daemon to be left"
+        )
         if left.pid != first.pid:
-            assert first.wait(10) == 1 and "already running" in \
-                (tmp_path / "first.log").read_text()
+            assert first.wait(10) == 1 and "already running" in (tmp_path / "first.log").read_text()
         assert json.loads(owl(home, "status", "--json").stdout)["queue_length"] == 1
     finally:
         first.terminate()

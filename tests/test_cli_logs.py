@@ -17,7 +17,7 @@ def test_logs_of_a_job_its_runs_and_its_checks(tmp_path):
         job = d.add("tick=0.1 sleep=60", project, "--attempts", "2")
         d.machine("idle")
         first = d.wait_run(job, "running")
-        d.ok("stop")                                        # interrupted: costs no attempt
+        d.ok("stop")  # interrupted: costs no attempt
         d.wait_job(job, "pending")
         d.owl("jobs", "drop", str(job), "--force")
         job = d.add("tick=0.1 sleep=0.5 exit=0", project, "--attempts", "1")
@@ -29,15 +29,17 @@ def test_logs_of_a_job_its_runs_and_its_checks(tmp_path):
 
         text = d.ok("logs", str(job))
         head, *body = text.splitlines()
-        assert head.startswith(f"job {job} · run {run['id']} · attempt 1 · failed: check unit "
-                               "tests failed (exit 1)"), head
+        assert head.startswith(
+            f"job {job} · run {run['id']} · attempt 1 · failed: check unit tests failed (exit 1)"
+        ), head
         assert any("tick" in line for line in body)
         assert d.ok("logs", "--run", str(run["id"])) == text
         assert d.ok("logs", str(job), "--run", str(run["id"])) == text
 
         check = d.ok("logs", str(job), "--check", "unit tests")
-        assert check.splitlines()[0] == (f"job {job} · run {run['id']} · check unit tests · "
-                                         "failed (exit 1)")
+        assert check.splitlines()[0] == (
+            f"job {job} · run {run['id']} · check unit tests · failed (exit 1)"
+        )
         assert "checking the units" in check
 
         p = d.owl("logs", str(job), "--run", str(first["id"]))

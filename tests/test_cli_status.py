@@ -26,10 +26,12 @@ def test_jobs_that_need_you_come_with_the_command_that_helps(tmp_path: Path) -> 
         lines = d.ok("status").splitlines()
         assert [ln for ln in lines if ln.startswith("review:")] == [
             f"review:     job {review} · write=a.txt commit=a exit=0 · on owl/job-{review} · "
-            f"owl jobs review {review}, then owl jobs accept {review}"]
+            f"owl jobs review {review}, then owl jobs accept {review}"
+        ]
         [ex] = [ln for ln in lines if ln.startswith("exhausted:")]
-        assert ex.startswith(f"exhausted:  job {exhausted} · exit=1") and \
-            ex.endswith(f"· owl jobs extend {exhausted}")
+        assert ex.startswith(f"exhausted:  job {exhausted} · exit=1") and ex.endswith(
+            f"· owl jobs extend {exhausted}"
+        )
         [bl] = [ln for ln in lines if ln.startswith("blocked:")]
         assert bl.startswith(f"blocked:    job {blocked} · ") and "check unit failed" in bl
         assert bl.endswith(f"owl jobs show {blocked}, then owl jobs extend {blocked}")
@@ -43,8 +45,11 @@ def test_jobs_that_need_you_come_with_the_command_that_helps(tmp_path: Path) -> 
 
 
 def test_a_shift_on_a_machine_that_cannot_be_read_says_so_once(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")
+    }
     d = OwlDaemon(tmp_path / "home", manual=False, env=env)
     d.env.pop("OWL_MACHINE", None)
     for key in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE"):
@@ -52,7 +57,7 @@ def test_a_shift_on_a_machine_that_cannot_be_read_says_so_once(tmp_path: Path) -
     with d:
         text = d.ok("status")
         assert "machine:    input cannot be read" in text
-        assert "note:" not in text                     # the machine line already says it
+        assert "note:" not in text  # the machine line already says it
         d.ok("shift", "start", "--for", "30m")
         text = d.ok("status")
         machine = next(ln for ln in text.splitlines() if ln.startswith("machine:"))

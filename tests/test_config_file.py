@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import psutil
 import pytest
 
-from owl import config as configmod
+from owl.settings import config as configmod
 from owlproc import OWL, OwlDaemon, make_project, process_states, wait_for
 
 
@@ -18,7 +17,7 @@ def test_load_refuses_a_fifo_at_once(tmp_path):
     fifo = tmp_path / "config.toml"
     os.mkfifo(fifo)
     with pytest.raises(configmod.ConfigError) as e:
-        configmod.load(fifo)            # no writer: reading would block for ever
+        configmod.load(fifo)  # no writer: reading would block for ever
     assert "FIFO" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -35,8 +34,9 @@ def test_the_daemon_will_not_start_on_a_fifo_and_says_so_in_one_line(tmp_path):
     p = subprocess.run([*OWL, "daemon"], env=env, capture_output=True, text=True, timeout=15)
     assert p.returncode == 1
     assert p.stderr.strip().count("\n") == 0 and "FIFO" in p.stderr
-    c = subprocess.run([*OWL, "config", "check"], env=env, capture_output=True, text=True,
-                       timeout=15)
+    c = subprocess.run(
+        [*OWL, "config", "check"], env=env, capture_output=True, text=True, timeout=15
+    )
     assert c.returncode == 1 and "FIFO" in c.stderr and c.stderr.strip().count("\n") == 0
 
 
@@ -50,13 +50,17 @@ def test_a_config_swapped_for_a_fifo_is_refused_while_a_frozen_run_ends_on_time(
         d.wait_run(job, "frozen")
         cfg = d.home / "config.toml"
         cfg.unlink()
-        os.mkfifo(cfg)                  # nobody will ever write into it
-        problem = wait_for(lambda: d.status()["config_problem"], timeout=10,
-                           what="the FIFO to be refused")
+        os.mkfifo(cfg)  # nobody will ever write into it
+        problem = wait_for(
+            lambda: d.status()["config_problem"], timeout=10, what="the FIFO to be refused"
+        )
         assert "FIFO" in problem and "last good config stays" in problem
         # the grace window (3 s) still ends the Run; every verb still answers
         d.wait_job(job, "pending", timeout=12)
-        wait_for(lambda: set(process_states(pids).values()) <= {"gone", psutil.STATUS_ZOMBIE},
-                 timeout=5, what="the agent to end")
+        wait_for(
+            lambda: set(process_states(pids).values()) <= {"gone", psutil.STATUS_ZOMBIE},
+            timeout=5,
+            what="the agent to end",
+        )
         assert "FIFO" in d.ok("status")
         assert d.stop() == 0

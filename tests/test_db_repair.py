@@ -16,7 +16,7 @@ from pathlib import Path
 from owlproc import OwlDaemon, make_project
 
 PAGE = 4096
-PAD = "p" * 1500          # about two Jobs a page, so one page holds few of them
+PAD = "p" * 1500  # about two Jobs a page, so one page holds few of them
 
 
 def _one_line_refusal(p, db: Path, code: int = 1) -> str:
@@ -46,9 +46,9 @@ def _overwrite_page_holding(db: Path, marker: bytes) -> set[int]:
     at = data.find(marker)
     assert at > 0, "the marker is in the file"
     start = at // PAGE * PAGE
-    page = bytes(data[start:start + PAGE])
+    page = bytes(data[start : start + PAGE])
     lost = {int(m.split(b"-")[1]) for m in re.findall(rb"marker-\d+-end", page)}
-    data[start:start + PAGE] = b"\xff" * PAGE
+    data[start : start + PAGE] = b"\xff" * PAGE
     db.write_bytes(bytes(data))
     return lost
 
@@ -84,28 +84,32 @@ def test_damaged_database_is_said_in_one_line_and_its_rows_saved(tmp_path: Path)
     _one_line_refusal(d.owl("status"), db, code=3)
     line = _one_line_refusal(d.owl("db", "check"), db)
     assert "damaged" in line
-    assert _digest(db) == damaged               # reading changed nothing
+    assert _digest(db) == damaged  # reading changed nothing
 
     p = d.owl("db", "recover")
     assert p.returncode == 0, p.stderr
     saved = len(ids) - len(lost)
     assert f"saved {saved} Jobs and 3 Runs" in p.stdout, p.stdout
-    [kept] = [q for q in d.home.iterdir() if q.name.startswith("owl.db.damaged-")
-              and not q.name.endswith(("-wal", "-shm"))]
+    [kept] = [
+        q
+        for q in d.home.iterdir()
+        if q.name.startswith("owl.db.damaged-") and not q.name.endswith(("-wal", "-shm"))
+    ]
     assert str(kept) in p.stdout and _digest(kept) == damaged
 
-    p = d.owl("db", "recover")                 # a whole file is left as it is
+    p = d.owl("db", "recover")  # a whole file is left as it is
     assert p.returncode == 1 and "nothing to recover" in p.stderr, p.stderr
     check = d.json("db", "check")
     assert check["ok"] and check["counts"]["jobs"] == saved and check["counts"]["runs"] == 3
     with d:
-        p = d.owl("db", "recover")             # the daemon holds the file
+        p = d.owl("db", "recover")  # the daemon holds the file
         assert p.returncode == 1 and "daemon is running" in p.stderr, p.stderr
         listed = d.json("jobs", "list")
         assert sorted(j["id"] for j in listed) == sorted(set(ids) - lost)
         assert all(j["state"] == "review" for j in listed if j["id"] in ran)
-        assert [j["id"] for j in listed if j["state"] == "pending"] == \
-            [j for j in queued if j not in lost]
+        assert [j["id"] for j in listed if j["state"] == "pending"] == [
+            j for j in queued if j not in lost
+        ]
         shown = d.job(ran[0])
         assert shown["runs"][0]["outcome"] == "succeeded"
         assert shown["title"].startswith("exit=0 marker-0-end")
@@ -129,8 +133,11 @@ def test_an_emptied_database_is_not_an_empty_queue(tmp_path: Path) -> None:
     assert db.stat().st_size == 0 and "empty" in d.log_text().strip().splitlines()[-1]
     p = d.owl("db", "recover")
     assert p.returncode == 0 and "saved 0 Jobs and 0 Runs" in p.stdout, p.stderr
-    [kept] = [q for q in d.home.iterdir() if q.name.startswith("owl.db.damaged-")
-              and not q.name.endswith(("-wal", "-shm"))]
+    [kept] = [
+        q
+        for q in d.home.iterdir()
+        if q.name.startswith("owl.db.damaged-") and not q.name.endswith(("-wal", "-shm"))
+    ]
     assert kept.stat().st_size == 0
     with d:
         assert d.json("jobs", "list") == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from owl.engine import LOG_CAP
+from owl.engine.loop import LOG_CAP
 from owlproc import ROOT, OwlDaemon, make_project, wait_for
 from support.smalldisk import fill, small_disk_fixture
 
@@ -23,9 +23,14 @@ small_disk = small_disk_fixture("24m")
 
 
 def _daemon(home: Path, argv: list[str], tmp_path: Path) -> OwlDaemon:
-    d = OwlDaemon(home, {"agents": {"spill": {"command": [sys.executable, SPILL, *argv]}},
-                         "agent": {"default": "spill"}})
-    d.keep_pids_in(tmp_path)            # off the small disk
+    d = OwlDaemon(
+        home,
+        {
+            "agents": {"spill": {"command": [sys.executable, SPILL, *argv]}},
+            "agent": {"default": "spill"},
+        },
+    )
+    d.keep_pids_in(tmp_path)  # off the small disk
     d.log = tmp_path / "daemon.log"
     return d
 
@@ -43,23 +48,25 @@ def _log_sizes(log: Path) -> tuple[int, int]:
             return p.stat().st_size
         except FileNotFoundError:
             return 0
+
     return size(log), size(log.with_name(log.name + ".1"))
 
 
 @pytest.mark.parametrize("small_disk", ["64m"], indirect=True)
 def test_the_log_cap_holds_as_the_agent_writes(tmp_path: Path, small_disk: Path) -> None:
     project = make_project(tmp_path / "proj")
-    d = _daemon(small_disk / "home", ["30"], tmp_path)          # 30 MB in a second or so
+    d = _daemon(small_disk / "home", ["30"], tmp_path)  # 30 MB in a second or so
     with d:
         job = d.add("go", project)
         log = d.home / "logs"
         seen: list[tuple[int, int]] = []
         stop = threading.Event()
 
-        def watch() -> None:              # the sizes, as often as they can be read
+        def watch() -> None:  # the sizes, as often as they can be read
             while not stop.is_set():
                 for f in log.glob("*.log"):
                     seen.append(_log_sizes(f))
+
         t = threading.Thread(target=watch)
         t.start()
         try:
@@ -74,7 +81,7 @@ def test_the_log_cap_holds_as_the_agent_writes(tmp_path: Path, small_disk: Path)
         data = path.read_bytes()
         assert data.endswith(f"the end {run['id']}\n".encode())
         old = path.with_name(path.name + ".1").read_bytes()
-        assert len(old) <= LOG_CAP and old.endswith(b"x\n")       # rotated at a line's end
+        assert len(old) <= LOG_CAP and old.endswith(b"x\n")  # rotated at a line's end
         assert sum(_log_sizes(path)) <= 2 * LOG_CAP
 
 
@@ -85,8 +92,11 @@ def test_rotation_works_with_no_free_space(tmp_path: Path, small_disk: Path) -> 
     with d:
         job, run = _started(d, project)
         path = Path(run["log"])
-        wait_for(lambda: sum(_log_sizes(path)) >= 9 * 1024 * 1024, timeout=30,
-                 what="the first 9 MB written and rotated once")
+        wait_for(
+            lambda: sum(_log_sizes(path)) >= 9 * 1024 * 1024,
+            timeout=90,
+            what="the first 9 MB written and rotated once",
+        )
         assert _log_sizes(path)[1] > 0
         filler = fill(small_disk)
         free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
@@ -101,25 +111,28 @@ def test_rotation_works_with_no_free_space(tmp_path: Path, small_disk: Path) -> 
         assert filler.exists()
 
 
-def test_a_runs_end_keeps_its_time_and_jobs_and_status_agree(tmp_path: Path,
-                                                             small_disk: Path) -> None:
+def test_a_runs_end_keeps_its_time_and_jobs_and_status_agree(
+    tmp_path: Path, small_disk: Path
+) -> None:
     project = make_project(tmp_path / "proj")
     go = tmp_path / "go"
     d = _daemon(small_disk / "home", ["0", str(go), "0"], tmp_path)
     with d:
         job, run = _started(d, project)
         filler = fill(small_disk)
-        (d.home / ".owl-room").unlink()       # the kept-back room already spent
+        (d.home / ".owl-room").unlink()  # the kept-back room already spent
         filler2 = fill(small_disk, "filler2")
         go.touch()
         # the Run ends; its end cannot be written yet
-        status = wait_for(lambda: (s := d.status()) and any(
-            r.get("unrecorded") for r in s["runs"]) and s, timeout=20,
-            what="the Run to end unrecorded")
+        status = wait_for(
+            lambda: (s := d.status()) and any(r.get("unrecorded") for r in s["runs"]) and s,
+            timeout=20,
+            what="the Run to end unrecorded",
+        )
         ended = time.time()
         [r] = [r for r in status["runs"] if r["job_id"] == job]
         assert r["state"] == "ending" and "disk is full" in status["attention"]
-        for _ in range(10):                       # while it waits, the two agree
+        for _ in range(10):  # while it waits, the two agree
             live_in_status = {r["job_id"] for r in d.status()["runs"]}
             active_in_jobs = {j["id"] for j in d.json("jobs", "list") if j["state"] == "active"}
             assert live_in_status == active_in_jobs == {job}
@@ -130,12 +143,17 @@ def test_a_runs_end_keeps_its_time_and_jobs_and_status_agree(tmp_path: Path,
         assert shown_run["ended_at"] == r["ended_at"]
         filler.unlink()
         filler2.unlink()
-        shown = wait_for(lambda: not (j := d.job(job))["runs"][0].get("unrecorded") and j,
-                         timeout=15, what="the end to be written")
+        shown = wait_for(
+            lambda: not (j := d.job(job))["runs"][0].get("unrecorded") and j,
+            timeout=15,
+            what="the end to be written",
+        )
         assert shown["state"] == "review" and shown["runs"][0]["outcome"] == "succeeded"
         from datetime import datetime
+
         at = datetime.fromisoformat(shown["runs"][0]["ended_at"]).timestamp()
         assert at <= ended + 0.5 < time.time() - 1.5, (at, ended)
         assert {r["job_id"] for r in d.status()["runs"]} == set()
-        wait_for(lambda: (d.home / ".owl-room").exists(), timeout=10,
-                 what="the room kept back again")
+        wait_for(
+            lambda: (d.home / ".owl-room").exists(), timeout=10, what="the room kept back again"
+        )

@@ -11,8 +11,9 @@ from owlproc import OwlDaemon, make_project, wait_for
 
 
 def branches(project: Path) -> str:
-    return subprocess.run(["git", "-C", str(project), "branch", "--list"], check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(project), "branch", "--list"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def test_drop_force_keeps_the_worktree_until_the_run_s_tree_is_gone(tmp_path):
@@ -33,6 +34,9 @@ def test_drop_force_keeps_the_worktree_until_the_run_s_tree_is_gone(tmp_path):
             assert branch in branches(project)
             seen_alive += 1
         assert seen_alive > 3
-        wait_for(lambda: not worktree.exists() and branch not in branches(project),
-                 timeout=5, what="the worktree and branch removed after the Run")
+        wait_for(
+            lambda: not worktree.exists() and branch not in branches(project),
+            timeout=5,
+            what="the worktree and branch removed after the Run",
+        )
         assert d.job(job)["runs"][0]["ended_by"] == "sigkill"

@@ -20,13 +20,14 @@ def test_a_call_that_times_out_is_withdrawn_and_never_runs(tmp_path):
 
         def hold() -> None:
             busy.set()
-            time.sleep(1.5)          # the engine thread busy (a stand-in for a slow step)
+            time.sleep(1.5)  # the engine thread busy (a stand-in for a slow step)
+
         threading.Thread(target=lambda: e.call(hold), daemon=True).start()
         assert busy.wait(5)
         ran = []
         with pytest.raises(Refused, match="nothing was done; try again in a moment"):
             e.call(lambda: ran.append(1), timeout=0.3)
-        e.call(lambda: None, timeout=10)      # the engine got past the slow step
+        e.call(lambda: None, timeout=10)  # the engine got past the slow step
         assert ran == []
     finally:
         assert e.stop(10)

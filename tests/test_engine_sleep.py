@@ -10,13 +10,13 @@ from pathlib import Path
 
 import psutil
 
-from owl import config as configmod
-from owl import verbwork
-from owl.engine import Engine
-from owl.lifecycle import GRACE_PASSED
-from owl.machine import ManualMachine
-from owl.paths import Paths
-from owl.store import Store
+from owl.settings import config as configmod
+from owl.verbs import caller_side as verbwork
+from owl.engine.loop import Engine
+from owl.rules.lifecycle import GRACE_PASSED
+from owl.idle.machine import ManualMachine
+from owl.settings.paths import Paths
+from owl.store.db import Store
 from owlproc import AGENT, make_project, wait_for
 
 
@@ -33,15 +33,25 @@ class FakeSleep:
 
 def engine_in(tmp: Path, grace: float) -> Engine:
     root = tmp / "home"
-    paths = Paths(config=root / "config.toml", db=root / "owl.db", socket=root / "s",
-                  logs=root / "logs", worktrees=root / "worktrees", runtime=root / "run")
+    paths = Paths(
+        config=root / "config.toml",
+        db=root / "owl.db",
+        socket=root / "s",
+        logs=root / "logs",
+        worktrees=root / "worktrees",
+        runtime=root / "run",
+    )
     paths.ensure()
-    cfg = configmod.from_dict({
-        "idle": {"after": "1s", "require_ac_power": False},
-        "interruption": {"grace_window": f"{grace:g}s"},
-        "power": {"keep_awake": False},
-        "agents": {"script": {"command": [sys.executable, AGENT, "{prompt}"]}},
-        "agent": {"default": "script"}}, "test")
+    cfg = configmod.from_dict(
+        {
+            "idle": {"after": "1s", "require_ac_power": False},
+            "interruption": {"grace_window": f"{grace:g}s"},
+            "power": {"keep_awake": False},
+            "agents": {"script": {"command": [sys.executable, AGENT, "{prompt}"]}},
+            "agent": {"default": "script"},
+        },
+        "test",
+    )
     return Engine(store=Store(paths.db), paths=paths, cfg=cfg, machine=ManualMachine())
 
 
@@ -57,18 +67,26 @@ def test_a_run_frozen_before_a_long_sleep_is_ended_on_wake_never_thawed(tmp_path
         e.call(lambda: e.machine_event("idle"))
         wait_for(lambda: e.call(lambda: e.status()["runs"]), timeout=10, what="a Run")
         e.call(lambda: e.machine_event("input"))
-        run = wait_for(lambda: [r for r in e.call(lambda: e.status()["runs"])
-                                if r["state"] == "frozen"], what="the Run frozen")[0]
+        run = wait_for(
+            lambda: [r for r in e.call(lambda: e.status()["runs"]) if r["state"] == "frozen"],
+            what="the Run frozen",
+        )[0]
         procs = [psutil.Process(p) for p in run["pids"]]
         # A night's sleep; the wake comes with the machine idle again.
         fake.pending = 8 * 3600.0
         e.call(lambda: e.machine_event("idle"))
-        first = wait_for(lambda: (r := e.call(lambda: e.job_view(job))["runs"][0])["outcome"]
-                         and r, timeout=10, what="the Run to end")
+        first = wait_for(
+            lambda: (r := e.call(lambda: e.job_view(job))["runs"][0])["outcome"] and r,
+            timeout=10,
+            what="the Run to end",
+        )
         assert first["outcome"] == "interrupted" and first["reason"] == GRACE_PASSED
         assert "the machine slept for 28800 s" in caplog.text
         assert "thawed" not in caplog.text
-        wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                                 for p in procs), timeout=5, what="the agent to end")
+        wait_for(
+            lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs),
+            timeout=5,
+            what="the agent to end",
+        )
     finally:
         assert e.stop(10)

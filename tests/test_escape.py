@@ -19,21 +19,28 @@ import psutil
 import pytest
 
 from owlproc import OwlDaemon, make_project, wait_for
+from support import nspids
+from support.need import programs
 
+# Each pid noted with its PID namespace (a contained Run has one of its own).
 SCRIPT = """\
-( env -i setsid sh -c 'echo $$ >> "{pids}"; exec sleep 600' & )
-( env -i setsid sh -c '( sleep 600 & echo $! >> "{pids}" ) ' & )
+( env -i setsid sh -c 'echo "$(readlink /proc/self/ns/pid) $$" >> "{pids}"; exec sleep 600' & )
+( env -i setsid sh -c '( sleep 600 & echo "$(readlink /proc/self/ns/pid) $!" >> "{pids}" ) ' & )
 sleep 600
 """
+# Uncontained, and in its sandbox (its own PID namespace, where the orphans go to
+# the namespace's init, bwrap, rather than the Run's reaper outside it).
+SANDBOX = pytest.mark.parametrize("sandbox", ["off", "required"])
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="child subreapers are Linux's")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="child subreapers are Linux's"
+)
 
 
-def escaped(home: Path) -> list[psutil.Process]:
+def escaped(pids_file: Path) -> list[psutil.Process]:
     """The tag-less orphans the agent left, once both are there."""
     try:
-        pids = [int(x) for x in (home / "escaped").read_text().split()]
+        pids = nspids.host_pids(pids_file.read_text())
     except FileNotFoundError:
         return []
     out = []
@@ -57,40 +64,58 @@ def gone(procs: list[psutil.Process]) -> bool:
     return True
 
 
-def start(tmp_path: Path) -> tuple[OwlDaemon, int, list[psutil.Process]]:
+def start(tmp_path: Path, sandbox: str = "off") -> tuple[OwlDaemon, int, list[psutil.Process]]:
+    if sandbox != "off":
+        programs("bwrap")
     home = tmp_path / "home"
     home.mkdir()
+    noted = tmp_path / "escaped"  # outside OWL_HOME, which a contained Run cannot see
+    noted.mkdir()
     script = tmp_path / "agent.sh"
-    script.write_text(SCRIPT.format(pids=home / "escaped"))
-    d = OwlDaemon(home, config={"agents": {"sh": {"command": ["/bin/sh", str(script)]}},
-                               "agent": {"default": "sh"}, "power": {"keep_awake": False}})
+    script.write_text(SCRIPT.format(pids=noted / "pids"))
+    d = OwlDaemon(
+        home,
+        config={
+            "agents": {"sh": {"command": ["/bin/sh", str(script)]}},
+            "agent": {"default": "sh"},
+            "power": {"keep_awake": False},
+            "sandbox": {"mode": sandbox, "write": [str(noted)]},
+        },
+    )
     d.start()
     job = d.add("leave two orphans without the tag", make_project(tmp_path / "proj"))
     d.machine("idle")
     d.wait_run(job, "running")
-    procs = wait_for(lambda: escaped(home), timeout=10, what="the orphans to start")
+    procs = wait_for(lambda: escaped(noted / "pids"), timeout=10, what="the orphans to start")
     return d, job, procs
 
 
-def test_an_orphan_without_the_tag_is_frozen_and_ended_by_the_grace_window(tmp_path):
-    d, job, procs = start(tmp_path)
+@SANDBOX
+def test_an_orphan_without_the_tag_is_frozen_and_ended_by_the_grace_window(tmp_path, sandbox):
+    d, job, procs = start(tmp_path, sandbox)
     try:
         for p in procs:
-            # no tag, a session of its own, its parent gone: it is the Run's reaper's now
+            # no tag, a session of its own, its parent gone: it is the Run's reaper's
+            # now (or, contained, its PID namespace's init: bwrap)
             assert os.getsid(p.pid) != os.getsid(p.parent().pid)
-            assert "reaper.py" in " ".join(p.parent().cmdline())
+            adopter = "reaper.py" if sandbox == "off" else "bwrap"
+            assert adopter in " ".join(p.parent().cmdline())
         d.machine("input")
         d.wait_run(job, "frozen", timeout=5)
-        wait_for(lambda: all(p.status() == psutil.STATUS_STOPPED for p in procs), timeout=2,
-                 what="the orphans to be stopped")
-        d.wait_job(job, "pending", timeout=15)          # grace window 3 s, then TERM
+        wait_for(
+            lambda: all(p.status() == psutil.STATUS_STOPPED for p in procs),
+            timeout=2,
+            what="the orphans to be stopped",
+        )
+        d.wait_job(job, "pending", timeout=15)  # grace window 3 s, then TERM
         wait_for(lambda: gone(procs), timeout=5, what="the orphans to end")
     finally:
         d.__exit__(None, None, None)
 
 
-def test_a_daemon_stop_ends_an_orphan_without_the_tag(tmp_path):
-    d, job, procs = start(tmp_path)
+@SANDBOX
+def test_a_daemon_stop_ends_an_orphan_without_the_tag(tmp_path, sandbox):
+    d, job, procs = start(tmp_path, sandbox)
     try:
         assert d.stop() == 0
         assert gone(procs)
@@ -98,8 +123,9 @@ def test_a_daemon_stop_ends_an_orphan_without_the_tag(tmp_path):
         d.__exit__(None, None, None)
 
 
-def test_a_killed_daemon_s_watchdog_ends_an_orphan_without_the_tag(tmp_path):
-    d, job, procs = start(tmp_path)
+@SANDBOX
+def test_a_killed_daemon_s_watchdog_ends_an_orphan_without_the_tag(tmp_path, sandbox):
+    d, job, procs = start(tmp_path, sandbox)
     try:
         d.machine("input")
         d.wait_run(job, "frozen", timeout=5)
@@ -127,8 +153,7 @@ def test_where_a_cgroup_can_be_made_each_run_has_its_own(tmp_path):
     d, job, procs = start(tmp_path)
     try:
         run = d.run_of(job)
-        groups = ({cgroup_of(p.pid) for p in procs} | {cgroup_of(p) for p in run["pids"]}) \
-            - {None}
+        groups = ({cgroup_of(p.pid) for p in procs} | {cgroup_of(p) for p in run["pids"]}) - {None}
         assert len(groups) == 1
         [group] = groups
         assert group.endswith(f"/run-{run['id']}")
@@ -151,8 +176,11 @@ def test_the_sweep_alone_still_catches_them_without_a_cgroup(tmp_path, monkeypat
     try:
         d.machine("input")
         d.wait_run(job, "frozen", timeout=5)
-        wait_for(lambda: all(p.status() == psutil.STATUS_STOPPED for p in procs), timeout=2,
-                 what="the orphans to be stopped")
+        wait_for(
+            lambda: all(p.status() == psutil.STATUS_STOPPED for p in procs),
+            timeout=2,
+            what="the orphans to be stopped",
+        )
         assert d.stop() == 0
         assert gone(procs)
     finally:

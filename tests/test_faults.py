@@ -30,13 +30,14 @@ FINAL_OR_QUEUED = {"pending", "review", "exhausted", "blocked", "done", "cancell
 
 # ------------------------------------------------------------------ helpers
 
+
 def watchdogs(home: Path) -> list[psutil.Process]:
     """Live watchdog processes guarding this home's database."""
     db = str(home / "owl.db")
     out = []
     for p in psutil.process_iter(["cmdline", "status"]):
         cmd = p.info["cmdline"] or []
-        if "owl.watchdog" in cmd and db in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+        if "owl.daemon.watchdog" in cmd and db in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
             out.append(p)
     return out
 
@@ -55,21 +56,26 @@ def check_after_restart(d: OwlDaemon, added: list[int]) -> None:
     # no process of an earlier Run is alive (recovery ran before the daemon answered)
     assert d.alive_agent_pids() == [], process_states(d.agent_pids())
     st = d.status()
-    assert st["runs"] == []                     # the machine is in use: nothing started
+    assert st["runs"] == []  # the machine is in use: nothing started
     jobs = dict(db_rows(d.home, "SELECT id, state FROM jobs"))
     # every Job that `owl add` acknowledged is still there, and none is active
     # without a live Run
     assert set(added) <= set(jobs), (added, jobs)
     assert all(s in FINAL_OR_QUEUED for s in jobs.values()), jobs
     # the queue keeps the order the Jobs were added in
-    queued = [r[0] for r in db_rows(
-        d.home, "SELECT id FROM jobs WHERE state IN ('pending','active') ORDER BY sort_key")]
+    queued = [
+        r[0]
+        for r in db_rows(
+            d.home, "SELECT id FROM jobs WHERE state IN ('pending','active') ORDER BY sort_key"
+        )
+    ]
     assert queued == [j for j in sorted(jobs) if jobs[j] == "pending"]
     assert [q["id"] for q in st["queue"]] == queued
     assert [q["position"] for q in st["queue"]] == list(range(1, len(queued) + 1))
     # every Run is closed, with an outcome, and a reason unless it succeeded
     for rid, ended_at, outcome, reason in db_rows(
-            d.home, "SELECT id, ended_at, outcome, reason FROM runs"):
+        d.home, "SELECT id, ended_at, outcome, reason FROM runs"
+    ):
         assert ended_at is not None and outcome in ("succeeded", "failed", "interrupted"), rid
         assert outcome == "succeeded" or reason, (rid, outcome, reason)
     assert integrity(d.home) == "ok"
@@ -80,10 +86,10 @@ def check_after_restart(d: OwlDaemon, added: list[int]) -> None:
 # The scenario: queue, start, freeze, thaw, freeze again, grace expiry (Term),
 # kill (5 s later: the first agent traps SIGTERM), the next start. Seed n runs
 # phases 0..n % len(PHASES), waits a random moment, then SIGKILLs the daemon.
-A = "trap-term setsid-child=30 tick=0.2 sleep=30"     # frozen, thawed, killed
-B = "setsid-child=30 sleep=0.4 exit=0"                 # succeeds, leaves a child
-C = "sleep=0.3 exit=3"                                 # fails: exhausted
-D = "sleep=30"                                         # waits its turn
+A = "trap-term setsid-child=30 tick=0.2 sleep=30"  # frozen, thawed, killed
+B = "setsid-child=30 sleep=0.4 exit=0"  # succeeds, leaves a child
+C = "sleep=0.3 exit=3"  # fails: exhausted
+D = "sleep=30"  # waits its turn
 
 
 def _phases(d: OwlDaemon, project: Path, added: list[int]) -> list:
@@ -92,6 +98,7 @@ def _phases(d: OwlDaemon, project: Path, added: list[int]) -> list:
             for p in prompts:
                 extra = ("--attempts", "1") if p == C else ()
                 added.append(d.add(p, project, *extra))
+
         return run
 
     def first_run(state: str, timeout: float = 15.0):
@@ -101,15 +108,20 @@ def _phases(d: OwlDaemon, project: Path, added: list[int]) -> list:
         def run() -> None:
             d.machine(event)
             then()
+
         return run
 
     return [
         add(A, B),
         add(C, D),
         # (running, and both agents past their first steps: A traps TERM)
-        machine("idle", lambda: (first_run("running")(),
-                                 wait_for(lambda: len(d.agent_pids()) >= 4,
-                                          what="both agents and their children"))),
+        machine(
+            "idle",
+            lambda: (
+                first_run("running")(),
+                wait_for(lambda: len(d.agent_pids()) >= 4, what="both agents and their children"),
+            ),
+        ),
         machine("input", first_run("frozen")),
         machine("idle", first_run("running")),
         machine("input", first_run("frozen")),
@@ -123,9 +135,14 @@ def _phases(d: OwlDaemon, project: Path, added: list[int]) -> list:
 def test_daemon_killed_at_a_random_moment_recovers(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     project = make_project(tmp_path / "proj")
-    d = SocketOwl(tmp_path / "home", {"idle": {"after": "1s"},
-                                      "interruption": {"grace_window": "1s"},
-                                      "runs": {"max_parallel": 2}})
+    d = SocketOwl(
+        tmp_path / "home",
+        {
+            "idle": {"after": "1s"},
+            "interruption": {"grace_window": "1s"},
+            "runs": {"max_parallel": 2},
+        },
+    )
     added: list[int] = []
     try:
         d.start()
@@ -135,9 +152,11 @@ def test_daemon_killed_at_a_random_moment_recovers(tmp_path: Path, seed: int) ->
             phase()
         time.sleep(rng.uniform(0.0, 0.6))
         d.kill()
-        d.start()                 # waits for the old watchdog's lock, then recovers
-        wait_for(lambda: not guard.is_running() or guard.status() == psutil.STATUS_ZOMBIE,
-                 what="the dead daemon's watchdog to finish")
+        d.start()  # waits for the old watchdog's lock, then recovers
+        wait_for(
+            lambda: not guard.is_running() or guard.status() == psutil.STATUS_ZOMBIE,
+            what="the dead daemon's watchdog to finish",
+        )
         check_after_restart(d, added)
         assert d.stop() == 0
         wait_for(lambda: watchdogs(d.home) == [], what="the watchdog to leave with the daemon")
@@ -147,8 +166,11 @@ def test_daemon_killed_at_a_random_moment_recovers(tmp_path: Path, seed: int) ->
 
 # ------------------------------------------------------ killed while frozen
 
+
 @contextlib.contextmanager
-def _frozen_and_guarded(tmp_path: Path) -> Iterator[tuple[SocketOwl, int, list[int], psutil.Process]]:
+def _frozen_and_guarded(
+    tmp_path: Path,
+) -> Iterator[tuple[SocketOwl, int, list[int], psutil.Process]]:
     """A daemon with a long grace window, one Run frozen in it, and its watchdog:
     (daemon, Job, the Run's pids, watchdog)."""
     project = make_project(tmp_path / "proj")
@@ -163,13 +185,15 @@ def test_watchdog_ends_a_frozen_run_when_the_daemon_dies(tmp_path: Path) -> None
         t0 = time.monotonic()
         d.kill()
         # no restart: the guard alone ends every process, stopped ones too
-        wait_for(lambda: d.alive_agent_pids() == [], timeout=10,
-                 what="the frozen processes to be killed")
+        wait_for(
+            lambda: d.alive_agent_pids() == [], timeout=10, what="the frozen processes to be killed"
+        )
         took = time.monotonic() - t0
         wait_for(lambda: not guard.is_running(), what="the watchdog to exit")
         # and it recorded the Run interrupted, the Job back in the queue
         [(outcome, ended_by, reason)] = db_rows(
-            d.home, "SELECT outcome, ended_by, reason FROM runs")
+            d.home, "SELECT outcome, ended_by, reason FROM runs"
+        )
         assert (outcome, ended_by) == ("interrupted", "sigkill")
         assert "daemon stopped" in reason
         assert db_rows(d.home, "SELECT state FROM jobs WHERE id=?", job) == [("pending",)]
@@ -179,7 +203,7 @@ def test_watchdog_ends_a_frozen_run_when_the_daemon_dies(tmp_path: Path) -> None
 
 def test_next_start_ends_a_frozen_run_when_the_watchdog_died_too(tmp_path: Path) -> None:
     with _frozen_and_guarded(tmp_path) as (d, job, pids, guard):
-        guard.kill()              # both die at once, as under the OOM killer
+        guard.kill()  # both die at once, as under the OOM killer
         guard.wait(5)
         d.kill()
         time.sleep(0.3)
@@ -190,7 +214,7 @@ def test_next_start_ends_a_frozen_run_when_the_watchdog_died_too(tmp_path: Path)
         assert j["state"] == "pending" and j["position"] == 1
         [r] = j["runs"]
         assert (r["outcome"], r["ended_by"]) == ("interrupted", "sigkill")
-        assert len(watchdogs(d.home)) == 1           # the new daemon has its own
+        assert len(watchdogs(d.home)) == 1  # the new daemon has its own
 
 
 def test_clean_stop_takes_the_watchdog_with_it_and_touches_nothing(tmp_path: Path) -> None:
@@ -199,8 +223,10 @@ def test_clean_stop_takes_the_watchdog_with_it_and_touches_nothing(tmp_path: Pat
     [guard] = watchdogs(d.home)
     job = d.add("sleep=60", project)
     assert d.stop() == 0
-    wait_for(lambda: not guard.is_running() or guard.status() == psutil.STATUS_ZOMBIE,
-             what="the watchdog to exit")
+    wait_for(
+        lambda: not guard.is_running() or guard.status() == psutil.STATUS_ZOMBIE,
+        what="the watchdog to exit",
+    )
     assert watchdogs(d.home) == []
     # the watchdog is never part of a Run and carries no Run tag
     assert db_rows(d.home, "SELECT state FROM jobs WHERE id=?", job) == [("pending",)]
@@ -219,7 +245,7 @@ def test_watchdog_is_not_part_of_any_run(tmp_path: Path) -> None:
         run = d.wait_run(job, "running")
         assert guard.pid not in run["pids"]
         d.machine("input")
-        d.wait_job(job, "pending", timeout=15)      # frozen, Term, Kill: the guard stays
+        d.wait_job(job, "pending", timeout=15)  # frozen, Term, Kill: the guard stays
         assert guard.is_running() and guard.status() != psutil.STATUS_ZOMBIE
 
 
@@ -228,14 +254,17 @@ def test_watchdog_is_not_part_of_any_run(tmp_path: Path) -> None:
 small_disk = small_disk_fixture("8m")
 
 
-def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(tmp_path: Path,
-                                                                  small_disk: Path) -> None:
+def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(
+    tmp_path: Path, small_disk: Path
+) -> None:
     project = make_project(tmp_path / "proj")
     d = SocketOwl(small_disk / "home", {"interruption": {"grace_window": "30s"}})
-    d.keep_pids_in(tmp_path)          # off the full disk
+    d.keep_pids_in(tmp_path)  # off the full disk
     try:
         d.start()
-        first, *rest = [d.add(f"sleep=2.5 exit=0 job{i}", project) for i in range(3)]
+        # alive until told, however slowly a busy machine fills the disk
+        go = tmp_path / "go"
+        first, *rest = [d.add(f"until={go} exit=0 job{i}", project) for i in range(3)]
         d.machine("idle")
         run = d.wait_run(first, "running")
         filler = fill(small_disk)
@@ -247,10 +276,13 @@ def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(tmp_path: Path,
         # the live Run is still supervised: frozen and thawed
         d.machine("input")
         assert d.wait_run(first, "frozen")["id"] == run["id"]
-        wait_for(lambda: set(process_states(d.agent_pids()).values()) == {"stopped"},
-                 what="the agent stopped")
+        wait_for(
+            lambda: set(process_states(d.agent_pids()).values()) == {"stopped"},
+            what="the agent stopped",
+        )
         d.machine("idle")
         d.wait_run(first, "running")
+        go.touch()
         # the agent writes into Owl's pipe, so the full disk does not fail it;
         # its end is written into the room Owl kept back. The daemon stays up
         # and answers at once, and starts nothing new while the disk is full
@@ -274,14 +306,20 @@ def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(tmp_path: Path,
 
 # --------------------------------------------------------- a bad database
 
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _refuses(home: Path) -> subprocess.CompletedProcess:
     d = SocketOwl(home)
-    p = subprocess.run([sys.executable, "-m", "owl", "daemon"], env=d.env, capture_output=True,
-                       text=True, timeout=20)
+    p = subprocess.run(
+        [sys.executable, "-m", "owl", "daemon"],
+        env=d.env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     return p
 
 
@@ -291,7 +329,7 @@ def test_corrupt_database_is_refused_and_left_byte_identical(tmp_path: Path) -> 
         d.add("sleep=1", make_project(tmp_path / "proj"))
     db = home / "owl.db"
     data = bytearray(db.read_bytes())
-    for off in range(200, len(data), 97):      # scribble over the pages, keep the header
+    for off in range(200, len(data), 97):  # scribble over the pages, keep the header
         data[off] ^= 0x5A
     db.write_bytes(bytes(data))
     files = {p.name: _digest(p) for p in home.glob("owl.db*")}
@@ -333,19 +371,26 @@ def test_a_file_that_is_not_a_database_is_refused_and_kept(tmp_path: Path) -> No
 
 # ------------------------------------------------- config broken while running
 
+
 def test_config_edited_into_nonsense_keeps_the_last_good_one(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj")
     with SocketOwl(tmp_path / "home", {"interruption": {"grace_window": "2s"}}) as d:
         cfg = d.home / "config.toml"
         good = cfg.read_text()
-        cfg.write_text(good + "\n[interruption]\ngrace_window = \"soon\"\n")   # duplicate table
-        problem = wait_for(lambda: d.status()["config_problem"], timeout=10,
-                           what="the config problem to show")
+        cfg.write_text(good + '\n[interruption]\ngrace_window = "soon"\n')  # duplicate table
+        problem = wait_for(
+            lambda: d.status()["config_problem"], timeout=10, what="the config problem to show"
+        )
         assert str(cfg) in problem and "last good config" in problem
         cfg.write_text(good.replace('grace_window = "2s"', 'grace_window = "soon"'))
-        problem = wait_for(lambda: "grace_window" in (d.status()["config_problem"] or "")
-                           and d.status()["config_problem"], timeout=10,
-                           what="the key to be named")
+        problem = wait_for(
+            lambda: (
+                "grace_window" in (d.status()["config_problem"] or "")
+                and d.status()["config_problem"]
+            ),
+            timeout=10,
+            what="the key to be named",
+        )
         assert "interruption.grace_window" in problem and '"soon"' in problem
         assert "\n" not in problem
         # the last good config is in force: a 2 s grace window, not a broken one
@@ -358,5 +403,6 @@ def test_config_edited_into_nonsense_keeps_the_last_good_one(tmp_path: Path) -> 
         d.wait_job(job, "pending", timeout=15)
         # fixing the file clears the problem
         cfg.write_text(good)
-        wait_for(lambda: d.status()["config_problem"] is None, timeout=10,
-                 what="the problem to clear")
+        wait_for(
+            lambda: d.status()["config_problem"] is None, timeout=10, what="the problem to clear"
+        )

@@ -15,17 +15,22 @@ from pathlib import Path
 import pytest
 from owlproc import AGENT, OwlDaemon, make_project, wait_for
 
-from owl import workspace
+from owl.git import workspace
 
 
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=check)
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=check
+    )
 
 
 def daemon(tmp_path: Path, harm: str = "exit 0") -> OwlDaemon:
-    cfg = {"agents": {"sh": {"command": ["/bin/sh", "-c", 'eval "$HARM"']},
-                      "script": {"command": [sys.executable, AGENT, "{prompt}"]}}}
+    cfg = {
+        "agents": {
+            "sh": {"command": ["/bin/sh", "-c", 'eval "$HARM"']},
+            "script": {"command": [sys.executable, AGENT, "{prompt}"]},
+        }
+    }
     return OwlDaemon(tmp_path / "home", cfg, env={"HARM": harm})
 
 
@@ -42,12 +47,12 @@ def refused(d: OwlDaemon, *args: str) -> str:
 def test_drop_refuses_to_lose_commits_and_with_force_keeps_them_reachable(tmp_path):
     project = make_project(tmp_path / "proj")
     with daemon(tmp_path) as d:
-        job = d.add("write=a.txt commit=first write=b.txt commit=second", project)
+        job = d.add("write=a.txt commit=first write=b.txt commit=second handoff=notes", project)
         d.machine("idle")
         j = d.wait_job(job, "review")
         branch = j["branch"]
         tip = git(project, "rev-parse", branch).stdout.strip()
-        # the scripted agent leaves a .owl/HANDOFF.md uncommitted: that guard first
+        # the scripted agent leaves its .owl/HANDOFF.md uncommitted: that guard first
         assert "has uncommitted changes" in refused(d, "jobs", "drop", str(job))
         shutil.rmtree(Path(j["worktree"]) / ".owl")
         line = refused(d, "jobs", "drop", str(job))
@@ -56,18 +61,24 @@ def test_drop_refuses_to_lose_commits_and_with_force_keeps_them_reachable(tmp_pa
         assert d.job(job)["state"] == "review"
 
         out = d.ok("jobs", "drop", "--force", str(job)).strip()
-        assert (f"job {job} dropped; branch {branch} deleted at {tip[:7]}; git branch "
-                f"{branch} {tip[:7]} brings it back (kept as refs/owl/dropped/{branch}/") in out
+        assert (
+            f"job {job} dropped; branch {branch} deleted at {tip[:7]}; git branch "
+            f"{branch} {tip[:7]} brings it back (kept as refs/owl/dropped/{branch}/"
+        ) in out
         assert out.endswith("for 30 days)")
-        assert git(project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}",
-                   check=False).returncode != 0
-        kept = git(project, "for-each-ref", "--format=%(refname) %(objectname)",
-                   "refs/owl/dropped/").stdout.split()
+        assert (
+            git(
+                project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False
+            ).returncode
+            != 0
+        )
+        kept = git(
+            project, "for-each-ref", "--format=%(refname) %(objectname)", "refs/owl/dropped/"
+        ).stdout.split()
         assert kept[1] == tip and kept[0].startswith(f"refs/owl/dropped/{branch}/")
         # what the line says brings it back does
         git(project, "branch", branch, tip[:7])
-        assert git(project, "log", "--format=%s", branch).stdout.split()[:2] == \
-            ["second", "first"]
+        assert git(project, "log", "--format=%s", branch).stdout.split()[:2] == ["second", "first"]
 
 
 def test_a_branch_without_commits_of_its_own_drops_without_force(tmp_path):
@@ -76,7 +87,7 @@ def test_a_branch_without_commits_of_its_own_drops_without_force(tmp_path):
         job = d.add("write=a.txt", project, "--agent", "script")
         d.machine("idle")
         d.wait_job(job, "review")
-        assert "uncommitted" in refused(d, "jobs", "drop", str(job))    # a.txt, .owl/
+        assert "uncommitted" in refused(d, "jobs", "drop", str(job))  # a.txt, .owl/
         wt = tmp_path / "home" / "worktrees" / f"job-{job}"
         (wt / "a.txt").unlink()
         shutil.rmtree(wt / ".owl", ignore_errors=True)
@@ -112,16 +123,20 @@ def test_a_project_moved_during_a_run_blocks_the_job_and_accept_says_why(tmp_pat
         d.machine("idle")
         j = d.wait_job(job, "blocked")
         assert j["runs"][0]["outcome"] == "failed"
-        assert j["reason"].startswith(f"the project {project} is gone (moved or deleted): "
-                                      f"move it back and run owl jobs extend {job}")
+        assert j["reason"].startswith(
+            f"the project {project} is gone (moved or deleted): "
+            f"move it back and run owl jobs extend {job}"
+        )
         line = refused(d, "jobs", "drop", str(job))
         assert f"cannot drop job {job}: nothing can tell" in line
         # moved back, extend lets it run again (and this agent moves it again)
         moved.rename(project)
         assert git(project, "log", "--format=%s", j["branch"]).stdout.split()[0] == "work"
         d.ok("jobs", "extend", str(job))
-        j = wait_for(lambda: len((x := d.job(job))["runs"]) == 2 and x["state"] == "blocked"
-                     and x, what="the second Run to block the Job")
+        j = wait_for(
+            lambda: len((x := d.job(job))["runs"]) == 2 and x["state"] == "blocked" and x,
+            what="the second Run to block the Job",
+        )
         assert j["runs"][1]["outcome"] == "failed"
 
 
@@ -133,9 +148,11 @@ def test_accept_of_a_job_whose_project_moved_says_what_it_cannot_do(tmp_path):
         d.wait_job(job, "review")
         project.rename(tmp_path / "elsewhere")
         line = refused(d, "jobs", "accept", str(job))
-        assert line == (f"owl: cannot accept job {job}: the project {project} is gone (moved or "
-                        f"deleted); its branch owl/job-{job} lives there, so move the project "
-                        "back, or drop the job with --force")
+        assert line == (
+            f"owl: cannot accept job {job}: the project {project} is gone (moved or "
+            f"deleted); its branch owl/job-{job} lives there, so move the project "
+            "back, or drop the job with --force"
+        )
         line = refused(d, "jobs", "drop", str(job))
         assert "nothing can tell" in line
         out = d.ok("jobs", "drop", str(job), "--force")
@@ -149,7 +166,7 @@ def test_a_job_whose_project_moved_between_runs_never_starts_in_a_broken_worktre
         d.machine("idle")
         d.wait_run(job, "running")
         d.machine("input")
-        d.wait_job(job, "pending", timeout=30)        # frozen, then ended after the grace
+        d.wait_job(job, "pending", timeout=30)  # frozen, then ended after the grace
         project.rename(tmp_path / "elsewhere")
         d.machine("idle")
         j = d.wait_job(job, "blocked")
@@ -192,14 +209,23 @@ def test_a_live_job_dropped_with_force_says_later_where_its_commits_are(tmp_path
         job = d.add("write=a.txt commit=work tick=0.2 sleep=60", project, "--agent", "script")
         d.machine("idle")
         d.wait_run(job, "running")
-        wait_for(lambda: git(project, "log", "--format=%s", f"owl/job-{job}",
-                             check=False).stdout.startswith("work"), what="the agent's commit")
+        wait_for(
+            lambda: git(
+                project, "log", "--format=%s", f"owl/job-{job}", check=False
+            ).stdout.startswith("work"),
+            what="the agent's commit",
+        )
         tip = git(project, "rev-parse", f"owl/job-{job}").stdout.strip()
         out = d.ok("jobs", "drop", "--force", str(job))
         assert f"owl jobs show {job} then says where" in out
-        j = wait_for(lambda: "deleted at" in ((x := d.job(job))["reason"] or "") and x,
-                     what="the drop's outcome to be recorded")
-        assert (f"branch owl/job-{job} deleted at {tip[:7]}; git branch owl/job-{job} "
-                f"{tip[:7]} brings it back") in j["reason"]
-        assert git(project, "for-each-ref", "--format=%(objectname)",
-                   "refs/owl/dropped/").stdout.split() == [tip]
+        j = wait_for(
+            lambda: "deleted at" in ((x := d.job(job))["reason"] or "") and x,
+            what="the drop's outcome to be recorded",
+        )
+        assert (
+            f"branch owl/job-{job} deleted at {tip[:7]}; git branch owl/job-{job} "
+            f"{tip[:7]} brings it back"
+        ) in j["reason"]
+        assert git(
+            project, "for-each-ref", "--format=%(objectname)", "refs/owl/dropped/"
+        ).stdout.split() == [tip]

@@ -1,4 +1,4 @@
-"""A Job a verb holds while its git runs (drop, accept, verify: see owl.verbwork)
+"""A Job a verb holds while its git runs (drop, accept, verify: see owl.verbs.caller_side)
 is neither started nor changed by another verb meanwhile, and every verb says
 so in words. The real engine, a real project, a real SQLite file."""
 
@@ -9,7 +9,7 @@ import pytest
 import subprocess
 import time
 
-from owl import verbwork
+from owl.verbs import caller_side as verbwork
 from owl.errors import Refused
 from owlproc import OWL, OwlDaemon, make_project, wait_for
 from support.slowgit import SlowGit
@@ -26,11 +26,15 @@ def test_a_held_job_is_not_started_nor_changed_and_says_why(tmp_path):
         e.call(lambda: e.verbs.hold(job, "being dropped"))
         decision = e.call(lambda: e.decide(asked=True))
         assert decision.job is None
-        for verb in (lambda: e.verbs.move(job, 1), lambda: e.verbs.extend(job, 1),
-                     lambda: e.verbs.drop_begin(job, True),
-                     lambda: e.verbs.accept_begin(job)):
-            with pytest.raises(Refused, match=f"^job {job} is being dropped; try again in a "
-                                              "moment$"):
+        for verb in (
+            lambda: e.verbs.move(job, 1),
+            lambda: e.verbs.extend(job, 1),
+            lambda: e.verbs.drop_begin(job, True),
+            lambda: e.verbs.accept_begin(job),
+        ):
+            with pytest.raises(
+                Refused, match=f"^job {job} is being dropped; try again in a moment$"
+            ):
                 e.call(verb)
         e.call(lambda: e.verbs.release(job))
         assert e.call(lambda: e.decide(asked=True)).job.id == job
@@ -47,8 +51,11 @@ def test_a_refused_drop_lets_go_of_its_hold(tmp_path):
         prep = verbwork.prepare_add(e.cfg, "write=a.txt commit=work", str(project), None)
         job = e.call(lambda: e.verbs.add_prepared(prep, None))["id"]
         e.call(lambda: e.machine_event("idle"))
-        wait_for(lambda: e.call(lambda: e.store.job(job))["state"] == "review", timeout=30,
-                 what="the Job in review")
+        wait_for(
+            lambda: e.call(lambda: e.store.job(job))["state"] == "review",
+            timeout=30,
+            what="the Job in review",
+        )
         with pytest.raises(Refused, match=r"\(use --force to"):
             verbwork.drop(e, job, False)
         assert e.call(lambda: dict(e.held)) == {}
@@ -64,16 +71,22 @@ def test_a_drop_whose_git_hangs_holds_up_nothing_but_its_job(tmp_path):
     found, and the Job is free again."""
     slow = SlowGit(tmp_path / "bin")
     project = make_project(tmp_path / "proj")
-    with OwlDaemon(tmp_path / "home", {"runs": {"max_parallel": 2}},
-                   env={"PATH": slow.path()}) as d:
+    with OwlDaemon(
+        tmp_path / "home", {"runs": {"max_parallel": 2}}, env={"PATH": slow.path()}
+    ) as d:
         done = d.add("write=a.txt commit=work exit=0", project)
         d.machine("idle")
         d.wait_job(done, "review")
         live = d.add("tick=0.2 sleep=120", project)
         d.wait_run(live, "running")
         slow.slow(60, on="status")
-        drop = subprocess.Popen([*OWL, "jobs", "drop", str(done)], env=d.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        drop = subprocess.Popen(
+            [*OWL, "jobs", "drop", str(done)],
+            env=d.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             wait_for(lambda: sleepers(slow.folder), what="drop's git to hang")
             t = time.monotonic()
@@ -83,10 +96,10 @@ def test_a_drop_whose_git_hangs_holds_up_nothing_but_its_job(tmp_path):
             p = d.owl("jobs", "reply", str(done), "--", "more")
             assert p.returncode == 1
             assert p.stderr.strip() == f"owl: job {done} is being dropped; try again in a moment"
-            assert d.status()["paused"] is False        # every other verb answers
+            assert d.status()["paused"] is False  # every other verb answers
             slow.slow(None)
             for s in sleepers(slow.folder):
-                s.kill()                                # git answers now
+                s.kill()  # git answers now
             out, err = drop.communicate(timeout=30)
         finally:
             drop.kill()

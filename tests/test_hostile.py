@@ -21,18 +21,19 @@ from pathlib import Path
 import psutil
 import pytest
 
-from owl import config as configmod
+from owl.settings import config as configmod
 from owl.control import client
-from owl.paths import _socket_in
-from owl.engine import LOG_CAP
+from owl.settings.paths import socket_in
+from owl.engine.loop import LOG_CAP
 from owlproc import OwlDaemon, process_states, wait_for
+from support.need import programs
 
 AGENTS = Path(__file__).parent / "agents"
 PY = sys.executable
 # Long enough that the checks made while the Run is frozen (a few `owl` and
 # socket round trips on a loaded machine) end before the window does.
 GRACE = 3.0
-KILL_DELAY = 5.0      # the lifecycle's fixed SIGTERM -> SIGKILL delay
+KILL_DELAY = 5.0  # the lifecycle's fixed SIGTERM -> SIGKILL delay
 
 
 def hostile(name: str, *args: str) -> dict:
@@ -60,7 +61,7 @@ class StatusProbe:
             if p.returncode != 0:
                 self.failures.append(p.stderr)
             t0 = time.monotonic()
-            client.ask(_socket_in(self.d.home / "run"), "status", {})
+            client.ask(socket_in(self.d.home / "run"), "status", {})
             self.socket_times.append(time.monotonic() - t0)
             self._stop.wait(0.2)
 
@@ -76,59 +77,78 @@ class StatusProbe:
 def run_now(d: OwlDaemon, job: int) -> dict | None:
     """The Job's live Run as the daemon says it this moment (over the socket:
     one round trip, not an interpreter start)."""
-    st = client.ask(_socket_in(d.home / "run"), "status", {})
+    st = client.ask(socket_in(d.home / "run"), "status", {})
     return next((r for r in st["runs"] if r["job_id"] == job), None)
 
 
 def live_pids(d: OwlDaemon) -> list[int]:
-    return [p for p, s in process_states(d.agent_pids()).items()
-            if s not in ("gone", psutil.STATUS_ZOMBIE)]
+    return [
+        p
+        for p, s in process_states(d.agent_pids()).items()
+        if s not in ("gone", psutil.STATUS_ZOMBIE)
+    ]
 
 
 def all_stopped(d: OwlDaemon, run_pids: list[int]) -> bool:
     """Every process of the Run (as the daemon lists it, and every one the
     agents noted) is stopped, or already gone."""
     states = process_states(sorted(set(run_pids) | set(d.agent_pids())))
-    return all(s in (psutil.STATUS_STOPPED, "gone", psutil.STATUS_ZOMBIE)
-               for s in states.values())
+    return all(s in (psutil.STATUS_STOPPED, "gone", psutil.STATUS_ZOMBIE) for s in states.values())
 
 
 # ------------------------------------------------------------ agents that fight
 
 CASES = {
     # name: (agent config, prompt, processes the agent notes before it is "up")
-    "ignores-term": ({"command": [PY, str(AGENTS / "agent.py"), "{prompt}"]},
-                     "trap-term setsid-child=60 tick=0.1 sleep=60", 2),
+    "ignores-term": (
+        {"command": [PY, str(AGENTS / "agent.py"), "{prompt}"]},
+        "trap-term setsid-child=60 tick=0.1 sleep=60",
+        2,
+    ),
     "fork-bomb": (hostile("forkbomb"), "go", 40),
     "double-fork": (hostile("daemonize", "stay"), "go", 2),
     "group-hopper": (hostile("pgroup"), "go", 8),
 }
 
 
+@pytest.mark.parametrize("sandbox", ["off", "required"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_hostile_agent_is_frozen_and_killed_on_time(tmp_path: Path, project: Path,
-                                                    case: str) -> None:
+def test_hostile_agent_is_frozen_and_killed_on_time(
+    tmp_path: Path, project: Path, case: str, sandbox: str
+) -> None:
+    """Uncontained, and in its sandbox (its own PID namespace): the same guarantee."""
+    if sandbox != "off":
+        programs("bwrap")
     spec, prompt, n = CASES[case]
-    cfg = {"interruption": {"grace_window": f"{GRACE:g}s"}, "agents": {case: spec}}
+    cfg = {
+        "interruption": {"grace_window": f"{GRACE:g}s"},
+        "agents": {case: spec},
+        "sandbox": {"mode": sandbox},
+    }
     with OwlDaemon(tmp_path / "home", cfg) as d:
         job = d.add(prompt, project, "--agent", case)
         d.machine("idle")
-        d.wait_run(job, "running")
+        running = d.wait_run(job, "running")
+        assert (running.get("contained") or "").startswith("contained: bwrap") == (
+            sandbox != "off"
+        ), running
         wait_for(lambda: len(live_pids(d)) >= n, timeout=15, what=f"{n} processes up")
-        time.sleep(0.3)                       # let it churn, hop, fork
+        time.sleep(0.3)  # let it churn, hop, fork
         # From the person's return on, `owl status` must answer at once. (Before
         # it, a running fork bomb of 40 processes at nice 10 together outweighs
         # one interpreter starting at nice 0; nobody is there to wait then.)
         probe = StatusProbe(d).__enter__()
         d.machine("input")
-        frozen = wait_for(lambda: (r := run_now(d, job)) and r["state"] == "frozen" and r,
-                          timeout=15, what="the Run frozen")
-        wait_for(lambda: all_stopped(d, frozen["pids"]), timeout=3,
-                 what="every process stopped")
+        frozen = wait_for(
+            lambda: (r := run_now(d, job)) and r["state"] == "frozen" and r,
+            timeout=15,
+            what="the Run frozen",
+        )
+        wait_for(lambda: all_stopped(d, frozen["pids"]), timeout=3, what="every process stopped")
         # stays frozen: nothing it started gets to run
         time.sleep(0.3)
         run = run_now(d, job)
-        assert run["state"] == "frozen", run      # still within the grace window
+        assert run["state"] == "frozen", run  # still within the grace window
         assert all_stopped(d, run["pids"])
         t0 = time.monotonic()
         j = d.wait_job(job, "pending", timeout=GRACE + KILL_DELAY + 10)
@@ -138,20 +158,25 @@ def test_hostile_agent_is_frozen_and_killed_on_time(tmp_path: Path, project: Pat
         assert took < GRACE + KILL_DELAY + 2.5, took
         assert live_pids(d) == []
         probe.__exit__()
-    print(f"{case}: frozen to killed {took:.2f} s; owl status max {max(probe.times):.3f} s, "
-          f"daemon round trip max {max(probe.socket_times):.3f} s")
+    print(
+        f"{case}: frozen to killed {took:.2f} s; owl status max {max(probe.times):.3f} s, "
+        f"daemon round trip max {max(probe.socket_times):.3f} s"
+    )
     assert probe.failures == []
     # The daemon itself must answer at once throughout.
     assert max(probe.socket_times) < 1.0, sorted(probe.socket_times)[-3:]
     # The `owl` command also starts an interpreter, which in the 5 s between
     # SIGTERM and SIGKILL (the tree is continued so it can act on the TERM)
     # competes for 2 cores with a fork bomb that ignores it: seen up to 1.05 s.
-    assert probe.times and max(probe.times) < 2.5, (sorted(probe.times)[-3:],
-                                                    sorted(probe.socket_times)[-3:])
+    assert probe.times and max(probe.times) < 2.5, (
+        sorted(probe.times)[-3:],
+        sorted(probe.socket_times)[-3:],
+    )
 
 
-def test_agent_that_exits_while_its_daemonized_child_holds_the_output(tmp_path: Path,
-                                                                      project: Path) -> None:
+def test_agent_that_exits_while_its_daemonized_child_holds_the_output(
+    tmp_path: Path, project: Path
+) -> None:
     cfg = {"agents": {"leaver": hostile("daemonize", "leave")}}
     with OwlDaemon(tmp_path / "home", cfg) as d, StatusProbe(d) as probe:
         job = d.add("go", project, "--agent", "leaver")
@@ -163,8 +188,10 @@ def test_agent_that_exits_while_its_daemonized_child_holds_the_output(tmp_path: 
         wait_for(lambda: live_pids(d) == [], timeout=3, what="the grandchild to be ended")
         log = Path(j["runs"][0]["log"]).read_text()
         assert "daemonized" in log and "still here" in log
-    assert max(probe.socket_times) < 1.0 and max(probe.times) < 1.0, \
-        (sorted(probe.times)[-3:], sorted(probe.socket_times)[-3:])
+    assert max(probe.socket_times) < 1.0 and max(probe.times) < 1.0, (
+        sorted(probe.times)[-3:],
+        sorted(probe.socket_times)[-3:],
+    )
 
 
 def test_silent_agent_is_ended_as_stalled(tmp_path: Path, project: Path) -> None:
@@ -179,14 +206,18 @@ def test_silent_agent_is_ended_as_stalled(tmp_path: Path, project: Path) -> None
         assert r["outcome"] == "failed" and r["ended_by"] == "sigkill", r
         assert "silent" in r["reason"] or "stall" in r["reason"] or "output" in r["reason"], r
         assert live_pids(d) == []
-    assert max(probe.socket_times) < 1.0 and max(probe.times) < 1.0, \
-        (sorted(probe.times)[-3:], sorted(probe.socket_times)[-3:])
+    assert max(probe.socket_times) < 1.0 and max(probe.times) < 1.0, (
+        sorted(probe.times)[-3:],
+        sorted(probe.socket_times)[-3:],
+    )
 
 
 def test_a_flood_of_output_keeps_the_log_capped(tmp_path: Path, project: Path) -> None:
     done = tmp_path / "flood-done"
-    cfg = {"agents": {"flood": hostile("flood", "100", str(done))},
-           "interruption": {"grace_window": "1s"}}
+    cfg = {
+        "agents": {"flood": hostile("flood", "100", str(done))},
+        "interruption": {"grace_window": "1s"},
+    }
     with OwlDaemon(tmp_path / "home", cfg) as d, StatusProbe(d) as probe:
         job = d.add("go", project, "--agent", "flood")
         d.machine("idle")
@@ -195,8 +226,11 @@ def test_a_flood_of_output_keeps_the_log_capped(tmp_path: Path, project: Path) -
         log = Path(run["log"])
         old = log.with_name(log.name + ".1")
         # the next watch (within a second) rotates what the flood left
-        wait_for(lambda: old.exists() and log.stat().st_size <= LOG_CAP, timeout=5,
-                 what="the log rotated")
+        wait_for(
+            lambda: old.exists() and log.stat().st_size <= LOG_CAP,
+            timeout=5,
+            what="the log rotated",
+        )
         assert old.stat().st_size <= LOG_CAP
         assert stat.S_IMODE(old.stat().st_mode) == 0o600
         tail = old.read_bytes()[-2048:]
@@ -208,8 +242,10 @@ def test_a_flood_of_output_keeps_the_log_capped(tmp_path: Path, project: Path) -
         assert live_pids(d) == []
         total = sum(p.stat().st_size for p in log.parent.glob(f"{log.name}*"))
         assert total <= 2 * LOG_CAP
-    assert max(probe.socket_times) < 1.0 and max(probe.times) < 1.0, \
-        (sorted(probe.times)[-3:], sorted(probe.socket_times)[-3:])
+    assert max(probe.socket_times) < 1.0 and max(probe.times) < 1.0, (
+        sorted(probe.times)[-3:],
+        sorted(probe.socket_times)[-3:],
+    )
 
 
 # ---------------------------------------------------------------- prompts
@@ -225,16 +261,25 @@ NASTY = [
 ]
 
 
-def test_prompts_reach_the_agent_verbatim_and_never_a_shell(tmp_path: Path,
-                                                             project: Path) -> None:
+def test_prompts_reach_the_agent_verbatim_and_never_a_shell(tmp_path: Path, project: Path) -> None:
     argv_log = tmp_path / "argv.jsonl"
-    cfg = {"agents": {"echo": {"command": [PY, str(AGENTS / "hostile_argv.py"),
-                                           "{prompt}", "--opt={prompt}", "plain"]}}}
+    cfg = {
+        "agents": {
+            "echo": {
+                "command": [
+                    PY,
+                    str(AGENTS / "hostile_argv.py"),
+                    "{prompt}",
+                    "--opt={prompt}",
+                    "plain",
+                ]
+            }
+        }
+    }
     with OwlDaemon(tmp_path / "home", cfg, env={"ARGV_LOG": str(argv_log)}) as d:
         jobs = [d.add(p, project, "--agent", "echo") for p in NASTY]
         # `-` reads the prompt from stdin: a prompt that is only a dash-word
-        p = d.owl("add", "--project", str(project), "--agent", "echo", "-",
-                  input="--version\n-x")
+        p = d.owl("add", "--project", str(project), "--agent", "echo", "-", input="--version\n-x")
         assert p.returncode == 0, p.stderr
         jobs.append(int(p.stdout.strip()))
         d.machine("idle")
@@ -244,7 +289,7 @@ def test_prompts_reach_the_agent_verbatim_and_never_a_shell(tmp_path: Path,
     assert len(records) == len(jobs)
     for prompt, rec in zip([*NASTY, "--version\n-x"], records):
         argv = rec["argv"]
-        assert len(argv) == 3 and argv[2] == "plain", argv     # never split, never joined
+        assert len(argv) == 3 and argv[2] == "plain", argv  # never split, never joined
         assert prompt in argv[0], (prompt, argv[0][:200])
         assert argv[1] == "--opt=" + argv[0]
     # nothing ran a shell: no file appeared anywhere a shell would have put it
@@ -263,28 +308,34 @@ def test_a_prompt_with_a_nul_is_refused(tmp_path: Path, project: Path) -> None:
 
 # ------------------------------------------------------------------ paths
 
-@pytest.mark.parametrize("prefix", ["../../x/", "/etc/", "owl/../../", "-x", ".hidden/",
-                                    "a b/", "owl/\n"])
+
+@pytest.mark.parametrize(
+    "prefix", ["../../x/", "/etc/", "owl/../../", "-x", ".hidden/", "a b/", "owl/\n"]
+)
 def test_a_branch_prefix_that_could_wander_is_refused(tmp_path: Path, prefix: str) -> None:
     with pytest.raises(configmod.ConfigError) as e:
         configmod.from_dict({"jobs": {"branch_prefix": prefix}}, "config.toml")
     assert "jobs.branch_prefix" in str(e.value) and "\n" not in str(e.value)
     # and the daemon will not start with it
     d = OwlDaemon(tmp_path / "home", {"jobs": {"branch_prefix": prefix}})
-    p = subprocess.run([PY, "-m", "owl", "daemon"], env=d.env, capture_output=True, text=True,
-                       timeout=20)
+    p = subprocess.run(
+        [PY, "-m", "owl", "daemon"], env=d.env, capture_output=True, text=True, timeout=20
+    )
     assert p.returncode == 1 and "jobs.branch_prefix" in p.stderr
 
 
-def test_project_paths_with_dots_and_links_cannot_steer_the_worktree(tmp_path: Path,
-                                                                     project: Path) -> None:
+def test_project_paths_with_dots_and_links_cannot_steer_the_worktree(
+    tmp_path: Path, project: Path
+) -> None:
     (tmp_path / "deep" / "er").mkdir(parents=True)
     (tmp_path / "link").symlink_to(project)
     with OwlDaemon(tmp_path / "home") as d:
-        ids = [d.add("exit=0", Path(str(tmp_path / "deep" / "er") + "/../../proj")),
-               d.add("exit=0", tmp_path / "link"),
-               d.add("exit=0", project / "."),
-               d.add("exit=0", project / ".git" / "..")]
+        ids = [
+            d.add("exit=0", Path(str(tmp_path / "deep" / "er") + "/../../proj")),
+            d.add("exit=0", tmp_path / "link"),
+            d.add("exit=0", project / "."),
+            d.add("exit=0", project / ".git" / ".."),
+        ]
         worktrees = (tmp_path / "home" / "worktrees").resolve()
         for job_id in ids:
             j = d.job(job_id)
@@ -321,20 +372,26 @@ def test_the_handoff_is_never_followed_through_a_symlink(tmp_path: Path, project
 
 # -------------------------------------------------------------- privacy
 
+
 def mode(p: Path) -> int:
     return stat.S_IMODE(p.lstat().st_mode)
 
 
 def test_files_owl_writes_are_private(tmp_path: Path, project: Path) -> None:
-    old = os.umask(0o022)        # a usual, permissive umask
+    old = os.umask(0o022)  # a usual, permissive umask
     try:
         home = tmp_path / "home"
         with OwlDaemon(home) as d:
             job = d.add("tick=0.1 sleep=0.5 exit=0", project)
             d.machine("idle")
             j = d.wait_job(job, "review")
-            files = [home / "owl.db", home / "owl.db-wal", home / "owl.db-shm",
-                     Path(j["runs"][0]["log"]), home / "run" / "owl.lock"]
+            files = [
+                home / "owl.db",
+                home / "owl.db-wal",
+                home / "owl.db-shm",
+                Path(j["runs"][0]["log"]),
+                home / "run" / "owl.lock",
+            ]
             sock = Path(d.status().get("socket") or home / "run" / "owl.sock")
             for f in files:
                 assert f.exists(), f
@@ -345,7 +402,7 @@ def test_files_owl_writes_are_private(tmp_path: Path, project: Path) -> None:
         cfg = tmp_path / "fresh" / "config.toml"
         configmod.set_value(cfg, "idle", "after", "5m")
         assert mode(cfg) == 0o600 and mode(cfg.parent) == 0o700
-        configmod.set_value(cfg, "runs", "nice", 5)        # rewriting keeps it private
+        configmod.set_value(cfg, "runs", "nice", 5)  # rewriting keeps it private
         assert mode(cfg) == 0o600
         assert configmod.load(cfg).nice == 5
     finally:

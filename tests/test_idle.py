@@ -21,8 +21,17 @@ import pytest
 
 from display import DisplayEnv, display_fixture, virtual_display, xdotool
 
-from owl.idle import (INPUT_POLL, POWER_POLL, RETRY, IdleMonitor, MachineState, Plan,  # noqa: E402
-                      Power, choose, read_machine)
+from owl.idle import (
+    INPUT_POLL,
+    POWER_POLL,
+    RETRY,
+    IdleMonitor,
+    MachineState,
+    Plan,  # noqa: E402
+    Power,
+    choose,
+    read_machine,
+)
 from owl.idle.ioreg import parse_hid_idle_time  # noqa: E402
 from owl.idle.base import BackendError  # noqa: E402
 from owl.idle.mutter import BUS_NAME, INTERFACE, OBJECT_PATH, MutterReader  # noqa: E402
@@ -148,7 +157,7 @@ def test_read_machine_in_use_then_idle_after_quiet(monitor: IdleMonitor, on_x: D
     assert state.idle, state
     assert state.reason is None
     assert 1.0 <= state.idle_for < 1.5
-    assert 1.0 <= now - stopped + 0.05 and now - stopped < 1.5   # ~1 s after the input stopped
+    assert 1.0 <= now - stopped + 0.05 and now - stopped < 1.5  # ~1 s after the input stopped
     assert state.recheck_in is None  # hooks are live: only input can change it now
 
 
@@ -160,9 +169,14 @@ def make_supply(root: Path, *, battery: str | None, ac_online: int | None) -> No
     if battery is not None:
         bat = root / "BAT0"
         bat.mkdir(parents=True, exist_ok=True)
-        for name, value in {"type": "Battery", "status": battery, "capacity": "80",
-                            "energy_now": "40000000", "energy_full": "50000000",
-                            "power_now": "10000000"}.items():
+        for name, value in {
+            "type": "Battery",
+            "status": battery,
+            "capacity": "80",
+            "energy_now": "40000000",
+            "energy_full": "50000000",
+            "power_now": "10000000",
+        }.items():
             (bat / name).write_text(value + "\n")
     if ac_online is not None:
         ac = root / "AC"
@@ -173,7 +187,8 @@ def make_supply(root: Path, *, battery: str | None, ac_online: int | None) -> No
 
 
 def test_on_battery_is_not_idle_and_plugging_in_makes_it_idle(
-        monitor: IdleMonitor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monitor: IdleMonitor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_supply(tmp_path, battery="Discharging", ac_online=0)
     monkeypatch.setenv("OWL_POWER_SUPPLY_PATH", str(tmp_path))
     power = Power()
@@ -230,6 +245,7 @@ def test_power_env_does_not_leak_into_psutil(tmp_path: Path) -> None:
     Power(str(tmp_path)).on_ac()
     if sys.platform.startswith("linux"):
         from psutil import _pslinux
+
         assert _pslinux.POWER_SUPPLY_PATH == "/sys/class/power_supply"
 
 
@@ -266,7 +282,7 @@ def test_x_server_killed_while_monitor_runs(monkeypatch: pytest.MonkeyPatch, cap
                 assert changed.wait(5), "on_change not called when the hooks died"
                 assert not mon.hooks_live
                 assert mon.idle_seconds() is None
-                assert mon.idle_seconds() is None   # asking again neither raises nor logs more
+                assert mon.idle_seconds() is None  # asking again neither raises nor logs more
             assert "went away" in mon.problem
             state = read_machine(mon, Power(), after=0.0, require_ac=False, now=time.monotonic())
             assert not state.idle and state.reason.startswith("input cannot be read: X server")
@@ -289,11 +305,17 @@ def test_recovers_when_x_server_comes_back(monkeypatch: pytest.MonkeyPatch) -> N
             assert mon.idle_seconds() is None
             # A new X server on the same display, as after a new login.
             number = env["DISPLAY"].lstrip(":")
-            xvfb = subprocess.Popen(["Xvfb", f":{number}", "-nolisten", "tcp", "-noreset"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            xvfb = subprocess.Popen(
+                ["Xvfb", f":{number}", "-nolisten", "tcp", "-noreset"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             try:
-                wait_for(lambda: mon.idle_seconds() is not None, timeout=10,
-                         what="the reader to come back")
+                wait_for(
+                    lambda: mon.idle_seconds() is not None,
+                    timeout=10,
+                    what="the reader to come back",
+                )
                 assert mon.hooks_live and mon.problem is None
                 before = counter.n
                 xdotool(env, "mousemove", "50", "60")
@@ -306,7 +328,7 @@ def test_recovers_when_x_server_comes_back(monkeypatch: pytest.MonkeyPatch) -> N
             mon.stop()
 
 
-STARTS_EARLY = '''
+STARTS_EARLY = """
 import os, sys, time
 from owl.idle import IdleMonitor
 mon = IdleMonitor(lambda: None, retry_every=0.1)
@@ -318,7 +340,7 @@ while mon.idle_seconds() is None and time.monotonic() < deadline:
     time.sleep(0.05)
 print(mon.backends, mon.problem, flush=True)
 mon.stop()
-'''
+"""
 
 
 def test_started_before_the_x_server() -> None:
@@ -326,19 +348,38 @@ def test_started_before_the_x_server() -> None:
 
     In a fresh process, since pynput is already imported in this one.
     """
-    number = next(n for n in range(90, 200) if not Path(f"/tmp/.X11-unix/X{n}").exists()
-                  and not Path(f"/tmp/.X{n}-lock").exists())
-    child_env = {k: v for k, v in os.environ.items()
-                 if k not in ("DBUS_SESSION_BUS_ADDRESS", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
+    # A display number of this worker's own (pytest-xdist runs tests side by side).
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
+    lowest = 100 + 40 * worker
+    number = next(
+        n
+        for n in range(lowest, lowest + 40)
+        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists()
+    )
+    child_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DBUS_SESSION_BUS_ADDRESS", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")
+    }
     child_env["DISPLAY"] = f":{number}"
     xvfb = None
-    with subprocess.Popen([sys.executable, "-c", STARTS_EARLY], env=child_env, text=True,
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child:
+    with subprocess.Popen(
+        [sys.executable, "-c", STARTS_EARLY],
+        env=child_env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    ) as child:
         try:
             first = child.stdout.readline()
-            assert first.startswith("'cannot open X display") and first.strip().endswith("None"), first
-            xvfb = subprocess.Popen(["Xvfb", f":{number}", "-nolisten", "tcp", "-noreset"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            assert first.startswith("'cannot open X display") and first.strip().endswith("None"), (
+                first
+            )
+            xvfb = subprocess.Popen(
+                ["Xvfb", f":{number}", "-nolisten", "tcp", "-noreset"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             child.stdin.write("go\n")
             child.stdin.flush()
             assert child.stdout.readline().strip() == "['pynput-x11', 'xscreensaver'] None"
@@ -389,10 +430,12 @@ class FakeMutter:
                 except TimeoutError:
                     continue
                 fields = msg.header.fields
-                if (msg.header.message_type is MessageType.method_call
-                        and fields.get(HeaderFields.path) == OBJECT_PATH
-                        and fields.get(HeaderFields.interface) == INTERFACE
-                        and fields.get(HeaderFields.member) == "GetIdletime"):
+                if (
+                    msg.header.message_type is MessageType.method_call
+                    and fields.get(HeaderFields.path) == OBJECT_PATH
+                    and fields.get(HeaderFields.interface) == INTERFACE
+                    and fields.get(HeaderFields.member) == "GetIdletime"
+                ):
                     self.calls += 1
                     conn.send(new_method_return(msg, "t", (self.idle_ms,)))
                 elif msg.header.message_type is MessageType.method_call:
@@ -403,7 +446,7 @@ class FakeMutter:
 def test_mutter_reader_over_session_bus(xenv: DisplayEnv) -> None:
     reader = MutterReader(bus=xenv["DBUS_SESSION_BUS_ADDRESS"])
     with pytest.raises(BackendError, match="not there"):
-        reader.open()   # nobody owns the name yet
+        reader.open()  # nobody owns the name yet
     with FakeMutter(xenv["DBUS_SESSION_BUS_ADDRESS"], idle_ms=12_345) as mutter:
         reader.open()
         assert reader.idle_seconds() == pytest.approx(12.345)
@@ -413,7 +456,8 @@ def test_mutter_reader_over_session_bus(xenv: DisplayEnv) -> None:
 
 
 def test_wayland_session_polls_mutter_when_its_watches_are_refused(
-        on_x: DisplayEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    on_x: DisplayEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The event-driven path, against the real mutter, is in test_idle_wayland.py.
     monkeypatch.setenv("XDG_SESSION_TYPE", "wayland")
     monkeypatch.delenv("XDG_CURRENT_DESKTOP", raising=False)
@@ -423,8 +467,7 @@ def test_wayland_session_polls_mutter_when_its_watches_are_refused(
         try:
             assert mon.backends == ["mutter"] and not mon.hooks_live
             assert mon.idle_seconds() == pytest.approx(30.0, abs=0.1)
-            state = read_machine(mon, Power(), after=10.0, require_ac=False,
-                                 now=time.monotonic())
+            state = read_machine(mon, Power(), after=10.0, require_ac=False, now=time.monotonic())
             assert state.idle and state.recheck_in == INPUT_POLL
         finally:
             mon.stop()
@@ -433,8 +476,10 @@ def test_wayland_session_polls_mutter_when_its_watches_are_refused(
     mon.start()
     try:
         assert mon.idle_seconds() is None
-        assert mon.problem == ("Wayland session without WAYLAND_DISPLAY, and GNOME's idle "
-                               "monitor is not on the session bus")
+        assert mon.problem == (
+            "Wayland session without WAYLAND_DISPLAY, and GNOME's idle "
+            "monitor is not on the session bus"
+        )
     finally:
         mon.stop()
 
@@ -464,10 +509,15 @@ def test_choose_by_platform_and_session() -> None:
         return (plan.hooks.name if plan.hooks else None, [r.name for r in plan.readers], plan.limit)
 
     assert names(choose("linux", {"DISPLAY": ":0"})) == (
-        "pynput-x11", ["xscreensaver", "mutter"], None)
+        "pynput-x11",
+        ["xscreensaver", "mutter"],
+        None,
+    )
     assert names(choose("linux", {"DISPLAY": ":0", "XDG_SESSION_TYPE": "wayland"})) == (
-        None, [], "Wayland session without WAYLAND_DISPLAY, and no session D-Bus for "
-        "GNOME's idle monitor")
+        None,
+        [],
+        "Wayland session without WAYLAND_DISPLAY, and no session D-Bus for GNOME's idle monitor",
+    )
     gnome = {"WAYLAND_DISPLAY": "wayland-0", "XDG_CURRENT_DESKTOP": "ubuntu:GNOME"}
     assert names(choose("linux", gnome)) == ("mutter-watch", ["mutter"], None)
     assert names(choose("linux", {})) == (None, [], "no DISPLAY")
@@ -540,35 +590,45 @@ class StubPower:
         return self._on_ac
 
 
-@pytest.mark.parametrize("last, hooks, on_ac, require_ac, want", [
-    # quiet for 4 s of 10: in use, look again when 10 s is reached
-    (96.0, True, True, True, (False, 4.0, "in use", 6.0)),
-    (96.0, True, True, False, (False, 4.0, "in use", 6.0)),
-    # in use on battery: still "in use"; power is polled
-    (99.0, True, False, True, (False, 1.0, "in use", 9.0)),
-    (50.0, True, False, True, (False, 50.0, "on battery", POWER_POLL)),
-    (50.0, True, None, True, (False, 50.0, "power unknown", POWER_POLL)),
-    # idle with live hooks: nothing to poll unless power matters
-    (50.0, True, True, False, (True, 50.0, None, None)),
-    (50.0, True, False, False, (True, 50.0, None, None)),
-    (50.0, True, True, True, (True, 50.0, None, POWER_POLL)),
-    # idle without hooks: a return is only seen by asking
-    (50.0, False, True, False, (True, 50.0, None, INPUT_POLL)),
-    # a clock that disagrees slightly never yields negative idle
-    (100.5, True, True, False, (False, 0.0, "in use", 10.0)),
-])
+@pytest.mark.parametrize(
+    "last, hooks, on_ac, require_ac, want",
+    [
+        # quiet for 4 s of 10: in use, look again when 10 s is reached
+        (96.0, True, True, True, (False, 4.0, "in use", 6.0)),
+        (96.0, True, True, False, (False, 4.0, "in use", 6.0)),
+        # in use on battery: still "in use"; power is polled
+        (99.0, True, False, True, (False, 1.0, "in use", 9.0)),
+        (50.0, True, False, True, (False, 50.0, "on battery", POWER_POLL)),
+        (50.0, True, None, True, (False, 50.0, "power unknown", POWER_POLL)),
+        # idle with live hooks: nothing to poll unless power matters
+        (50.0, True, True, False, (True, 50.0, None, None)),
+        (50.0, True, False, False, (True, 50.0, None, None)),
+        (50.0, True, True, True, (True, 50.0, None, POWER_POLL)),
+        # idle without hooks: a return is only seen by asking
+        (50.0, False, True, False, (True, 50.0, None, INPUT_POLL)),
+        # a clock that disagrees slightly never yields negative idle
+        (100.5, True, True, False, (False, 0.0, "in use", 10.0)),
+    ],
+)
 def test_policy(last, hooks, on_ac, require_ac, want) -> None:
-    state = read_machine(StubMonitor(last, hooks), StubPower(on_ac), after=10.0,
-                         require_ac=require_ac, now=100.0)
+    state = read_machine(
+        StubMonitor(last, hooks), StubPower(on_ac), after=10.0, require_ac=require_ac, now=100.0
+    )
     assert (state.idle, state.idle_for, state.reason, state.recheck_in) == want
     assert state.on_ac is on_ac
 
 
 def test_policy_unreadable() -> None:
-    state = read_machine(StubMonitor(None, False, "X server :3 went away"), StubPower(True),
-                         after=10.0, require_ac=True, now=100.0)
-    assert state == MachineState(False, None, True, "input cannot be read: X server :3 went away",
-                                 min(RETRY, POWER_POLL))
+    state = read_machine(
+        StubMonitor(None, False, "X server :3 went away"),
+        StubPower(True),
+        after=10.0,
+        require_ac=True,
+        now=100.0,
+    )
+    assert state == MachineState(
+        False, None, True, "input cannot be read: X server :3 went away", min(RETRY, POWER_POLL)
+    )
 
 
 # ------------------------------------------------------- the desktop helper

@@ -19,7 +19,10 @@ from typing import Iterator
 import pytest
 
 from display import DisplayEnv, virtual_display, xdotool
+from owl.idle.state import LOCKED_AFTER
 from owlproc import OwlDaemon, make_project, process_states, wait_for
+from support.need import programs
+from support.screensaver import Desktop
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,12 +55,12 @@ class Fidget:
         self.env, self.every = env, every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.last = 0.0        # time.monotonic() just after the last move was sent
+        self.last = 0.0  # time.monotonic() just after the last move was sent
         self.moves = 0
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            x = 100 + 50 * (self.moves % 2)      # a move to where the pointer is sends nothing
+            x = 100 + 50 * (self.moves % 2)  # a move to where the pointer is sends nothing
             xdotool(self.env, "mousemove", str(x), "100")
             self.last = time.monotonic()
             self.moves += 1
@@ -75,8 +78,9 @@ class Fidget:
 
 def tree_pids(d: OwlDaemon, n: int) -> list[int]:
     """The pids of the agent and its setsid child, once both are recorded."""
-    return wait_for(lambda: len(d.alive_agent_pids()) >= n and d.alive_agent_pids(),
-                    what=f"{n} agent processes")
+    return wait_for(
+        lambda: len(d.alive_agent_pids()) >= n and d.alive_agent_pids(), what=f"{n} agent processes"
+    )
 
 
 def all_in(pids: list[int], want: str) -> bool:
@@ -117,7 +121,8 @@ def x_killed(env: DisplayEnv) -> Iterator[None]:
 
 
 def test_no_run_while_in_use_and_one_starts_a_second_after_input_stops(
-        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    tmp_path: Path, xenv: DisplayEnv, project: Path
+) -> None:
     with real_daemon(tmp_path / "home", xenv) as d:
         assert "pynput-x11" in d.status()["machine"]["detectors"]
         with Fidget(xenv) as person:
@@ -129,7 +134,7 @@ def test_no_run_while_in_use_and_one_starts_a_second_after_input_stops(
                 assert st["machine"]["reason"] == "in use"
                 assert st["machine"]["idle"] is False
                 time.sleep(0.1)
-            assert person.moves >= 6      # ~10 at 0.3 s apart, fewer on a busy machine
+            assert person.moves >= 6  # ~10 at 0.3 s apart, fewer on a busy machine
         stopped = person.last
         d.wait_run(job, "running", timeout=10)
         started = time.monotonic()
@@ -139,18 +144,30 @@ def test_no_run_while_in_use_and_one_starts_a_second_after_input_stops(
         assert st["machine"]["idle"] is True and st["machine"]["idle_for_s"] >= 1.0
 
 
+@pytest.mark.isolated  # times the freeze: alone, after the parallel run
+@pytest.mark.parametrize("sandbox", ["off", "required"])
 def test_input_freezes_the_whole_tree_and_quiet_thaws_the_same_run(
-        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
-    with real_daemon(tmp_path / "home", xenv, {"interruption": {"grace_window": "20s"}}) as d:
+    tmp_path: Path, xenv: DisplayEnv, project: Path, sandbox: str
+) -> None:
+    """Uncontained, and in its sandbox (its own PID namespace): the same tree frozen and thawed."""
+    if sandbox != "off":
+        programs("bwrap")
+    cfg = {"interruption": {"grace_window": "20s"}, "sandbox": {"mode": sandbox}}
+    with real_daemon(tmp_path / "home", xenv, cfg) as d:
         job = d.add("setsid-child=60 tick=0.2 sleep=60", project)
         run = d.wait_run(job, "running", timeout=10)
+        assert (run.get("contained") or "").startswith("contained: bwrap") == (sandbox != "off")
         pids = tree_pids(d, 2)
         assert none_in(pids, STOPPED)
 
         sent = time.monotonic()
         move(xenv, 10, 10)
-        wait_for(lambda: all_in(pids, STOPPED), timeout=5, interval=0.005,
-                 what="every process of the Run to be stopped")
+        wait_for(
+            lambda: all_in(pids, STOPPED),
+            timeout=5,
+            interval=0.005,
+            what="every process of the Run to be stopped",
+        )
         froze = time.monotonic() - sent
         assert froze < 1.0, f"freeze took {froze:.3f}s"
         frozen = d.wait_run(job, "frozen", timeout=5)
@@ -158,8 +175,12 @@ def test_input_freezes_the_whole_tree_and_quiet_thaws_the_same_run(
         assert 0 < frozen["grace_left_s"] <= 20
 
         # A second of quiet: the same Run goes on.
-        wait_for(lambda: none_in(pids, STOPPED), timeout=5, interval=0.02,
-                 what="the Run's processes to run again")
+        wait_for(
+            lambda: none_in(pids, STOPPED),
+            timeout=5,
+            interval=0.02,
+            what="the Run's processes to run again",
+        )
         thawed = time.monotonic() - sent
         assert 0.8 <= thawed <= 3.0, f"thawed {thawed:.2f}s after the input"
         again = d.wait_run(job, "running", timeout=5)
@@ -173,8 +194,13 @@ def make_supply(root: Path, *, discharging: bool) -> Path:
     bat, ac = root / "BAT0", root / "AC"
     bat.mkdir(parents=True, exist_ok=True)
     ac.mkdir(parents=True, exist_ok=True)
-    for name, value in {"type": "Battery", "capacity": "80", "energy_now": "40000000",
-                        "energy_full": "50000000", "power_now": "10000000"}.items():
+    for name, value in {
+        "type": "Battery",
+        "capacity": "80",
+        "energy_now": "40000000",
+        "energy_full": "50000000",
+        "power_now": "10000000",
+    }.items():
         (bat / name).write_text(value + "\n")
     (ac / "type").write_text("Mains\n")
     set_power(root, discharging=discharging)
@@ -187,15 +213,19 @@ def set_power(root: Path, *, discharging: bool) -> None:
     (root / "AC" / "online").write_text("0\n" if discharging else "1\n")
 
 
+@pytest.mark.isolated  # times the freeze: alone, after the parallel run
 def test_battery_keeps_a_job_waiting_freezes_a_run_and_mains_thaws_it(
-        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    tmp_path: Path, xenv: DisplayEnv, project: Path
+) -> None:
     supply = make_supply(tmp_path / "power", discharging=True)
     env = dict(xenv, OWL_POWER_SUPPLY_PATH=str(supply))
     with real_daemon(tmp_path / "home", env, {"interruption": {"grace_window": "20s"}}) as d:
         job = d.add("setsid-child=60 tick=0.2 sleep=60", project)
         # Quiet for well over idle.after, but on battery: the Job waits and says why.
-        st = wait_for(lambda: (s := d.status())["machine"]["idle_for_s"] >= 1.5 and s,
-                      what="the machine to be quiet")
+        st = wait_for(
+            lambda: (s := d.status())["machine"]["idle_for_s"] >= 1.5 and s,
+            what="the machine to be quiet",
+        )
         assert st["runs"] == []
         assert st["machine"]["on_ac_power"] is False
         assert st["machine"]["reason"] == "on battery"
@@ -211,8 +241,12 @@ def test_battery_keeps_a_job_waiting_freezes_a_run_and_mains_thaws_it(
 
         unplugged = time.monotonic()
         set_power(supply, discharging=True)
-        wait_for(lambda: all_in(pids, STOPPED), timeout=5, interval=0.01,
-                 what="the Run to freeze on battery")
+        wait_for(
+            lambda: all_in(pids, STOPPED),
+            timeout=5,
+            interval=0.01,
+            what="the Run to freeze on battery",
+        )
         froze = time.monotonic() - unplugged
         frozen = d.wait_run(job, "frozen", timeout=5)
         assert frozen["id"] == run["id"]
@@ -221,8 +255,12 @@ def test_battery_keeps_a_job_waiting_freezes_a_run_and_mains_thaws_it(
         assert 0 < frozen["grace_left_s"] <= 20
 
         set_power(supply, discharging=False)
-        wait_for(lambda: none_in(pids, STOPPED), timeout=5, interval=0.02,
-                 what="the Run to thaw on mains")
+        wait_for(
+            lambda: none_in(pids, STOPPED),
+            timeout=5,
+            interval=0.02,
+            what="the Run to thaw on mains",
+        )
         again = d.wait_run(job, "running", timeout=5)
         assert again["id"] == run["id"] and d.status()["machine"]["on_ac_power"] is True
         print(f"start after plugging in {started:.2f}s, freeze after unplugging {froze:.2f}s")
@@ -231,7 +269,8 @@ def test_battery_keeps_a_job_waiting_freezes_a_run_and_mains_thaws_it(
 
 
 def test_no_display_nothing_starts_on_its_own_but_owl_start_works(
-        tmp_path: Path, project: Path) -> None:
+    tmp_path: Path, project: Path
+) -> None:
     env = dict(os.environ)
     for key in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE", "DBUS_SESSION_BUS_ADDRESS"):
         env.pop(key, None)
@@ -260,15 +299,19 @@ def test_no_display_nothing_starts_on_its_own_but_owl_start_works(
 
 
 def test_x_server_killed_mid_run_daemon_keeps_going_and_says_why(
-        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    tmp_path: Path, xenv: DisplayEnv, project: Path
+) -> None:
     with real_daemon(tmp_path / "home", xenv, {"interruption": {"grace_window": "20s"}}) as d:
         job = d.add("setsid-child=60 sleep=60", project)
         run = d.wait_run(job, "running", timeout=10)
         pids = tree_pids(d, 2)
 
         with x_killed(xenv):
-            st = wait_for(lambda: (s := d.status())["machine"]["problem"] and s, timeout=10,
-                          what="status to say the machine cannot be read")
+            st = wait_for(
+                lambda: (s := d.status())["machine"]["problem"] and s,
+                timeout=10,
+                what="status to say the machine cannot be read",
+            )
             assert st["machine"]["reason"].startswith("input cannot be read: ")
             assert st["attention"].startswith("the machine cannot be read: ")
             # A machine that cannot be read is not idle: the same Run is frozen.
@@ -279,6 +322,7 @@ def test_x_server_killed_mid_run_daemon_keeps_going_and_says_why(
             # then: past a retry of the readers (every 5 s) the daemon has said no more.
             def idle_lines() -> list[str]:
                 return [ln for ln in d.log_text().splitlines() if " owl.idle " in ln]
+
             said = idle_lines()
             assert len([ln for ln in said if "input hooks stopped: X server went away" in ln]) == 1
             assert len([ln for ln in said if "xscreensaver failed" in ln]) == 1, said
@@ -289,7 +333,8 @@ def test_x_server_killed_mid_run_daemon_keeps_going_and_says_why(
 
 
 def test_idle_after_edited_in_config_applies_without_restart(
-        tmp_path: Path, xenv: DisplayEnv, project: Path) -> None:
+    tmp_path: Path, xenv: DisplayEnv, project: Path
+) -> None:
     cfg = {"idle": {"after": "1h", "require_ac_power": True}}
     with real_daemon(tmp_path / "home", xenv, cfg) as d:
         move(xenv)
@@ -300,12 +345,43 @@ def test_idle_after_edited_in_config_applies_without_restart(
         assert st["machine"]["idle_in_s"] > 3000
 
         import tomllib
+
         text = tomllib.loads((d.home / "config.toml").read_text())
         text["idle"]["after"] = "2s"
         d.write_config(text)
         edited = time.monotonic()
-        st = wait_for(lambda: (s := d.status())["machine"]["idle_in_s"] is None
-                      or s["machine"]["idle_in_s"] < 3 and s, timeout=10,
-                      what="the new idle.after to be used")
+        st = wait_for(
+            lambda: (
+                (s := d.status())["machine"]["idle_in_s"] is None
+                or s["machine"]["idle_in_s"] < 3
+                and s
+            ),
+            timeout=10,
+            what="the new idle.after to be used",
+        )
         d.wait_run(job, "running", timeout=10)
         print(f"Run started {time.monotonic() - edited:.2f}s after the edit")
+
+
+def test_a_locked_screen_starts_runs_after_a_few_quiet_seconds_and_input_still_freezes(
+    tmp_path: Path, xenv: DisplayEnv, project: Path
+) -> None:
+    # idle.after is an hour: only the lock (heard on a session bus of the
+    # test's, from a stand-in screensaver) can let the Run start this soon.
+    with Desktop() as desk:
+        env = dict(xenv, DBUS_SESSION_BUS_ADDRESS=desk.address)
+        with real_daemon(tmp_path / "home", env, {"idle": {"after": "1h"}}) as d:
+            job = d.add("sleep=60", project)
+            wait_for(lambda: d.status()["machine"]["lock_sources"], what="the lock's first read")
+            move(xenv, 20, 20)
+            moved = time.monotonic()
+            desk.lock()
+            wait_for(lambda: d.status()["machine"]["screen_locked"], what="the lock heard")
+            assert d.status()["runs"] == []
+            d.wait_run(job, "running", timeout=LOCKED_AFTER + 10)
+            waited = time.monotonic() - moved
+            assert LOCKED_AFTER - 0.5 <= waited <= LOCKED_AFTER + 6, waited  # not before
+            sent = time.monotonic()
+            move(xenv, 40, 40)  # a hand on the mouse at the lock screen
+            d.wait_run(job, "frozen", timeout=5)
+            assert time.monotonic() - sent < 2.0

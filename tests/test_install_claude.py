@@ -39,13 +39,18 @@ def install(tmp_path: Path, version: str | None = None) -> tuple[str, list[str]]
     npm.write_text(FAKE_NPM)
     npm.chmod(0o755)
     calls = tmp_path / "calls"
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}",
-               OWL_CLAUDE_PREFIX=str(tmp_path / "prefix"), NPM_CALLS=str(calls))
+    env = dict(
+        os.environ,
+        PATH=f"{bindir}:{os.environ['PATH']}",
+        OWL_CLAUDE_PREFIX=str(tmp_path / "prefix"),
+        NPM_CALLS=str(calls),
+    )
     env.pop("OWL_CLAUDE_VERSION", None)
     if version is not None:
         env["OWL_CLAUDE_VERSION"] = version
-    out = subprocess.run(["sh", str(SCRIPT)], env=env, capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        ["sh", str(SCRIPT)], env=env, capture_output=True, text=True, check=True, timeout=60
+    )
     lines = calls.read_text().splitlines() if calls.exists() else []
     calls.unlink(missing_ok=True)
     return out.stdout.strip(), lines
@@ -61,7 +66,7 @@ def test_the_pinned_version_by_default_and_reused_when_it_is_there(tmp_path):
     assert version_of(path) == PINNED == "2.1.332"
     assert [c.split()[0] for c in calls] == ["install"]
     assert f"@anthropic-ai/claude-code@{PINNED}" in calls[0]
-    assert install(tmp_path) == (path, [])          # nothing to do the second time
+    assert install(tmp_path) == (path, [])  # nothing to do the second time
 
 
 def test_latest_replaces_another_version_in_the_same_prefix(tmp_path):

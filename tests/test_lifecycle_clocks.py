@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from owl import lifecycle as lc
-from owl.lifecycle import Core, Outcome, Phase, Timing
+from owl.rules import lifecycle as lc
+from owl.rules.lifecycle import Core, Outcome, Phase, Timing
 
 
 def frozen_core(grace: float = 10.0) -> Core:
@@ -31,6 +31,7 @@ def test_an_agent_that_exits_frozen_inside_its_window_is_its_own_outcome():
 
 # ------------------------------------------------------------------- sleep
 
+
 def test_sleep_counts_for_the_grace_window_and_ends_a_run_on_wake_never_thaws_it():
     core = frozen_core(grace=10.0)
     # frozen at 1.0, window to 11.0; the lid closes at 2.0 for a night
@@ -45,7 +46,7 @@ def test_sleep_counts_for_the_grace_window_and_ends_a_run_on_wake_never_thaws_it
 def test_a_short_sleep_shortens_the_window_by_its_length():
     core = frozen_core(grace=10.0)
     assert core.slept(3.0, 4.0) == []
-    assert core.runs[1].grace_left(3.0) == 4.0       # 11 - 3 - 4 asleep
+    assert core.runs[1].grace_left(3.0) == 4.0  # 11 - 3 - 4 asleep
     assert core.tick(6.9) == []
     assert core.tick(7.0) == [lc.Term(1)]
 
@@ -54,7 +55,7 @@ def test_sleep_does_not_count_toward_timeout_or_stall():
     core = Core(timing=Timing(grace=10.0, timeout=100.0, stall=50.0))
     core.idle(0.0)
     core.started(1, 0.0)
-    assert core.slept(10.0, 10 * 3600.0) == []       # a running Run: nothing worked
+    assert core.slept(10.0, 10 * 3600.0) == []  # a running Run: nothing worked
     assert core.tick(49.0) == []
     assert core.runs[1].phase is Phase.RUNNING
 
@@ -79,7 +80,7 @@ class FakeClocks:
 
 
 def test_the_sleep_watch_reports_the_time_the_awake_clock_missed():
-    from owl.sleepclock import SleepWatch
+    from owl.engine.sleepclock import SleepWatch
 
     c = FakeClocks()
     w = SleepWatch(awake=lambda: c.awake, total=lambda: c.awake + c.asleep + 5000.0)
@@ -88,15 +89,15 @@ def test_the_sleep_watch_reports_the_time_the_awake_clock_missed():
     c.suspend(600.0)
     c.step(1.0)
     assert w.slept() == 600.0
-    assert w.slept() == 0.0                           # said once
+    assert w.slept() == 0.0  # said once
     c.suspend(0.4)
-    assert w.slept() == 0.0                           # noise...
+    assert w.slept() == 0.0  # noise...
     c.suspend(0.7)
-    assert abs(w.slept() - 1.1) < 1e-9                # ...adds up until it counts
+    assert abs(w.slept() - 1.1) < 1e-9  # ...adds up until it counts
 
 
 def test_where_no_clock_counts_sleep_nothing_is_reported():
-    from owl.sleepclock import SleepWatch
+    from owl.engine.sleepclock import SleepWatch
 
     c = FakeClocks()
     w = SleepWatch(awake=lambda: c.awake, total=lambda: c.awake)

@@ -10,11 +10,10 @@ gone, every Run has ended with exactly one Finish.
 from __future__ import annotations
 
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import (Bundle, RuleBasedStateMachine, initialize, invariant,
-                                 precondition, rule)
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
-from owl import lifecycle as lc
-from owl.lifecycle import KILL_DELAY, USER, Core, Phase, Refusal, Timing
+from owl.rules import lifecycle as lc
+from owl.rules.lifecycle import KILL_DELAY, USER, Core, Phase, Refusal, Timing
 
 GRACE = 10.0
 EPS = 1e-6
@@ -28,15 +27,16 @@ class CoreMachine(RuleBasedStateMachine):
         self.core = Core(timing=Timing(grace=GRACE, timeout=200.0, stall=60.0))
         self.now = 0.0
         self.next_id = 1
-        self.frozen_since: dict[int, float] = {}   # Freeze seen at (time asleep added)
+        self.frozen_since: dict[int, float] = {}  # Freeze seen at (time asleep added)
         self.last_term: dict[int, float] = {}
         self.finished: dict[int, int] = {}
         self.started: set[int] = set()
 
     # ---------------------------------------------------------- carrying out
 
-    def apply(self, actions: list[lc.Action], *, resuming: bool = False,
-              held: set[int] | None = None) -> None:
+    def apply(
+        self, actions: list[lc.Action], *, resuming: bool = False, held: set[int] | None = None
+    ) -> None:
         held = held or set()
         for a in actions:
             if isinstance(a, lc.Freeze):
@@ -49,15 +49,18 @@ class CoreMachine(RuleBasedStateMachine):
                 self.last_term[a.run] = self.now
             elif isinstance(a, lc.Kill):
                 assert a.run in self.last_term, "Kill without a Term"
-                assert self.now - self.last_term[a.run] >= KILL_DELAY - EPS, \
-                    (self.now, self.last_term[a.run])
+                assert self.now - self.last_term[a.run] >= KILL_DELAY - EPS, (
+                    self.now,
+                    self.last_term[a.run],
+                )
             elif isinstance(a, lc.Finish):
                 self.finished[a.run] = self.finished.get(a.run, 0) + 1
                 self.frozen_since.pop(a.run, None)
 
     def held(self) -> set[int]:
-        return {r.id for r in self.core.runs.values()
-                if r.phase is Phase.FROZEN and r.frozen_by == USER}
+        return {
+            r.id for r in self.core.runs.values() if r.phase is Phase.FROZEN and r.frozen_by == USER
+        }
 
     def event(self, fn, *args, resuming: bool = False) -> None:
         held = self.held()
@@ -74,8 +77,9 @@ class CoreMachine(RuleBasedStateMachine):
         run = self.next_id
         self.next_id += 1
         self.started.add(run)
-        self.event(self.core.started, run, self.now, exempt,
-                   [(f"c{i}", 30.0) for i in range(checks)])
+        self.event(
+            self.core.started, run, self.now, exempt, [(f"c{i}", 30.0) for i in range(checks)]
+        )
         return run
 
     @rule()

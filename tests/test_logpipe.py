@@ -8,19 +8,20 @@ import sys
 import time
 from pathlib import Path
 
-from owl import logpipe
+from owl.engine import logpipe
 from owlproc import wait_for
 
-WRITE = ("import sys\n"
-         "n = int(sys.argv[1])\n"
-         "line = b'y' * 99 + b'\\n'\n"
-         "for i in range(n): sys.stdout.buffer.write(line)\n"
-         "sys.stdout.buffer.write(b'last\\n')\n")
+WRITE = (
+    "import sys\n"
+    "n = int(sys.argv[1])\n"
+    "line = b'y' * 99 + b'\\n'\n"
+    "for i in range(n): sys.stdout.buffer.write(line)\n"
+    "sys.stdout.buffer.write(b'last\\n')\n"
+)
 
 
 def _run_into(sink: logpipe.Sink, lines: int) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-c", WRITE, str(lines)], stdout=sink.fd,
-                         stderr=sink.fd)
+    p = subprocess.Popen([sys.executable, "-c", WRITE, str(lines)], stdout=sink.fd, stderr=sink.fd)
     sink.started()
     return p
 
@@ -28,7 +29,7 @@ def _run_into(sink: logpipe.Sink, lines: int) -> subprocess.Popen:
 def test_the_cap_holds_and_rotation_keeps_whole_lines(tmp_path: Path) -> None:
     log = tmp_path / "1.log"
     sink = logpipe.Sink(log, cap=100_000)
-    p = _run_into(sink, 5_000)                # 500 kB through a 100 kB cap
+    p = _run_into(sink, 5_000)  # 500 kB through a 100 kB cap
     assert p.wait(20) == 0
     sink.close()
     assert sink.wait(10)
@@ -40,16 +41,16 @@ def test_the_cap_holds_and_rotation_keeps_whole_lines(tmp_path: Path) -> None:
 
 def test_a_slow_disk_does_not_hold_up_the_agent(tmp_path: Path) -> None:
     class SlowDisk(logpipe.Sink):
-        def _put_some(self, part):           # a disk that takes 2 s a write
+        def _put_some(self, part):  # a disk that takes 2 s a write
             time.sleep(2.0)
             return super()._put_some(part)
 
     sink = SlowDisk(tmp_path / "2.log", cap=10 << 20)
     t0 = time.monotonic()
-    p = _run_into(sink, 30_000)               # 3 MB, more than a pipe holds
+    p = _run_into(sink, 30_000)  # 3 MB, more than a pipe holds
     assert p.wait(20) == 0
     took = time.monotonic() - t0
-    assert took < 1.5, took                   # it did not wait on the writer
+    assert took < 1.5, took  # it did not wait on the writer
     wait_for(lambda: sink.received == 30_000 * 100 + 5, what="everything read")
     sink.close()
     assert sink.wait(20)
@@ -58,13 +59,16 @@ def test_a_slow_disk_does_not_hold_up_the_agent(tmp_path: Path) -> None:
 
 def test_a_writer_outside_the_run_is_cut_off_after_close(tmp_path: Path) -> None:
     sink = logpipe.Sink(tmp_path / "3.log", cap=1 << 20)
-    holder = subprocess.Popen([sys.executable, "-c", "import time; print('held', flush=True);"
-                               " time.sleep(30)"], stdout=sink.fd, stderr=sink.fd)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('held', flush=True); time.sleep(30)"],
+        stdout=sink.fd,
+        stderr=sink.fd,
+    )
     sink.started()
     try:
         wait_for(lambda: sink.received > 0, what="the first line")
         t0 = time.monotonic()
-        sink.close()                          # returns at once
+        sink.close()  # returns at once
         assert time.monotonic() - t0 < 0.1
         assert sink.wait(logpipe.DRAIN_AFTER_CLOSE + 3)
         assert (tmp_path / "3.log").read_bytes() == b"held\n"

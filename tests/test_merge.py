@@ -18,10 +18,14 @@ from owl.errors import Refused
 from owl.review import merge
 from owlproc import OwlDaemon, make_project
 
+# What every suggested git command carries: no hook, no fsmonitor of the repository's.
+SAFE = "-c core.hooksPath=/dev/null -c core.fsmonitor=false"
+
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def commit(repo: Path, name: str, text: str, msg: str) -> str:
@@ -39,8 +43,13 @@ def repo(tmp_path: Path) -> tuple[Path, dict]:
     wt = tmp_path / "wt"
     git(project, "worktree", "add", "-q", "-b", "owl/job-1", str(wt), base)
     commit(wt, "hello.txt", "hello\n", "Add hello")
-    job = {"id": 1, "branch": "owl/job-1", "base": base, "base_branch": "main",
-           "title": "Add a hello file"}
+    job = {
+        "id": 1,
+        "branch": "owl/job-1",
+        "base": base,
+        "base_branch": "main",
+        "title": "Add a hello file",
+    }
     return project, job
 
 
@@ -50,14 +59,14 @@ def test_fast_forward_in_a_clean_checkout_on_the_base(repo):
     base, said = merge.merge(project, job)
     assert base == "main" and "fast-forwarded" in said
     assert git(project, "rev-parse", "main") == tip
-    assert (project / "hello.txt").read_text() == "hello\n"      # the tree follows
+    assert (project / "hello.txt").read_text() == "hello\n"  # the tree follows
     assert git(project, "status", "--porcelain") == ""
 
 
 def test_fast_forward_with_the_base_not_checked_out_moves_only_the_ref(repo):
     project, job = repo
     git(project, "switch", "-q", "-c", "other")
-    (project / "notes.txt").write_text("mine, uncommitted\n")     # untouched by the merge
+    (project / "notes.txt").write_text("mine, uncommitted\n")  # untouched by the merge
     tip = git(project, "rev-parse", "owl/job-1")
     merge.merge(project, job)
     assert git(project, "rev-parse", "main") == tip
@@ -73,7 +82,7 @@ def test_fast_forward_refused_on_a_dirty_checkout_on_the_base(repo):
     with pytest.raises(Refused) as e:
         merge.merge(project, job)
     assert "uncommitted changes" in str(e.value)
-    assert f"git -C {project} merge --ff-only owl/job-1" in str(e.value)
+    assert f"git -C {project} {SAFE} merge --ff-only owl/job-1" in str(e.value)
     assert git(project, "rev-parse", "main") == before
     assert (project / "README").read_text() == "edited, not committed\n"
 
@@ -96,7 +105,7 @@ def test_merge_commit_refused_on_a_dirty_checkout(repo):
     (project / "other.txt").write_text("edited\n")
     with pytest.raises(Refused) as e:
         merge.merge(project, job)
-    assert str(e.value).endswith(f"run: git -C {project} merge owl/job-1")
+    assert str(e.value).endswith(f"run: git -C {project} {SAFE} merge --no-ff owl/job-1")
     assert git(project, "rev-parse", "main") == moved
     assert (project / "other.txt").read_text() == "edited\n"
 
@@ -109,7 +118,9 @@ def test_merge_commit_refused_when_another_branch_is_checked_out(repo):
         merge.merge(project, job)
     msg = str(e.value)
     assert "is on feature, not main" in msg
-    assert f"git -C {project} switch main && git -C {project} merge owl/job-1" in msg
+    assert (
+        f"git -C {project} {SAFE} switch main && git -C {project} {SAFE} merge --no-ff owl/job-1"
+    ) in msg
     assert git(project, "rev-parse", "main") == moved
     assert "\n" not in msg
 
@@ -134,17 +145,27 @@ def test_a_branch_not_merged_is_never_deleted(repo):
 
 def test_plan_is_pure_and_covers_the_cases():
     p = Path("/p")
-    s = dict(project=p, base="main", branch="owl/job-3", merged=False, can_ff=True,
-             base_tree=None, base_tree_clean=True, project_head="dev")
+    s = dict(
+        project=p,
+        base="main",
+        branch="owl/job-3",
+        merged=False,
+        can_ff=True,
+        base_tree=None,
+        base_tree_clean=True,
+        project_head="dev",
+    )
     assert merge.plan(merge.Situation(**s)).kind == "update-ref"
     assert merge.plan(merge.Situation(**{**s, "base_tree": p})).kind == "ff"
     assert merge.plan(merge.Situation(**{**s, "merged": True})).kind == "nothing"
     assert merge.plan(merge.Situation(**{**s, "can_ff": False, "base_tree": p})).kind == "merge"
     other = merge.plan(merge.Situation(**{**s, "can_ff": False, "base_tree": Path("/elsewhere")}))
-    assert other.kind == "refuse" and "git -C /elsewhere merge owl/job-3" in other.message
+    assert other.kind == "refuse"
+    assert f"git -C /elsewhere {SAFE} merge --no-ff owl/job-3" in other.message
 
 
 # ------------------------------------------------------ through the daemon
+
 
 def test_accept_merge_through_the_daemon_makes_the_job_done(tmp_path):
     project = make_project(tmp_path / "proj", {"README": "x\n"})
@@ -158,8 +179,21 @@ def test_accept_merge_through_the_daemon_makes_the_job_done(tmp_path):
         assert "fast-forwarded" in out and "deleted" in out
         assert git(project, "rev-parse", "main") == tip
         assert d.job(job)["state"] == "done" and not worktree.exists()
-        assert subprocess.run(["git", "-C", str(project), "rev-parse", "--verify", "-q",
-                               f"refs/heads/{j['branch']}"], capture_output=True).returncode == 1
+        assert (
+            subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(project),
+                    "rev-parse",
+                    "--verify",
+                    "-q",
+                    f"refs/heads/{j['branch']}",
+                ],
+                capture_output=True,
+            ).returncode
+            == 1
+        )
 
 
 def test_accept_merge_refused_leaves_the_job_in_review(tmp_path):
@@ -185,8 +219,13 @@ def test_a_merge_commit_git_cannot_make_is_undone_and_reported(repo, tmp_path):
     moved = commit(project, "other.txt", "other\n", "Meanwhile on main")
     git(project, "config", "--unset", "user.name")
     git(project, "config", "--unset", "user.email")
-    env = {"HOME": str(tmp_path / "nohome"), "GIT_CONFIG_NOSYSTEM": "1",
-           "EMAIL": "", "GIT_AUTHOR_NAME": "", "GIT_COMMITTER_NAME": ""}
+    env = {
+        "HOME": str(tmp_path / "nohome"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "EMAIL": "",
+        "GIT_AUTHOR_NAME": "",
+        "GIT_COMMITTER_NAME": "",
+    }
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
@@ -196,3 +235,74 @@ def test_a_merge_commit_git_cannot_make_is_undone_and_reported(repo, tmp_path):
     assert git(project, "rev-parse", "main") == moved
     assert git(project, "status", "--porcelain") == ""
     assert not (project / ".git" / "MERGE_HEAD").exists()
+
+
+# ------------------------------------------------ a refused merge says why, and runs nothing
+
+
+def _diverge(project: Path, job: dict, name: str) -> None:
+    """main and the Job's branch both change `name`: a merge commit, with a conflict."""
+    wt = project.parent / "wt"
+    commit(wt, name, "theirs\n", "Job's side")
+    commit(project, name, "ours\n", "Meanwhile on main")
+
+
+def test_a_conflict_names_its_files_and_suggests_a_merge_that_runs_nothing(repo):
+    project, job = repo
+    _diverge(project, job, "clash.txt")
+    with pytest.raises(Refused) as e:
+        merge.merge(project, job)
+    msg = str(e.value)
+    assert "(conflicts in clash.txt)" in msg and "nothing was changed" in msg
+    assert msg.endswith(f"run: git -C {project} {SAFE} merge --no-ff owl/job-1 and resolve them")
+    assert "Merge with strategy" not in msg
+    assert git(project, "status", "--porcelain") == ""
+
+
+def test_a_merge_driver_the_project_sets_is_named_not_run(repo, tmp_path):
+    project, job = repo
+    marker = tmp_path / "RAN-driver"
+    driver = tmp_path / "driver.sh"
+    driver.write_text(f"#!/bin/sh\ntouch {marker}\nexit 0\n")
+    driver.chmod(0o755)
+    planted = tmp_path / "planted.cfg"
+    planted.write_text(f'[merge "evil"]\n\tdriver = {driver} %O %A %B\n')
+    git(project, "config", "include.path", str(planted))
+    (project / ".git" / "info" / "attributes").write_text("*.txt merge=evil\n")
+    _diverge(project, job, "clash.txt")
+    with pytest.raises(Refused) as e:
+        merge.merge(project, job)
+    msg = str(e.value)
+    assert not marker.exists()
+    assert "merge driver 'evil' (merge.evil.driver) for clash.txt, which Owl does not run" in msg
+    assert msg.endswith(
+        f"look at it first: git -C {project} config --show-origin --get-regexp "
+        f"'^merge[.]' and git -C {project} check-attr merge -- clash.txt"
+    )
+    assert "run:" not in msg
+
+
+def test_a_driver_no_command_line_can_blank_says_to_look_first(repo, tmp_path):
+    project, job = repo
+    git(project, "config", "filter.a=b.smudge", str(tmp_path / "never"))
+    _diverge(project, job, "clash.txt")
+    with pytest.raises(Refused) as e:
+        merge.merge(project, job)
+    msg = str(e.value)
+    assert "filter.a=b.smudge" in msg and "look at them first" in msg
+    assert msg.endswith(f"git -C {project} config --show-origin --get-regexp '^(filter|merge)[.]'")
+    assert " merge --no-ff" not in msg
+
+
+def test_a_merge_git_will_not_start_says_what_git_said(repo):
+    project, job = repo
+    wt = project.parent / "wt"
+    commit(wt, "new.txt", "the job's\n", "Add new")
+    commit(project, "other.txt", "other\n", "Meanwhile on main")
+    (project / "new.txt").write_text("the person's, untracked\n")
+    with pytest.raises(Refused) as e:
+        merge.merge(project, job)
+    msg = str(e.value)
+    assert "untracked working tree files would be overwritten by merge: new.txt" in msg
+    assert "Merge with strategy" not in msg and f"{SAFE} merge --no-ff owl/job-1" in msg
+    assert (project / "new.txt").read_text() == "the person's, untracked\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-PROBE = '''
+PROBE = """
 import display
 from support.claude import require_claude
 
@@ -22,21 +22,36 @@ def test_xdotool():
 
 def test_claude():
     require_claude()
-'''
+"""
 
 
 def run_probe(tmp_path: Path, ci: str | None) -> str:
     (tmp_path / "test_probe.py").write_text(PROBE)
     empty = tmp_path / "bin"
     empty.mkdir(exist_ok=True)
-    env = dict(os.environ, PATH=str(empty), OWL_TEST_CLAUDE=str(empty / "claude"),
-               PYTHONPATH=str(HERE))
+    env = dict(
+        os.environ, PATH=str(empty), OWL_TEST_CLAUDE=str(empty / "claude"), PYTHONPATH=str(HERE)
+    )
     env.pop("CI", None)
     if ci is not None:
         env["CI"] = ci
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "-rfs", str(tmp_path / "test_probe.py")], env=env, cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rfs",
+            str(tmp_path / "test_probe.py"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return p.stdout
 
 

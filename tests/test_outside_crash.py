@@ -30,15 +30,20 @@ exec sleep 60
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def watchdogs(home: Path) -> list[psutil.Process]:
     db = str(home / "owl.db")
-    return [p for p in psutil.process_iter(["cmdline", "status"])
-            if "owl.watchdog" in (p.info["cmdline"] or []) and db in p.info["cmdline"]
-            and p.info["status"] != psutil.STATUS_ZOMBIE]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline", "status"])
+        if "owl.daemon.watchdog" in (p.info["cmdline"] or [])
+        and db in p.info["cmdline"]
+        and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
 
 
 def kept(home: Path) -> list[str]:
@@ -54,8 +59,10 @@ def db_outside(home: Path) -> list[tuple]:
 def reacher(tmp_path: Path) -> tuple[OwlDaemon, Path]:
     """A daemon (not started) whose agent moves main, plants a hook and sleeps."""
     project = make_project(tmp_path / "proj")
-    d = OwlDaemon(tmp_path / "home", {"agents": {"reach": {"command": ["/bin/sh", "-c", REACH]}},
-                                      "agent": {"default": "reach"}})
+    d = OwlDaemon(
+        tmp_path / "home",
+        {"agents": {"reach": {"command": ["/bin/sh", "-c", REACH]}}, "agent": {"default": "reach"}},
+    )
     return d, project
 
 
@@ -66,10 +73,14 @@ def reach(d: OwlDaemon, project: Path) -> tuple[int, int, str]:
     d.machine("idle")
     run_id = d.wait_run(job, "running")["id"]
     hook = project / ".git" / "hooks" / "pre-push"
-    wait_for(lambda: git(project, "rev-parse", "main") != main_before and hook.exists(),
-             what="the agent to move main and plant a hook")
-    wait_for(lambda: kept(d.home) == [f"{run_id}.outside.json"],
-             what="the Run's start to be kept on disk")
+    wait_for(
+        lambda: git(project, "rev-parse", "main") != main_before and hook.exists(),
+        what="the agent to move main and plant a hook",
+    )
+    wait_for(
+        lambda: kept(d.home) == [f"{run_id}.outside.json"],
+        what="the Run's start to be kept on disk",
+    )
     return job, run_id, main_before
 
 
@@ -85,7 +96,11 @@ def assert_reported(run: dict, main_before: str, main_after: str) -> None:
     assert run["outcome"] == "interrupted"
     found = {(c["kind"], c["name"]): c for c in run["outside"]}
     assert found[("ref", "refs/heads/main")] == {
-        "kind": "ref", "name": "refs/heads/main", "from": main_before, "to": main_after}
+        "kind": "ref",
+        "name": "refs/heads/main",
+        "from": main_before,
+        "to": main_after,
+    }
     assert found[("hook", "pre-push")]["from"] is None
     assert found[("hook", "pre-push")]["to"].endswith("(executable)")
     assert not any(c["name"].startswith("refs/heads/owl/") for c in run["outside"])
@@ -106,8 +121,10 @@ def test_the_watchdog_records_what_the_agent_changed_when_the_daemon_is_killed(t
         main_after = git(project, "rev-parse", "main")
         [run] = d.job(job)["runs"]
         assert_reported(run, main_before, main_after)
-        assert (f"job {job} run {run_id} (found after the crash): the agent moved main from "
-                f"{main_before[:7]} to {main_after[:7]}") in d.log_text()
+        assert (
+            f"job {job} run {run_id} (found after the crash): the agent moved main from "
+            f"{main_before[:7]} to {main_after[:7]}"
+        ) in d.log_text()
         shown = d.ok("jobs", "show", str(job))
         assert f"outside its branch, the agent moved main from {main_before[:7]}" in shown
         assert "outside its branch, the agent added the hook pre-push" in shown
@@ -117,8 +134,8 @@ def test_the_next_start_records_it_when_the_watchdog_died_too(tmp_path):
     d, project = reacher(tmp_path)
     with d:
         job, run_id, main_before = reach(d, project)
-        kill_both(d)              # both die at once, as under the OOM killer
-        assert [r[2] for r in db_outside(d.home)] == [None]     # nothing recorded it yet
+        kill_both(d)  # both die at once, as under the OOM killer
+        assert [r[2] for r in db_outside(d.home)] == [None]  # nothing recorded it yet
         d.start()
         assert kept(d.home) == []
         assert_reported(d.job(job)["runs"][0], main_before, git(project, "rev-parse", "main"))
@@ -138,7 +155,7 @@ def test_a_project_gone_by_the_next_start_is_said_to_be_unknown(tmp_path):
 
 
 def test_owls_own_merge_during_a_run_is_not_blamed_after_a_crash(tmp_path):
-    from owl import outsidekeep
+    from owl.git import outsidekeep
 
     from test_outside import merge_during_a_run, two_agents
 
@@ -147,8 +164,10 @@ def test_owls_own_merge_during_a_run_is_not_blamed_after_a_crash(tmp_path):
         second, run_id = merge_during_a_run(d, project)
         merged = git(project, "rev-parse", "main")
         path = outsidekeep.path_for(d.home / "logs", run_id)
-        wait_for(lambda: outsidekeep.read(path)[2].refs.get("refs/heads/main") == merged,
-                 what="the kept start to take Owl's own merge in")
+        wait_for(
+            lambda: outsidekeep.read(path)[2].refs.get("refs/heads/main") == merged,
+            what="the kept start to take Owl's own merge in",
+        )
         [guard] = watchdogs(d.home)
         d.kill()
         wait_for(lambda: not guard.is_running(), what="the watchdog to finish")

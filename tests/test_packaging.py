@@ -39,21 +39,42 @@ class Installed:
     def __init__(self, venv: Path, wheel: Path, work: Path) -> None:
         self.venv, self.wheel, self.work = venv, wheel, work
         self.bin = venv / "bin"
-        self.site = Path(self.run_python("import sysconfig; print(sysconfig.get_paths()['purelib'])")
-                         .stdout.strip())
+        self.site = Path(
+            self.run_python(
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+            ).stdout.strip()
+        )
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "OWL_HOME", "DISPLAY",
-                            "WAYLAND_DISPLAY", "XDG_CONFIG_HOME", "OWL_MACHINE")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k
+            not in (
+                "PYTHONPATH",
+                "PYTHONHOME",
+                "VIRTUAL_ENV",
+                "OWL_HOME",
+                "DISPLAY",
+                "WAYLAND_DISPLAY",
+                "XDG_CONFIG_HOME",
+                "OWL_MACHINE",
+            )
+        }
         env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
         env.update(extra)
         return env
 
     def run(self, *argv: str, **extra: str) -> subprocess.CompletedProcess:
         # cwd outside the checkout: nothing of the source can be imported from ''.
-        return subprocess.run(list(argv), cwd=self.work, env=self.env(**extra),
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            list(argv),
+            cwd=self.work,
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     def run_python(self, code: str, **extra: str) -> subprocess.CompletedProcess:
         p = self.run(str(self.venv / "bin" / "python"), "-c", code, **extra)
@@ -64,14 +85,21 @@ class Installed:
 def _build_wheel(dest: Path, work: Path) -> Path:
     src = work / "src"
     src.mkdir()
-    shutil.copytree(ROOT / "app", src / "app",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
+    shutil.copytree(
+        ROOT / "app",
+        src / "app",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"),
+    )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dest),
-                        str(src)], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dest), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
-    wheels = list(dest.glob("owl-*.whl"))
+    wheels = list(dest.glob("owl_away-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
 
@@ -82,10 +110,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     wheel = _build_wheel(work / "dist", work)
     venv = work / "venv"
     # --without-pip: ensurepip takes ~20 s; this test's own pip installs into it.
-    subprocess.run([BASE_PYTHON, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True, timeout=60)
-    p = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-                        "install", "-q", str(wheel)], capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        [BASE_PYTHON, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+        check=True,
+        timeout=60,
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     yield Installed(venv, wheel, work)
 
@@ -95,13 +139,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 
 def test_the_wheel_carries_the_package_data_and_nothing_else(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
-    for needed in ("owl/tray/assets/owl.png", "owl/autostart/templates/owl-autostart.desktop",
-                   "owl/autostart/templates/dev.owl.plist", "owl/cli/__init__.py", "owl/__main__.py"):
+    for needed in (
+        "owl/tray/assets/owl.png",
+        "owl/autostart/templates/owl-autostart.desktop",
+        "owl/autostart/templates/dev.owl.plist",
+        "owl/cli/__init__.py",
+        "owl/__main__.py",
+    ):
         assert needed in names, f"{needed} is not in the wheel"
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"owl"}, tops  # no tests, no bench
-    entry = zipfile.ZipFile(installed.wheel).read(
-        next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    entry = (
+        zipfile.ZipFile(installed.wheel)
+        .read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
+        .decode()
+    )
     assert "owl = owl.cli:main" in entry
 
 
@@ -110,6 +162,7 @@ def test_owl_runs_from_its_own_venv(installed: Installed) -> None:
     p = installed.run(owl, "--version")
     assert p.returncode == 0, p.stderr
     from owl import __version__
+
     assert p.stdout.strip() == f"owl {__version__}"
     # No display and no daemon: the CLI says so (exit 3) without importing a toolkit.
     p = installed.run(owl, "status", OWL_HOME=str(installed.work / "home"))
@@ -154,7 +207,7 @@ def test_autostart_from_the_venv_writes_a_valid_login_item(installed: Installed)
     assert p.returncode == 0, p.stderr
     item = config / "autostart" / "owl.desktop"
     fields = dict(line.split("=", 1) for line in item.read_text().splitlines() if "=" in line)
-    assert fields["Exec"] == owl, fields   # this venv's owl, not whatever is on PATH
+    assert fields["Exec"] == owl, fields  # this venv's owl, not whatever is on PATH
     assert Path(fields["Icon"]).is_file() and Path(fields["Icon"]).is_relative_to(installed.site)
     check = subprocess.run(["desktop-file-validate", str(item)], capture_output=True, text=True)
     assert check.returncode == 0 and not check.stdout.strip(), check.stdout + check.stderr
@@ -167,6 +220,7 @@ def test_autostart_from_the_venv_writes_a_valid_login_item(installed: Installed)
 @pytest.mark.parametrize("name", ["owl.desktop", "owl-autostart.desktop"])
 def test_desktop_entries_validate(name: str) -> None:
     need.programs("desktop-file-validate")
-    p = subprocess.run(["desktop-file-validate", str(ROOT / "packaging" / name)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        ["desktop-file-validate", str(ROOT / "packaging" / name)], capture_output=True, text=True
+    )
     assert p.returncode == 0 and not p.stdout.strip(), p.stdout + p.stderr

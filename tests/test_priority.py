@@ -37,15 +37,23 @@ def tag():
 @pytest.mark.parametrize("nice", [10, 7])
 def test_every_process_of_the_tree_runs_at_the_configured_priority(tmp_path, tag, nice):
     env = dict(os.environ, OWL_RUN_ID=tag)
-    popen = tree.spawn([sys.executable, str(AGENT), "--ready", str(tmp_path),
-                        "--setsid", "1", "--exec-sleep"],
-                       cwd=str(tmp_path), env=env, stdout=None, stderr=None, nice=nice)
+    popen = tree.spawn(
+        [sys.executable, str(AGENT), "--ready", str(tmp_path), "--setsid", "1", "--exec-sleep"],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=None,
+        stderr=None,
+        nice=nice,
+    )
     try:
         # agent, a setsid child and its child, a setsid child and the
         # `sleep` it exec'd
         wait_for(lambda: len([n for n in os.listdir(tmp_path) if not n.endswith(".tmp")]) == 4)
-        sleeper = next(int(n.split("-")[0][len("sleeper"):])
-                       for n in os.listdir(tmp_path) if n.startswith("sleeper"))
+        sleeper = next(
+            int(n.split("-")[0][len("sleeper") :])
+            for n in os.listdir(tmp_path)
+            if n.startswith("sleeper")
+        )
         wait_for(lambda: psutil.Process(sleeper).name() == "sleep")
         procs = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid).sweep()
         assert len(procs) == 5
@@ -67,10 +75,13 @@ def test_argv_is_passed_as_is_never_through_a_shell(tmp_path):
     out = tmp_path / "out"
     args = ["$HOME", "a b", "x; touch pwned", "`id`", "*"]
     with open(out, "w") as fh:
-        popen = tree.spawn([sys.executable, "-c",
-                            "import sys; print('\\n'.join(sys.argv[1:]))", *args],
-                           cwd=str(tmp_path), env={"PATH": os.environ["PATH"]},
-                           stdout=fh, stderr=subprocess.STDOUT)
+        popen = tree.spawn(
+            [sys.executable, "-c", "import sys; print('\\n'.join(sys.argv[1:]))", *args],
+            cwd=str(tmp_path),
+            env={"PATH": os.environ["PATH"]},
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
         assert popen.wait(10) == 0
     assert out.read_text().splitlines() == args
     assert not (tmp_path / "pwned").exists()
@@ -83,21 +94,37 @@ def test_program_is_found_on_the_childs_path(tmp_path):
     tool.write_text("#!/bin/sh\nexit 5\n")
     tool.chmod(0o755)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    popen = tree.spawn(["only-here"], cwd=str(tmp_path), env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    popen = tree.spawn(
+        ["only-here"],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     assert popen.wait(10) == 5
 
 
 def test_a_missing_program_is_a_clear_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="no-such-agent.*not found on PATH"):
-        tree.spawn(["no-such-agent", "-p", "x"], cwd=str(tmp_path),
-                   env={"PATH": "/usr/bin:/bin"}, stdout=None, stderr=None)
+        tree.spawn(
+            ["no-such-agent", "-p", "x"],
+            cwd=str(tmp_path),
+            env={"PATH": "/usr/bin:/bin"},
+            stdout=None,
+            stderr=None,
+        )
     with pytest.raises(FileNotFoundError, match="not found: .*/nowhere/agent"):
-        tree.spawn([str(tmp_path / "nowhere" / "agent")], cwd=str(tmp_path),
-                   env={}, stdout=None, stderr=None)
+        tree.spawn(
+            [str(tmp_path / "nowhere" / "agent")],
+            cwd=str(tmp_path),
+            env={},
+            stdout=None,
+            stderr=None,
+        )
     with pytest.raises(FileNotFoundError, match="working directory"):
-        tree.spawn(["true"], cwd=str(tmp_path / "gone"), env=dict(os.environ),
-                   stdout=None, stderr=None)
+        tree.spawn(
+            ["true"], cwd=str(tmp_path / "gone"), env=dict(os.environ), stdout=None, stderr=None
+        )
 
 
 def test_a_program_that_cannot_be_executed_is_a_clear_permission_error(tmp_path):
@@ -107,7 +134,8 @@ def test_a_program_that_cannot_be_executed_is_a_clear_permission_error(tmp_path)
     with pytest.raises(PermissionError, match="not executable: .*agent.sh"):
         tree.spawn([str(script)], cwd=str(tmp_path), env={}, stdout=None, stderr=None)
     with pytest.raises(PermissionError, match="not executable"):
-        tree.spawn(["agent.sh"], cwd=str(tmp_path), env={"PATH": str(tmp_path)},
-                   stdout=None, stderr=None)
+        tree.spawn(
+            ["agent.sh"], cwd=str(tmp_path), env={"PATH": str(tmp_path)}, stdout=None, stderr=None
+        )
     with pytest.raises(PermissionError, match="not executable"):
         tree.spawn([str(tmp_path)], cwd=str(tmp_path), env={}, stdout=None, stderr=None)

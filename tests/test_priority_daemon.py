@@ -27,26 +27,34 @@ def run_processes(run_id: int, instance: str) -> list[psutil.Process]:
     for p in psutil.process_iter():
         try:
             env = p.environ()
-            if (env.get("OWL_RUN_ID") == str(run_id) and env.get("OWL_INSTANCE") == instance
-                    and p.status() != psutil.STATUS_ZOMBIE
-                    and not any(a.endswith("reaper.py") for a in p.cmdline())):
-                found.append(p)          # (the Run's own reaper is not the agent's)
+            if (
+                env.get("OWL_RUN_ID") == str(run_id)
+                and env.get("OWL_INSTANCE") == instance
+                and p.status() != psutil.STATUS_ZOMBIE
+                and not any(a.endswith("reaper.py") for a in p.cmdline())
+            ):
+                found.append(p)  # (the Run's own reaper is not the agent's)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
     return found
 
 
-def assert_low_priority(d: OwlDaemon, job: int, nice: int,
-                        earlier: frozenset[int] = frozenset()) -> list[psutil.Process]:
+def assert_low_priority(
+    d: OwlDaemon, job: int, nice: int, earlier: frozenset[int] = frozenset()
+) -> list[psutil.Process]:
     """The Run of `job` (an agent with one setsid child) is all at `nice`;
     `earlier` are agent pids of Runs before it."""
     run = d.wait_run(job, "running")
-    mine = wait_for(lambda: len(pids := set(d.agent_pids()) - earlier) == 2 and pids,
-                    what="the agent and its setsid child")
+    mine = wait_for(
+        lambda: len(pids := set(d.agent_pids()) - earlier) == 2 and pids,
+        what="the agent and its setsid child",
+    )
     # This home's instance tag, as the daemon hands it to its agents.
     instance = psutil.Process(min(mine)).environ()["OWL_INSTANCE"]
-    procs = wait_for(lambda: len(ps := run_processes(run["id"], instance)) == 2 and ps,
-                     what="both tagged processes")
+    procs = wait_for(
+        lambda: len(ps := run_processes(run["id"], instance)) == 2 and ps,
+        what="both tagged processes",
+    )
     assert {p.pid for p in procs} == mine
     # The child really is in a session (and group) of its own.
     assert len({os.getsid(p.pid) for p in procs}) == 2
@@ -55,8 +63,10 @@ def assert_low_priority(d: OwlDaemon, job: int, nice: int,
         idle = psutil.IOPRIO_CLASS_IDLE
         assert {p.pid: p.ionice().ioclass for p in procs} == {p.pid: idle for p in procs}
     # The daemon's sweep sees the same processes.
-    wait_for(lambda: sorted(d.run_of(job)["pids"]) == sorted(p.pid for p in procs),
-             what="the daemon to list the same pids")
+    wait_for(
+        lambda: sorted(d.run_of(job)["pids"]) == sorted(p.pid for p in procs),
+        what="the daemon to list the same pids",
+    )
     return procs
 
 

@@ -13,8 +13,10 @@ from pathlib import Path
 
 from owlproc import OWL, ROOT, make_project, stop_daemons, wait_for
 
-AGENT = ("sleep 1; echo \"working on: $1\"; echo fixed > fix.txt; git add -A; "
-         "git commit -qm \"$1\"; echo done")
+AGENT = (
+    'sleep 1; echo "working on: $1"; echo fixed > fix.txt; git add -A; '
+    'git commit -qm "$1"; echo done'
+)
 
 
 def blocks() -> list[list[str]]:
@@ -28,10 +30,14 @@ def fresh(tmp_path: Path, display: dict[str, str] | None = None) -> tuple[dict, 
     home = tmp_path / "owl-home"
     home.mkdir()
     (home / "config.toml").write_text(
-        "[agent]\ndefault = \"fixer\"\n[agents.fixer]\n"
-        f"command = {json.dumps(['sh', '-c', AGENT, 'sh', '{prompt}'])}\n")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "OWL_MACHINE", "OWL_NO_AUTOSTART")}
+        '[agent]\ndefault = "fixer"\n[agents.fixer]\n'
+        f"command = {json.dumps(['sh', '-c', AGENT, 'sh', '{prompt}'])}\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "OWL_MACHINE", "OWL_NO_AUTOSTART")
+    }
     env.update(display or {})
     env["OWL_HOME"] = str(home)
     project = make_project(tmp_path / "code" / "api", {"tests/test_sync.py": "flaky\n"})
@@ -52,8 +58,9 @@ def run_block(lines: list[str], env: dict, project: Path) -> dict[str, subproces
             env[key] = value
         else:
             assert words[0] == "owl", line
-            p = subprocess.run([*OWL, *words[1:]], env=env, cwd=cwd, capture_output=True,
-                               text=True, timeout=120)
+            p = subprocess.run(
+                [*OWL, *words[1:]], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+            )
             assert p.returncode == 0, (line, p.returncode, p.stdout, p.stderr)
             said[" ".join(words[1:3])] = p
     return said
@@ -63,14 +70,23 @@ def first_hour(tmp_path: Path, display: dict[str, str] | None = None) -> None:
     env, home, project = fresh(tmp_path, display)
     try:
         said = run_block(blocks()[0], env, project)
-        listed = [subprocess.run([*OWL, "jobs", *extra], env=env, capture_output=True,
-                                 text=True).stdout for extra in ((), ("--all",))]
+        listed = [
+            subprocess.run([*OWL, "jobs", *extra], env=env, capture_output=True, text=True).stdout
+            for extra in ((), ("--all",))
+        ]
     finally:
         stop_daemons(home)
     assert listed[0].startswith("no jobs") and "1    -  done" in listed[1], listed
     assert said["add fix"].stdout == "1\n" and "started the daemon" in said["add fix"].stderr
-    assert said["jobs"].stdout.split()[:7] == ["ID", "POS", "STATE", "AGENT", "PROJECT", "AGE",
-                                               "TITLE"]
+    assert said["jobs"].stdout.split()[:7] == [
+        "ID",
+        "POS",
+        "STATE",
+        "AGENT",
+        "PROJECT",
+        "AGE",
+        "TITLE",
+    ]
     assert "fix the flaky test in tests/test_sync.py" in said["jobs"].stdout
     log = said["logs 1"].stdout
     assert log.splitlines()[0].startswith("job 1 · run 1 · attempt 1")
@@ -78,8 +94,11 @@ def first_hour(tmp_path: Path, display: dict[str, str] | None = None) -> None:
     assert "log: owl logs 1" in said["jobs show"].stdout
     assert "+fixed" in said["jobs diff"].stdout
     assert "accepted" in said["jobs accept"].stdout
-    log = subprocess.run(["git", "-C", str(project), "log", "--format=%s", "owl/job-1"],
-                         capture_output=True, text=True).stdout
+    log = subprocess.run(
+        ["git", "-C", str(project), "log", "--format=%s", "owl/job-1"],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "fix the flaky test in tests/test_sync.py" in log
 
 
@@ -91,8 +110,9 @@ def test_the_first_hour_with_a_display(tmp_path):
     from display import virtual_display
 
     with virtual_display() as desk:
-        first_hour(tmp_path, {k: desk[k] for k in ("DISPLAY", "DBUS_SESSION_BUS_ADDRESS")
-                              if k in desk})
+        first_hour(
+            tmp_path, {k: desk[k] for k in ("DISPLAY", "DBUS_SESSION_BUS_ADDRESS") if k in desk}
+        )
 
 
 def test_the_manual_machine_for_headless_use(tmp_path):
@@ -102,11 +122,26 @@ def test_the_manual_machine_for_headless_use(tmp_path):
     lines = blocks()[1]
     try:
         run_block(lines, env, project)
-        job = wait_for(lambda: (j := json.loads(subprocess.run(
-            [*OWL, "jobs", "show", "1", "--json"], env=env, capture_output=True,
-            text=True).stdout))["state"] == "review" and j, timeout=30, what="review")
+        job = wait_for(
+            lambda: (
+                (
+                    j := json.loads(
+                        subprocess.run(
+                            [*OWL, "jobs", "show", "1", "--json"],
+                            env=env,
+                            capture_output=True,
+                            text=True,
+                        ).stdout
+                    )
+                )["state"]
+                == "review"
+                and j
+            ),
+            timeout=30,
+            what="review",
+        )
     finally:
         stop_daemons(home)
-    [run] = job["runs"]               # frozen by the input, thawed by the idle: one Run
+    [run] = job["runs"]  # frozen by the input, thawed by the idle: one Run
     assert run["outcome"] == "succeeded"
     assert "export OWL_MACHINE=manual" in lines[0]

@@ -17,9 +17,16 @@ import pytest
 from display import DisplayEnv, display_fixture, xdotool
 from owl.tray.menu import build_menu
 from owlproc import make_project, wait_for
-from test_tray_daemon import OwlTray
-from traydesk import (ARTIFACTS, dunst, find_tray_icon_geometry, opened, recording_opener,
-                      screenshot, walk_menu)
+from test_tray_daemon import OwlTray, shows
+from traydesk import (
+    ARTIFACTS,
+    dunst,
+    find_tray_icon_geometry,
+    opened,
+    recording_opener,
+    screenshot,
+    walk_menu,
+)
 
 pytestmark = [pytest.mark.display, pytest.mark.timeout(180)]
 
@@ -28,24 +35,34 @@ desk = display_fixture(scope="module", tray=True, notify=True)
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
-def test_review_from_the_notification_and_merge_from_the_menu(desk: DisplayEnv,
-                                                              tmp_path: Path) -> None:
+def test_review_from_the_notification_and_merge_from_the_menu(
+    desk: DisplayEnv, tmp_path: Path
+) -> None:
     project = make_project(tmp_path / "project")
     env = dict(desk, **recording_opener(tmp_path))
     dunst(desk, "close-all")
     with OwlTray(tmp_path / "home", env) as d:
-        job = d.add("Add a hello file for new contributors write=hello.txt commit=Add_hello "
-                    "exit=0", project)
+        # What is there when the tray starts is not news: add once it has read the daemon.
+        shows(desk, lambda t: t == "Owl: Nothing to do", "nothing to do", timeout=30)
+        job = d.add(
+            "Add a hello file for new contributors write=hello.txt commit=Add_hello exit=0", project
+        )
         j = d.wait_job(job, "review", timeout=30)
         # the tray shows the notification in the same refresh that puts the Job
         # in its menu
-        wait_for(lambda: "ready for review" in dunst(desk, "history") or
-                 int(dunst(desk, "count", "displayed") or 0) > 0, 20,
-                 what="the ready-for-review notification")
+        wait_for(
+            lambda: (
+                "ready for review" in dunst(desk, "history")
+                or int(dunst(desk, "count", "displayed") or 0) > 0
+            ),
+            20,
+            what="the ready-for-review notification",
+        )
         dunst(desk, "action", "0")
         page = Path(wait_for(lambda: opened(tmp_path), 15, what="the review page opened")[0])
         assert page == d.home / "reviews" / f"job-{job}.html"
@@ -60,12 +77,19 @@ def test_review_from_the_notification_and_merge_from_the_menu(desk: DisplayEnv,
         x0, y0 = min(b[0] for b in boxes) - 8, max(0, min(b[1] for b in boxes) - 1)
         x1 = max(b[0] + b[2] for b in boxes) + 8
         y1 = max(b[1] + b[3] for b in boxes) + 8
-        screenshot(desk, ARTIFACTS / "daemon-menu-review.png", (max(0, x0), y0, x1 - max(0, x0), y1 - y0))
+        screenshot(
+            desk, ARTIFACTS / "daemon-menu-review.png", (max(0, x0), y0, x1 - max(0, x0), y1 - y0)
+        )
         xdotool(desk, "key", "Return")
         wait_for(lambda: d.job(job)["state"] == "done", 15, what="the Job done")
         assert git(project, "rev-parse", "main") == git(project, "rev-parse", j["branch"])
         assert (project / "hello.txt").exists() and not Path(j["worktree"]).exists()
-        wait_for(lambda: "fast-forwarded" in dunst(desk, "history") or
-                 int(dunst(desk, "count", "displayed") or 0) > 0, 10,
-                 what="the merge's outcome said")
+        wait_for(
+            lambda: (
+                "fast-forwarded" in dunst(desk, "history")
+                or int(dunst(desk, "count", "displayed") or 0) > 0
+            ),
+            10,
+            what="the merge's outcome said",
+        )
     assert "Traceback" not in d.log_text(), d.log_text()

@@ -16,16 +16,27 @@ from pathlib import Path
 import psutil
 import pytest
 
-from owl import safegit, workspace
+from owl.git import safegit
+from owl.git import workspace
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def sh(cwd: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                         env={**os.environ, **GIT_ENV}, check=True)
+    out = subprocess.run(
+        ["git", "-C", str(cwd), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -61,8 +72,9 @@ def test_fsmonitor_set_by_the_agent_never_runs(tmp_path: Path, repo: Path) -> No
     workspace.remove(repo, ws.worktree, force=True)
     assert not marker.exists()
     # the same setting does run for a plain git: the test's payload is real
-    subprocess.run(["git", "-C", str(repo), "status"], capture_output=True,
-                   env={**os.environ, **GIT_ENV})
+    subprocess.run(
+        ["git", "-C", str(repo), "status"], capture_output=True, env={**os.environ, **GIT_ENV}
+    )
     assert marker.exists()
 
 
@@ -94,13 +106,23 @@ def test_filters_and_diff_drivers_never_run(tmp_path: Path, repo: Path) -> None:
     ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
     (ws.worktree / "a.txt").write_text("two\n")
     # the agent's own commit, with the filter off (`-c` cannot name it: it holds "=")
-    subprocess.run(["git", "-C", str(ws.worktree), "commit", "-q", "-am", "work"], check=True,
-                   env={**os.environ, **GIT_ENV, "GIT_CONFIG_COUNT": "1",
-                        "GIT_CONFIG_KEY_0": "filter.x=y.clean", "GIT_CONFIG_VALUE_0": "cat"})
+    subprocess.run(
+        ["git", "-C", str(ws.worktree), "commit", "-q", "-am", "work"],
+        check=True,
+        env={
+            **os.environ,
+            **GIT_ENV,
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "filter.x=y.clean",
+            "GIT_CONFIG_VALUE_0": "cat",
+        },
+    )
     (ws.worktree / "a.txt").write_text("three\n")
     assert workspace.is_dirty(ws.worktree)
-    assert workspace.diff_stat(repo, ws.base, ws.branch) == \
-        "1 file changed, 1 insertion(+), 1 deletion(-)"
+    assert (
+        workspace.diff_stat(repo, ws.base, ws.branch)
+        == "1 file changed, 1 insertion(+), 1 deletion(-)"
+    )
     assert len(workspace.commits_since(repo, ws.base, ws.branch)) == 1
     workspace.git(repo, "diff", ws.base, ws.branch)
     workspace.git(repo, "log", "-p", ws.branch)
@@ -134,8 +156,18 @@ def test_what_git_leaves_behind_is_ended(tmp_path: Path, repo: Path) -> None:
 
 
 def test_overrides_blank_every_driver_command() -> None:
-    got = dict(safegit.overrides(["filter.lfs.process", "filter.a.b.smudge", "merge.ours.driver",
-                                  "credential.https://h.helper", "user.name", "diff.x.textconv"]))
+    got = dict(
+        safegit.overrides(
+            [
+                "filter.lfs.process",
+                "filter.a.b.smudge",
+                "merge.ours.driver",
+                "credential.https://h.helper",
+                "user.name",
+                "diff.x.textconv",
+            ]
+        )
+    )
     assert got["filter.lfs.process"] == "" and got["filter.lfs.required"] == "false"
     assert got["filter.a.b.smudge"] == "" and got["merge.ours.driver"] == ""
     assert got["credential.https://h.helper"] == ""
@@ -161,6 +193,7 @@ def _on_a_marked_thread(repo: Path) -> BaseException | None:
             safegit.run(repo, "status", "--porcelain")
         except BaseException as e:
             raised[0] = e
+
     t = threading.Thread(target=body)
     t.start()
     t.join(60)
@@ -171,12 +204,188 @@ def test_git_on_the_engine_thread_is_an_error_when_strict(repo: Path, monkeypatc
     monkeypatch.setenv("OWL_STRICT_THREADS", "1")
     err = _on_a_marked_thread(repo)
     assert isinstance(err, safegit.OnEngineThread) and "git status" in str(err)
-    safegit.run(repo, "status", "--porcelain")      # any other thread: git as usual
+    safegit.run(repo, "status", "--porcelain")  # any other thread: git as usual
 
 
-def test_git_on_the_engine_thread_is_logged_with_where_it_came_from(repo: Path, monkeypatch,
-                                                                    caplog) -> None:
+def test_git_on_the_engine_thread_is_logged_with_where_it_came_from(
+    repo: Path, monkeypatch, caplog
+) -> None:
     monkeypatch.delenv("OWL_STRICT_THREADS", raising=False)
-    assert _on_a_marked_thread(repo) is None        # a person's daemon carries on
+    assert _on_a_marked_thread(repo) is None  # a person's daemon carries on
     rec = [r for r in caplog.records if "on the engine thread" in r.getMessage()]
     assert rec and rec[0].stack_info and "in body" in rec[0].stack_info
+
+
+# ----------------------------------------------- every route a driver can be planted by
+
+
+def escaping_payload(tmp: Path, name: str, nap: str) -> tuple[Path, Path]:
+    """A driver that writes a marker and starts a `setsid env -i sleep` meant to outlive git."""
+    marker = tmp / f"RAN-{name}"
+    script = tmp / f"{name}.sh"
+    script.write_text(
+        f"#!/bin/sh\ntouch {marker}\nsetsid env -i sleep {nap} </dev/null >/dev/null 2>&1 &\ncat\n"
+    )
+    script.chmod(0o755)
+    return script, marker
+
+
+def sleepers(nap: str) -> list[int]:
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if (p.info["cmdline"] or [])[:2] == ["sleep", nap]
+    ]
+
+
+def _drivers_file(tmp: Path, script: Path) -> Path:
+    hooks = tmp / "planted-hooks"
+    hooks.mkdir(exist_ok=True)
+    for hook in ("post-checkout", "pre-commit", "post-merge", "reference-transaction"):
+        (hooks / hook).write_text(f"#!/bin/sh\n{script} </dev/null\n")
+        (hooks / hook).chmod(0o755)
+    planted = tmp / "planted.cfg"
+    planted.write_text(
+        f'[filter "evil"]\n\tsmudge = {script}\n\tclean = {script}\n\trequired = true\n'
+        f'[filter "proc"]\n\tprocess = {script}\n'
+        f'[merge "evil"]\n\tdriver = {script} %O %A %B\n'
+        f"[core]\n\tfsmonitor = {script}\n\thooksPath = {hooks}\n"
+    )
+    return planted
+
+
+ROUTES = (
+    "includeif-gitdir",
+    "onbranch",
+    "hasconfig-remote",
+    "include-path",
+    "config-worktree",
+    "committed-gitattributes",
+)
+
+
+def _plant(route: str, repo: Path, planted: Path) -> None:
+    """Plant the drivers as an agent could, from its worktree, by `route`."""
+    if route == "includeif-gitdir":
+        sh(repo, "config", "includeIf.gitdir:**/worktrees/**.path", str(planted))
+    elif route == "onbranch":
+        sh(repo, "config", "includeIf.onbranch:owl/**.path", str(planted))
+    elif route == "hasconfig-remote":
+        sh(repo, "config", "remote.origin.url", "https://example.invalid/r.git")
+        sh(
+            repo,
+            "config",
+            "includeIf.hasconfig:remote.*.url:https://example.invalid/**.path",
+            str(planted),
+        )
+    elif route == "include-path":
+        sh(repo, "config", "include.path", str(planted))
+    elif route == "config-worktree":
+        sh(repo, "config", "extensions.worktreeConfig", "true")
+        (repo / ".git" / "config.worktree").write_text(planted.read_text())
+    if route == "committed-gitattributes":
+        sh(repo, "config", "includeIf.gitdir:**/worktrees/**.path", str(planted))
+        (repo / ".gitattributes").write_text("*.txt filter=evil merge=evil\n")
+        subprocess.run(
+            ["git", "-C", str(repo), "-c", "filter.evil.clean=", "add", ".gitattributes"],
+            check=True,
+            env={**os.environ, **GIT_ENV},
+        )
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(repo),
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "core.fsmonitor=false",
+                "commit",
+                "-q",
+                "-m",
+                "attributes",
+            ],
+            check=True,
+            env={**os.environ, **GIT_ENV},
+        )
+    else:
+        (repo / ".git" / "info" / "attributes").write_text(
+            "*.txt filter=evil merge=evil\n*.md filter=proc\n"
+        )
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_planted_driver_never_runs_by_any_route(tmp_path: Path, repo: Path, route: str) -> None:
+    nap = str(4000 + ROUTES.index(route))
+    script, marker = escaping_payload(tmp_path, route, nap)
+    (repo / "b.md").write_text("bee\n")
+    sh(repo, "add", "b.md")
+    sh(repo, "commit", "-q", "-m", "md")
+    _plant(route, repo, _drivers_file(tmp_path, script))
+    # A new Job's worktree: `worktree add` and its checkout.
+    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    assert (ws.worktree / "a.txt").read_text() == "one\n"
+    if route == "config-worktree":  # the agent's own worktree's config, too
+        wt_git = Path(sh(ws.worktree, "rev-parse", "--git-dir"))
+        (wt_git / "config.worktree").write_text(_drivers_file(tmp_path, script).read_text())
+    # The agent changes files; Owl looks at them, then the person accepts.
+    (ws.worktree / "a.txt").write_text("two\n")
+    (ws.worktree / "b.md").write_text("changed\n")
+    assert workspace.is_dirty(ws.worktree)
+    workspace.diff_stat(repo, ws.base, ws.branch)
+    workspace.git(ws.worktree, "diff")
+    workspace.git(ws.worktree, "checkout", "--", "a.txt", "b.md")
+    workspace.remove(repo, ws.worktree)
+    # A second Job, set up after the plant was there all along.
+    workspace.ensure(repo, 2, "owl/", tmp_path / "wts")
+    assert not marker.exists(), f"the driver planted by {route} ran"
+    assert sleepers(nap) == []
+
+
+def test_a_driver_that_runs_is_ended_with_git(tmp_path: Path, repo: Path) -> None:
+    """Should git ever start something (here an alias Owl itself would never
+    call), a `setsid env -i` escapee is ended when git ends."""
+    script, marker = escaping_payload(tmp_path, "alias", "4100")
+    sh(repo, "config", "alias.escape", f"!{script} </dev/null")
+    assert workspace.git(repo, "escape").returncode == 0
+    assert marker.exists()
+    assert sleepers("4100") == []
+
+
+def test_a_driver_that_hangs_is_ended_with_its_escapee_on_timeout(
+    tmp_path: Path, repo: Path
+) -> None:
+    script, marker = escaping_payload(tmp_path, "hang", "4101")
+    sh(repo, "config", "alias.hang", f"!{script} </dev/null; sleep 4102")
+    with pytest.raises(workspace.WorkspaceError, match="ran longer"):
+        workspace.git(repo, "hang", timeout=1.5)
+    assert marker.exists()
+    assert sleepers("4101") == [] and sleepers("4102") == []
+
+
+def test_a_worktree_holding_a_checked_out_submodule_is_not_removed_unforced(
+    tmp_path: Path, repo: Path
+) -> None:
+    """Owl never looks inside a submodule (a repository with its own config), so
+    it cannot say one is clean: removing such a worktree needs --force."""
+    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    sub = ws.worktree / "lib"
+    sub.mkdir()
+    sh(sub, "init", "-q")
+    sh(sub, "commit", "-q", "--allow-empty", "-m", "lib")
+    (ws.worktree / ".gitmodules").write_text('[submodule "lib"]\n\tpath = lib\n\turl = ./lib\n')
+    sh(ws.worktree, "add", ".gitmodules")
+    sh(
+        ws.worktree,
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        f"160000,{sh(sub, 'rev-parse', 'HEAD')},lib",
+    )
+    sh(ws.worktree, "commit", "-q", "-m", "a submodule")
+    (sub / "work.txt").write_text("uncommitted, inside the submodule\n")
+    with pytest.raises(workspace.Refused, match=r"holds submodules \(lib\)"):
+        workspace.remove(repo, ws.worktree)
+    assert ws.worktree.is_dir()
+    workspace.remove(repo, ws.worktree, force=True)
+    assert not ws.worktree.exists()

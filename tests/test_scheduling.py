@@ -8,37 +8,60 @@ from pathlib import Path
 
 import pytest
 
-from owl.scheduler import QueuedJob, pick
-from owl.shifts import Shift, begin
+from owl.rules.scheduler import QueuedJob, pick
+from owl.rules.shifts import Shift, begin
 from owlproc import OwlDaemon, make_project, wait_for
 
 
 # ----------------------------------------------------------- pure pieces
 
+
 def caps(table: dict[str, int]):
     return lambda project: table.get(project)
 
 
-@pytest.mark.parametrize("pending, live, max_parallel, project_caps, job, waiting", [
-    ([], [], 1, {}, None, None),
-    ([("a", 1)], [], 1, {}, 1, None),
-    ([("a", 1)], ["b"], 1, {}, None, "at the cap of 1 running Run (runs.max_parallel)"),
-    ([("a", 1), ("b", 2)], ["a"], 2, {"a": 1}, 2, "project a is at its cap of 1"),
-    ([("a", 1), ("a", 2)], ["a"], 3, {"a": 1}, None, "project a is at its cap of 1"),
-    ([("a", 1), ("b", 2), ("c", 3)], ["a", "b"], 2, {}, None,
-     "at the cap of 2 running Runs (runs.max_parallel)"),
-    ([("a", 1), ("b", 2)], [], 2, {"a": 2}, 1, None),
-])
+@pytest.mark.parametrize(
+    "pending, live, max_parallel, project_caps, job, waiting",
+    [
+        ([], [], 1, {}, None, None),
+        ([("a", 1)], [], 1, {}, 1, None),
+        ([("a", 1)], ["b"], 1, {}, None, "at the cap of 1 running Run (runs.max_parallel)"),
+        ([("a", 1), ("b", 2)], ["a"], 2, {"a": 1}, 2, "project a is at its cap of 1"),
+        ([("a", 1), ("a", 2)], ["a"], 3, {"a": 1}, None, "project a is at its cap of 1"),
+        (
+            [("a", 1), ("b", 2), ("c", 3)],
+            ["a", "b"],
+            2,
+            {},
+            None,
+            "at the cap of 2 running Runs (runs.max_parallel)",
+        ),
+        ([("a", 1), ("b", 2)], [], 2, {"a": 2}, 1, None),
+        # a project whose settings are not known yet: said so, never "a cap of 0"
+        (
+            [("a", 1), ("b", 2)],
+            ["a"],
+            2,
+            {"a": 0},
+            2,
+            "project a's settings (.owl.toml) are being read",
+        ),
+    ],
+)
 def test_pick(pending, live, max_parallel, project_caps, job, waiting):
-    d = pick([QueuedJob(i, p) for p, i in pending], live, max_parallel=max_parallel,
-             project_cap=caps(project_caps))
+    d = pick(
+        [QueuedJob(i, p) for p, i in pending],
+        live,
+        max_parallel=max_parallel,
+        project_cap=caps(project_caps),
+    )
     assert (d.job.id if d.job else None, d.waiting) == (job, waiting)
 
 
 def test_shift_rules():
     s = begin(None, 100.0, 60.0)
     assert (s.started_at, s.ends_at) == (100.0, 160.0)
-    assert begin(s, 110.0, 10.0).ends_at == 160.0            # extends to the later end
+    assert begin(s, 110.0, 10.0).ends_at == 160.0  # extends to the later end
     assert begin(s, 110.0, 100.0).ends_at == 210.0
     assert begin(s, 110.0, 10.0, replace=True).ends_at == 120.0
     assert s.over(159.0, queue_empty=True) is None
@@ -52,6 +75,7 @@ def test_shift_rules():
 
 
 # ------------------------------------------------------- the real daemon
+
 
 @pytest.fixture
 def projects(tmp_path: Path) -> list[Path]:
@@ -100,6 +124,21 @@ def test_a_project_cap_from_owl_toml_on_the_base_branch(tmp_path):
         time.sleep(0.5)
         assert live_jobs(d) == {a1}
         assert "at its cap of 1" in d.status()["waiting"]
+        d.ok("stop", "--force")
+
+
+def test_owl_start_starts_a_second_job_of_a_project_with_a_live_run(tmp_path, projects):
+    # The machine is in use: nothing starts by itself, and nothing has read the
+    # project's settings since its first Job started; `owl start` reads them.
+    with OwlDaemon(tmp_path / "home", {"runs": {"max_parallel": 2}}) as d:
+        first = d.add("sleep=60", projects[0])
+        second = d.add("sleep=60", projects[0])
+        d.ok("start")
+        wait_for(lambda: live_jobs(d) == {first}, what="the first Run")
+        p = d.owl("start")
+        assert p.returncode == 0, p.stderr
+        assert "cap of 0" not in p.stdout + p.stderr
+        wait_for(lambda: live_jobs(d) == {first, second}, what="the second Run")
         d.ok("stop", "--force")
 
 
@@ -169,7 +208,7 @@ def test_a_two_second_shift_until_empty(tmp_path, projects):
         wait_for(lambda: d.json("shift", "status") is None, timeout=5, what="the Shift to end")
         later = d.add("sleep=0.5 exit=0", projects[0])
         time.sleep(1.0)
-        assert d.job(later)["state"] == "pending"        # the machine is in use: no Shift
+        assert d.job(later)["state"] == "pending"  # the machine is in use: no Shift
 
 
 def test_a_shift_ends_on_time(tmp_path, projects):
@@ -177,7 +216,7 @@ def test_a_shift_ends_on_time(tmp_path, projects):
         d.machine("input")
         d.ok("shift", "start", "--for", "1s")
         wait_for(lambda: d.json("shift", "status") is None, timeout=5, what="the Shift to end")
-        assert "no Shift is on" in d.ok("shift", "stop")       # the goal holds: exit 0
+        assert "no Shift is on" in d.ok("shift", "stop")  # the goal holds: exit 0
 
 
 def test_a_shift_survives_a_restart_and_one_that_ended_meanwhile_is_over(tmp_path, projects):
@@ -196,8 +235,9 @@ def test_a_shift_survives_a_restart_and_one_that_ended_meanwhile_is_over(tmp_pat
         assert d.json("shift", "status") is None
 
 
-def test_attempts_across_interruptions_and_failures_and_extend_restores_the_place(tmp_path,
-                                                                                   projects):
+def test_attempts_across_interruptions_and_failures_and_extend_restores_the_place(
+    tmp_path, projects
+):
     with OwlDaemon(tmp_path / "home", {"interruption": {"grace_window": "1s"}}) as d:
         flaky = d.add("sleep=1.5 exit=3", projects[0], "--attempts", "2")
         behind = d.add("sleep=60", projects[0])
@@ -236,15 +276,16 @@ def test_a_job_blocked_by_a_failed_setup_says_why(tmp_path, projects):
         job = d.add("sleep=1", projects[0])
         # the project's settings break after the Job was queued
         (projects[0] / ".owl.toml").write_text("max_parallel = 1\ncolour = 'blue'\n")
-        subprocess.run(["git", "-C", str(projects[0]), "commit", "-qam", "x", "--allow-empty"],
-                       check=True)
+        subprocess.run(
+            ["git", "-C", str(projects[0]), "commit", "-qam", "x", "--allow-empty"], check=True
+        )
         subprocess.run(["git", "-C", str(projects[0]), "add", ".owl.toml"], check=True)
         subprocess.run(["git", "-C", str(projects[0]), "commit", "-qm", "settings"], check=True)
-        time.sleep(11)                       # the daemon caches project settings for 10 s
+        time.sleep(11)  # the daemon caches project settings for 10 s
         d.machine("idle")
         j = d.wait_job(job, "blocked", timeout=5)
         assert ".owl.toml" in j["reason"] and "colour" in j["reason"]
-        assert j["runs"] == []               # no agent started
+        assert j["runs"] == []  # no agent started
         assert "colour" in d.ok("jobs", "list")
         # and it can be given another go once fixed
         assert d.owl("jobs", "extend", str(job)).returncode == 0

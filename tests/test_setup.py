@@ -16,13 +16,17 @@ from pathlib import Path
 
 import psutil
 
-from owlproc import OwlDaemon, make_project, process_states, wait_for
+from owlproc import OwlDaemon, make_project, wait_for
 from support.slowgit import SlowGit
 
 
 def branches(project: Path) -> list[str]:
-    out = subprocess.run(["git", "-C", str(project), "branch", "--list", "--format=%(refname:short)"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "-C", str(project), "branch", "--list", "--format=%(refname:short)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return out.split()
 
 
@@ -31,18 +35,21 @@ def sleepers(folder: Path) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["name", "environ"]):
         try:
-            if p.info["name"] == "sleep" and "OWL_GIT" in (p.info["environ"] or {}) \
-                    and str(folder) in (p.info["environ"] or {}).get("PATH", ""):
+            if (
+                p.info["name"] == "sleep"
+                and "OWL_GIT" in (p.info["environ"] or {})
+                and str(folder) in (p.info["environ"] or {}).get("PATH", "")
+            ):
                 out.append(p)
         except psutil.Error:
             continue
     return out
 
 
-def daemon(tmp_path: Path, slow: SlowGit, config: dict | None = None,
-           env: dict | None = None) -> OwlDaemon:
-    return OwlDaemon(tmp_path / "home", config or {},
-                     env={"PATH": slow.path(), **(env or {})})
+def daemon(
+    tmp_path: Path, slow: SlowGit, config: dict | None = None, env: dict | None = None
+) -> OwlDaemon:
+    return OwlDaemon(tmp_path / "home", config or {}, env={"PATH": slow.path(), **(env or {})})
 
 
 def timed(d: OwlDaemon, *args: str) -> tuple[float, subprocess.CompletedProcess]:
@@ -164,13 +171,16 @@ def test_a_crash_mid_setup_is_cleaned_up(tmp_path):
         d.machine("idle")
         wait_for(lambda: sleepers(slow.folder), what="the setup to hang after git made it")
         assert setups_recorded(d.home)
-        assert f"owl/job-{job}" in branches(project)        # half made
+        assert f"owl/job-{job}" in branches(project)  # half made
         os.kill(d.proc.pid, signal.SIGKILL)
         d.proc.wait(5)
         # the watchdog ends the setup's git and removes what it made
         wait_for(lambda: not sleepers(slow.folder), timeout=15, what="the setup's git ended")
-        wait_for(lambda: f"owl/job-{job}" not in branches(project), timeout=15,
-                 what="the half-made branch removed")
+        wait_for(
+            lambda: f"owl/job-{job}" not in branches(project),
+            timeout=15,
+            what="the half-made branch removed",
+        )
         assert not (d.home / "worktrees" / f"job-{job}").exists()
         slow.slow(None)
         d.start()
@@ -187,7 +197,7 @@ def test_setups_at_once_in_one_project_never_break_each_other(tmp_path):
     adds, removes and prunes in one project take turns, so none fails."""
     import threading
 
-    from owl import workspace
+    from owl.git import workspace
 
     for trial in range(4):
         project = make_project(tmp_path / f"proj{trial}")
@@ -196,8 +206,9 @@ def test_setups_at_once_in_one_project_never_break_each_other(tmp_path):
         def one(job_id: int) -> None:
             try:
                 workspace.ensure(project, job_id, "owl/", tmp_path / f"wt{trial}")
-            except Exception as e:        # what a setup would block its Job with
+            except Exception as e:  # what a setup would block its Job with
                 errors.append(str(e))
+
         threads = [threading.Thread(target=one, args=(i,)) for i in range(1, 9)]
         for t in threads:
             t.start()
@@ -221,9 +232,15 @@ def test_a_branch_another_setup_is_making_is_not_blamed_on_a_run(tmp_path):
         second = d.add("sleep=60", project)
         wait_for(lambda: sleepers(slow.folder), what="the second setup to hang after its add")
         assert f"owl/job-{second}" in branches(project)
-        j = wait_for(lambda: (x := d.job(first))["runs"][0]["outcome"] and
-                     x["runs"][0].get("outside") is not None and x, timeout=20,
-                     what="the first Run's end compared")
+        j = wait_for(
+            lambda: (
+                (x := d.job(first))["runs"][0]["outcome"]
+                and x["runs"][0].get("outside") is not None
+                and x
+            ),
+            timeout=20,
+            what="the first Run's end compared",
+        )
         assert j["runs"][0]["outside"] == [], j["runs"][0]["outside"]
         slow.slow(None)
         for s in sleepers(slow.folder):

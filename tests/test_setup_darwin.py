@@ -9,7 +9,6 @@ the stubs and the few programs setup.sh needs, so no package manager is found.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -40,8 +39,16 @@ esac
 
 def _stub(path: Path, version: str, log: Path) -> Path:
     major, minor = version.split(".")
-    path.write_text(STUB.format(bash=shutil.which("bash"), version=version, log=log,
-                                real=REAL_PY, major=major, minor=minor))
+    path.write_text(
+        STUB.format(
+            bash=shutil.which("bash"),
+            version=version,
+            log=log,
+            real=REAL_PY,
+            major=major,
+            minor=minor,
+        )
+    )
     path.chmod(0o755)
     return path
 
@@ -52,20 +59,25 @@ def mac(tmp_path: Path) -> dict:
     repo = tmp_path / "repo"
     (repo / "tools").mkdir(parents=True)
     shutil.copy(ROOT / "tools" / "setup.sh", repo / "tools" / "setup.sh")
+    shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
     stubs = tmp_path / "stubs"
     stubs.mkdir()
-    for tool in ("bash", "dirname", "rm", "env", "id", "cat"):
+    for tool in ("bash", "dirname", "rm", "env", "id", "cat", "sha256sum", "cut"):
         (stubs / tool).symlink_to(shutil.which(tool))
-    (stubs / "uname").write_text("#!/bin/sh\n[ \"$1\" = -s ] && echo Darwin || echo Darwin\n")
+    (stubs / "uname").write_text('#!/bin/sh\n[ "$1" = -s ] && echo Darwin || echo Darwin\n')
     (stubs / "uname").chmod(0o755)
     return {"repo": repo, "stubs": stubs, "log": tmp_path / "calls.log"}
 
 
 def _run(mac: dict, **env: str) -> subprocess.CompletedProcess:
     assert not (mac["stubs"] / "apt-get").exists()
-    return subprocess.run(["bash", str(mac["repo"] / "tools" / "setup.sh")],
-                          env={"PATH": str(mac["stubs"]), "HOME": str(mac["repo"]), **env},
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", str(mac["repo"] / "tools" / "setup.sh")],
+        env={"PATH": str(mac["stubs"]), "HOME": str(mac["repo"]), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _calls(mac: dict) -> list[str]:
@@ -78,7 +90,7 @@ def test_takes_the_first_python_that_passes_the_check(mac: dict) -> None:
     (s / "python3.13").chmod(0o755)
     _stub(s / "python3.12", "3.12", log)
     _stub(s / "python3.11", "3.11", log)
-    _stub(s / "python3", "3.9", log)   # the Command Line Tools' one
+    _stub(s / "python3", "3.9", log)  # the Command Line Tools' one
     out = _run(mac)
     assert out.returncode == 0, out.stderr
     venv = mac["repo"] / ".venv"
@@ -98,16 +110,16 @@ def test_a_venv_on_an_old_python_is_rebuilt(mac: dict) -> None:
     (venv / "left-over").write_text("from the 3.9 venv")
     out = _run(mac)
     assert out.returncode == 0, out.stderr
-    assert "rebuilding .venv" in out.stdout
+    assert "owl setup: rebuilding .venv" in out.stderr
     assert not (venv / "left-over").exists()
     assert _calls(mac)[0] == f"{s}/python3.11 -m venv .venv"
-    again = _run(mac)           # now it is good: kept
-    assert again.returncode == 0 and "rebuilding" not in again.stdout
+    again = _run(mac)  # now it is good: kept
+    assert again.returncode == 0 and "rebuilding" not in again.stderr
     assert [c for c in _calls(mac) if " -m venv " in c] == [f"{s}/python3.11 -m venv .venv"]
 
 
 def test_no_suitable_python_is_one_clear_line(mac: dict) -> None:
-    _stub(mac["stubs"] / "python3.11", "3.10", mac["log"])   # mislabelled: fails the check
+    _stub(mac["stubs"] / "python3.11", "3.10", mac["log"])  # mislabelled: fails the check
     _stub(mac["stubs"] / "python3", "3.9", mac["log"])
     out = _run(mac)
     assert out.returncode == 1
@@ -131,3 +143,25 @@ def test_linux_keeps_the_system_site(mac: dict) -> None:
     out = _run(mac, OWL_PYTHON=str(forced))
     assert out.returncode == 0, out.stderr
     assert _calls(mac)[0] == f"{forced} -m venv --system-site-packages .venv"
+
+
+def test_once_set_up_it_is_not_done_again_until_its_inputs_change(mac: dict) -> None:
+    """tools/owl runs setup.sh every time: after the first, a stamp (a hash of
+    pyproject.toml and setup.sh) is all it looks at, and says nothing."""
+    _stub(mac["stubs"] / "python3.12", "3.12", mac["log"])
+    first = _run(mac)
+    assert first.returncode == 0, first.stderr
+    steps = first.stderr.splitlines()
+    assert steps and all(line.startswith("owl setup: ") for line in steps), steps
+    assert any("making the virtual environment" in s for s in steps)
+    assert steps[-1].startswith("owl setup: done")
+    pips = lambda: [c for c in _calls(mac) if " -m pip " in c]  # noqa: E731
+    assert len(pips()) == 1
+    again = _run(mac)
+    assert again.returncode == 0 and again.stderr == "" and again.stdout == ""
+    assert len(pips()) == 1
+    with (mac["repo"] / "pyproject.toml").open("a") as f:
+        f.write("\n# a new dependency\n")
+    changed = _run(mac)
+    assert changed.returncode == 0 and "installing Owl" in changed.stderr
+    assert len(pips()) == 2

@@ -27,8 +27,10 @@ def _acts_on_a_terminal(out: bytes) -> bool:
 
 def test_logs_commits_and_titles_show_controls_as_visible_escapes(tmp_path: Path) -> None:
     project = make_project(tmp_path / "proj")
-    cfg = {"agents": {"noisy": {"command": [sys.executable, NOISY, "{prompt}"]}},
-           "agent": {"default": "noisy"}}
+    cfg = {
+        "agents": {"noisy": {"command": [sys.executable, NOISY, "{prompt}"]}},
+        "agent": {"default": "noisy"},
+    }
     with OwlDaemon(tmp_path / "home", cfg) as d:
         job = d.add("paint it \x1b[31mred\x1b[0m", project)
         d.machine("idle")
@@ -43,7 +45,7 @@ def test_logs_commits_and_titles_show_controls_as_visible_escapes(tmp_path: Path
         assert not _acts_on_a_terminal(text), text
         lines = text.decode("utf-8").splitlines()
         assert "\\x1b[2J\\x1b]0;owned\\x07cleared the screen" in lines
-        assert "fine\\rverified: 3 checks passed" in lines     # one line, not two
+        assert "fine\\rverified: 3 checks passed" in lines  # one line, not two
         assert "bad bytes \ufffd\ufffd here" in lines
         assert "tab\tkept" in lines
 
@@ -54,8 +56,9 @@ def test_logs_commits_and_titles_show_controls_as_visible_escapes(tmp_path: Path
         assert "real subject\\r\\x1b[32mverified: 3 checks passed\\x1b[0m" in commits[0]
         assert "paint it \\x1b[31mred" in out.decode()
 
-        page = Path(_owl_bytes(d, "jobs", "review", str(job), "--no-open").decode().strip()
-                    .splitlines()[-1]).read_text()
+        page = Path(
+            _owl_bytes(d, "jobs", "review", str(job), "--no-open").decode().strip().splitlines()[-1]
+        ).read_text()
         assert "\x1b" not in page and "\r" not in page.replace("\r\n", "")
         assert "real subject\\r\\x1b[32mverified" in page
 

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location(
-    "owl_bench_soak", Path(__file__).resolve().parent.parent / "bench" / "soak.py")
+    "owl_bench_soak", Path(__file__).resolve().parent.parent / "bench" / "soak.py"
+)
 assert _spec is not None and _spec.loader is not None
 soak_mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(soak_mod)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from owl.control import protocol
-from owl.paths import get_paths
+from owl.settings.paths import get_paths
 from owlproc import OWL, OwlDaemon, make_project, wait_for
 
 
@@ -42,8 +42,9 @@ def socket_of(home: Path, env: dict[str, str] | None = None) -> Path:
         os.environ.update(saved)
 
 
-def exchange(path: Path, payload: bytes, *, close_write: bool = True,
-             timeout: float = 10.0) -> dict[str, Any] | None:
+def exchange(
+    path: Path, payload: bytes, *, close_write: bool = True, timeout: float = 10.0
+) -> dict[str, Any] | None:
     """Send raw bytes, read until the daemon closes; the reply, parsed, or None."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
@@ -79,12 +80,13 @@ def daemon(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("socket")
     project = make_project(root / "proj")
     with OwlDaemon(root / "home") as d:
-        d.project = project          # type: ignore[attr-defined]
-        d.sock = socket_of(d.home)   # type: ignore[attr-defined]
+        d.project = project  # type: ignore[attr-defined]
+        d.sock = socket_of(d.home)  # type: ignore[attr-defined]
         yield d
 
 
 # --------------------------------------------------------------- the file
+
 
 def test_the_socket_is_0600_in_a_0700_folder(daemon):
     st = os.stat(daemon.sock)
@@ -99,32 +101,50 @@ def test_the_socket_is_0600_in_a_0700_folder(daemon):
 BAD = [
     pytest.param(b"hello\n", 2, "not a JSON request", id="not-json"),
     pytest.param(b"\xff\xfe\x00garbage\n", 2, "not a JSON request", id="not-utf8"),
-    pytest.param(b'{"v":1,"verb":"add","args":{"prompt":"caf\xe9"}}\n', 2, "not a JSON",
-                 id="latin1-inside-json"),
-    pytest.param(b'{"v":1,"verb":"add","args":{"prompt":"\\ud800","project":"/"}}\n', 2,
-                 "not valid Unicode", id="lone-surrogate"),
+    pytest.param(
+        b'{"v":1,"verb":"add","args":{"prompt":"caf\xe9"}}\n',
+        2,
+        "not a JSON",
+        id="latin1-inside-json",
+    ),
+    pytest.param(
+        b'{"v":1,"verb":"add","args":{"prompt":"\\ud800","project":"/"}}\n',
+        2,
+        "not valid Unicode",
+        id="lone-surrogate",
+    ),
     pytest.param(b"[1, 2, 3]\n", 2, "JSON object", id="array"),
     pytest.param(b'{"v":1}\n', 2, "needs a verb", id="no-verb"),
     pytest.param(b'{"v":1,"verb":"status","args":[1]}\n', 2, "args (object)", id="args-list"),
     pytest.param(b'{"v":1,"verb":"sta', 2, "not a JSON request", id="truncated"),
     pytest.param(b'{"v":99,"verb":"status","args":{}}\n', 2, "protocol 1", id="newer-version"),
     pytest.param(b'{"verb":"status","args":{}}\n', 2, "protocol None", id="no-version"),
-    pytest.param(b'{"v":1,"verb":"launch-missiles","args":{}}\n', 1, "unknown verb",
-                 id="unknown-verb"),
-    pytest.param(b'{"v":1,"verb":"jobs.show","args":{"id":"7"}}\n', 1, "whole number",
-                 id="id-as-string"),
-    pytest.param(b'{"v":1,"verb":"jobs.show","args":{"id":true}}\n', 1, "whole number",
-                 id="id-as-bool"),
-    pytest.param(b'{"v":1,"verb":"add","args":{"prompt":5,"project":"/"}}\n', 1,
-                 "must be a string", id="prompt-not-string"),
-    pytest.param(b'{"v":1,"verb":"shift.start","args":{"for_s":"forever"}}\n', 1,
-                 "number of seconds", id="shift-length-string"),
+    pytest.param(
+        b'{"v":1,"verb":"launch-missiles","args":{}}\n', 1, "unknown verb", id="unknown-verb"
+    ),
+    pytest.param(
+        b'{"v":1,"verb":"jobs.show","args":{"id":"7"}}\n', 1, "whole number", id="id-as-string"
+    ),
+    pytest.param(
+        b'{"v":1,"verb":"jobs.show","args":{"id":true}}\n', 1, "whole number", id="id-as-bool"
+    ),
+    pytest.param(
+        b'{"v":1,"verb":"add","args":{"prompt":5,"project":"/"}}\n',
+        1,
+        "must be a string",
+        id="prompt-not-string",
+    ),
+    pytest.param(
+        b'{"v":1,"verb":"shift.start","args":{"for_s":"forever"}}\n',
+        1,
+        "number of seconds",
+        id="shift-length-string",
+    ),
 ]
 
 
 @pytest.mark.parametrize("payload, code, words", BAD)
-def test_a_bad_message_gets_one_line_refusal_and_the_daemon_goes_on(daemon, payload, code,
-                                                                    words):
+def test_a_bad_message_gets_one_line_refusal_and_the_daemon_goes_on(daemon, payload, code, words):
     before = jobs(daemon)
     reply = exchange(daemon.sock, payload)
     assert reply is not None
@@ -191,6 +211,7 @@ def test_a_client_that_says_nothing_does_not_hold_up_the_others(daemon):
     assert 4.0 <= waited < 8.0
 
 
+@pytest.mark.isolated  # 1,500 connects race the accept loop: alone, after the parallel run
 def test_a_flood_of_silent_connections_is_bounded_and_others_are_still_served(daemon):
     import psutil
 
@@ -198,7 +219,7 @@ def test_a_flood_of_silent_connections_is_bounded_and_others_are_still_served(da
     flood: list[socket.socket] = []
     busy = 0
     try:
-        for _ in range(1500):               # more than the daemon keeps open at once
+        for _ in range(1500):  # more than the daemon keeps open at once
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(str(daemon.sock))
             s.send(b'{"v": 1, "verb": "sta')  # and never finish the request
@@ -209,8 +230,8 @@ def test_a_flood_of_silent_connections_is_bounded_and_others_are_still_served(da
         st = daemon.status()
         assert time.monotonic() - t0 < 2.0 and "machine" in st
         rss_grew = psutil.Process(daemon.proc.pid).memory_info().rss - rss_before
-        assert rss_grew < 64 << 20, rss_grew            # bounded in memory
-        assert threads < 40, threads                    # a socket each, not a thread each
+        assert rss_grew < 64 << 20, rss_grew  # bounded in memory
+        assert threads < 40, threads  # a socket each, not a thread each
         # past the bound, newcomers are told the daemon is busy; the rest time out
         answers = []
         for s in flood:
@@ -234,8 +255,9 @@ def test_twenty_clients_at_once_are_all_answered_correctly(daemon):
 
     def one(i: int) -> None:
         if i % 2:
-            results[i] = daemon.owl("add", "--json", "--project", str(daemon.project), "--",
-                                    f"sleep=60 client-{i}")
+            results[i] = daemon.owl(
+                "add", "--json", "--project", str(daemon.project), "--", f"sleep=60 client-{i}"
+            )
         else:
             results[i] = daemon.owl("status", "--json")
 
@@ -254,7 +276,7 @@ def test_twenty_clients_at_once_are_all_answered_correctly(daemon):
             added[doc["id"]] = i
         else:
             assert {"machine", "paused", "runs", "queue"} <= set(doc)
-    assert len(added) == 10                     # ten distinct Jobs
+    assert len(added) == 10  # ten distinct Jobs
     listed = [j for j in jobs(daemon) if j["id"] not in before]
     assert sorted(j["id"] for j in listed) == sorted(added)
     positions = [j["position"] for j in jobs(daemon) if j["position"]]
@@ -277,13 +299,18 @@ def test_a_client_that_dies_mid_request_loses_nothing_queued(daemon):
     s.connect(str(daemon.sock))
     s.sendall(request("add", prompt="sleep=60 whole", project=str(daemon.project)))
     s.close()
-    wait_for(lambda: any(j["title"] == "sleep=60 whole" for j in jobs(daemon)),
-             what="the whole request carried out")
+    wait_for(
+        lambda: any(j["title"] == "sleep=60 whole" for j in jobs(daemon)),
+        what="the whole request carried out",
+    )
     # real `owl add` processes killed at once
     for i in range(4):
-        p = subprocess.Popen([*OWL, "add", "--project", str(daemon.project), "--",
-                              f"sleep=60 killed-{i}"], env=daemon.env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [*OWL, "add", "--project", str(daemon.project), "--", f"sleep=60 killed-{i}"],
+            env=daemon.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(0.03 * i)
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -291,11 +318,13 @@ def test_a_client_that_dies_mid_request_loses_nothing_queued(daemon):
     titles = [j["title"] for j in after]
     assert "sleep=60 half" not in titles
     assert [j for j in after if j["id"] in {b["id"] for b in before}] == before
-    for j in after:          # whatever arrived, arrived whole
-        assert j["title"] in {b["title"] for b in before} | {"sleep=60 whole"} | \
-            {f"sleep=60 killed-{i}" for i in range(4)}
-    assert [j["position"] for j in after if j["position"]] == \
-        list(range(1, 1 + sum(1 for j in after if j["position"])))
+    for j in after:  # whatever arrived, arrived whole
+        assert j["title"] in {b["title"] for b in before} | {"sleep=60 whole"} | {
+            f"sleep=60 killed-{i}" for i in range(4)
+        }
+    assert [j["position"] for j in after if j["position"]] == list(
+        range(1, 1 + sum(1 for j in after if j["position"]))
+    )
     assert set(keep) <= {j["id"] for j in after}
     for j in after:
         daemon.ok("jobs", "drop", str(j["id"]))
@@ -323,8 +352,10 @@ def test_an_older_command_and_a_newer_daemon_fail_in_one_line(tmp_path):
     t.start()
     env = dict(os.environ, OWL_HOME=str(home))
     try:
-        outs = [subprocess.run([*OWL, "pause"], env=env, capture_output=True, text=True,
-                               timeout=30) for _ in replies]
+        outs = [
+            subprocess.run([*OWL, "pause"], env=env, capture_output=True, text=True, timeout=30)
+            for _ in replies
+        ]
     finally:
         srv.close()
     wanted = ["speaks protocol 2", "not JSON", "without answering"]
@@ -335,15 +366,15 @@ def test_an_older_command_and_a_newer_daemon_fail_in_one_line(tmp_path):
 
 # ------------------------------------------------------- daemon lifetime
 
+
 def test_a_second_daemon_refuses_and_names_the_first(tmp_path):
     with OwlDaemon(tmp_path / "home") as d:
-        p = subprocess.run([*OWL, "daemon"], env=d.env, capture_output=True, text=True,
-                           timeout=30)
+        p = subprocess.run([*OWL, "daemon"], env=d.env, capture_output=True, text=True, timeout=30)
         assert p.returncode == 1
         lines = [x for x in p.stderr.splitlines() if x.startswith("owl:")]
         assert len(lines) == 1 and f"pid {d.proc.pid}" in lines[0], p.stderr
         assert "already running" in lines[0]
-        assert d.owl("status", "--json").returncode == 0      # the first one is untouched
+        assert d.owl("status", "--json").returncode == 0  # the first one is untouched
 
 
 def test_a_stale_socket_from_a_killed_daemon_is_replaced(tmp_path):
@@ -352,7 +383,7 @@ def test_a_stale_socket_from_a_killed_daemon_is_replaced(tmp_path):
     with d:
         job = d.add("sleep=60", project)
         path = socket_of(d.home)
-        d.kill()                                    # SIGKILL: no clean-up at all
+        d.kill()  # SIGKILL: no clean-up at all
         assert path.exists()
         p = d.owl("pause")
         assert p.returncode == 3 and "no Owl daemon is running" in p.stderr
@@ -383,31 +414,50 @@ def test_a_deep_owl_home_gets_a_short_socket(tmp_path):
 
 # -------------------------------------------------------------- two users
 
+
 @pytest.fixture(scope="module")
 def stranger():
     """A second user on the machine, made for this test and removed after it."""
     if os.geteuid() != 0 or shutil.which("useradd") is None:
         pytest.skip("needs root and useradd to make a second user")
     name = f"owlt{os.getpid() % 100000}"
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield pwd.getpwnam(name)
     finally:
         subprocess.run(["userdel", name], capture_output=True)
 
 
-def as_user(user: pwd.struct_passwd, env: dict[str, str], shared: Path,
-            *args: str) -> subprocess.CompletedProcess:
+def as_user(
+    user: pwd.struct_passwd, env: dict[str, str], shared: Path, *args: str
+) -> subprocess.CompletedProcess:
     """The real `owl` command run as `user`, from a copy of the package in
     `shared` with the base interpreter: the checkout and its venv may sit in a
     folder only root can enter (e.g. under `mktemp -d`)."""
-    env = dict(env, HOME="/", USER=user.pw_name, LOGNAME=user.pw_name,
-               PYTHONPATH=str(shared), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(
+        env,
+        HOME="/",
+        USER=user.pw_name,
+        LOGNAME=user.pw_name,
+        PYTHONPATH=str(shared),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     env.pop("XDG_RUNTIME_DIR", None)
-    return subprocess.run([sys._base_executable, "-m", "owl", *args], env=env,
-                          capture_output=True, text=True, timeout=30, cwd="/",
-                          user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+    return subprocess.run(
+        [sys._base_executable, "-m", "owl", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd="/",
+        user=user.pw_uid,
+        group=user.pw_gid,
+        extra_groups=[],
+    )
 
 
 def test_another_user_can_neither_connect_nor_be_served(stranger):
@@ -416,8 +466,11 @@ def test_another_user_can_neither_connect_nor_be_served(stranger):
     try:
         root.chmod(0o755)
         shared = root / "app"
-        shutil.copytree(Path(__file__).resolve().parent.parent / "app" / "owl", shared / "owl",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            Path(__file__).resolve().parent.parent / "app" / "owl",
+            shared / "owl",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
         project = make_project(root / "proj")
         with OwlDaemon(root / "home") as d:
             d.home.chmod(0o755)
@@ -429,14 +482,22 @@ def test_another_user_can_neither_connect_nor_be_served(stranger):
             # opened up on purpose: the daemon itself refuses them, by SO_PEERCRED
             path.parent.chmod(0o777)
             path.chmod(0o666)
-            for args in (("add", "--project", str(project), "--", "sleep=1"),
-                         ("status", "--json"), ("pause",)):
+            for args in (
+                ("add", "--project", str(project), "--", "sleep=1"),
+                ("status", "--json"),
+                ("pause",),
+            ):
                 p = as_user(stranger, d.env, shared, *args)
                 assert p.returncode == 1, (args, p.stdout, p.stderr)
                 assert p.stderr.strip() == "owl: this Owl daemon belongs to another user"
-                assert p.stdout == ("" if "--json" not in args else json.dumps(
-                    {"error": "this Owl daemon belongs to another user", "exit": 1},
-                    indent=2) + "\n")     # with --json the error is an object on stdout
+                assert p.stdout == (
+                    ""
+                    if "--json" not in args
+                    else json.dumps(
+                        {"error": "this Owl daemon belongs to another user", "exit": 1}, indent=2
+                    )
+                    + "\n"
+                )  # with --json the error is an object on stdout
             st = d.status()
             assert st["queue"] == [] and st["paused"] is False
             assert "refused a connection from uid %d" % stranger.pw_uid in d.log_text()
@@ -450,3 +511,70 @@ def test_another_user_can_neither_connect_nor_be_served(stranger):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def _full_listener(path: Path) -> tuple[socket.socket, list[socket.socket]]:
+    """A Unix socket that listens but does not accept, its queue filled to the brim."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(0)
+    queued: list[socket.socket] = []
+    while True:
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.setblocking(False)
+        try:
+            c.connect(str(path))
+        except BlockingIOError:
+            c.close()
+            return server, queued
+        queued.append(c)
+
+
+def test_a_full_listen_queue_is_waited_out_not_an_error(tmp_path):
+    from owl.control import client
+
+    path = tmp_path / "full.sock"
+    server, queued = _full_listener(path)
+    answered = threading.Event()
+
+    def serve() -> None:
+        # drain the queue a moment later, then answer the request that waited
+        time.sleep(0.3)
+        server.settimeout(5)
+        conns = [server.accept()[0] for _ in range(len(queued) + 1)]
+        for conn in conns:
+            conn.settimeout(0.2)
+            try:
+                if conn.recv(4096):
+                    answered.set()  # before the answer: the command may read it at once
+                    conn.sendall(protocol.ok({"machine": "idle"}))
+            except OSError:
+                pass
+            conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        assert client.ask(path, "status", timeout=10) == {"machine": "idle"}
+        assert answered.is_set()
+    finally:
+        t.join(5)
+        for c in queued:
+            c.close()
+        server.close()
+
+
+def test_a_queue_that_stays_full_is_one_line_within_the_timeout(tmp_path):
+    from owl.control import client
+
+    path = tmp_path / "full.sock"
+    server, queued = _full_listener(path)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(client.DaemonError, match="did not take the connection within 0.5 s"):
+            client.ask(path, "status", timeout=0.5)
+    finally:
+        for c in queued:
+            c.close()
+        server.close()
+    assert time.monotonic() - t0 < 2.0

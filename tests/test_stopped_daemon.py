@@ -19,21 +19,24 @@ def test_terminal_stops_do_not_stop_the_daemon(tmp_path):
     with OwlDaemon(tmp_path / "home") as d:
         for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
             d.proc.send_signal(sig)
-        time.sleep(0.2)   # a stop would take effect at once; give it the chance to
+        time.sleep(0.2)  # a stop would take effect at once; give it the chance to
         assert psutil.Process(d.proc.pid).status() != psutil.STATUS_STOPPED
         assert d.owl("status", "--json", timeout=5).returncode == 0
 
 
 def test_a_sigstopped_daemon_s_frozen_run_still_ends_when_its_window_passes(tmp_path):
     with OwlDaemon(tmp_path / "home") as d:
-        job, pids = freeze_a_run(d, make_project(tmp_path / "proj"),
-                                 "setsid-child=120 tick=0.2 sleep=120")
+        job, pids = freeze_a_run(
+            d, make_project(tmp_path / "proj"), "setsid-child=120 tick=0.2 sleep=120"
+        )
         frozen_at = time.monotonic()
         d.proc.send_signal(signal.SIGSTOP)
         try:
-            wait_for(lambda: set(process_states(pids).values()) <= {"gone",
-                                                                     psutil.STATUS_ZOMBIE},
-                     timeout=12, what="the frozen Run to end while the daemon is stopped")
+            wait_for(
+                lambda: set(process_states(pids).values()) <= {"gone", psutil.STATUS_ZOMBIE},
+                timeout=12,
+                what="the frozen Run to end while the daemon is stopped",
+            )
             # the window is 3 s: not before it, and TERM suffices (well within 5 s more)
             took = time.monotonic() - frozen_at
             assert 2.0 <= took <= 3.0 + 5.0 + 2.0, took

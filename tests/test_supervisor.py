@@ -40,15 +40,23 @@ def test_thaw_inside_the_window_continues_the_same_run_to_succeeded(home, projec
         assert 0 < frozen["grace_left_s"] <= 30
         # every process, the one in a session of its own too, is stopped
         wait_for(lambda: all_stopped(d.agent_pids()), what="the whole tree stopped")
-        time.sleep(2.0)                     # longer than the agent's own work
+        time.sleep(2.0)  # longer than the agent's own work
         assert d.job(job)["state"] == "active"
         d.machine("idle")
         j = d.wait_job(job, "review")
         [r] = j["runs"]
-        assert (r["id"], r["outcome"], r["ended_by"], r["exit_code"]) == \
-            (run["id"], "succeeded", "exit", 0)
-        log = subprocess.run(["git", "-C", str(project), "log", "--oneline", "owl/job-%d" % job],
-                             capture_output=True, text=True, check=True).stdout
+        assert (r["id"], r["outcome"], r["ended_by"], r["exit_code"]) == (
+            run["id"],
+            "succeeded",
+            "exit",
+            0,
+        )
+        log = subprocess.run(
+            ["git", "-C", str(project), "log", "--oneline", "owl/job-%d" % job],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert "work" in log
         wait_for(lambda: none_alive(d), what="no agent process left")
 
@@ -166,17 +174,17 @@ def test_pause_holds_across_a_restart_and_resume_lets_work_go_on(home, project):
         r = d.wait_run(job, "frozen")
         assert r["frozen_by"] == "user"
         d.machine("input")
-        d.machine("idle")            # the machine never thaws what the person paused
+        d.machine("idle")  # the machine never thaws what the person paused
         time.sleep(0.3)
         assert d.run_of(job)["state"] == "frozen"
-        assert "already paused" in d.ok("pause")        # the goal holds: exit 0
+        assert "already paused" in d.ok("pause")  # the goal holds: exit 0
         d.stop()
         d.start()
         st = d.status()
         assert st["paused"] is True and st["runs"] == []
         d.machine("idle")
         time.sleep(0.5)
-        assert d.status()["runs"] == []          # held: nothing starts
+        assert d.status()["runs"] == []  # held: nothing starts
         assert d.status()["waiting"] == "paused"
         assert d.ok("resume").strip() == "resumed"
         d.wait_run(job, "running")
@@ -207,7 +215,7 @@ def test_stop_freezes_and_ends_after_the_grace_window(home, project):
         d.wait_run(job, "running")
         d.ok("stop", "--after-grace")
         assert d.wait_run(job, "frozen")["frozen_by"] == "user"
-        d.machine("input")             # so that the Job, once back in the queue, stays there
+        d.machine("input")  # so that the Job, once back in the queue, stays there
         j = d.wait_job(job, "pending")
         assert j["runs"][0]["reason"] == "stopped by the user"
         assert j["runs"][0]["ended_by"] == "sigterm"
@@ -239,34 +247,48 @@ def test_agent_environment_and_worktree(home, project, tmp_path):
         env = p.environ()
         assert env["OWL_JOB_ID"] == str(job) and env["OWL_RUN_ID"] == str(run["id"])
         assert p.cwd() == str(home / "worktrees" / f"job-{job}")
-        assert os.getsid(pid) == pid                     # a session of its own
+        assert os.getsid(pid) == pid  # a session of its own
         assert p.nice() == 10
-        branch = subprocess.run(["git", "-C", p.cwd(), "branch", "--show-current"],
-                                capture_output=True, text=True).stdout.strip()
+        branch = subprocess.run(
+            ["git", "-C", p.cwd(), "branch", "--show-current"], capture_output=True, text=True
+        ).stdout.strip()
         assert branch == f"owl/job-{job}"
         d.ok("stop", "--force")
 
 
 def test_a_second_daemon_on_the_same_home_refuses_and_names_the_first(home):
     with OwlDaemon(home) as d:
-        second = subprocess.run([*__import__("owlproc").OWL, "daemon"], env=d.env,
-                                capture_output=True, text=True, timeout=20)
+        second = subprocess.run(
+            [*__import__("owlproc").OWL, "daemon"],
+            env=d.env,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         assert second.returncode == 1
         assert f"pid {d.proc.pid}" in second.stderr
 
 
-@pytest.mark.parametrize("config, words", [
-    ("[idle]\nafter = \"soon\"\n", ["idle.after", "soon"]),
-    ("[runs]\nmax_parallel = 0\n", ["runs.max_parallel", "0"]),
-    ("[idle]\nafterr = \"1m\"\n", ["idle.afterr"]),
-    ("[idle\n", ["not valid TOML"]),
-    ("[interruption]\ngrace_window = 5\n", ["interruption.grace_window", "5"]),
-])
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ('[idle]\nafter = "soon"\n', ["idle.after", "soon"]),
+        ("[runs]\nmax_parallel = 0\n", ["runs.max_parallel", "0"]),
+        ('[idle]\nafterr = "1m"\n', ["idle.afterr"]),
+        ("[idle\n", ["not valid TOML"]),
+        ("[interruption]\ngrace_window = 5\n", ["interruption.grace_window", "5"]),
+    ],
+)
 def test_a_bad_config_stops_the_daemon_with_file_key_and_value(home, config, words):
     d = OwlDaemon(home)
     (home / "config.toml").write_text(config)
-    p = subprocess.run([*__import__("owlproc").OWL, "daemon"], env=d.env, capture_output=True,
-                       text=True, timeout=20)
+    p = subprocess.run(
+        [*__import__("owlproc").OWL, "daemon"],
+        env=d.env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert p.returncode == 1
     line = p.stderr.strip()
     assert "\n" not in line and str(home / "config.toml") in line

@@ -7,14 +7,20 @@ from owl import textsafe
 
 def _acts(text: str, keep: str = "") -> bool:
     """Whether `text` still holds a character a terminal would act on."""
-    return any((ord(c) < 0x20 and c not in keep) or 0x7F <= ord(c) < 0xA0
-               or c in "\u202e\u202d\u2066\u2067\u2068\u2069\u2028\u2029"
-               or 0xD800 <= ord(c) <= 0xDFFF for c in text)
+    return any(
+        (ord(c) < 0x20 and c not in keep)
+        or 0x7F <= ord(c) < 0xA0
+        or c in "\u202e\u202d\u2066\u2067\u2068\u2069\u2028\u2029"
+        or 0xD800 <= ord(c) <= 0xDFFF
+        for c in text
+    )
 
 
 def test_escape_and_carriage_return_are_made_visible():
-    assert textsafe.line("fix\r\x1b[32mverified: 3 checks passed") == \
-        "fix\\r\\x1b[32mverified: 3 checks passed"
+    assert (
+        textsafe.line("fix\r\x1b[32mverified: 3 checks passed")
+        == "fix\\r\\x1b[32mverified: 3 checks passed"
+    )
 
 
 def test_a_line_keeps_to_one_line_and_a_block_keeps_its_lines():
@@ -54,7 +60,10 @@ def test_no_text_reaches_the_screen_as_controls(text):
 def test_log_records_keep_to_one_line_without_controls():
     import logging
 
-    record = logging.LogRecord("owl", logging.WARNING, __file__, 1, "job %s: %s",
-                               (3, "fine\r\x1b[2Jforged\nline"), None)
-    out = textsafe.LogFormatter("%(levelname)s %(message)s").format(record)
+    from owl.logsafe import LogFormatter
+
+    record = logging.LogRecord(
+        "owl", logging.WARNING, __file__, 1, "job %s: %s", (3, "fine\r\x1b[2Jforged\nline"), None
+    )
+    out = LogFormatter("%(levelname)s %(message)s").format(record)
     assert out == "WARNING job 3: fine\\r\\x1b[2Jforged\\nline"

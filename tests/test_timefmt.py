@@ -6,8 +6,8 @@ import time
 
 from hypothesis import given, strategies as st
 
-from owl import timefmt
-from owl.config import parse_duration
+from owl.rules import timefmt
+from owl.settings.config import parse_duration
 
 
 def test_durations_read_the_same_everywhere():
@@ -18,7 +18,7 @@ def test_durations_read_the_same_everywhere():
     assert timefmt.duration(2 * 3600 + 5 * 60 + 7) == "2h 5m"
     assert timefmt.duration(7200) == "2h"
     assert timefmt.duration(86400 + 3 * 3600) == "1d 3h"
-    assert timefmt.duration(3600 + 5) == "1h"          # two units at most, from the largest
+    assert timefmt.duration(3600 + 5) == "1h"  # two units at most, from the largest
     assert timefmt.duration(None) == "?"
     assert timefmt.duration(-3) == "0s"
 

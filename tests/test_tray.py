@@ -17,10 +17,34 @@ from pathlib import Path
 import pytest
 
 from display import DisplayEnv, display_fixture, virtual_display
-from traydesk import (ARTIFACTS, ATTENTION, FROZEN, IDLE, PAUSED, STATE_COLOURS, TIMEOUT, WAITING,
-                      WORKING, Tray, choose, choose_in, close_menus, colour_share, doc, dunst,
-                      find_tray_icon_geometry, fresh_tray_fixture, icon_text, job, open_menu,
-                      pid_windows, screenshot, stand_in_tray_fixture, wait_for, walk_menu)
+from traydesk import (
+    ARTIFACTS,
+    ATTENTION,
+    FROZEN,
+    IDLE,
+    PAUSED,
+    STATE_COLOURS,
+    TIMEOUT,
+    WAITING,
+    WORKING,
+    Tray,
+    choose,
+    choose_in,
+    close_menus,
+    colour_share,
+    doc,
+    dunst,
+    find_tray_icon_geometry,
+    fresh_tray_fixture,
+    icon_text,
+    job,
+    open_menu,
+    pid_windows,
+    screenshot,
+    stand_in_tray_fixture,
+    wait_for,
+    walk_menu,
+)
 
 pytestmark = pytest.mark.display
 
@@ -35,14 +59,23 @@ fresh = fresh_tray_fixture()
 def test_icon_docks_and_draws_every_state(fresh: Tray, desk: DisplayEnv) -> None:
     x, y, w, h = find_tray_icon_geometry(desk)
     assert 16 <= w <= 64 and 16 <= h <= 64
-    for name, status in [("idle", IDLE), ("waiting", WAITING), ("working", WORKING),
-                         ("paused", PAUSED), ("attention", ATTENTION), ("frozen", FROZEN)]:
+    for name, status in [
+        ("idle", IDLE),
+        ("waiting", WAITING),
+        ("working", WORKING),
+        ("paused", PAUSED),
+        ("attention", ATTENTION),
+        ("frozen", FROZEN),
+    ]:
         fresh.shows(desk, status)
         shot = screenshot(desk, ARTIFACTS / f"icon-{name}.png", (x, y, w, h), scale=8)
         share = colour_share(shot, STATE_COLOURS[name])
         assert share > 0.10, f"{name}: only {share:.0%} of the icon has its colour"
-        others = {k: colour_share(shot, c) for k, c in STATE_COLOURS.items()
-                  if k != name and {k, name} != {"idle", "frozen"}}
+        others = {
+            k: colour_share(shot, c)
+            for k, c in STATE_COLOURS.items()
+            if k != name and {k, name} != {"idle", "frozen"}
+        }
         assert max(others.values()) < share, f"{name} looks like another state: {others}"
 
 
@@ -95,7 +128,9 @@ def test_drop_a_job_from_the_jobs_submenu(fresh: Tray, desk: DisplayEnv) -> None
 
 
 def test_a_refused_verb_is_shown_and_the_tray_goes_on(fresh: Tray, desk: DisplayEnv) -> None:
-    status = doc(queue=[job(13, 1)], waiting="on battery", _refuse={"start": "the machine is on battery"})
+    status = doc(
+        queue=[job(13, 1)], waiting="on battery", _refuse={"start": "the machine is on battery"}
+    )
     status["machine"].update(on_ac_power=False, reason="on battery")
     fresh.shows(desk, status)
     dunst(desk, "close-all")
@@ -112,7 +147,7 @@ def test_show_log_of_a_finished_run_opens_it(fresh: Tray, desk: DisplayEnv) -> N
     fresh.shows(desk, ATTENTION)
     opened = fresh.folder / "opened"
     opened.unlink(missing_ok=True)
-    choose(desk, ATTENTION, "✗ Job 11: Bump the deps — killed")
+    choose(desk, ATTENTION, "✗ Job 11: Bump the deps — killed (run 6)")
     wait_for(opened.exists, "the log to be opened")
     assert opened.read_text().split() == ["/dev/null"]
 
@@ -184,7 +219,6 @@ def test_the_tray_host_is_detected(desk: DisplayEnv, monkeypatch: pytest.MonkeyP
     desk.activate(monkeypatch)
     monkeypatch.delenv("PYSTRAY_BACKEND", raising=False)
     assert choose_backend(None, wait_s=1) == "gtk"
-
 
 
 # ------------------------------------------------------------ small helpers

@@ -10,8 +10,16 @@ import pytest
 from PIL import Image, ImageChops, ImageStat
 
 from owl.tray.art import STATES, draw_app_icon, draw_icon, grace_progress, icon_state, tooltip
-from owl.tray.menu import (Action, build_menu, clock, counting_down, find, outcome_word, span,
-                           status_line)
+from owl.tray.menu import (
+    Action,
+    build_menu,
+    clock,
+    counting_down,
+    find,
+    outcome_word,
+    span,
+    status_line,
+)
 from owl.tray.notices import Notices
 
 SIZES = [16, 22, 24, 32, 48]
@@ -19,11 +27,25 @@ ALL_SIZES = sorted(set(SIZES + [2 * s for s in SIZES]))
 
 BASE: dict[str, Any] = {
     "version": "0.1.0",
-    "machine": {"idle": False, "idle_for_s": 12.0, "on_ac_power": True, "reason": "in use",
-                "idle_in_s": 360.0, "detectors": ["xscreensaver"], "problem": None},
-    "paused": False, "shift": None, "awake": {"held": False, "backend": "none", "problem": None},
-    "runs": [], "queue": [], "waiting": None, "recent": [], "review": [],
-    "attention": None, "config_problem": None,
+    "machine": {
+        "idle": False,
+        "idle_for_s": 12.0,
+        "on_ac_power": True,
+        "reason": "in use",
+        "idle_in_s": 360.0,
+        "detectors": ["xscreensaver"],
+        "problem": None,
+    },
+    "paused": False,
+    "shift": None,
+    "awake": {"held": False, "backend": "none", "problem": None},
+    "runs": [],
+    "queue": [],
+    "waiting": None,
+    "recent": [],
+    "review": [],
+    "attention": None,
+    "config_problem": None,
 }
 
 
@@ -38,21 +60,50 @@ def doc(**changes: Any) -> dict[str, Any]:
 
 
 def run(state: str = "running", **extra: Any) -> dict[str, Any]:
-    r = {"id": 7, "job_id": 12, "title": "Fix the flaky test", "state": state, "frozen_by": None,
-         "grace_left_s": None, "running_for_s": 250.0, "pids": [4242]}
+    r = {
+        "id": 7,
+        "job_id": 12,
+        "title": "Fix the flaky test",
+        "state": state,
+        "frozen_by": None,
+        "grace_left_s": None,
+        "running_for_s": 250.0,
+        "pids": [4242],
+    }
     r.update(extra)
     return r
 
 
-def job(id: int = 13, position: int = 1, state: str = "pending", worktree: str | None = None,
-        title: str = "Write the docs") -> dict[str, Any]:
-    return {"id": id, "position": position, "state": state, "title": title, "project": "/src/app",
-            "worktree": worktree}
+def job(
+    id: int = 13,
+    position: int = 1,
+    state: str = "pending",
+    worktree: str | None = None,
+    title: str = "Write the docs",
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "position": position,
+        "state": state,
+        "title": title,
+        "project": "/src/app",
+        "worktree": worktree,
+    }
 
 
-def recent(outcome: str, ended_by: str, run_id: int = 6, log: str | None = "/logs/6.log") -> dict[str, Any]:
-    return {"run_id": run_id, "job_id": 11, "title": "Bump the deps", "outcome": outcome,
-            "ended_by": ended_by, "reason": None, "ended_at": "2026-01-01T10:00:00Z", "log": log}
+def recent(
+    outcome: str, ended_by: str, run_id: int = 6, log: str | None = "/logs/6.log"
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "job_id": 11,
+        "title": "Bump the deps",
+        "outcome": outcome,
+        "ended_by": ended_by,
+        "reason": None,
+        "ended_at": "2026-01-01T10:00:00Z",
+        "log": log,
+    }
 
 
 def frozen(left: float = 822.0, by: str = "machine") -> dict[str, Any]:
@@ -123,22 +174,25 @@ def test_app_icon_is_its_own_owl() -> None:
 # -------------------------------------------------------- status -> icon state
 
 
-@pytest.mark.parametrize("status, expected", [
-    (doc(), ("idle", None)),
-    (doc(queue=[job()]), ("waiting", None)),
-    (doc(queue=[job(state="active")]), ("idle", None)),
-    (doc(runs=[run()]), ("working", None)),
-    (doc(runs=[run("ending")]), ("working", None)),
-    (doc(runs=[run("verifying")]), ("working", None)),
-    (doc(paused=True, queue=[job()]), ("paused", None)),
-    (doc(runs=[frozen(by="user")]), ("paused", None)),
-    (doc(attention="Run 6 of job 11 was killed", queue=[job()]), ("attention", None)),
-    (doc(config_problem="config.toml: idle.after: not a duration"), ("attention", None)),
-    (doc(machine={"problem": "input cannot be read"}), ("attention", None)),
-    (doc(runs=[run()], attention="Run 6 failed"), ("working", None)),
-    (doc(paused=True, runs=[frozen(450.0)]), ("frozen", 0.5)),
-    (doc(runs=[frozen(None)]), ("frozen", None)),
-])
+@pytest.mark.parametrize(
+    "status, expected",
+    [
+        (doc(), ("idle", None)),
+        (doc(queue=[job()]), ("waiting", None)),
+        (doc(queue=[job(state="active")]), ("idle", None)),
+        (doc(runs=[run()]), ("working", None)),
+        (doc(runs=[run("ending")]), ("working", None)),
+        (doc(runs=[run("verifying")]), ("working", None)),
+        (doc(paused=True, queue=[job()]), ("paused", None)),
+        (doc(runs=[frozen(by="user")]), ("paused", None)),
+        (doc(attention="Run 6 of job 11 was killed", queue=[job()]), ("attention", None)),
+        (doc(config_problem="config.toml: idle.after: not a duration"), ("attention", None)),
+        (doc(machine={"problem": "input cannot be read"}), ("attention", None)),
+        (doc(runs=[run()], attention="Run 6 failed"), ("working", None)),
+        (doc(paused=True, runs=[frozen(450.0)]), ("frozen", 0.5)),
+        (doc(runs=[frozen(None)]), ("frozen", None)),
+    ],
+)
 def test_icon_state(status: dict, expected: tuple) -> None:
     state, progress = icon_state(status)
     assert state == expected[0]
@@ -162,41 +216,67 @@ def test_grace_progress_prefers_the_runs_own_window() -> None:
 def test_tooltip_says_the_state_and_what_needs_attention() -> None:
     assert tooltip(doc()) == "Owl: Nothing to do"
     assert tooltip(doc(runs=[frozen(822.0)])) == "Owl: Frozen · 13m 42s left"
-    assert tooltip(doc(attention="Run 6 of job 11 was killed")) == \
-        "Owl: Nothing to do\nRun 6 of job 11 was killed"
+    assert (
+        tooltip(doc(attention="Run 6 of job 11 was killed"))
+        == "Owl: Nothing to do\nRun 6 of job 11 was killed"
+    )
 
 
 # ------------------------------------------------------------ the status line
 
 
-@pytest.mark.parametrize("status, line", [
-    (doc(), "Nothing to do"),
-    (doc(runs=[run()]), "Working on job 12 · 4m"),
-    (doc(runs=[run("verifying")]), "Checking job 12 · 4m"),
-    (doc(runs=[run(), dict(run(), id=8, job_id=13)]), "Working on 2 jobs"),
-    (doc(runs=[run("ending")]), "Ending"),
-    (doc(runs=[frozen(822.0)]), "Frozen · 13m 42s left"),
-    (doc(runs=[frozen(by="user")]), "Frozen"),
-    (doc(paused=True, runs=[frozen(by="user")]), "Paused"),
-    (doc(paused=True), "Paused"),
-    (doc(queue=[job()]), "Idle in 6m"),
-    (doc(queue=[job()], machine={"reason": "on battery", "on_ac_power": False, "idle_in_s": None}),
-     "Waiting: on battery"),
-    (doc(queue=[job()], machine={"reason": "input cannot be read: no X", "idle_in_s": None}),
-     "Waiting: input cannot be read: no X"),
-    (doc(queue=[job()], machine={"idle": True, "reason": None}, waiting="project cap reached"),
-     "Waiting: project cap reached"),
-    (doc(queue=[job()], machine={"idle": True, "reason": None}), "Waiting: starting soon"),
-    (doc(queue=[job()], shift={"ends_at": "x", "left_s": 1800.0, "until_empty": False, "ended": False}),
-     "Working shift · starting"),
-])
+@pytest.mark.parametrize(
+    "status, line",
+    [
+        (doc(), "Nothing to do"),
+        (doc(runs=[run()]), "Working on job 12 · 4m"),
+        (doc(runs=[run("verifying")]), "Checking job 12 · 4m"),
+        (doc(runs=[run(), dict(run(), id=8, job_id=13)]), "Working on 2 jobs"),
+        (doc(runs=[run("ending")]), "Ending"),
+        (doc(runs=[frozen(822.0)]), "Frozen · 13m 42s left"),
+        (doc(runs=[frozen(by="user")]), "Frozen"),
+        (doc(paused=True, runs=[frozen(by="user")]), "Paused"),
+        (doc(paused=True), "Paused"),
+        (doc(queue=[job()]), "Idle in 6m"),
+        (
+            doc(
+                queue=[job()],
+                machine={"reason": "on battery", "on_ac_power": False, "idle_in_s": None},
+            ),
+            "Waiting: on battery",
+        ),
+        (
+            doc(queue=[job()], machine={"reason": "input cannot be read: no X", "idle_in_s": None}),
+            "Waiting: input cannot be read: no X",
+        ),
+        (
+            doc(
+                queue=[job()], machine={"idle": True, "reason": None}, waiting="project cap reached"
+            ),
+            "Waiting: project cap reached",
+        ),
+        (doc(queue=[job()], machine={"idle": True, "reason": None}), "Waiting: starting soon"),
+        (
+            doc(
+                queue=[job()],
+                shift={"ends_at": "x", "left_s": 1800.0, "until_empty": False, "ended": False},
+            ),
+            "Working shift · starting",
+        ),
+    ],
+)
 def test_status_line(status: dict, line: str) -> None:
     assert status_line(status) == line
 
 
 def test_time_words() -> None:
-    assert clock(822) == "13m 42s" and clock(3723) == "1h 2m" and clock(-4) == "0s" and clock(None) == "0s"
-    assert clock(0.3) == "1s"      # a countdown shows no "0s" while time is left
+    assert (
+        clock(822) == "13m 42s"
+        and clock(3723) == "1h 2m"
+        and clock(-4) == "0s"
+        and clock(None) == "0s"
+    )
+    assert clock(0.3) == "1s"  # a countdown shows no "0s" while time is left
     assert span(40) == "40s" and span(250) == "4m" and span(3900) == "1h 5m"
 
 
@@ -205,8 +285,17 @@ def test_time_words() -> None:
 
 def test_menu_for_nothing_to_do() -> None:
     items = build_menu(doc())
-    assert labels(items) == ["Nothing to do", "Start", "Pause", "Work for 1 hour", "Stop", "Jobs (0)",
-                             "Start at login", "Open config", "Quit"]
+    assert labels(items) == [
+        "Nothing to do",
+        "Start",
+        "Pause",
+        "Work for 1 hour",
+        "Stop",
+        "Jobs (0)",
+        "Start at login",
+        "Open config",
+        "Quit",
+    ]
     assert items[0].default and not items[0].enabled
     assert not find(items, "Start").enabled and not find(items, "Stop").enabled
     assert find(items, "Pause").action == Action("verb", verb="pause")
@@ -215,7 +304,10 @@ def test_menu_for_nothing_to_do() -> None:
     assert labels(jobs.submenu) == ["No jobs queued"] and not jobs.submenu[0].enabled
     assert find(items, "Start at login").checked is False
     assert find(items, "Start at login").action.kwargs == {"on": True}
-    assert find(items, "Quit").action.kind == "quit" and find(items, "Open config").action.kind == "config"
+    assert (
+        find(items, "Quit").action.kind == "quit"
+        and find(items, "Open config").action.kind == "config"
+    )
 
 
 def test_menu_with_start_at_login_on_offers_to_turn_it_off() -> None:
@@ -224,25 +316,40 @@ def test_menu_with_start_at_login_on_offers_to_turn_it_off() -> None:
 
 
 def test_menu_while_working() -> None:
-    status = doc(runs=[run()], queue=[job(12, 1, "active", "/w/12", "Fix the flaky test"), job(13, 2)])
+    status = doc(
+        runs=[run()], queue=[job(12, 1, "active", "/w/12", "Fix the flaky test"), job(13, 2)]
+    )
     items = build_menu(status)
     assert "Job 12: Fix the flaky test — running · 4m" in labels(items)
     assert find(items, "Start").enabled and find(items, "Stop").enabled
-    assert find(items, "Stop").action.kwargs == {"force": True}       # as owl stop: now
+    assert find(items, "Stop").action.kwargs == {"force": True}  # as owl stop: now
     jobs = find(items, "Jobs (2)")
     first, second = jobs.submenu
     assert first.label == "1. Fix the flaky test — running"
     assert second.label == "2. Write the docs — pending"
-    assert labels(first.submenu) == ["Job 12 · /src/app", "Open worktree", "Show log", "Drop (stops its Run)"]
+    assert labels(first.submenu) == [
+        "Job 12 · /src/app",
+        "Open worktree",
+        "Show log",
+        "Drop (stops its Run)",
+    ]
     assert first.submenu[1].action == Action("open", path="/w/12")
     assert first.submenu[3].action.kwargs == {"job_id": 12, "force": True}
     assert not second.submenu[1].enabled  # no worktree yet
-    assert second.submenu[3].label == "Drop" and second.submenu[3].action.kwargs == {"job_id": 13, "force": False}
+    assert second.submenu[3].label == "Drop" and second.submenu[3].action.kwargs == {
+        "job_id": 13,
+        "force": False,
+    }
 
 
 def test_live_runs_open_their_log_and_name_their_check() -> None:
-    status = doc(runs=[dict(run(), log="/logs/7.log"), dict(run("verifying"), id=8, job_id=13, check="tests")],
-                 queue=[job(12, 1, "active")])
+    status = doc(
+        runs=[
+            dict(run(), log="/logs/7.log"),
+            dict(run("verifying"), id=8, job_id=13, check="tests"),
+        ],
+        queue=[job(12, 1, "active")],
+    )
     items = build_menu(status)
     live = find(items, "Job 12: Fix the flaky test — running · 4m")
     assert live.enabled and live.action == Action("open", path="/logs/7.log")
@@ -252,9 +359,14 @@ def test_live_runs_open_their_log_and_name_their_check() -> None:
 
 
 def test_menu_while_frozen_and_ending() -> None:
-    items = build_menu(doc(runs=[frozen(65.0), dict(run("ending"), id=8, job_id=13, title="Other")]))
-    assert labels(items)[:3] == ["Frozen · 1m 5s left", "Job 12: Fix the flaky test — frozen · 1m 5s left",
-                                 "Job 13: Other — ending"]
+    items = build_menu(
+        doc(runs=[frozen(65.0), dict(run("ending"), id=8, job_id=13, title="Other")])
+    )
+    assert labels(items)[:3] == [
+        "Frozen · 1m 5s left",
+        "Job 12: Fix the flaky test — frozen · 1m 5s left",
+        "Job 13: Other — ending",
+    ]
     assert find(items, "Stop").enabled
 
 
@@ -271,25 +383,44 @@ def test_menu_when_paused_offers_resume_and_no_start() -> None:
 
 
 def test_menu_shows_shift_and_problems() -> None:
-    items = build_menu(doc(shift={"ends_at": "x", "left_s": 2700.0, "until_empty": False, "ended": False},
-                           attention="Run 6 failed", config_problem="bad key",
-                           machine={"problem": "input cannot be read"}))
-    assert labels(items)[1:5] == ["Shift · 45m left", "⚠ Run 6 failed", "⚠ bad key", "⚠ input cannot be read"]
-    until_empty = build_menu(doc(shift={"ends_at": "x", "left_s": 0, "until_empty": True, "ended": False}))
+    items = build_menu(
+        doc(
+            shift={"ends_at": "x", "left_s": 2700.0, "until_empty": False, "ended": False},
+            attention="Run 6 failed",
+            config_problem="bad key",
+            machine={"problem": "input cannot be read"},
+        )
+    )
+    assert labels(items)[1:5] == [
+        "Shift · 45m left",
+        "⚠ Run 6 failed",
+        "⚠ bad key",
+        "⚠ input cannot be read",
+    ]
+    until_empty = build_menu(
+        doc(shift={"ends_at": "x", "left_s": 0, "until_empty": True, "ended": False})
+    )
     assert labels(until_empty)[1] == "Shift · until the queue is empty"
-    ended = build_menu(doc(shift={"ends_at": "x", "left_s": 0, "until_empty": False, "ended": True}))
+    ended = build_menu(
+        doc(shift={"ends_at": "x", "left_s": 0, "until_empty": False, "ended": True})
+    )
     assert not any(label.startswith("Shift") for label in labels(ended))
 
 
-@pytest.mark.parametrize("outcome, ended_by, word", [
-    ("succeeded", "exit", "succeeded"), ("failed", "exit", "failed"),
-    ("interrupted", "sigterm", "interrupted"), ("interrupted", "sigkill", "killed"),
-])
+@pytest.mark.parametrize(
+    "outcome, ended_by, word",
+    [
+        ("succeeded", "exit", "succeeded"),
+        ("failed", "exit", "failed"),
+        ("interrupted", "sigterm", "interrupted"),
+        ("interrupted", "sigkill", "killed"),
+    ],
+)
 def test_recent_runs_say_how_they_ended(outcome: str, ended_by: str, word: str) -> None:
     entry = recent(outcome, ended_by)
     assert outcome_word(entry) == word
     item = next(i for i in build_menu(doc(recent=[entry])) if "Bump the deps" in i.label)
-    assert item.label.endswith(f"Job 11: Bump the deps — {word}")
+    assert item.label.endswith(f"Job 11: Bump the deps — {word} (run 6)")
     assert item.action == Action("open", path="/logs/6.log")
 
 
@@ -300,8 +431,11 @@ def test_recent_without_a_log_is_greyed_and_only_three_are_shown() -> None:
 
 
 def test_review_and_job_log_from_recent_runs() -> None:
-    status = doc(review=[{"id": 10, "title": "Add the CLI", "branch": "owl/job-10"}],
-                 queue=[job(11, 1)], recent=[recent("failed", "exit")])
+    status = doc(
+        review=[{"id": 10, "title": "Add the CLI", "branch": "owl/job-10"}],
+        queue=[job(11, 1)],
+        recent=[recent("failed", "exit")],
+    )
     items = build_menu(status)
     assert "◆ Job 10: Add the CLI — ready for review" in labels(items)
     show_log = find(items, "Show log")
@@ -347,3 +481,67 @@ def test_a_run_frozen_at_start_is_announced_and_user_pauses_are_not() -> None:
     n.update(doc())
     assert n.update(doc(runs=[frozen(by="user")])) == []
 
+
+# ----------------------------------------------- Jobs that wait for the person
+
+
+def stuck(
+    id: int,
+    state: str = "blocked",
+    run_id: int | None = 3,
+    run_reason: str | None = "check unit failed (exit 4): FAILED test_parse: 2 != 3",
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "state": state,
+        "title": "Add a test for floats",
+        "reason": "its checks failed on every attempt",
+        "worktree": "/wt/job-4",
+        "run_id": run_id,
+        "run_reason": run_reason,
+    }
+
+
+def test_jobs_that_wait_for_the_person_are_never_nothing_to_do() -> None:
+    review = {
+        "id": 3,
+        "title": "Add the CLI",
+        "branch": "owl/job-3",
+        "worktree": "/wt/3",
+        "base_branch": "main",
+        "run_id": 5,
+        "run_reason": None,
+    }
+    failed = dict(recent("failed", "exit", run_id=3), job_id=4)
+    status = doc(review=[review], stuck=[stuck(4)], recent=[failed])
+    assert status_line(status) == "2 need you"
+    assert icon_state(status) == ("attention", None)
+    assert tooltip(status).startswith("Owl: 2 need you")
+    assert status_line(doc(stuck=[stuck(4)])) == "1 needs you"
+    assert (
+        status_line(doc(runs=[run()], stuck=[stuck(4)])) == "Working on job 12 · 4m · 1 needs you"
+    )
+    items = build_menu(status)
+    got = labels(items)
+    assert "Job 4 · blocked · check unit failed (exit 4) (run 3)" in got
+    assert "◆ Job 3: Add the CLI — ready for review (run 5)" in got
+    # the blocked Job's failed Run is not listed a second time
+    assert not any(label.startswith("✗ Job 4") for label in got)
+    row = find(items, "Job 4 · blocked · check unit failed (exit 4) (run 3)")
+    assert row is not None and row.submenu is not None
+    actions = {i.label: i.action for i in row.submenu}
+    assert actions["Accept anyway"] == Action(
+        "verb", verb="accept", args=(("anyway", True), ("job_id", 4))
+    )
+    assert actions["Run checks again"] == Action("verb", verb="verify", args=(("job_id", 4),))
+    exhausted = find(
+        build_menu(doc(stuck=[stuck(6, "exhausted", 9, "exit 1")])),
+        "Job 6 · exhausted · exit 1 (run 9)",
+    )
+    assert exhausted is not None
+
+
+def test_quit_of_a_joined_tray_says_it_quits_the_tray_only() -> None:
+    assert "Quit" in labels(build_menu(doc()))
+    joined = labels(build_menu(doc(), owns_daemon=False))
+    assert "Quit tray (the daemon goes on)" in joined and "Quit" not in joined

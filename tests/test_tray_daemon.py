@@ -26,8 +26,17 @@ import pytest
 
 from display import DisplayEnv, display_fixture, virtual_display, xdotool
 from owlproc import OwlDaemon, make_project, process_states, wait_for
-from traydesk import (ARTIFACTS, STATE_COLOURS, colour_share, find_tray_icon_geometry,
-                      icon_text, keyboard_grabbed, menu_keys, open_menu, screenshot)
+from traydesk import (
+    ARTIFACTS,
+    STATE_COLOURS,
+    colour_share,
+    find_tray_icon_geometry,
+    icon_text,
+    keyboard_grabbed,
+    menu_keys,
+    open_menu,
+    screenshot,
+)
 
 pytestmark = [pytest.mark.display, pytest.mark.timeout(180)]
 
@@ -40,8 +49,13 @@ STUBBORN = "Make the login test pass on CI again trap-term tick=1 sleep=600"
 class OwlTray(OwlDaemon):
     """`owl tray` (or bare `owl`) instead of `owl daemon`, reading the machine itself."""
 
-    def __init__(self, home: Path, env: dict[str, str], config: dict | None = None,
-                 argv: tuple[str, ...] = ("tray",)) -> None:
+    def __init__(
+        self,
+        home: Path,
+        env: dict[str, str],
+        config: dict | None = None,
+        argv: tuple[str, ...] = ("tray",),
+    ) -> None:
         super().__init__(home, config, manual=False, env=dict(env))
         self.env.pop("OWL_MACHINE", None)
         # Start at login is read for the menu's check mark: keep it in tmp.
@@ -90,8 +104,11 @@ class Fidget:
 def shows(env: dict, check: Callable[[str], bool], what: str, timeout: float = 15.0) -> str:
     """Wait until the icon's hover text passes `check`; the tray sets it last,
     after the icon and the menu."""
-    return wait_for(lambda: (t := icon_text(env)) and check(t) and t, timeout,
-                    what=f"the tray to show {what} (it shows {icon_text(env)!r})")
+    return wait_for(
+        lambda: (t := icon_text(env)) and check(t) and t,
+        timeout,
+        what=f"the tray to show {what} (it shows {icon_text(env)!r})",
+    )
 
 
 def shoot_icon(env: dict, state: str) -> Path:
@@ -107,10 +124,14 @@ def shoot_icon(env: dict, state: str) -> Path:
     def painted() -> bool:
         screenshot(env, path, geometry, scale=8)
         return colour_share(path, STATE_COLOURS[state]) > 0.10
+
     wait_for(painted, 5.0, interval=0.2, what=f"the {state} owl on screen")
     share = colour_share(path, STATE_COLOURS[state])
-    others = {k: colour_share(path, c) for k, c in STATE_COLOURS.items()
-              if k != state and {k, state} != {"idle", "frozen"}}
+    others = {
+        k: colour_share(path, c)
+        for k, c in STATE_COLOURS.items()
+        if k != state and {k, state} != {"idle", "frozen"}
+    }
     assert max(others.values()) < share, f"{state} looks like another state: {others}"
     return path
 
@@ -150,7 +171,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
-        desk: DisplayEnv, tmp_path: Path, project: Path) -> None:
+    desk: DisplayEnv, tmp_path: Path, project: Path
+) -> None:
     shots: dict[str, Path] = {}
     with OwlTray(tmp_path / "home", desk, {"interruption": {"grace_window": "60s"}}) as d:
         # Nothing to do: asleep.
@@ -176,8 +198,11 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
             r = d.wait_run(job, "frozen", timeout=5)
             assert r["frozen_by"] == "machine" and r["id"] == run["id"]
             wait_for(lambda: frozen(pids), 5, what="the agent stopped")
-            shows(desk, lambda t: t.startswith("Owl: Frozen · ") and t.endswith(" left"),
-                  "the grace countdown")
+            shows(
+                desk,
+                lambda t: t.startswith("Owl: Frozen · ") and t.endswith(" left"),
+                "the grace countdown",
+            )
             shots["frozen"] = shoot_icon(desk, "frozen")
         # They leave again within the window: the same Run goes on.
         r = d.wait_run(job, "running", timeout=10)
@@ -190,8 +215,11 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
         keys = menu_keys(d.status(), ["Pause"])
         shoot_menu(desk, open_menu(desk), "working")
         press(desk, keys)
-        r = wait_for(lambda: (r := d.run_of(job)) and r["frozen_by"] == "user" and r,
-                     10, what="the Run frozen by the user")
+        r = wait_for(
+            lambda: (r := d.run_of(job)) and r["frozen_by"] == "user" and r,
+            10,
+            what="the Run frozen by the user",
+        )
         assert r["state"] == "frozen" and r["id"] == run["id"] and d.status()["paused"] is True
         assert frozen(pids)
         shows(desk, lambda t: t == "Owl: Paused", "paused")
@@ -210,15 +238,22 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
 
         # A short grace window, and the person stays: TERM (ignored), then KILL.
         d.edit_config("interruption", grace_window="1s")
-        wait_for(lambda: (r := d.run_of(job)) and r["grace_window_s"] == 1.0, 10,
-                 what="the new grace window in force")
+        wait_for(
+            lambda: (r := d.run_of(job)) and r["grace_window_s"] == 1.0,
+            10,
+            what="the new grace window in force",
+        )
         with Fidget(desk):
             text = shows(desk, lambda t: "killed" in t, "the killed Run", timeout=20)
             assert text.splitlines()[1] == f"job {job}'s agent was killed", text
             shots["attention"] = shoot_icon(desk, "attention")
             wait_for(lambda: not d.alive_agent_pids(), 5, what="the agent gone")
             last = d.job(job)["runs"][-1]
-            assert (last["id"], last["outcome"], last["ended_by"]) == (run["id"], "interrupted", "sigkill")
+            assert (last["id"], last["outcome"], last["ended_by"]) == (
+                run["id"],
+                "interrupted",
+                "sigkill",
+            )
             # Still in use, so the Job waits for its next attempt; Quit by SIGTERM.
             assert d.stop(10) == 0
     assert "Traceback" not in d.log_text(), d.log_text()

@@ -31,11 +31,15 @@ class DarwinTray(SocketOwl):
 
     def start(self, wait: bool = True) -> "DarwinTray":
         logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([sys.executable, str(HARNESS)], env=self.env, stdout=logf,
-                                     stderr=logf, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HARNESS)],
+            env=self.env,
+            stdout=logf,
+            stderr=logf,
+            stdin=subprocess.DEVNULL,
+        )
         logf.close()
-        wait_for(lambda: "run" in self.said() or self._died(), timeout=15,
-                 what="the run loop")
+        wait_for(lambda: "run" in self.said() or self._died(), timeout=15, what="the run loop")
         assert not self._died(), self.log_text()
         wait_for(self._up, timeout=15, what="the daemon to answer")
         return self
@@ -81,14 +85,15 @@ def test_signals_go_through_the_run_loop_and_the_delegate_is_owls(tray: DarwinTr
     assert "setDelegate_ OwlApplicationDelegate" in said
 
 
-def test_sigterm_asks_the_runs_to_stop_and_kills_them_5s_later(tray: DarwinTray,
-                                                                 tmp_path: Path) -> None:
+def test_sigterm_asks_the_runs_to_stop_and_kills_them_5s_later(
+    tray: DarwinTray, tmp_path: Path
+) -> None:
     pids = tray.one_live_run("trap-term sleep=60", make_project(tmp_path / "proj"))
     t0 = time.monotonic()
     tray.proc.send_signal(signal.SIGTERM)
     assert tray.proc.wait(20) == 0
     took = time.monotonic() - t0
-    assert 4.5 <= took < 12, took                  # TERM ignored, KILL 5 s later
+    assert 4.5 <= took < 12, took  # TERM ignored, KILL 5 s later
     assert tray.alive_agent_pids() == [] and all(p not in tray.alive_agent_pids() for p in pids)
     assert tray.runs() == [("interrupted", "sigkill")]
     said = tray.said()
@@ -101,11 +106,12 @@ def test_sigterm_asks_the_runs_to_stop_and_kills_them_5s_later(tray: DarwinTray,
     assert said.index("endActivity_") < said.index("replyToApplicationShouldTerminate_ True")
 
 
-def test_cmd_q_or_logout_stops_a_well_behaved_run_with_sigterm(tray: DarwinTray,
-                                                              tmp_path: Path) -> None:
+def test_cmd_q_or_logout_stops_a_well_behaved_run_with_sigterm(
+    tray: DarwinTray, tmp_path: Path
+) -> None:
     tray.one_live_run("sleep=60", make_project(tmp_path / "proj"))
     t0 = time.monotonic()
-    tray.proc.send_signal(signal.SIGUSR1)          # the stand-in's Cmd-Q
+    tray.proc.send_signal(signal.SIGUSR1)  # the stand-in's Cmd-Q
     assert tray.proc.wait(20) == 0
     assert time.monotonic() - t0 < 4.5
     assert tray.alive_agent_pids() == []
@@ -117,5 +123,62 @@ def test_sigint_through_pystrays_handler_takes_the_same_path(tray: DarwinTray) -
     tray.proc.send_signal(signal.SIGINT)
     assert tray.proc.wait(20) == 0
     said = tray.said()
-    assert said.count("terminate_ later") == 1     # pystray's and Owl's handlers: one stop
+    assert said.count("terminate_ later") == 1  # pystray's and Owl's handlers: one stop
     assert said[-1] == "exit"
+
+
+def test_the_status_item_is_changed_only_on_the_main_thread(
+    tray: DarwinTray, tmp_path: Path
+) -> None:
+    """AppKit crashes (recent macOS) or complains when a status item, its button or
+    its menu is touched off the main thread; the stand-ins raise there. The icon
+    is shown, redrawn, retitled and given new menus as a Run starts: all of it
+    through the run loop."""
+
+    def off_main() -> list[str]:
+        return [ln for ln in tray.said() if ln.startswith("OFF MAIN THREAD")]
+
+    def shown() -> bool:
+        return any(ln.startswith("setHidden_ False") for ln in tray.said())
+
+    wait_for(lambda: shown() or off_main(), what="the icon shown")
+    assert not off_main(), tray.said()
+    tray.one_live_run("sleep=60", make_project(tmp_path / "proj"))
+    wait_for(
+        lambda: (
+            [ln for ln in tray.said() if ln.startswith("setToolTip_ ") and "job 1" in ln]
+            or off_main()
+        ),
+        what="the icon to say the Run works",
+    )
+    said = tray.said()
+    assert not [ln for ln in said if ln.startswith("OFF MAIN THREAD")], said
+    for setter in ("setHidden_ False", "setImage_", "setToolTip_", "setMenu_"):
+        assert any(ln.startswith(setter) for ln in said), (setter, "\n".join(said))
+
+
+def test_outside_a_bundle_the_tray_is_a_menu_bar_accessory(tray: DarwinTray) -> None:
+    said = tray.said()
+    assert "setActivationPolicy_ accessory" in said, said  # no Dock icon, no "Quit Python"
+    assert said.index("setActivationPolicy_ accessory") < said.index("run")
+
+
+def test_inside_owl_app_the_bundle_says_it_itself(tmp_path: Path) -> None:
+    """LSUIElement in Owl.app's Info.plist does it before any code runs."""
+    from test_bundle import make_bundle
+
+    from owl.tray.darwin import be_accessory
+
+    asked: list[int] = []
+    nsapp = type("App", (), {"setActivationPolicy_": lambda self, p: asked.append(p)})()
+    appkit = type(
+        "AppKit",
+        (),
+        {
+            "NSApplication": type("A", (), {"sharedApplication": staticmethod(lambda: nsapp)}),
+            "NSApplicationActivationPolicyAccessory": 1,
+        },
+    )
+    app = make_bundle(tmp_path)
+    assert not be_accessory(appkit, str(app / "Contents" / "MacOS" / "python")) and asked == []
+    assert be_accessory(appkit, "/opt/homebrew/bin/python3.12") and asked == [1]

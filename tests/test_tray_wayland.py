@@ -53,19 +53,24 @@ class Panel:
     @staticmethod
     def watcher() -> Any:
         from jeepney import DBusAddress
+
         return DBusAddress("/StatusNotifierWatcher", bus_name=WATCHER, interface=WATCHER)
 
-    def call(self, address: Any, method: str, signature: str | None = None,
-             body: tuple = ()) -> tuple:
+    def call(
+        self, address: Any, method: str, signature: str | None = None, body: tuple = ()
+    ) -> tuple:
         from jeepney import MessageType, new_method_call
-        reply = self.conn.send_and_get_reply(new_method_call(address, method, signature, body),
-                                             timeout=5)
+
+        reply = self.conn.send_and_get_reply(
+            new_method_call(address, method, signature, body), timeout=5
+        )
         if reply.header.message_type is MessageType.error:
             raise AssertionError(f"{method}: {reply.body}")
         return tuple(reply.body)
 
     def prop(self, address: Any, name: str) -> Any:
         from jeepney import Properties
+
         reply = self.conn.send_and_get_reply(Properties(address).get(name), timeout=5)
         return reply.body[0][1]
 
@@ -75,19 +80,26 @@ class Panel:
     def item(self, service: str) -> Any:
         """The StatusNotifierItem object a service exports (appindicator's own path)."""
         from jeepney import DBusAddress
+
         root = "/org/ayatana/NotificationItem"
-        xml = self.call(DBusAddress(root, bus_name=service,
-                                    interface="org.freedesktop.DBus.Introspectable"),
-                        "Introspect")[0]
+        xml = self.call(
+            DBusAddress(root, bus_name=service, interface="org.freedesktop.DBus.Introspectable"),
+            "Introspect",
+        )[0]
         child = re.findall(r'<node name="([^"]+)"', xml)
         assert child, f"{service} exports nothing under {root}"
-        return DBusAddress(f"{root}/{child[0]}", bus_name=service,
-                           interface="org.kde.StatusNotifierItem")
+        return DBusAddress(
+            f"{root}/{child[0]}", bus_name=service, interface="org.kde.StatusNotifierItem"
+        )
 
     def pid_of(self, service: str) -> int:
         from jeepney import DBusAddress
-        bus = DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus",
-                          interface="org.freedesktop.DBus")
+
+        bus = DBusAddress(
+            "/org/freedesktop/DBus",
+            bus_name="org.freedesktop.DBus",
+            interface="org.freedesktop.DBus",
+        )
         return int(self.call(bus, "GetConnectionUnixProcessID", "s", (service,))[0])
 
     def close(self) -> None:
@@ -104,6 +116,7 @@ def labels(layout: tuple) -> dict[str, int]:
             out[props["label"][1]] = ident
         for _sig, child in children:
             walk(child)
+
     walk(layout)
     return out
 
@@ -116,11 +129,18 @@ def wayland_desktop(tmp_path: Path) -> Iterator[Compositor]:
         bus = c.env["DBUS_SESSION_BUS_ADDRESS"]
         started = []
         try:
-            for argv, name in ((["status-notifier-watcher"], WATCHER),
-                               (["dunst"], "org.freedesktop.Notifications")):
-                proc = subprocess.Popen(argv, env=c.env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+            for argv, name in (
+                (["status-notifier-watcher"], WATCHER),
+                (["dunst"], "org.freedesktop.Notifications"),
+            ):
+                proc = subprocess.Popen(
+                    argv,
+                    env=c.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
                 started.append(proc)
                 _wait_for(_bus_name_owned(bus, name), argv[0], proc)
             yield c
@@ -130,32 +150,44 @@ def wayland_desktop(tmp_path: Path) -> Iterator[Compositor]:
 
 
 def test_tray_registers_a_status_notifier_item_and_exports_its_menu_with_no_x(
-        tmp_path: Path, wayland_desktop: Compositor) -> None:
+    tmp_path: Path, wayland_desktop: Compositor
+) -> None:
     c = wayland_desktop
     panel = Panel(c.env["DBUS_SESSION_BUS_ADDRESS"])
     try:
         assert panel.prop(panel.watcher(), "IsStatusNotifierHostRegistered") is True
         assert panel.items() == []
-        env = dict(c.env, OWL_HOME=str(tmp_path / "home"), OWL_MACHINE="manual",
-                   XDG_CONFIG_HOME=str(tmp_path / "config"))
+        env = dict(
+            c.env,
+            OWL_HOME=str(tmp_path / "home"),
+            OWL_MACHINE="manual",
+            XDG_CONFIG_HOME=str(tmp_path / "config"),
+        )
         for key in ("DISPLAY", "PYSTRAY_BACKEND"):
             env.pop(key, None)
         log = tmp_path / "tray.log"
-        tray = subprocess.Popen([*OWL, "tray"], env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+        tray = subprocess.Popen(
+            [*OWL, "tray"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("wb"),
+        )
         try:
             items = wait_for(panel.items, timeout=20, what="Owl's item to be registered")
             assert len(items) == 1
             service = items[0].partition("/")[0]
-            assert panel.pid_of(service) == tray.pid     # the tray process itself
+            assert panel.pid_of(service) == tray.pid  # the tray process itself
             item = panel.item(service)
             assert panel.prop(item, "Id") == "owl"
             assert panel.prop(item, "Status") == "Active"
             assert panel.prop(item, "Title").startswith("Owl")
 
             from jeepney import DBusAddress
-            menu = DBusAddress(panel.prop(item, "Menu"), bus_name=service,
-                               interface="com.canonical.dbusmenu")
+
+            menu = DBusAddress(
+                panel.prop(item, "Menu"), bus_name=service, interface="com.canonical.dbusmenu"
+            )
             _rev, layout = panel.call(menu, "GetLayout", "iias", (0, -1, []))
             entries = labels(layout)
             for want in ("Start", "Pause", "Work for 1 hour", "Stop", "Start at login", "Quit"):
@@ -164,9 +196,13 @@ def test_tray_registers_a_status_notifier_item_and_exports_its_menu_with_no_x(
             # A click the way a panel sends it reaches the daemon: Owl pauses.
             panel.call(menu, "Event", "isvu", (entries["Pause"], "clicked", ("s", ""), 0))
             status = [*OWL, "status", "--json"]
-            wait_for(lambda: '"paused": true' in subprocess.run(
-                status, env=env, capture_output=True, text=True).stdout,
-                what="the click on Pause to pause Owl")
+            wait_for(
+                lambda: (
+                    '"paused": true'
+                    in subprocess.run(status, env=env, capture_output=True, text=True).stdout
+                ),
+                what="the click on Pause to pause Owl",
+            )
 
             tray.send_signal(signal.SIGTERM)
             assert tray.wait(15) == 0, log.read_text()
@@ -181,7 +217,8 @@ def test_tray_registers_a_status_notifier_item_and_exports_its_menu_with_no_x(
 
 
 def test_on_wayland_without_a_status_notifier_host_the_tray_says_what_gnome_needs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from owl.tray.app import TrayUnavailable, choose_backend
 
     require("sway")
@@ -203,16 +240,25 @@ def test_a_tray_whose_toolkit_fails_at_start_exits_instead_of_hanging(tmp_path: 
     broken = {"org.freedesktop.Notifications": "/bin/false"}
     with compositor("sway", bus_services=broken) as c:
         bus = c.env["DBUS_SESSION_BUS_ADDRESS"]
-        watcher = subprocess.Popen(["status-notifier-watcher"], env=c.env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True)
+        watcher = subprocess.Popen(
+            ["status-notifier-watcher"],
+            env=c.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             _wait_for(_bus_name_owned(bus, WATCHER), "status-notifier-watcher", watcher)
             env = dict(c.env, OWL_HOME=str(tmp_path / "home"), OWL_MACHINE="manual")
             env.pop("DISPLAY", None)
             log = tmp_path / "tray.log"
-            tray = subprocess.Popen([*OWL, "tray"], env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+            tray = subprocess.Popen(
+                [*OWL, "tray"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log.open("wb"),
+            )
             try:
                 assert tray.wait(20) == 0, log.read_text()
             finally:

@@ -40,6 +40,7 @@ def can_set_last_pid() -> bool:
     except OSError:
         return False
 
+
 # The platform backend, and on Linux the portable psutil one (what macOS
 # runs) as well, so both paths are exercised here.
 BACKENDS = [pytest.param(None, id=tree.BACKEND)]
@@ -47,8 +48,7 @@ if LINUX:
     BACKENDS.append(pytest.param(posix, id="posix"))
 
 
-def wait_for(cond: Callable[[], object], timeout: float = 10.0,
-             what: str = "condition") -> None:
+def wait_for(cond: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
@@ -76,17 +76,26 @@ class Agents:
         self.popens: list[subprocess.Popen] = []
         self.count = 0
 
-    def start(self, *flags: str, expect: dict[str, int],
-              env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
+    def start(
+        self, *flags: str, expect: dict[str, int], env: dict[str, str] | None = None
+    ) -> tuple[subprocess.Popen, Path]:
         self.count += 1
         ready = self.root / f"run{self.count}"
         ready.mkdir()
         environ = dict(os.environ, OWL_RUN_ID=self.tag, **(env or {}))
-        popen = tree.spawn([sys.executable, str(AGENT), "--ready", str(ready), *flags],
-                           cwd=str(ready), env=environ, stdout=None, stderr=None, nice=0)
+        popen = tree.spawn(
+            [sys.executable, str(AGENT), "--ready", str(ready), *flags],
+            cwd=str(ready),
+            env=environ,
+            stdout=None,
+            stderr=None,
+            nice=0,
+        )
         self.popens.append(popen)
-        wait_for(lambda: all(len(roles(ready).get(r, ())) >= n
-                             for r, n in expect.items()), what=f"tree ready {expect}")
+        wait_for(
+            lambda: all(len(roles(ready).get(r, ())) >= n for r, n in expect.items()),
+            what=f"tree ready {expect}",
+        )
         return popen, ready
 
 
@@ -158,8 +167,12 @@ def test_orphan_seen_before_its_parent_died_is_still_found(agents):
 
 
 def run_supervisor(tmp_path: Path, *args: str) -> dict:
-    out = subprocess.run([sys.executable, str(SUPERVISOR), args[0], str(tmp_path),
-                          *args[1:]], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, str(SUPERVISOR), args[0], str(tmp_path), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -197,8 +210,9 @@ def test_reaping_orphans_never_steals_an_agents_exit_status(tmp_path):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_term_trapping_tree_survives_term_and_dies_with_kill(agents, backend):
-    popen, ready = agents.start("--trap-term", "--setsid", "1",
-                                expect={"agent": 1, "sess": 1, "sessgc": 1})
+    popen, ready = agents.start(
+        "--trap-term", "--setsid", "1", expect={"agent": 1, "sess": 1, "sessgc": 1}
+    )
     pids = pids_of(ready)
     run = tree.ProcessTree(("OWL_RUN_ID", agents.tag), popen.pid, backend=backend)
     run.freeze()
@@ -207,8 +221,7 @@ def test_term_trapping_tree_survives_term_and_dies_with_kill(agents, backend):
     # Each process ran its handler (so TERM reached it, and SIGCONT woke it
     # from the freeze) and carried on.
     wait_for(lambda: len(roles(ready).get("termed", ())) == 3, what="TERM handled")
-    assert all(status(p) not in ("gone", psutil.STATUS_ZOMBIE, psutil.STATUS_STOPPED)
-               for p in pids)
+    assert all(status(p) not in ("gone", psutil.STATUS_ZOMBIE, psutil.STATUS_STOPPED) for p in pids)
     assert run.alive()
 
     assert run.kill() == 3
@@ -242,10 +255,12 @@ def test_a_stale_identity_is_never_signalled(agents):
         assert run.kill() == 0
         assert not run.alive()
         assert status(stranger.pid) in (psutil.STATUS_SLEEPING, psutil.STATUS_RUNNING)
-        assert tree.find_survivors("OWL_RUN_ID", [agents.tag],
-                                   identities=[(stranger.pid, real - 3.0)]) == []
+        assert (
+            tree.find_survivors("OWL_RUN_ID", [agents.tag], identities=[(stranger.pid, real - 3.0)])
+            == []
+        )
         stale = psutil.Process(stranger.pid)
-        stale._create_time = real - 3.0     # as if recorded before a reuse
+        stale._create_time = real - 3.0  # as if recorded before a reuse
         assert tree.kill_processes([stale]) == 0
         assert stranger.poll() is None
     finally:
@@ -287,23 +302,29 @@ def test_a_really_reused_pid_is_never_signalled(agents):
 
 
 def test_find_survivors_by_tag_ignores_another_instance(agents):
-    mine, mine_ready = agents.start("--setsid", "1", env={"OWL_HOME": "/homes/a"},
-                                    expect={"agent": 1, "sess": 1, "sessgc": 1})
-    theirs, theirs_ready = agents.start("--setsid", "1", env={"OWL_HOME": "/homes/b"},
-                                        expect={"agent": 1, "sess": 1, "sessgc": 1})
+    mine, mine_ready = agents.start(
+        "--setsid", "1", env={"OWL_HOME": "/homes/a"}, expect={"agent": 1, "sess": 1, "sessgc": 1}
+    )
+    theirs, theirs_ready = agents.start(
+        "--setsid", "1", env={"OWL_HOME": "/homes/b"}, expect={"agent": 1, "sess": 1, "sessgc": 1}
+    )
     untagged = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"]})
     try:
         created = psutil.Process(untagged.pid).create_time()
-        found = tree.find_survivors("OWL_RUN_ID", [agents.tag, "other"],
-                                    identities=[(untagged.pid, created)],
-                                    instance=("OWL_HOME", "/homes/a"))
+        found = tree.find_survivors(
+            "OWL_RUN_ID",
+            [agents.tag, "other"],
+            identities=[(untagged.pid, created)],
+            instance=("OWL_HOME", "/homes/a"),
+        )
         assert sorted(p.pid for p in found) == sorted(pids_of(mine_ready) + [untagged.pid])
 
         assert tree.kill_processes(found) == 4
         assert all(gone(p) for p in pids_of(mine_ready) + [untagged.pid])
         assert not any(gone(p) for p in pids_of(theirs_ready))
-        assert tree.find_survivors("OWL_RUN_ID", [agents.tag],
-                                   instance=("OWL_HOME", "/homes/a")) == []
+        assert (
+            tree.find_survivors("OWL_RUN_ID", [agents.tag], instance=("OWL_HOME", "/homes/a")) == []
+        )
     finally:
         untagged.kill()
         untagged.wait()
@@ -313,7 +334,7 @@ def test_find_survivors_includes_untagged_descendants(agents):
     """A tool started with a clean environment loses the tag, not its parent."""
     popen, ready = agents.start("--exec-sleep", expect={"agent": 1})
     wait_for(lambda: any(r.startswith("sleeper") for r in roles(ready)), what="sleeper")
-    sleeper = int(next(r for r in roles(ready) if r.startswith("sleeper"))[len("sleeper"):])
+    sleeper = int(next(r for r in roles(ready) if r.startswith("sleeper"))[len("sleeper") :])
     found = {p.pid for p in tree.find_survivors("OWL_RUN_ID", [agents.tag])}
     assert sleeper in found and popen.pid in found
 
@@ -334,7 +355,8 @@ def test_a_process_that_changes_group_between_sweeps_is_caught(agents, history):
     if history == "pids-wrapped":
         if not (LINUX and can_set_last_pid()):
             pytest.skip("cannot set the pid counter back here (needs root)")
-        NS_LAST_PID.write_text("1000")
+        # Back, below every pid of the tree: a machine just started may not be at 1000 yet.
+        NS_LAST_PID.write_text(str(min(pids_of(ready, "agent", "hopper")) // 2))
     os.kill(hopper, signal.SIGUSR1)
     wait_for(lambda: "hop" in roles(ready) and "hopped" in roles(ready), what="the hop")
     (hopped,) = pids_of(ready, "hopped")
@@ -349,11 +371,12 @@ def test_a_process_that_changes_group_between_sweeps_is_caught(agents, history):
 
 
 def test_freeze_converges_on_a_tree_that_keeps_forking(agents):
-    popen, ready = agents.start("--churn", "--setsid", "1",
-                                expect={"agent": 1, "churner": 1, "sess": 1, "sessgc": 1})
+    popen, ready = agents.start(
+        "--churn", "--setsid", "1", expect={"agent": 1, "churner": 1, "sess": 1, "sessgc": 1}
+    )
     run = tree.ProcessTree(("OWL_RUN_ID", agents.tag), popen.pid)
-    assert run.alive() and run.alive()    # so freeze reads only what is new
-    time.sleep(0.05)        # let the churn get going: the point of the test
+    assert run.alive() and run.alive()  # so freeze reads only what is new
+    time.sleep(0.05)  # let the churn get going: the point of the test
     frozen = run.freeze()
     assert frozen >= 4
     assert run.is_frozen()

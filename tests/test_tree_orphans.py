@@ -20,6 +20,7 @@ import time
 import types
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import psutil
@@ -69,10 +70,13 @@ def strays():
 def tool_shell(tag: str, *, new_session: bool = True) -> subprocess.Popen:
     """`sh -c 'sleep 300 & exit'`, held at a `read` until told to go, so the
     Run has seen the shell before it forks and exits."""
-    return subprocess.Popen(["/bin/sh", "-c", "read go; /bin/sleep 300 & echo $!; exit"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env={"PATH": "/usr/bin:/bin", "OWL_RUN_ID": tag},
-                            start_new_session=new_session)
+    return subprocess.Popen(
+        ["/bin/sh", "-c", "read go; /bin/sleep 300 & echo $!; exit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin", "OWL_RUN_ID": tag},
+        start_new_session=new_session,
+    )
 
 
 def orphan(sh: subprocess.Popen, strays: list[int]) -> int:
@@ -115,9 +119,9 @@ def test_without_the_session_rule_the_orphan_escapes(tag, strays):
 def test_orphans_of_other_sessions_and_of_the_daemons_own_are_not_taken(tag, strays):
     ours = tool_shell(tag)
     run = ProcessTree(("OWL_RUN_ID", tag), ours.pid, backend=backend())
-    theirs = tool_shell(tag)                  # a session the Run never had
+    theirs = tool_shell(tag)  # a session the Run never had
     stranger = orphan(theirs, strays)
-    shared = tool_shell(tag, new_session=False)   # the daemon's own session and group
+    shared = tool_shell(tag, new_session=False)  # the daemon's own session and group
     run2 = ProcessTree(("OWL_RUN_ID", tag), shared.pid, backend=backend())
     neighbour = orphan(shared, strays)
     mine = orphan(ours, strays)
@@ -132,6 +136,7 @@ def test_orphans_of_other_sessions_and_of_the_daemons_own_are_not_taken(tag, str
 
 
 # -- the fork watch, against a stand-in kqueue ---------------------------------
+
 
 class KEvent(NamedTuple):
     ident: int
@@ -201,9 +206,12 @@ def kin_with(api: FakeSelect) -> Callable[..., posix.Kin]:
 
 def test_a_fork_makes_the_tree_sweep_and_watch_the_child(tag):
     api = FakeSelect()
-    agent = subprocess.Popen(["/bin/sh", "-c", "read go; /bin/sleep 300 & read stop"],
-                             stdin=subprocess.PIPE, env={"OWL_RUN_ID": tag},
-                             start_new_session=True)
+    agent = subprocess.Popen(
+        ["/bin/sh", "-c", "read go; /bin/sleep 300 & read stop"],
+        stdin=subprocess.PIPE,
+        env={"OWL_RUN_ID": tag},
+        start_new_session=True,
+    )
     run = ProcessTree(("OWL_RUN_ID", tag), agent.pid, backend=backend(Kin=kin_with(api)))
     try:
         assert api.watched() == {agent.pid}
@@ -219,9 +227,17 @@ def test_a_fork_makes_the_tree_sweep_and_watch_the_child(tag):
         # Nobody asks the tree anything: the fork event alone makes it sweep.
         api.push(agent.pid, api.KQ_NOTE_FORK)
         wait_for(lambda: child in api.watched(), what="a sweep after the fork")
-        assert api.registered.count(api.kevent(child, api.KQ_FILTER_PROC,
-                                               api.KQ_EV_ADD | api.KQ_EV_CLEAR,
-                                               api.KQ_NOTE_FORK | api.KQ_NOTE_EXIT)) == 1
+        assert (
+            api.registered.count(
+                api.kevent(
+                    child,
+                    api.KQ_FILTER_PROC,
+                    api.KQ_EV_ADD | api.KQ_EV_CLEAR,
+                    api.KQ_NOTE_FORK | api.KQ_NOTE_EXIT,
+                )
+            )
+            == 1
+        )
         assert run.kill() == 2
     finally:
         run.close()
@@ -231,8 +247,10 @@ def test_a_fork_makes_the_tree_sweep_and_watch_the_child(tag):
     t0 = time.monotonic()
     wait_for(lambda: all(kq.closed for kq in api.queues), what="the kqueue closed")
     assert time.monotonic() - t0 < 2 * posix.ForkWatch.POLL + 0.5
-    wait_for(lambda: not [t for t in threading.enumerate() if t.name == "owl-forkwatch"],
-             what="the fork watch thread to end")
+    wait_for(
+        lambda: not [t for t in threading.enumerate() if t.name == "owl-forkwatch"],
+        what="the fork watch thread to end",
+    )
 
 
 def test_an_exit_event_lets_the_pid_be_watched_again_and_gone_pids_are_no_error():
@@ -241,15 +259,15 @@ def test_an_exit_event_lets_the_pid_be_watched_again_and_gone_pids_are_no_error(
     kin = posix.Kin(sweeps.release, kqueue_api=api)
     try:
         me = os.getpid()
-        kin.note([me, 999999999])           # the second is no process at all
+        kin.note([me, 999999999])  # the second is no process at all
         assert api.watched() == {me}
         kin.note([me])
-        assert len(api.registered) == 1     # watched once
+        assert len(api.registered) == 1  # watched once
         api.push(me, api.KQ_NOTE_EXIT)
         api.push(me, api.KQ_NOTE_FORK)
         assert sweeps.acquire(timeout=5)
         kin.note([me])
-        assert len(api.registered) == 2     # after its exit, a new process under that pid
+        assert len(api.registered) == 2  # after its exit, a new process under that pid
     finally:
         kin.close()
 
@@ -270,14 +288,15 @@ def test_a_session_id_reused_by_a_new_leader_is_no_evidence(tag, strays):
     kin = posix.Kin()
     kin.note([sh.pid])
     sleeper = orphan(sh, strays)
-    assert kin.claims(sleeper)              # the leader is gone: the session is the Run's
+    assert kin.claims(sleeper)  # the leader is gone: the session is the Run's
     os.kill(sleeper, signal.SIGKILL)
     wait_for(lambda: not psutil.pid_exists(sleeper), what="the Run's session to end")
     leader = None
     for _ in range(20):
         NS_LAST_PID.write_text(str(sh.pid - 1))
-        candidate = subprocess.Popen(["/bin/sh", "-c", "/bin/sleep 300 & exec /bin/sleep 301"],
-                                     start_new_session=True)
+        candidate = subprocess.Popen(
+            ["/bin/sh", "-c", "/bin/sleep 300 & exec /bin/sleep 301"], start_new_session=True
+        )
         if candidate.pid == sh.pid:
             leader = candidate
             break
@@ -300,4 +319,71 @@ def test_the_macos_backend_has_the_orphan_rule_and_linux_needs_none():
     from owl.tree import linux, macos
 
     assert macos.Kin is posix.Kin and macos.sweeper is posix.sweeper
-    assert getattr(linux, "Kin", None) is None     # the subreaper keeps orphans there
+    assert getattr(linux, "Kin", None) is None  # the subreaper keeps orphans there
+
+
+def test_work_handed_to_launchd_is_named_never_claimed(tag, strays, tmp_path, monkeypatch):
+    """`launchctl submit`, `open -a`, `brew services`: launchd starts the work,
+    a child of pid 1 leading a session of its own, without the Run's tag. Here
+    the process table is faked only in who the parent is: the processes are
+    real. Named: this user's, a new session, started after the Run, not Apple's.
+    Not named: one started before the Run, one in the daemon's session, and
+    Apple's own (its folder counted as /System here)."""
+    from owl.tray.notices import Notices
+    from owl.tree import escaped
+
+    tool = tmp_path / "mytool"
+    tool.write_bytes(Path("/bin/sleep").read_bytes())
+    tool.chmod(0o755)
+    monkeypatch.setattr(escaped, "SYSTEM_PLACES", (*escaped.SYSTEM_PLACES, "/usr/bin/", "/bin/"))
+    under_launchd: set[int] = set()
+
+    def snapshot(since: int | None = None) -> dict:
+        rows = posix.snapshot()
+        return {
+            pid: row._replace(ppid=1) if pid in under_launchd else row for pid, row in rows.items()
+        }
+
+    def start(argv: list[str], new_session: bool = True) -> int:
+        p = subprocess.Popen(argv, env={}, start_new_session=new_session)
+        strays.append(p.pid)
+        under_launchd.add(p.pid)
+        return p.pid
+
+    before = start([str(tool), "300"])
+    time.sleep(0.05)
+    agent = tool_shell(tag)
+    run = ProcessTree(("OWL_RUN_ID", tag), agent.pid, backend=backend(snapshot=snapshot))
+    time.sleep(0.05)
+    handed = start([str(tool), "301"])
+    start([str(tool), "302"], new_session=False)
+    start(["/bin/sleep", "303"])
+
+    assert run.freeze() == 1  # the agent's shell only
+    named = run.refused()
+    assert [p["pid"] for p in named] == [handed], (named, before)
+    assert named[0]["why"] == escaped.WHY and "mytool 301" in named[0]["command"]
+    assert status(handed) != psutil.STATUS_STOPPED, "not the Run's for sure: left running"
+    notice = Notices().update(
+        {
+            "runs": [
+                {
+                    "id": 1,
+                    "job_id": 4,
+                    "state": "frozen",
+                    "frozen_by": "input",
+                    "untouchable": named,
+                }
+            ]
+        }
+    )
+    assert any(f"pid {handed} (" in body and "escaped to launchd" in body for _, body in notice), (
+        notice
+    )
+
+    os.kill(handed, signal.SIGKILL)
+    wait_for(lambda: gone(handed), what="the handed work gone")
+    run.alive()  # a sweep
+    assert run.refused() == []
+    run.kill()
+    run.close()

@@ -6,6 +6,10 @@ Owl leaves it alone, freezes and ends everything else as usual, names it in
 `owl status` and the Run's record, and never leaves anything it could signal
 stopped: not on pause, not at the end of the grace window, not when the
 daemon is killed.
+
+While the person is away, such a process is told on their channels (real
+Apprise, to a local receiver), its command line (the agent's to write) shown
+with control characters made visible and cut to a bound.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import psutil
 import pytest
 
 from owlproc import make_project, wait_for
+from support.notify_servers import Receiver
 from support.users import UserOwl, chown_tree, second_user, setuid_root_helper, shared_install
 
 AGENT_SCRIPT = """\
@@ -50,15 +55,23 @@ def world():
             shutil.rmtree(root, ignore_errors=True)
 
 
-def daemon(world, name: str) -> tuple[UserOwl, Path]:
-    user, root, shared, _, script = world
+def daemon(
+    world, name: str, script: Path | None = None, config: dict | None = None
+) -> tuple[UserOwl, Path]:
+    user, root, shared, _, default_script = world
     project = make_project(root / f"proj-{name}")
     chown_tree(project, user)
-    d = UserOwl(root / f"home-{name}", user, shared, config={
-        "agents": {"sh": {"command": ["/bin/sh", str(script)]}},
-        "agent": {"default": "sh"},
-        "power": {"keep_awake": False},
-    })
+    d = UserOwl(
+        root / f"home-{name}",
+        user,
+        shared,
+        config={
+            "agents": {"sh": {"command": ["/bin/sh", str(script or default_script)]}},
+            "agent": {"default": "sh"},
+            "power": {"keep_awake": False},
+            **(config or {}),
+        },
+    )
     return d, project
 
 
@@ -84,8 +97,11 @@ def user_processes(user) -> list[psutil.Process]:
     out = []
     for proc in psutil.process_iter(["uids", "status"]):
         uids = proc.info["uids"]
-        if uids is not None and uids.real == user.pw_uid and \
-                proc.info["status"] != psutil.STATUS_ZOMBIE:
+        if (
+            uids is not None
+            and uids.real == user.pw_uid
+            and proc.info["status"] != psutil.STATUS_ZOMBIE
+        ):
             out.append(proc)
     return out
 
@@ -105,8 +121,11 @@ def start_run(d: UserOwl, project: Path, count: int = 1) -> tuple[int, psutil.Pr
     job = d.add("become root and sleep", project)
     d.machine("idle")
     d.wait_run(job, "running")
-    found = wait_for(lambda: len(helpers(d)) >= count and helpers(d), timeout=10,
-                     what="the helper to become root")
+    found = wait_for(
+        lambda: len(helpers(d)) >= count and helpers(d),
+        timeout=10,
+        what="the helper to become root",
+    )
     return job, found[-1]
 
 
@@ -132,9 +151,13 @@ def test_pause_and_the_grace_window_go_on_past_a_process_that_became_root(world)
         last = jv["runs"][-1]
         assert last["outcome"] == "interrupted"
         assert [u["pid"] for u in last["untouchable"]] == [helper.pid]
-        wait_for(lambda: not [q for q in agents if q.is_running()
-                              and q.status() != psutil.STATUS_ZOMBIE],
-                 timeout=5, what="the agent's own processes to end")
+        wait_for(
+            lambda: (
+                not [q for q in agents if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]
+            ),
+            timeout=5,
+            what="the agent's own processes to end",
+        )
         assert not stopped(user_processes(user))
         assert helper.is_running() and helper.status() != psutil.STATUS_STOPPED
         # named once more, as left running by a finished Run; one line each
@@ -144,7 +167,7 @@ def test_pause_and_the_grace_window_go_on_past_a_process_that_became_root(world)
         assert "internal error" not in d.log_text()
         assert d.log_text().count(f"pid {helper.pid} (") == 1
         assert d.owl("resume").returncode == 0
-        d.wait_run(job, "running")          # a new Run, with a new helper
+        d.wait_run(job, "running")  # a new Run, with a new helper
         assert d.stop() == 0, d.log_text()
 
 
@@ -160,13 +183,20 @@ def test_a_daemon_killed_with_such_a_run_frozen_leaves_nothing_stopped(world):
         os.kill(d.proc.pid, signal.SIGKILL)
         d.proc.wait(5)
         # the watchdog ends the Run's processes past the one it may not touch
-        wait_for(lambda: not [q for q in agents if q.is_running()
-                              and q.status() != psutil.STATUS_ZOMBIE],
-                 timeout=15, what="the watchdog to end the frozen Run")
+        wait_for(
+            lambda: (
+                not [q for q in agents if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]
+            ),
+            timeout=15,
+            what="the watchdog to end the frozen Run",
+        )
         assert not stopped(user_processes(user))
         assert helper.is_running()
-        wait_for(lambda: "was left running" in d.log_text(), timeout=10,
-                 what="the watchdog to name the process it left")
+        wait_for(
+            lambda: "was left running" in d.log_text(),
+            timeout=10,
+            what="the watchdog to name the process it left",
+        )
         # the next start goes on from there, and the record names the helper
         d.start()
         jv = d.job(job)
@@ -174,3 +204,41 @@ def test_a_daemon_killed_with_such_a_run_frozen_leaves_nothing_stopped(world):
         assert [u["pid"] for u in jv["runs"][-1]["untouchable"]] == [helper.pid]
         assert json.loads(d.ok("status", "--json"))["paused"] is True
         assert d.stop() == 0
+
+
+# Leaves a root helper behind, its command line full of control bytes and
+# thousands of z, and exits once it is root: the Run's end must leave it alone.
+LEAVES_ROOT = """\
+"{helper}" 600 "$(printf '\\033[31m\\a')$(head -c 3000 /dev/zero | tr '\\0' z)" &
+pid=$!
+while [ "$(stat -c %u /proc/$pid)" != 0 ]; do sleep 0.01; done
+echo $pid >> "$OWL_HOME/helpers"
+"""
+
+
+def test_a_process_owl_may_not_signal_is_told_while_away(world):
+    _, root, _, helper, _ = world
+    script = root / "leaves-root.sh"
+    script.write_text(LEAVES_ROOT.format(helper=helper))
+    script.chmod(0o755)
+    with Receiver() as rx:
+        d, project = daemon(world, "told", script, {"notify": {"away": [rx.url()], "batch": "0s"}})
+        with d:
+            job = d.add("become root and leave", project)
+            d.machine("idle")
+            [left] = wait_for(lambda: helpers(d), timeout=10, what="the helper to become root")
+            got = wait_for(
+                lambda: [g["body"] for g in rx.got if "may not stop" in g["body"]["title"]],
+                timeout=20,
+                what="the message",
+            )
+            [msg] = got
+            assert msg["title"] == f"Owl: Job {job} left a process Owl may not stop", msg
+            text = msg["message"]
+            assert f"pid {left.pid} (" in text and "became root" in text
+            assert "\x1b" not in text and "\x07" not in text
+            assert "\\x1b[31m\\x07" in text  # the bytes shown, not sent
+            command = text.split(" (", 1)[1].split("): ", 1)[0]
+            assert len(command) <= 60 and command.endswith("…"), command
+            assert left.is_running()  # left alone
+            assert d.stop() == 0, d.log_text()

@@ -38,12 +38,25 @@ TIMEOUT = 10.0
 
 BASE: dict[str, Any] = {
     "version": "0.1.0",
-    "machine": {"idle": False, "idle_for_s": 12.0, "on_ac_power": True, "reason": "in use",
-                "idle_in_s": 588.0, "detectors": ["xscreensaver"], "problem": None},
-    "paused": False, "shift": None,
+    "machine": {
+        "idle": False,
+        "idle_for_s": 12.0,
+        "on_ac_power": True,
+        "reason": "in use",
+        "idle_in_s": 588.0,
+        "detectors": ["xscreensaver"],
+        "problem": None,
+    },
+    "paused": False,
+    "shift": None,
     "awake": {"held": False, "backend": "none", "problem": None},
-    "runs": [], "queue": [], "waiting": None, "recent": [], "review": [],
-    "attention": None, "config_problem": None,
+    "runs": [],
+    "queue": [],
+    "waiting": None,
+    "recent": [],
+    "review": [],
+    "attention": None,
+    "config_problem": None,
 }
 
 
@@ -53,15 +66,34 @@ def doc(**changes: Any) -> dict[str, Any]:
     return d
 
 
-def job(id: int, position: int, state: str = "pending", title: str = "Write the docs",
-        worktree: str | None = None) -> dict[str, Any]:
-    return {"id": id, "position": position, "state": state, "title": title,
-            "project": "/src/app", "worktree": worktree}
+def job(
+    id: int,
+    position: int,
+    state: str = "pending",
+    title: str = "Write the docs",
+    worktree: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "position": position,
+        "state": state,
+        "title": title,
+        "project": "/src/app",
+        "worktree": worktree,
+    }
 
 
 def run(job_id: int = 12, state: str = "running", **extra: Any) -> dict[str, Any]:
-    r = {"id": 7, "job_id": job_id, "title": "Fix the flaky test", "state": state,
-         "frozen_by": None, "grace_left_s": None, "running_for_s": 250.0, "pids": [4242]}
+    r = {
+        "id": 7,
+        "job_id": job_id,
+        "title": "Fix the flaky test",
+        "state": state,
+        "frozen_by": None,
+        "grace_left_s": None,
+        "running_for_s": 250.0,
+        "pids": [4242],
+    }
     r.update(extra)
     return r
 
@@ -69,18 +101,35 @@ def run(job_id: int = 12, state: str = "running", **extra: Any) -> dict[str, Any
 IDLE = doc()
 WAITING = doc(queue=[job(13, 1)])
 WORKING = doc(runs=[run()], queue=[job(12, 1, "active", "Fix the flaky test"), job(13, 2)])
-FROZEN = doc(runs=[run(state="frozen", frozen_by="machine", grace_left_s=822.0)],
-             queue=[job(12, 1, "active", "Fix the flaky test")])
+FROZEN = doc(
+    runs=[run(state="frozen", frozen_by="machine", grace_left_s=822.0)],
+    queue=[job(12, 1, "active", "Fix the flaky test")],
+)
 PAUSED = doc(paused=True, queue=[job(13, 1)])
-ATTENTION = doc(attention="Run 6 of job 11 was killed",
-                recent=[{"run_id": 6, "job_id": 11, "title": "Bump the deps", "outcome": "interrupted",
-                         "ended_by": "sigkill", "reason": "did not stop within 5 s",
-                         "ended_at": "2026-01-01T10:00:00Z", "log": "/dev/null"}])
+ATTENTION = doc(
+    attention="Run 6 of job 11 was killed",
+    recent=[
+        {
+            "run_id": 6,
+            "job_id": 11,
+            "title": "Bump the deps",
+            "outcome": "interrupted",
+            "ended_by": "sigkill",
+            "reason": "did not stop within 5 s",
+            "ended_at": "2026-01-01T10:00:00Z",
+            "log": "/dev/null",
+        }
+    ],
+)
 
 # Body colours of the owl per state (owl.tray.art), as drawn on screen.
 STATE_COLOURS = {
-    "idle": (138, 148, 166), "waiting": (74, 144, 226), "working": (52, 178, 89),
-    "frozen": (140, 215, 250), "paused": (242, 166, 35), "attention": (230, 60, 50),
+    "idle": (138, 148, 166),
+    "waiting": (74, 144, 226),
+    "working": (52, 178, 89),
+    "frozen": (140, 215, 250),
+    "paused": (242, 166, 35),
+    "attention": (230, 60, 50),
 }
 
 # ------------------------------------------------------------ the desktop
@@ -119,9 +168,11 @@ def owl_windows(env: dict) -> list[tuple[str, tuple[int, int, int, int]]]:
 
 def find_tray_icon(env: dict) -> tuple[str, tuple[int, int, int, int]]:
     """(window id, (x, y, w, h)) of Owl's icon docked in the tray."""
+
     def docked() -> Any:
         icons = [w for w in owl_windows(env) if w[1][2] <= 64 and w[1][3] <= 64 and w[1][2] > 1]
         return icons[0] if icons else None
+
     return wait_for(docked, "Owl's icon in the tray")
 
 
@@ -139,8 +190,9 @@ def icon_text(env: dict) -> str:
     return _x(env, "getwindowname", find_tray_icon(env)[0])
 
 
-def screenshot(env: dict, path: Path, crop: tuple[int, int, int, int] | None = None,
-               scale: int = 1) -> Path:
+def screenshot(
+    env: dict, path: Path, crop: tuple[int, int, int, int] | None = None, scale: int = 1
+) -> Path:
     """The whole screen (or a crop of it) as a PNG."""
     path.parent.mkdir(parents=True, exist_ok=True)
     args = ["import", "-window", "root"]
@@ -171,7 +223,9 @@ def keyboard_grabbed(env: dict) -> bool:
 
     d = xdisplay.Display(env["DISPLAY"])
     try:
-        status = d.screen().root.grab_keyboard(False, X.GrabModeAsync, X.GrabModeAsync, X.CurrentTime)
+        status = d.screen().root.grab_keyboard(
+            False, X.GrabModeAsync, X.GrabModeAsync, X.CurrentTime
+        )
         if status == X.GrabSuccess:
             d.ungrab_keyboard(X.CurrentTime)
             d.sync()
@@ -188,12 +242,14 @@ def close_menus(env: dict) -> None:
         time.sleep(0.05)
 
 
-def menu_keys(status: dict[str, Any], labels: list[str], autostart_on: bool = False) -> list[str]:
+def menu_keys(
+    status: dict[str, Any], labels: list[str], autostart_on: bool = False, owns_daemon: bool = True
+) -> list[str]:
     """The key presses that reach `labels` (a path through submenus) in the menu
     built from `status`. Keyboard navigation skips separators and greyed items."""
     from owl.tray.menu import build_menu
 
-    level = build_menu(status, autostart_on=autostart_on)
+    level = build_menu(status, autostart_on=autostart_on, owns_daemon=owns_daemon)
     keys: list[str] = []
     for depth, label in enumerate(labels):
         selectable = [it for it in level if it.enabled and not it.separator]
@@ -208,16 +264,18 @@ def menu_keys(status: dict[str, Any], labels: list[str], autostart_on: bool = Fa
     return keys + ["Return"]
 
 
-def walk_menu(env: dict, status: dict[str, Any], *labels: str,
-              menus: int) -> list[tuple[int, int, int, int]]:
+def walk_menu(
+    env: dict, status: dict[str, Any], *labels: str, menus: int
+) -> list[tuple[int, int, int, int]]:
     """Open the menu and move to `labels` (a path through submenus) by keyboard
     without picking it; returns the open menus once there are `menus` of them.
     A "Return" then picks it."""
     open_menu(env)
     for key in menu_keys(status, list(labels))[:-1]:
         xdotool(env, "key", key)
-    return wait_for(lambda: (m := open_menus(env)) and len(m) >= menus and m,
-                    f"{menus} menus to be open")
+    return wait_for(
+        lambda: (m := open_menus(env)) and len(m) >= menus and m, f"{menus} menus to be open"
+    )
 
 
 def choose(env: dict, status: dict[str, Any], *labels: str, autostart_on: bool = False) -> None:
@@ -234,17 +292,26 @@ def colour_share(png: Path, colour: tuple[int, int, int], tolerance: int = 24) -
     from PIL import Image
 
     img = Image.open(png).convert("RGB")
-    pixels = list(img.get_flattened_data()) if hasattr(img, "get_flattened_data") else list(img.getdata())
+    pixels = (
+        list(img.get_flattened_data())
+        if hasattr(img, "get_flattened_data")
+        else list(img.getdata())
+    )
     near = sum(1 for p in pixels if max(abs(a - b) for a, b in zip(p, colour)) <= tolerance)
     return near / len(pixels)
 
 
 def choose_in(env: dict, t: "Tray", status: dict[str, Any], *labels: str) -> None:
     """`choose` on the icon of the tray process `t`, when several are docked."""
+
     def docked() -> list[tuple[int, int, int, int]]:
         icons = pid_windows(env, t.proc.pid)
-        return [g for wid, g in owl_windows(env)
-                if wid in icons and g[2] <= 64 and g[3] <= 64 and g[2] > 1]
+        return [
+            g
+            for wid, g in owl_windows(env)
+            if wid in icons and g[2] <= 64 and g[3] <= 64 and g[2] > 1
+        ]
+
     # The icon docks a moment after the tray process draws it: wait for that.
     wait_for(lambda: bool(docked()), "this tray's icon to dock in the tray host")
     x, y, w, h = docked()[0]
@@ -289,8 +356,13 @@ def opened(folder: Path) -> list[str]:
 class Tray:
     """Owl's tray in a subprocess over `FakeDaemon`."""
 
-    def __init__(self, env: dict, folder: Path, status: dict[str, Any],
-                 extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        env: dict,
+        folder: Path,
+        status: dict[str, Any],
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.folder = folder
         self.state = folder / "status.json"
         self.calls_file = folder / "calls.jsonl"
@@ -303,7 +375,11 @@ class Tray:
         self.env.setdefault("XDG_CONFIG_HOME", str(folder / "config"))
         self.proc = subprocess.Popen(
             [sys.executable, __file__, str(self.state), str(self.calls_file)],
-            env=self.env, stdout=subprocess.DEVNULL, stderr=self.log.open("wb"), start_new_session=True)
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("wb"),
+            start_new_session=True,
+        )
 
     def set_status(self, status: dict[str, Any], wait: bool = True) -> None:
         tmp = self.state.with_suffix(".tmp")
@@ -333,8 +409,10 @@ class Tray:
         return [json.loads(line) for line in self.calls_file.read_text().splitlines() if line]
 
     def wait_call(self, verb: str) -> dict[str, Any]:
-        return wait_for(lambda: next((c for c in self.calls() if c["verb"] == verb), None),
-                        f"the daemon to be asked to {verb}")
+        return wait_for(
+            lambda: next((c for c in self.calls() if c["verb"] == verb), None),
+            f"the daemon to be asked to {verb}",
+        )
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -350,6 +428,7 @@ class Tray:
 def stand_in_tray_fixture(name: str) -> Any:
     """Make a module-scoped fixture: one `Tray` over `FakeDaemon` showing IDLE on
     the `desk` fixture's desktop, with the recording opener, docked before use."""
+
     @pytest.fixture(scope="module")
     def _fixture(desk: DisplayEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tray]:
         folder = tmp_path_factory.mktemp(name)
@@ -357,12 +436,14 @@ def stand_in_tray_fixture(name: str) -> Any:
         find_tray_icon(desk)
         yield t
         t.stop()
+
     return _fixture
 
 
 def fresh_tray_fixture() -> Any:
     """Make a fixture: the module's `tray` with no menu open, no calls recorded
     and nothing opened yet."""
+
     @pytest.fixture
     def _fixture(tray: Tray, desk: DisplayEnv) -> Iterator[Tray]:
         close_menus(desk)
@@ -370,6 +451,7 @@ def fresh_tray_fixture() -> Any:
         (tray.folder / "opened").unlink(missing_ok=True)
         yield tray
         close_menus(desk)
+
     return _fixture
 
 
@@ -412,4 +494,6 @@ if __name__ == "__main__":
 
     # argv: STATUS_JSON CALLS_JSONL [SLOW_S] — tests refresh fast, benchmarks as shipped.
     slow = float(sys.argv[3]) if len(sys.argv) > 3 else 0.25
-    raise SystemExit(run_tray(FakeDaemon(Path(sys.argv[1]), Path(sys.argv[2])), host_wait_s=5, slow_s=slow))
+    raise SystemExit(
+        run_tray(FakeDaemon(Path(sys.argv[1]), Path(sys.argv[2])), host_wait_s=5, slow_s=slow)
+    )

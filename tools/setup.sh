@@ -5,16 +5,30 @@
 # The virtual environment is .venv beside this folder: on Linux on the system
 # Python so that the desktop's own GTK bindings (python3-gi) are visible to the
 # tray; on macOS on the newest Homebrew or python.org Python 3.11+.
+#
+# Once set up, it is not done again: a stamp in .venv holds a hash of
+# pyproject.toml and this file, and while they are unchanged the set-up is
+# one hash and a compare (tools/owl then reaches Owl at once). First time,
+# each step says what it does on one line.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$here"
 want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
-run_pkgs=(git python3 python3-venv python3-dev gcc python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1
+# The stamp: what this set-up was made from. A test set-up covers the plain one.
+setup_key() { cat pyproject.toml tools/setup.sh 2>/dev/null | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-64; }
+key="$(setup_key || true)"
+stamp_ok() { [ -x .venv/bin/python ] && [ -f ".venv/$1" ] && [ "$(cat ".venv/$1")" = "$key" ]; }
+if stamp_ok .owl-setup-test || { [ $want_test -eq 0 ] && stamp_ok .owl-setup; }; then
+  exit 0
+fi
+step() { echo "owl setup: $*" >&2; }
+
+run_pkgs=(git bubblewrap passt python3 python3-venv python3-dev gcc python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1
           libxss1 xdg-utils procps util-linux dbus)
 test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x11-utils chromium
-           dbus-x11 dbus-daemon zsh fish groff-base man-db
+           dbus-x11 dbus-daemon zsh fish groff-base man-db slirp4netns
            # headless Wayland compositors for the idle tests, and a StatusNotifier watcher
            mutter kwin-wayland sway wtype plasma-wayland-protocols haskell-status-notifier-item-utils)
 
@@ -26,12 +40,13 @@ apt_install() {
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  echo "installing: ${missing[*]}"
+  step "installing Debian packages: ${missing[*]}"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 if command -v apt-get >/dev/null 2>&1; then
+  step "checking Debian packages (${#run_pkgs[@]} to run Owl$([ $want_test -eq 1 ] && echo ", ${#test_pkgs[@]} for its tests"))"
   apt_install "${run_pkgs[@]}"
   if [ $want_test -eq 1 ]; then
     command -v npm >/dev/null 2>&1 || test_pkgs+=(nodejs npm)
@@ -74,17 +89,28 @@ fi
 venv_args=()
 [ "$(uname -s)" = Darwin ] || venv_args=(--system-site-packages)
 if [ -e .venv ] && ! py_ok .venv/bin/python; then
-  echo "rebuilding .venv: its Python is missing or older than 3.11"
+  step "rebuilding .venv: its Python is missing or older than 3.11"
   rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
+  step "making the virtual environment .venv on $py"
   "$py" -m venv ${venv_args[@]+"${venv_args[@]}"} .venv
 fi
+step "installing Owl and its Python packages into .venv (pip)"
 if [ $want_test -eq 1 ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 else
   .venv/bin/python -m pip install -q --disable-pip-version-check -e .
 fi
+# Owl is installed editable, so pip compiled none of its own modules: compile
+# them now, or each `owl` would compile them from source where the environment
+# sets PYTHONDONTWRITEBYTECODE (about half of a command's start).
+.venv/bin/python -m compileall -q -j 0 app >/dev/null
 if [ $want_test -eq 1 ]; then
+  step "installing the Claude Code CLI the tests run (npm)"
   bash tools/install-claude.sh >/dev/null
+  bash tools/install-agents.sh >/dev/null
 fi
+if [ $want_test -eq 1 ]; then echo "$key" > .venv/.owl-setup-test; fi
+echo "$key" > .venv/.owl-setup
+step "done: .venv/bin/owl (set up again only when pyproject.toml or tools/setup.sh change)"

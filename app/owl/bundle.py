@@ -4,7 +4,7 @@ Inside a py2app or briefcase bundle `sys.executable` is not a Python that
 takes `-m` with Owl on its path (py2app's `Contents/MacOS/python` needs the
 bundle's boot script to find its packages; briefcase's is the app's own
 stub), so Owl starts its helpers through the bundle's main executable,
-whose entry (`entry()` below) takes `-m MODULE ARGS...` the way python does.
+whose entry (`owl.cli.bundled.entry`) takes `-m MODULE ARGS...` the way python does.
 Privacy permissions (Input Monitoring, notifications) are granted to the
 bundle there, and to the terminal or the interpreter otherwise:
 `grantee()` names which, for the messages that ask for them.
@@ -20,8 +20,14 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-_TERMINALS = {"Apple_Terminal": "Terminal", "iTerm.app": "iTerm", "vscode": "Visual Studio Code",
-              "WezTerm": "WezTerm", "ghostty": "Ghostty", "WarpTerminal": "Warp"}
+_TERMINALS = {
+    "Apple_Terminal": "Terminal",
+    "iTerm.app": "iTerm",
+    "vscode": "Visual Studio Code",
+    "WezTerm": "WezTerm",
+    "ghostty": "Ghostty",
+    "WarpTerminal": "Warp",
+}
 
 
 def app_bundle(executable: str | None = None) -> Path | None:
@@ -60,7 +66,7 @@ def grantee(environ: Mapping[str, str] | None = None, executable: str | None = N
 
     macOS attributes a permission to the "responsible" app: the bundle when
     Owl is one, else the terminal it was started from, else (a login item)
-    the interpreter itself.
+    the interpreter: a framework build's `Python.app`, or the binary itself.
     """
     bundle = app_bundle(executable)
     if bundle is not None:
@@ -69,24 +75,25 @@ def grantee(environ: Mapping[str, str] | None = None, executable: str | None = N
     term = env.get("TERM_PROGRAM")
     if term:
         return _TERMINALS.get(term, term)
-    return f"the Python that runs Owl ({os.path.realpath(executable or sys.executable)})"
+    real = os.path.realpath(executable or sys.executable)
+    framework_app = python_app(real)
+    if framework_app is not None:
+        return f"Python ({framework_app}), the Python that runs Owl"
+    return f"the Python that runs Owl ({real})"
+
+
+def python_app(interpreter: str) -> Path | None:
+    """The `Python.app` a framework build (Homebrew's, python.org's) runs as.
+
+    Its `bin/python3.12` execs `Resources/Python.app/Contents/MacOS/Python`,
+    and that app, not the path a LaunchAgent names, is what macOS lists
+    under Privacy & Security."""
+    for parent in Path(interpreter).parents:
+        if parent.parent.name == "Versions" and parent.parent.parent.name == "Python.framework":
+            app = parent / "Resources" / "Python.app"
+            return app if app.is_dir() else None
+    return None
 
 
 def in_bundle() -> bool:
     return app_bundle() is not None
-
-
-def entry(argv: list[str] | None = None) -> int:
-    """The bundle's main script: `Owl` starts the tray, `Owl -m MODULE ...`
-    runs a module as `python -m` would (the watchdog is started so), and
-    Finder's `-psn_...` argument is dropped."""
-    args = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-psn_")]
-    if args[:1] == ["-m"] and len(args) >= 2:
-        import runpy
-
-        sys.argv = [args[1], *args[2:]]
-        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
-        return 0
-    from owl.cli import main
-
-    return main(args)

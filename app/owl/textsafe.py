@@ -15,11 +15,13 @@ which keeps newlines and tabs and nothing else.
 
 from __future__ import annotations
 
-import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Named escapes read better than hex for the ones people know.
-_NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\b": "\\b", "\f": "\\f",
-          "\v": "\\v", "\0": "\\0"}
+_NAMED = {"\r": "\\r", "\n": "\\n", "\t": "\\t", "\b": "\\b", "\f": "\\f", "\v": "\\v", "\0": "\\0"}
 
 # Characters that are not C0/C1 controls but still change how text reads or
 # where it goes: bidi embeddings, overrides and isolates (Trojan Source),
@@ -50,7 +52,7 @@ def _escape(ch: str) -> str:
     if ch in _NAMED:
         return _NAMED[ch]
     o = ord(ch)
-    if 0xD800 <= o <= 0xDFFF:      # a lone surrogate: from bytes that were not UTF-8
+    if 0xD800 <= o <= 0xDFFF:  # a lone surrogate: from bytes that were not UTF-8
         return REPLACEMENT
     if o < 0x100:
         return f"\\x{o:02x}"
@@ -103,23 +105,23 @@ def lines(data: bytes | bytearray | memoryview | str | None) -> list[str]:
     return [line(part) for part in decode(data).split("\n")]
 
 
-def tree(obj: object) -> object:
+def tree(obj: object, blocks: frozenset[str] = frozenset()) -> object:
     """`obj` (a view: dicts, lists, strings, numbers) with every string in it
-    made safe as a `line`, for a verb that prints a view as text."""
+    made safe as a `line`, for a verb that prints a view as text; the strings
+    under a key in `blocks` (an agent's last lines) as a `block`, kept as lines."""
     if isinstance(obj, str):
         return line(obj)
     if isinstance(obj, dict):
-        return {k: tree(v) for k, v in obj.items()}
+        return view(obj, blocks)
     if isinstance(obj, (list, tuple)):
-        return [tree(v) for v in obj]
+        return [tree(v, blocks) for v in obj]
     return obj
 
 
-class LogFormatter(logging.Formatter):
-    """Log records with their messages made safe as a `line`: a reason or a
-    subject an agent wrote reaches the daemon's log, and so whoever tails it,
-    without acting on their terminal or splitting into lines of its own."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        record.message = line(record.message)
-        return super().formatMessage(record)
+def view(doc: dict[str, Any], blocks: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`tree` of one view document, typed as the document it was: what a verb
+    printing a Job or the status reads its fields from."""
+    return {
+        k: block(v) if k in blocks and isinstance(v, str) else tree(v, blocks)
+        for k, v in doc.items()
+    }

@@ -5,6 +5,7 @@
                      (it also ignores SIGTERM when trap-term came before)
     tick=S           print a line every S s from here on, on a thread
     sleep=S          sleep S s
+    until=PATH       wait until PATH exists (a test's go-ahead)
     write=NAME       write NAME in the worktree (cwd)
     commit=MSG       git add -A and commit with message MSG
     handoff=TEXT     write TEXT to .owl/HANDOFF.md
@@ -12,7 +13,9 @@
     exit=N           exit with status N (default 0 at the end)
 
 Every pid it starts is appended to $AGENT_PIDS when that is set, so tests can
-check that nothing survives.
+check that nothing survives: as its PID namespace and its pid there, which a
+contained Run's own namespace makes different from the host's (the harness maps
+it back, tests/support/nspids.py).
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ import time
 
 
 def note_pid(pid: int) -> None:
+    """Note `pid`, of this process's PID namespace (a child it started shares it)."""
     path = os.environ.get("AGENT_PIDS")
     if path:
         with open(path, "a") as f:
-            f.write(f"{pid}\n")
+            f.write(f"{os.readlink('/proc/self/ns/pid')} {pid}\n")
 
 
 def main(prompt: str) -> int:
@@ -41,9 +45,11 @@ def main(prompt: str) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             trap = True
         elif name == "setsid-child":
-            code = ("import signal,time\n"
-                    + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if trap else "")
-                    + f"time.sleep({float(arg)})\n")
+            code = (
+                "import signal,time\n"
+                + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if trap else "")
+                + f"time.sleep({float(arg)})\n"
+            )
             p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
             note_pid(p.pid)
         elif name == "tick":
@@ -55,9 +61,13 @@ def main(prompt: str) -> int:
                     n += 1
                     print(f"tick {n}", flush=True)
                     time.sleep(period)
+
             threading.Thread(target=ticker, daemon=True).start()
         elif name == "sleep":
             time.sleep(float(arg))
+        elif name == "until":
+            while not os.path.exists(arg):
+                time.sleep(0.05)
         elif name == "write":
             with open(arg, "w") as f:
                 f.write(f"written by run {os.environ.get('OWL_RUN_ID')}\n")

@@ -33,7 +33,7 @@ def main(mode: str) -> int:
                 print(f"still here {n}", flush=True)
                 time.sleep(0.1)
         os._exit(0)
-    os.read(r, 1)                     # the grandchild is up and noted
+    os.read(r, 1)  # the grandchild is up and noted
     print("daemonized", flush=True)
     if mode == "leave":
         return 0

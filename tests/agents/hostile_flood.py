@@ -16,7 +16,7 @@ def main(mb: int, done: str) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     note_pid(os.getpid())
     line = (b"x" * 1023) + b"\n"
-    block = line * 1024                     # 1 MB
+    block = line * 1024  # 1 MB
     out = sys.stdout.buffer
     for _ in range(mb):
         out.write(block)

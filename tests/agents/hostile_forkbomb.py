@@ -30,7 +30,7 @@ def node(depth: int) -> None:
                 os._exit(0)
         while True:
             time.sleep(1)
-    while True:                      # a leaf: churn
+    while True:  # a leaf: churn
         pid = os.fork()
         if pid == 0:
             time.sleep(0.01)

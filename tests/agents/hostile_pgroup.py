@@ -36,7 +36,7 @@ def main() -> int:
         if os.fork() == 0:
             hop(leader_group)
     if os.fork() == 0:
-        os.setsid()                  # a new session, then hop inside it
+        os.setsid()  # a new session, then hop inside it
         session_group = os.getpgid(0)
         for _ in range(2):
             if os.fork() == 0:

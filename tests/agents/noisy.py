@@ -5,11 +5,13 @@ import os
 import subprocess
 import sys
 
-NOISE = (b"plain line\n"
-         b"\x1b[2J\x1b]0;owned\x07cleared the screen\n"
-         b"fine\rverified: 3 checks passed\n"
-         b"bad bytes \xff\xfe here\n"
-         b"tab\tkept\n")
+NOISE = (
+    b"plain line\n"
+    b"\x1b[2J\x1b]0;owned\x07cleared the screen\n"
+    b"fine\rverified: 3 checks passed\n"
+    b"bad bytes \xff\xfe here\n"
+    b"tab\tkept\n"
+)
 
 sys.stdout.buffer.write(NOISE)
 sys.stdout.flush()

@@ -64,10 +64,12 @@ def orphan_maker() -> None:
 def hopper() -> None:
     """On SIGUSR1: move to a new process group and start a child in a new
     session, then say so."""
+
     def hop(*_):
         os.setpgid(0, 0)
         child(lambda: (os.setsid(), leaf("hopped")))
         ready("hop")
+
     signal.signal(signal.SIGUSR1, hop)
     ready("hopper")
     idle()
@@ -96,7 +98,7 @@ def exec_sleep() -> None:
 
 def main() -> int:
     if ARGS.ignore_term:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # survives exec too
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # survives exec too
     if ARGS.trap_term:
         # Trapped, noted, and ignored (the handler is kept by forks).
         signal.signal(signal.SIGTERM, lambda *_: ready("termed"))

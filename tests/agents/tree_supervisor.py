@@ -47,8 +47,13 @@ def roles(ready_dir: str) -> dict[str, list[int]]:
 
 def start(ready_dir: str, tag: str, *flags: str):
     env = dict(os.environ, OWL_RUN_ID=tag)
-    return tree.spawn([sys.executable, AGENT, "--ready", ready_dir, *flags],
-                      cwd=ready_dir, env=env, stdout=None, stderr=None)
+    return tree.spawn(
+        [sys.executable, AGENT, "--ready", ready_dir, *flags],
+        cwd=ready_dir,
+        env=env,
+        stdout=None,
+        stderr=None,
+    )
 
 
 def orphan(ready_dir: str, tag: str) -> dict:
@@ -67,11 +72,21 @@ def orphan(ready_dir: str, tag: str) -> dict:
     killed = run.kill()
     agent.wait(5)
     tree.reap_orphans(lambda pid: pid == agent.pid)
-    left = [p for p in pids if psutil.pid_exists(p)
-            and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    return {"subreaper": subreaper, "orphan": orphan_pid, "frozen": frozen,
-            "statuses": statuses, "is_frozen": is_frozen, "killed": killed,
-            "left": left, "alive_after": run.alive()}
+    left = [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
+    return {
+        "subreaper": subreaper,
+        "orphan": orphan_pid,
+        "frozen": frozen,
+        "statuses": statuses,
+        "is_frozen": is_frozen,
+        "killed": killed,
+        "left": left,
+        "alive_after": run.alive(),
+    }
 
 
 def reap(ready_dir: str, tag: str, trials: int) -> dict:
@@ -110,34 +125,45 @@ def reap(ready_dir: str, tag: str, trials: int) -> dict:
     finally:
         stop.set()
         thread.join()
-    zombies = [c.pid for c in psutil.Process().children()
-               if c.status() == psutil.STATUS_ZOMBIE]
-    return {"subreaper": subreaper, "codes": codes, "orphans": orphans,
-            "reaped": reaped, "zombies": zombies}
+    zombies = [c.pid for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
+    return {
+        "subreaper": subreaper,
+        "codes": codes,
+        "orphans": orphans,
+        "reaped": reaped,
+        "zombies": zombies,
+    }
 
 
 def owners() -> dict:
     """Four children exit; reap_orphans may take only the one nobody owns."""
+
     def exits(code: int, new_session: bool) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"],
-                                start_new_session=new_session)
+        return subprocess.Popen(
+            [sys.executable, "-c", f"raise SystemExit({code})"], start_new_session=new_session
+        )
 
     told = exits(3, True)
     registered = exits(4, True)
     tree.own(registered)
     plain = exits(5, False)
     orphan_like = exits(6, True)
-    kids = {"told": told, "registered": registered, "plain": plain,
-            "orphan_like": orphan_like}
-    wait_for(lambda: all(psutil.Process(p.pid).status() == psutil.STATUS_ZOMBIE
-                         for p in kids.values()))
+    kids = {"told": told, "registered": registered, "plain": plain, "orphan_like": orphan_like}
+    wait_for(
+        lambda: all(psutil.Process(p.pid).status() == psutil.STATUS_ZOMBIE for p in kids.values())
+    )
     reaped = tree.reap_orphans(lambda pid: pid == told.pid)
     codes = {name: kids[name].wait(5) for name in ("told", "registered", "plain")}
     gone = not psutil.pid_exists(orphan_like.pid)
     again = tree.reap_orphans(lambda pid: False)
-    orphan_like.poll()      # reads ECHILD: the status went to reap_orphans
-    return {"reaped": reaped, "pids": {k: p.pid for k, p in kids.items()},
-            "codes": codes, "orphan_like_gone": gone, "again": again}
+    orphan_like.poll()  # reads ECHILD: the status went to reap_orphans
+    return {
+        "reaped": reaped,
+        "pids": {k: p.pid for k, p in kids.items()},
+        "codes": codes,
+        "orphan_like_gone": gone,
+        "again": again,
+    }
 
 
 if __name__ == "__main__":

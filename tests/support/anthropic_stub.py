@@ -70,22 +70,31 @@ class ApiError:
     reset_in: float | None = None
 
 
-def UsageLimit(reset: float | None = None, claim: str = "five_hour", times: int = 1,
-               reset_in: float | None = None) -> ApiError:
+def UsageLimit(
+    reset: float | None = None,
+    claim: str = "five_hour",
+    times: int = 1,
+    reset_in: float | None = None,
+) -> ApiError:
     """A subscription's usage limit: 429 with the unified rate-limit headers.
 
     `reset` is the epoch second it resets, or `reset_in` seconds after the
     request (neither leaves the header out)."""
-    headers = [("anthropic-ratelimit-unified-status", "rejected"),
-               ("anthropic-ratelimit-unified-representative-claim", claim)]
+    headers = [
+        ("anthropic-ratelimit-unified-status", "rejected"),
+        ("anthropic-ratelimit-unified-representative-claim", claim),
+    ]
     if reset is not None or reset_in is not None:
         value = "{reset}" if reset_in is not None else str(int(reset or 0))
         headers.append(("anthropic-ratelimit-unified-reset", value))
     return ApiError(429, "rate limited", "rate_limit_error", tuple(headers), times, reset_in)
 
 
-def RateLimited(message: str = "Number of request tokens has exceeded your rate limit",
-                times: int = 1, reset_in: float | None = None) -> ApiError:
+def RateLimited(
+    message: str = "Number of request tokens has exceeded your rate limit",
+    times: int = 1,
+    reset_in: float | None = None,
+) -> ApiError:
     """An API key's 429: a rate_limit_error and no unified headers."""
     return ApiError(429, message, "rate_limit_error", (("retry-after", "0"),), times, reset_in)
 
@@ -95,7 +104,9 @@ def Overloaded(times: int = 1) -> ApiError:
     return ApiError(529, "Overloaded", "overloaded_error", (("retry-after", "0"),), times)
 
 
-def Bash(command: str, timeout_ms: int | None = None, description: str = "run a command") -> ToolUse:
+def Bash(
+    command: str, timeout_ms: int | None = None, description: str = "run a command"
+) -> ToolUse:
     """A turn that runs `command` with the CLI's Bash tool."""
     args: dict[str, Any] = {"command": command, "description": description}
     if timeout_ms is not None:
@@ -115,10 +126,10 @@ class Request:
     method: str
     path: str
     headers: dict[str, str]
-    body: Any                      # parsed JSON, or the raw text when not JSON
-    turn: Turn | None = None       # the script turn it was answered with
-    at: float = 0.0                # time.time() when it arrived
-    reset: int | None = None       # the reset moment an ApiError(reset_in=...) answered with
+    body: Any  # parsed JSON, or the raw text when not JSON
+    turn: Turn | None = None  # the script turn it was answered with
+    at: float = 0.0  # time.time() when it arrived
+    reset: int | None = None  # the reset moment an ApiError(reset_in=...) answered with
 
     @property
     def has_tools(self) -> bool:
@@ -152,7 +163,9 @@ class Request:
         for msg in self.body.get("messages", []) if isinstance(self.body, dict) else []:
             content = msg.get("content")
             if msg.get("role") == "assistant" and isinstance(content, list):
-                out.extend(b for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
+                out.extend(
+                    b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
+                )
         return out
 
     def tool_results(self) -> list[dict[str, Any]]:
@@ -161,7 +174,9 @@ class Request:
         for msg in self.body.get("messages", []) if isinstance(self.body, dict) else []:
             content = msg.get("content")
             if msg.get("role") == "user" and isinstance(content, list):
-                out.extend(b for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+                out.extend(
+                    b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+                )
         return out
 
 
@@ -171,7 +186,7 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: list[Request] = field(default_factory=list)
     next_turn: int = 0
-    repeats: int = 0               # how often the current error turn was answered
+    repeats: int = 0  # how often the current error turn was answered
     ids: Any = field(default_factory=lambda: itertools.count(1))
 
 
@@ -189,11 +204,24 @@ def _stop_reason(blocks: list[Text | ToolUse]) -> str:
 
 def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
     """The SSE stream for one turn: message_start … message_stop."""
-    start = {"type": "message_start", "message": {
-        "id": msg_id, "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1,
-                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 10,
+                "output_tokens": 1,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+        },
+    }
     out = [_sse("message_start", start)]
     blocks = _blocks(turn)
     for i, b in enumerate(blocks):
@@ -204,14 +232,24 @@ def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
             block = {"type": "tool_use", "id": f"toolu_{msg_id}_{i}", "name": b.name, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(b.input)}
         out += [
-            _sse("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}),
-            _sse("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": block},
+            ),
+            _sse(
+                "content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}
+            ),
             _sse("content_block_stop", {"type": "content_block_stop", "index": i}),
         ]
     out += [
-        _sse("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
-                               "usage": {"output_tokens": 5}}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
         _sse("message_stop", {"type": "message_stop"}),
     ]
     return out
@@ -220,12 +258,22 @@ def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
 def _message(turn: Turn, msg_id: str, model: str) -> dict[str, Any]:
     """The same turn as a non-streaming response."""
     blocks = _blocks(turn)
-    content = [{"type": "text", "text": b.text} if isinstance(b, Text) else
-               {"type": "tool_use", "id": f"toolu_{msg_id}_{i}", "name": b.name, "input": b.input}
-               for i, b in enumerate(blocks)]
-    return {"id": msg_id, "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": _stop_reason(blocks), "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5}}
+    content = [
+        {"type": "text", "text": b.text}
+        if isinstance(b, Text)
+        else {"type": "tool_use", "id": f"toolu_{msg_id}_{i}", "name": b.name, "input": b.input}
+        for i, b in enumerate(blocks)
+    ]
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": _stop_reason(blocks),
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -292,8 +340,11 @@ class _Handler(BaseHTTPRequestHandler):
                 req.reset = int(req.at + turn.reset_in) + 1
                 message = message.replace("{reset}", str(req.reset))
                 headers = tuple((k, v.replace("{reset}", str(req.reset))) for k, v in headers)
-            self._json(turn.status, {"type": "error", "error": {"type": turn.kind, "message": message}},
-                       headers)
+            self._json(
+                turn.status,
+                {"type": "error", "error": {"type": turn.kind, "message": message}},
+                headers,
+            )
             return
         if not body.get("stream"):
             self._json(200, _message(turn, msg_id, model))
@@ -317,7 +368,9 @@ class AnthropicStub:
         handler = type("Handler", (_Handler,), {"state": self._state})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="anthropic-stub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="anthropic-stub", daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -331,7 +384,11 @@ class AnthropicStub:
 
     def main_requests(self) -> list[Request]:
         """The agent loop's requests (those offering tools), in order."""
-        return [r for r in self.requests if r.path.split("?")[0].endswith("/v1/messages") and r.has_tools]
+        return [
+            r
+            for r in self.requests
+            if r.path.split("?")[0].endswith("/v1/messages") and r.has_tools
+        ]
 
     @property
     def turns_served(self) -> int:
@@ -343,8 +400,11 @@ class AnthropicStub:
 
         `oauth` signs in as a subscription (CLAUDE_CODE_OAUTH_TOKEN) instead
         of with an API key: the CLI then reads the unified rate-limit headers."""
-        auth = {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-test"} if oauth \
+        auth = (
+            {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-test"}
+            if oauth
             else {"ANTHROPIC_API_KEY": "test"}
+        )
         return {
             "ANTHROPIC_BASE_URL": self.url,
             **auth,

@@ -27,10 +27,26 @@ OUT = Path(__file__).with_name("stream_json_sample.jsonl")
 
 def run(claude: str, script: list, workdir: Path, home: Path) -> list[str]:
     with AnthropicStub(script) as stub:
-        argv = [claude, "-p", "--output-format", "stream-json", "--verbose",
-                "--allowedTools", "Bash,Write,Edit,Read", "--", "capture"]
-        out = subprocess.run(argv, cwd=workdir, env={**os.environ, **stub.env(home)},
-                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        argv = [
+            claude,
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Bash,Write,Edit,Read",
+            "--",
+            "capture",
+        ]
+        out = subprocess.run(
+            argv,
+            cwd=workdir,
+            env={**os.environ, **stub.env(home)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     return out.stdout.splitlines()
 
 
@@ -44,12 +60,17 @@ def main() -> int:
         work.mkdir()
         home.mkdir()
         subprocess.run(["git", "init", "-q", str(work)], check=True)
-        lines = run(claude, [
-            (Text("Looking at the tests first."), Bash("echo 3 passed")),
-            Bash("ls /nonexistent-owl-capture"),
-            ToolUse("Write", {"file_path": str(work / "notes.txt"), "content": "hi\n"}),
-            Text("All tests pass.\nCommitted the fix."),
-        ], work, home)
+        lines = run(
+            claude,
+            [
+                (Text("Looking at the tests first."), Bash("echo 3 passed")),
+                Bash("ls /nonexistent-owl-capture"),
+                ToolUse("Write", {"file_path": str(work / "notes.txt"), "content": "hi\n"}),
+                Text("All tests pass.\nCommitted the fix."),
+            ],
+            work,
+            home,
+        )
         lines += run(claude, [ApiError(400, "prompt is too long")], work, home)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"{len(lines)} lines -> {OUT}")

@@ -23,8 +23,10 @@ from pathlib import Path
 import pytest
 
 INSTALL_HINT = "chromium is not installed: run tools/setup.sh --test (Debian package chromium)"
-_OWN = re.compile(r"(^|\.)(google\.com|googleapis\.com|gvt1\.com|gvt2\.com|gstatic\.com|"
-                  r"googleusercontent\.com|chrome\.com|chromium\.org|googlezip\.net)$")
+_OWN = re.compile(
+    r"(^|\.)(google\.com|googleapis\.com|gvt1\.com|gvt2\.com|gstatic\.com|"
+    r"googleusercontent\.com|chrome\.com|chromium\.org|googlezip\.net)$"
+)
 
 
 def require_chromium() -> str:
@@ -83,28 +85,53 @@ class RecordingProxy:
         return [h for h in self.hosts if not own_hosts(h)]
 
 
-def screenshot(page: Path, png: Path, *, width: int = 1280, height: int = 1600,
-               proxy_port: int | None = None, dark: bool = False,
-               timeout: float = 90.0) -> Path:
+def screenshot(
+    page: Path,
+    png: Path,
+    *,
+    width: int = 1280,
+    height: int = 1600,
+    proxy_port: int | None = None,
+    dark: bool = False,
+    timeout: float = 90.0,
+) -> Path:
     """Render `page` in headless Chromium and write a `width` x `height` PNG
     (`dark`: as for a desktop that prefers a dark colour scheme)."""
     chromium = require_chromium()
     png.parent.mkdir(parents=True, exist_ok=True)
     png.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="owl-chromium-") as profile:
-        argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                f"--user-data-dir={profile}", f"--screenshot={png}",
-                f"--window-size={width},{height}"]
+        argv = [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--screenshot={png}",
+            f"--window-size={width},{height}",
+        ]
         if dark:
-            argv.append("--blink-settings=preferredColorScheme=0")     # Blink's kDark
+            argv.append("--blink-settings=preferredColorScheme=0")  # Blink's kDark
         if proxy_port is not None:
-            argv += [f"--proxy-server=http://127.0.0.1:{proxy_port}",
-                     "--proxy-bypass-list=<-loopback>"]
-        proc = subprocess.run([*argv, Path(page).absolute().as_uri()], capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    assert png.exists(), f"chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-2000:]}"
+            argv += [
+                f"--proxy-server=http://127.0.0.1:{proxy_port}",
+                "--proxy-bypass-list=<-loopback>",
+            ]
+        proc = subprocess.run(
+            [*argv, Path(page).absolute().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    assert png.exists(), (
+        f"chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    )
     return png
 
 
@@ -120,5 +147,4 @@ def not_blank(png: Path) -> dict:
         counts[p] = counts.get(p, 0) + 1
     background = max(counts.values())
     common = max(counts, key=counts.get)
-    return {"colours": len(counts), "drawn": 1 - background / len(pixels),
-            "background": common}
+    return {"colours": len(counts), "drawn": 1 - background / len(pixels), "background": common}

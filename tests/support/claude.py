@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-INSTALL_HINT = ("the Claude Code CLI is not installed: run tools/install-claude.sh "
-                "(or set OWL_TEST_CLAUDE to the path of a claude executable)")
+INSTALL_HINT = (
+    "the Claude Code CLI is not installed: run tools/install-claude.sh "
+    "(or set OWL_TEST_CLAUDE to the path of a claude executable)"
+)
 
 
 def cache_prefix() -> Path:

@@ -14,8 +14,8 @@ import types  # noqa: E402
 
 import owl.power.appnap as appnap  # noqa: E402
 import owl.tray.app as tray_app  # noqa: E402
-from owl import trayd  # noqa: E402
+from owl.daemon import trayd  # noqa: E402
 
 tray_app.choose_backend = lambda requested=None, **kw: "darwin"
-appnap.sys = types.SimpleNamespace(platform="darwin")   # its App Nap opt-out, too
+appnap.sys = types.SimpleNamespace(platform="darwin")  # its App Nap opt-out, too
 sys.exit(trayd.run())

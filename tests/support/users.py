@@ -29,7 +29,24 @@ from owlproc import OWL, OwlDaemon
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the daemon imports beyond the standard library.
-LIBRARIES = ("psutil", "platformdirs", "tomli_w", "jeepney")
+LIBRARIES = (
+    "psutil",
+    "platformdirs",
+    "tomli_w",
+    "jeepney",
+    # Apprise, for the channels, and what it imports
+    "apprise",
+    "requests",
+    "urllib3",
+    "requests_oauthlib",
+    "oauthlib",
+    "click",
+    "markdown",
+    "yaml",
+    "certifi",
+    "charset_normalizer",
+    "idna",
+)
 
 SETUID_ROOT = r"""
 #define _GNU_SOURCE
@@ -65,8 +82,11 @@ def second_user(tag: str) -> Iterator[pwd.struct_passwd]:
     """A user made for this test and removed after it (with every process it has)."""
     need_root_tools()
     name = f"owl{tag}{os.getpid() % 100000}"[:30]
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        check=True,
+        capture_output=True,
+    )
     user = pwd.getpwnam(name)
     try:
         yield user
@@ -118,18 +138,33 @@ def chown_tree(path: Path, user: pwd.struct_passwd) -> None:
 class UserOwl(OwlDaemon):
     """The real daemon and `owl` command, both run as `user`."""
 
-    def __init__(self, home: Path, user: pwd.struct_passwd, shared: Path,
-                 config: dict | None = None, **kw: Any) -> None:
+    def __init__(
+        self,
+        home: Path,
+        user: pwd.struct_passwd,
+        shared: Path,
+        config: dict | None = None,
+        **kw: Any,
+    ) -> None:
         super().__init__(home, config, **kw)
         self.user = user
-        self.env.update(HOME=str(self.home), USER=user.pw_name, LOGNAME=user.pw_name,
-                        PYTHONPATH=str(shared), PYTHONDONTWRITEBYTECODE="1")
+        self.env.update(
+            HOME=str(self.home),
+            USER=user.pw_name,
+            LOGNAME=user.pw_name,
+            PYTHONPATH=str(shared),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
         self.env.pop("XDG_RUNTIME_DIR", None)
         chown_tree(self.home, user)
 
     def _as_user(self) -> dict[str, Any]:
-        return {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": [],
-                "cwd": str(self.home)}
+        return {
+            "user": self.user.pw_uid,
+            "group": self.user.pw_gid,
+            "extra_groups": [],
+            "cwd": str(self.home),
+        }
 
     def write_config(self, cfg: dict) -> None:
         super().write_config(cfg)
@@ -139,20 +174,48 @@ class UserOwl(OwlDaemon):
     def start(self, wait: bool = True) -> "UserOwl":
         logf = open(self.log, "ab")
         os.chown(self.log, self.user.pw_uid, self.user.pw_gid)
-        self.proc = subprocess.Popen([sys._base_executable, *OWL[1:], "daemon"], env=self.env,
-                                     stdout=logf, stderr=logf, stdin=subprocess.DEVNULL,
-                                     **self._as_user())
+        self.proc = subprocess.Popen(
+            [sys._base_executable, *OWL[1:], "daemon"],
+            env=self.env,
+            stdout=logf,
+            stderr=logf,
+            stdin=subprocess.DEVNULL,
+            **self._as_user(),
+        )
         logf.close()
         if wait:
             from owlproc import wait_for
-            wait_for(lambda: self.owl("status", "--json").returncode == 0 or self._died(),
-                     timeout=20, what="the daemon to answer")
+
+            wait_for(
+                lambda: self.owl("status", "--json").returncode == 0 or self._died(),
+                timeout=20,
+                what="the daemon to answer",
+            )
             if self._died():
                 raise AssertionError(f"daemon exited {self.proc.returncode}:\n{self.log_text()}")
         return self
 
-    def owl(self, *args: str, input: str | None = None, timeout: float = 30.0
-            ) -> subprocess.CompletedProcess:
-        return subprocess.run([sys._base_executable, *OWL[1:], *args], env=self.env,
-                              capture_output=True, text=True, input=input, timeout=timeout,
-                              **self._as_user())
+    # The daemon answers only its own user on its socket, so this test process
+    # (root) asks through the `owl` command run as that user.
+
+    def status(self) -> dict:
+        return self.json("status")
+
+    def job(self, job_id: int) -> dict:
+        return self.json("jobs", "show", str(job_id))
+
+    def machine(self, event: str) -> None:
+        self.ok("machine", event)
+
+    def owl(
+        self, *args: str, input: str | None = None, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys._base_executable, *OWL[1:], *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=timeout,
+            **self._as_user(),
+        )

@@ -15,7 +15,7 @@ from pywayland.client import Display
 
 from kde_fake_input import OrgKdeKwinFakeInput
 
-KEY_A = 30   # evdev keycode
+KEY_A = 30  # evdev keycode
 
 
 def main() -> None:
@@ -26,6 +26,7 @@ def main() -> None:
 
     def on_global(registry, name: int, interface: str, version: int) -> None:
         found.setdefault(interface, (name, version))
+
     registry.dispatcher["global"] = on_global
     display.roundtrip()
     if OrgKdeKwinFakeInput.name not in found:

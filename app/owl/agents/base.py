@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from owl.jobrules import Report
+from owl.rules.jobrules import Report
 
 
 @dataclass
@@ -20,20 +20,24 @@ class RunContext:
 
     job_id: int
     run_id: int
-    attempt: int            # 1 for the first Run of the Job
-    job_prompt: str         # what the person typed
-    worktree: Path          # the Job's git worktree (cwd of the agent)
-    branch: str             # e.g. "owl/job-12"
-    base: str               # base commit sha the branch started from
-    agent_config: dict = field(default_factory=dict)   # [agents.NAME] from config
-    failure_note: str | None = None   # why the previous Run failed, or None
-    resume: str | None = None         # a conversation to carry on (claude's session id)
-    message: str | None = None        # what the carried-on conversation is told first
-    replies: tuple[str, ...] = ()     # the person's replies to the Job, oldest first
+    attempt: int  # the attempt as the person counts it (`owl jobs show`): failed
+    # Runs before this one, plus 1; an interrupted Run is none
+    job_prompt: str  # what the person typed
+    worktree: Path  # the Job's git worktree (cwd of the agent)
+    branch: str  # e.g. "owl/job-12"
+    base: str  # base commit sha the branch started from
+    agent_config: dict = field(default_factory=dict)  # [agents.NAME] from config
+    failure_note: str | None = None  # why the previous Run failed, or None
+    resume: str | None = None  # a conversation to carry on (claude's session id)
+    message: str | None = None  # what the carried-on conversation is told first
+    replies: tuple[str, ...] = ()  # the person's replies to the Job, oldest first
     # The branch's own commits (`git log --oneline base..HEAD`), read where
     # the worktree was set up, since the Run starts on a thread that never
     # waits on git; None: read them when the prompt is built.
     commits: str | None = None
+    # Runs of the Job before this one, whatever became of them (None: attempt - 1):
+    # what earlier Runs left is told whenever there were any.
+    earlier: int | None = None
 
 
 @runtime_checkable
@@ -41,7 +45,7 @@ class Driver(Protocol):
     """How to start one kind of agent."""
 
     name: str
-    stream_json: bool       # True when its stdout is claude's stream-json
+    stream_json: bool  # True when its stdout is claude's stream-json
 
     def problem(self) -> str | None:
         """One line saying why this agent cannot start here, or None when it can."""

@@ -16,30 +16,44 @@ Command line, as checked against the real CLI (2.1.x):
 - The contract (the rules of an unattended Run) is the appended system
   prompt, so the prompt itself carries only the task and what earlier Runs
   left (see `build_prompt`).
-- A later Run of the Job carries the conversation on: `--resume SESSION --
+- A later Run of the Job carries the conversation on: `--resume=SESSION --
   MESSAGE` in the same worktree (the CLI keys transcripts by directory), the
-  message saying what happened in between (`jobrules.resume_message`).
+  message saying what happened in between (`jobrules.resume_message`). The
+  session id came from the agent's own output, so it is passed only in
+  claude's shape (a UUID) and joined to its option with "=": a stream that
+  named its session "--help" can never put an option on the next command
+  line. Anything else starts the Run fresh.
   `agents.claude.resume = false` starts every Run fresh with the handoff.
+- A prompt or message longer than one argument may be goes by file
+  (`agents.argfit`): `.owl/PROMPT.md`, the argument saying where.
 - `--dangerously-skip-permissions` is not used: the CLI refuses it as root
   unless IS_SANDBOX=1, and the allowed-tools list is the narrower grant.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any
 
+from owl.agents import cli
+from owl.agents.argfit import by_file
 from owl.agents.base import RunContext, run_env
-from owl.agents.claude_stream import read_report
+from owl.agents.claude_stream import is_session_id, read_report
 from owl.agents.handoff import build_prompt, contract
-from owl.jobrules import Report
+from owl.rules.jobrules import Report
 
 # Enough to edit files, run tests and commit without a person approving each
 # step. Web access is left out on purpose: add it with allowed_tools.
 DEFAULT_ALLOWED_TOOLS = (
-    "Bash", "Edit", "MultiEdit", "Write", "Read", "Glob", "Grep",
-    "NotebookEdit", "TodoWrite", "Task",
+    "Bash",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Read",
+    "Glob",
+    "Grep",
+    "NotebookEdit",
+    "TodoWrite",
+    "Task",
 )
 
 
@@ -58,34 +72,39 @@ class ClaudeDriver:
 
     def executable(self) -> str | None:
         """The full path of the CLI, or None when it cannot be found."""
-        return shutil.which(self.path)
+        return cli.find(self.path)
 
     def problem(self) -> str | None:
-        if self.executable() is not None:
-            return None
-        if os.sep in self.path:
-            if os.path.exists(self.path):
-                return f"claude at {self.path} is not executable (check agents.claude.path)"
-            return f"claude was not found at {self.path} (check agents.claude.path)"
-        return f"{self.path} was not found on PATH (install Claude Code, or set agents.claude.path)"
+        return cli.problem("claude", self.path, "install Claude Code")
 
     def argv(self, ctx: RunContext) -> list[str]:
         return [
             self.executable() or self.path,
             "-p",
-            "--output-format", "stream-json",
+            "--output-format",
+            "stream-json",
             "--verbose",
-            "--allowedTools", ",".join(self.allowed_tools),
-            "--append-system-prompt", contract(ctx),
+            "--allowedTools",
+            ",".join(self.allowed_tools),
+            "--append-system-prompt",
+            contract(ctx),
             *self.args,
             *self.tail(ctx),
         ]
 
     def tail(self, ctx: RunContext) -> list[str]:
-        """`--resume ID -- MESSAGE` to carry a conversation on, else `-- PROMPT`."""
-        if ctx.resume:
-            return ["--resume", ctx.resume, "--", ctx.message or "Carry on where you stopped."]
-        return ["--", build_prompt(ctx, with_contract=False)]
+        """`--resume=ID -- MESSAGE` to carry a conversation on, else `-- PROMPT`."""
+        if ctx.resume and self.session_ok(ctx.resume):
+            return [
+                f"--resume={ctx.resume}",
+                "--",
+                by_file(ctx.message or "Carry on where you stopped.", ctx.worktree),
+            ]
+        return ["--", by_file(build_prompt(ctx, with_contract=False), ctx.worktree)]
+
+    def session_ok(self, session_id: str) -> bool:
+        """Whether `session_id` may be carried on: claude's own shape, a UUID."""
+        return is_session_id(session_id)
 
     def env(self, ctx: RunContext) -> dict[str, str]:
         return run_env(ctx)

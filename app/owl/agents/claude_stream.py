@@ -20,24 +20,59 @@ it (never on the engine thread), as measured with Claude Code 2.1.332:
 - `--resume` of a conversation the CLI cannot find (another directory, a
   transcript gone): a `result` with `errors: ["No conversation found with
   session ID: ..."]`, no `init`, and the same line on stderr.
+
+Everything here is the agent's output, so hostile: any line, any JSON value
+in any field, at any depth. The readers never raise on it. A session id is
+taken only in claude's own shape (a UUID: it goes to `--resume` on the next
+Run's command line, where "--help" would be an option), and the first one a
+Run announces is the Run's; a later, different one is kept in
+`Report.sessions_ignored` for the log, not obeyed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from owl.agents.resets import reset_time
-from owl.jobrules import Report
+from owl.agents.resets import reset_time, reset_words
+from owl.rules.jobrules import Report
 
-HEAD = 256 * 1024            # the init event is within the first lines
-TAIL = 2 * 1024 * 1024       # the limit and the result are at the end
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-              "cache_creation_input_tokens")
+HEAD = 256 * 1024  # the init event is within the first lines
+TAIL = 2 * 1024 * 1024  # the limit and the result are at the end
+USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 _RESUME_WORDS = ("No conversation found", "--resume requires")
+_SESSION = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+SAID = 160  # how much of an odd value is kept for the log
+
+
+def is_session_id(value: object) -> bool:
+    """Whether `value` has the shape of claude's session ids (a lowercase UUID)."""
+    return isinstance(value, str) and _SESSION.match(value) is not None
+
+
+class _Sessions:
+    """The first well-formed session id announced, and what else was."""
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+        self.ignored: list[str] = []
+
+    def saw(self, value: object) -> None:
+        if value is None or value == self.first:
+            return
+        if self.first is None and is_session_id(value):
+            self.first = value  # type: ignore[assignment]
+        elif len(self.ignored) < 8:
+            self.ignored.append(_said(value))
 
 
 def read_span(path: Path, offset: int = 0) -> list[str]:
@@ -55,7 +90,7 @@ def read_span(path: Path, offset: int = 0) -> list[str]:
                 head = f.read(HEAD)
                 f.seek(size - TAIL)
                 tail = f.read()
-                data = head[: head.rfind(b"\n") + 1] + tail[tail.find(b"\n") + 1:]
+                data = head[: head.rfind(b"\n") + 1] + tail[tail.find(b"\n") + 1 :]
     except OSError:
         return []
     return data.decode("utf-8", "replace").splitlines()
@@ -73,48 +108,52 @@ def read_head(path: Path, offset: int = 0, limit: int = 64 * 1024) -> list[str]:
 
 
 def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.0) -> Report:
-    """The facts in claude's stream-json lines (see the module docstring)."""
-    session = limit = service = resume_failed = last = None
+    """The facts in claude's stream-json lines (see the module docstring); never raises."""
+    sessions = _Sessions()
+    limit = service = resume_failed = last = None
     resets: float | None = None
+    said: str | None = None
     usage: dict | None = None
     texts: list[str] = []
     init = False
     for line in lines:
-        event = _event(line)
+        event = _event(line) if isinstance(line, str) else None
         if event is None:
-            if resuming and any(w in line for w in _RESUME_WORDS):
+            if resuming and isinstance(line, str) and any(w in line for w in _RESUME_WORDS):
                 resume_failed = line.strip()[:300]
             continue
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             init = True
-            session = _str(event.get("session_id")) or session
+            sessions.saw(event.get("session_id"))
         elif kind == "rate_limit_event":
-            info = event.get("rate_limit_info") or {}
+            info = event.get("rate_limit_info")
             if isinstance(info, dict) and info.get("status") == "rejected":
-                limit = _str(info.get("rateLimitType")) or "usage"
-                resets = _num(info.get("resetsAt")) or resets
+                limit = _kind(info.get("rateLimitType")) or "usage"
+                resets, said = _resets_at(info, resets, said)
         elif kind == "assistant" and event.get("error"):
             text = _text(event)
             texts.append(text)
             got = _api_error(event, text)
             if got[0] == "limit":
                 limit = limit or got[1]
-                params = event.get("api_error_params") or {}
+                params = event.get("api_error_params")
                 info = params.get("rate_limit_info") if isinstance(params, dict) else None
                 if isinstance(info, dict):
-                    limit = _str(info.get("rateLimitType")) or limit
-                    resets = _num(info.get("resetsAt")) or resets
+                    limit = _kind(info.get("rateLimitType")) or limit
+                    resets, said = _resets_at(info, resets, said)
             elif got[0] == "service":
                 service = got[1]
         elif kind == "result":
-            session = _str(event.get("session_id")) or session
+            sessions.saw(event.get("session_id"))
             usage = _usage(event)
             last = _str(event.get("result")) or last
-            errors = " ".join(map(str, event.get("errors") or []))
-            if resuming and (any(w in errors for w in _RESUME_WORDS)
-                             or (not init and event.get("is_error")
-                                 and not event.get("num_turns"))):
+            errs = event.get("errors")
+            errors = " ".join(map(str, errs[:20])) if isinstance(errs, list) else ""
+            if resuming and (
+                any(w in errors for w in _RESUME_WORDS)
+                or (not init and event.get("is_error") and not event.get("num_turns"))
+            ):
                 resume_failed = (errors or "the conversation could not be resumed")[:300]
             if event.get("is_error") and limit is None and service is None:
                 got = _api_error(event, last or "")
@@ -128,36 +167,67 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
         for text in texts:
             resets = reset_time(text, now) if now else None
             if resets:
+                said = said or reset_words(text)
                 break
-    return Report(session_id=session if init or not resume_failed else None, limit=limit,
-                  resets_at=resets, service_error=service, resume_failed=resume_failed,
-                  usage=usage, last_message=last)
+            said = said or reset_words(text)
+    session = sessions.first
+    return Report(
+        session_id=session if init or not resume_failed else None,
+        limit=limit,
+        resets_at=resets,
+        service_error=service,
+        resume_failed=resume_failed,
+        usage=usage,
+        last_message=last,
+        reset_said=said,
+        sessions_ignored=tuple(sessions.ignored),
+    )
+
+
+def _resets_at(
+    info: dict[str, Any], resets: float | None, said: str | None
+) -> tuple[float | None, str | None]:
+    """A `resetsAt` (epoch seconds) when it is a real number; what it said either way."""
+    if "resetsAt" not in info:
+        return resets, said
+    raw = info.get("resetsAt")
+    value = _num(raw)
+    words = f"resetsAt {_said(raw)}"
+    if value is not None and math.isfinite(value):
+        return (float(value) if value else resets), words
+    return resets, words
 
 
 def session_in(lines: Iterable[str]) -> str | None:
-    """The session id of the first `init` event among `lines`, if any."""
+    """The session id of the first `init` event among `lines`, when it is one
+    (see `is_session_id`); None otherwise."""
     for line in lines:
         event = _event(line)
         if event and event.get("type") == "system" and event.get("subtype") == "init":
-            return _str(event.get("session_id"))
+            sid = event.get("session_id")
+            return sid if is_session_id(sid) else None
     return None
 
 
 def _api_error(event: dict[str, Any], text: str) -> tuple[str | None, str | None]:
     """('limit', kind) / ('service', detail) / (None, None) for an error event."""
     status = event.get("api_error_status")
-    status = status if isinstance(status, int) else None
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
     err = event.get("error")
     if event.get("api_error") == "usage_limit_reached":
         return "limit", "usage"
     if err == "rate_limit" or status == 429 or "usage limit reached|" in text:
         return "limit", "rate_limit"
     if status is not None and status >= 500:
-        kind = _str(event.get("api_error_type")) or "server error"
+        kind = (_str(event.get("api_error_type")) or "server error")[:60]
         return "service", f"HTTP {status} {kind.replace('_error', '').replace('_', ' ')}"
     low = text.lower()
-    if status is None and ("connection error" in low or "econnrefused" in low
-                           or "fetch failed" in low or "socket hang up" in low):
+    if status is None and (
+        "connection error" in low
+        or "econnrefused" in low
+        or "fetch failed" in low
+        or "socket hang up" in low
+    ):
         return "service", "connection error"
     if err == "server_error":
         return "service", "server error"
@@ -165,12 +235,16 @@ def _api_error(event: dict[str, Any], text: str) -> tuple[str | None, str | None
 
 
 def _usage(event: dict[str, Any]) -> dict[str, Any]:
-    u = event.get("usage") if isinstance(event.get("usage"), dict) else {}
-    out: dict[str, Any] = {"duration_ms": _num(event.get("duration_ms")),
-                           "num_turns": _num(event.get("num_turns"))}
+    u = event.get("usage")
+    if not isinstance(u, dict):
+        u = {}
+    out: dict[str, Any] = {
+        "duration_ms": _count(event.get("duration_ms")),
+        "num_turns": _count(event.get("num_turns")),
+    }
     for key in USAGE_KEYS:
-        out[key] = _num(u.get(key))
-    out["total_cost_usd"] = _num(event.get("total_cost_usd"))
+        out[key] = _count(u.get(key))
+    out["total_cost_usd"] = _count(event.get("total_cost_usd"))
     return out
 
 
@@ -187,22 +261,58 @@ def _event(line: str) -> dict[str, Any] | None:
         return None
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: "[[[[…" nested past Python's stack
         return None
     return event if isinstance(event, dict) else None
 
 
 def _text(event: dict[str, Any]) -> str:
-    content = (event.get("message") or {}).get("content")
+    message = event.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
     if isinstance(content, str):
         return content
-    return " ".join(b.get("text", "") for b in content or []
-                    if isinstance(b, dict) and b.get("type") == "text")
+    if not isinstance(content, list):
+        return ""
+    return " ".join(
+        b["text"]
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
 
 
 def _str(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+def _kind(v: Any) -> str | None:
+    """A limit's kind (five_hour, seven_day): a short word, or None."""
+    return v if isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_]{1,40}", v) else None
+
+
+# A count or a cost beyond this is no count claude made: it is left out, so
+# what Owl sums and shows stays a number every reader can hold.
+_LARGEST = float(2**53)
+
+
 def _num(v: Any) -> Any:
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    """A number claude reported (usage, a moment), or None: never a bool, NaN,
+    an infinity or an integer too long for a float."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int):
+        return v if -(10**300) < v < 10**300 else None
+    return v if math.isfinite(v) else None
+
+
+def _count(v: Any) -> Any:
+    n = _num(v)
+    return n if n is None or abs(n) <= _LARGEST else None
+
+
+def _said(v: Any) -> str:
+    """A value from the stream, shown short for the log."""
+    try:
+        text = v if isinstance(v, str) else json.dumps(v)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        text = type(v).__name__
+    return text if len(text) <= SAID else text[: SAID - 3] + "..."

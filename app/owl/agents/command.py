@@ -7,29 +7,33 @@ agent verbatim and are never run. Write `{{` and `}}` for literal braces.
 
 Placeholders:
 
-    {prompt}    the whole prompt for this Run (the Job's prompt, the contract,
-                and on later attempts the handoff, commits and failure note)
-    {handoff}   the text of .owl/HANDOFF.md, or "" when there is none
-    {worktree}  the Job's worktree (also the agent's working directory)
-    {job_id}    the Job's id
-    {run_id}    the Run's id
+    {prompt}        the person's words only: the Job's prompt, and on a later
+                    Run the replies they gave it (oldest first)
+    {instructions}  Owl's text for this Run: on later attempts what earlier
+                    Runs left (why the last one failed, the handoff, the
+                    branch's commits), then the rules of an unattended Run
+    {handoff}       the text of .owl/HANDOFF.md, or "" when there is none
+                    (its path is in $OWL_HANDOFF)
+    {worktree}      the Job's worktree (also the agent's working directory)
+    {job_id}        the Job's id
+    {run_id}        the Run's id
+
+The person's words and Owl's are kept apart so that an agent which uses its
+argument as a commit message, a branch name or a file gets only the task;
+give it `{instructions}` too (e.g. "{prompt}\n\n{instructions}") when it
+should hear the rules and what earlier Runs left.
 
 An option's value is safest in the `--option={prompt}` form: a prompt that
 starts with "-" cannot then be taken for an option.
 
-Examples (config.toml):
+Examples (config.toml; codex, gemini and aider are built in, see their
+drivers, and a `command` replaces a built-in driver of that name):
 
-    # Codex CLI: one task, no questions, writes confined to the worktree.
-    # Codex also reads stdin when it is not a terminal; Owl gives agents an
-    # empty stdin.
-    [agents.codex]
-    command = ["codex", "exec", "--sandbox", "workspace-write", "--", "{prompt}"]
+    # An agent of your own, with the whole prompt as one argument.
+    [agents.mine]
+    command = ["my-agent", "--task={prompt}"]
 
-    # Gemini CLI in headless mode, approving its own tool calls.
-    [agents.gemini]
-    command = ["gemini", "--approval-mode=yolo", "--prompt={prompt}"]
-
-    # aider: one message, answers yes to its own questions, commits as it goes.
+    # aider started your own way.
     [agents.aider]
     command = ["aider", "--yes-always", "--message={prompt}"]
 
@@ -39,8 +43,8 @@ lines of its output) and/or `limit_exit_code`; when both are given both must
 hold. The words matched may say when it resets ("resets 3pm", "try again in
 2 hours"); otherwise Owl backs off, 5 minutes doubling to 1 hour.
 
-Use one with `owl add --agent codex "..."`, or make it the default with
-`[agent] default = "codex"`.
+Use one with `owl add --agent mine "..."`, or make it the default with
+`[agent] default = "mine"`.
 """
 
 from __future__ import annotations
@@ -52,12 +56,13 @@ import string
 from pathlib import Path
 from typing import Any
 
+from owl.agents.argfit import by_file
 from owl.agents.base import RunContext, run_env
-from owl.agents.handoff import build_prompt, read_handoff
-from owl.agents.resets import reset_time
-from owl.jobrules import Report
+from owl.agents.handoff import instructions, person_words, read_handoff
+from owl.agents.resets import reset_time, reset_words
+from owl.rules.jobrules import Report
 
-PLACEHOLDERS = ("prompt", "handoff", "worktree", "job_id", "run_id")
+PLACEHOLDERS = ("prompt", "instructions", "handoff", "worktree", "job_id", "run_id")
 
 # Parsed template element: literal text, or a placeholder name.
 _Piece = tuple[str, str | None]
@@ -80,10 +85,18 @@ def parse_element(element: str) -> list[_Piece]:
             pieces.append((literal, None))
             continue
         if name not in PLACEHOLDERS or spec or conversion:
-            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
-            raise ValueError(f"{element!r}: unknown placeholder {shown} "
-                             f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; "
-                             "write {{ and }} for literal braces)")
+            shown = (
+                "{"
+                + name
+                + (f"!{conversion}" if conversion else "")
+                + (f":{spec}" if spec else "")
+                + "}"
+            )
+            raise ValueError(
+                f"{element!r}: unknown placeholder {shown} "
+                f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}; "
+                "write {{ and }} for literal braces)"
+            )
         pieces.append((literal, name))
     return pieces
 
@@ -96,7 +109,9 @@ def expand(template: list[str], values: dict[str, str]) -> list[str]:
     """
     out = []
     for element in template:
-        out.append("".join(lit + (values[name] if name else "") for lit, name in parse_element(element)))
+        out.append(
+            "".join(lit + (values[name] if name else "") for lit, name in parse_element(element))
+        )
     return out
 
 
@@ -114,7 +129,7 @@ class CommandDriver:
 
     def problem(self) -> str | None:
         if not self.template:
-            return f"agents.{self.name}.command is empty: give the agent's argv, e.g. [\"my-agent\", \"{{prompt}}\"]"
+            return f'agents.{self.name}.command is empty: give the agent\'s argv, e.g. ["my-agent", "{{prompt}}"]'
         for element in self.template:
             try:
                 parse_element(element)
@@ -126,13 +141,17 @@ class CommandDriver:
         if shutil.which(exe) is None:
             if os.sep in exe:
                 return f"agent {self.name}: {exe} is not an executable file (check agents.{self.name}.command)"
-            return f"agent {self.name}: {exe} was not found on PATH (check agents.{self.name}.command)"
+            return (
+                f"agent {self.name}: {exe} was not found on PATH (check agents.{self.name}.command)"
+            )
         return None
 
     def values(self, ctx: RunContext) -> dict[str, str]:
         """What each placeholder stands for in this Run."""
         return {
-            "prompt": build_prompt(ctx),
+            # longer than one argument may be: by file, the argument saying where
+            "prompt": by_file(person_words(ctx), Path(ctx.worktree)),
+            "instructions": instructions(ctx),
             "handoff": read_handoff(Path(ctx.worktree)) or "",
             "worktree": str(ctx.worktree),
             "job_id": str(ctx.job_id),
@@ -164,4 +183,8 @@ class CommandDriver:
             if not hits:
                 return Report()
             line = hits[-1]
-        return Report(limit="usage", resets_at=reset_time(line, now) if line else None)
+        return Report(
+            limit="usage",
+            resets_at=reset_time(line, now) if line else None,
+            reset_said=reset_words(line) if line else None,
+        )

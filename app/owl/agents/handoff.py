@@ -73,11 +73,15 @@ def read_handoff(worktree: Path, limit: int = 64_000) -> str | None:
     cut = len(data) > limit
     # An incremental decoder with final=False drops a multi-byte character
     # split by the cap instead of turning it into a replacement mark.
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data[:limit], final=not cut)
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(
+        data[:limit], final=not cut
+    )
     if not text.strip():
         return None
     if cut:
-        text = text.rstrip("\n") + f"\n[... cut here: {HANDOFF_PATH} is longer than {limit} bytes]\n"
+        text = (
+            text.rstrip("\n") + f"\n[... cut here: {HANDOFF_PATH} is longer than {limit} bytes]\n"
+        )
     return text
 
 
@@ -89,12 +93,21 @@ def branch_log(worktree: Path, base: str, limit: int = 50) -> str:
     """
     if not base or base.startswith("-"):
         raise ValueError(f"not a commit: {base!r}")
-    from owl.workspace import WorkspaceError, git
+    from owl.git.workspace import WorkspaceError, git
 
     try:
-        out = git(worktree, "log", "--oneline", "--no-decorate", "--no-color",
-                  f"--max-count={int(limit)}", "--end-of-options", f"{base}..HEAD",
-                  check=False, timeout=30)
+        out = git(
+            worktree,
+            "log",
+            "--oneline",
+            "--no-decorate",
+            "--no-color",
+            f"--max-count={int(limit)}",
+            "--end-of-options",
+            f"{base}..HEAD",
+            check=False,
+            timeout=30,
+        )
     except (OSError, WorkspaceError) as e:
         log.warning("git log in %s failed: %s", worktree, e)
         return ""
@@ -128,45 +141,78 @@ def contract(ctx: RunContext) -> str:
     )
 
 
+def person_words(ctx: RunContext) -> str:
+    """What the person said, and nothing of Owl's: the Job's prompt, then each of
+    their replies (oldest first). A command agent's `{prompt}`, so an agent that
+    uses its argument as a commit message or a file name gets their words only."""
+    replies = [r.strip() for r in ctx.replies if r.strip()]
+    if not replies:
+        return ctx.job_prompt
+    return "\n\n".join([ctx.job_prompt.rstrip("\n")] + replies)
+
+
+def earlier_runs(ctx: RunContext, with_replies: bool = True) -> list[str]:
+    """What earlier Runs left, as paragraphs: the attempt, why the last one failed,
+    the person's replies (`with_replies`), the handoff (or a note that none was
+    written) and the branch's commits. Empty for the first Run."""
+    earlier = ctx.attempt - 1 if ctx.earlier is None else ctx.earlier
+    if earlier <= 0 and ctx.attempt <= 1:
+        return []
+    # the attempt as the person counts it; the run too when they differ (a Run
+    # stopped, or one the person replied to, spent no attempt)
+    run = f", run {earlier + 1}" if earlier + 1 != ctx.attempt else ""
+    parts = [
+        f"--- Attempt {ctx.attempt}{run} ---\n"
+        f"Earlier runs already worked on this task on branch {ctx.branch}. "
+        "Continue from where they stopped; do not start over."
+    ]
+    if ctx.failure_note:
+        parts.append("Why the previous run failed:\n" + ctx.failure_note.strip())
+    if with_replies and ctx.replies:
+        parts.append(
+            "The person looked at the work and replied (oldest first):\n\n"
+            + "\n\n".join(r.strip() for r in ctx.replies)
+        )
+    handoff = read_handoff(Path(ctx.worktree))
+    if handoff is None:
+        parts.append(
+            f"No handoff was written ({HANDOFF_PATH} is missing or empty). Look at "
+            "the commits below and the worktree to see where things stand."
+        )
+    else:
+        parts.append(
+            f"Handoff left by the previous run ({HANDOFF_PATH}):\n"
+            f"----- begin {HANDOFF_PATH} -----\n{handoff.rstrip(chr(10))}\n"
+            f"----- end {HANDOFF_PATH} -----"
+        )
+    commits = ctx.commits if ctx.commits is not None else branch_log(Path(ctx.worktree), ctx.base)
+    parts.append(
+        f"Commits on {ctx.branch} so far (git log --oneline {ctx.base[:12]}..HEAD):\n"
+        + (commits if commits else "(none yet)")
+    )
+    return parts
+
+
+def instructions(ctx: RunContext) -> str:
+    """Owl's own text for this Run, without the person's words: what earlier Runs
+    left, then the rules of an unattended Run. A command agent's `{instructions}`."""
+    return (
+        "\n\n".join(
+            earlier_runs(ctx, with_replies=False) + ["--- How this run works ---\n" + contract(ctx)]
+        )
+        + "\n"
+    )
+
+
 def build_prompt(ctx: RunContext, with_contract: bool = True) -> str:
-    """The prompt for this Run.
+    """The whole prompt for this Run, for an agent that takes one text (claude).
 
     The first Run gets the Job's prompt and the contract. Every later Run also
-    gets what the previous Runs left: the handoff (or a note that none was
-    written), the branch's commits, and why the previous Run failed, if known.
+    gets what the previous Runs left (`earlier_runs`).
     `with_contract=False` leaves the contract out, for an agent that is given
     it as system prompt instead (claude), so it is not said twice.
     """
-    parts = [ctx.job_prompt.rstrip("\n")]
-    if ctx.attempt > 1:
-        parts.append(
-            f"--- Attempt {ctx.attempt} ---\n"
-            f"Earlier runs already worked on this task on branch {ctx.branch}. "
-            "Continue from where they stopped; do not start over."
-        )
-        if ctx.failure_note:
-            parts.append("Why the previous run failed:\n" + ctx.failure_note.strip())
-        if ctx.replies:
-            parts.append("The person looked at the work and replied (oldest first):\n\n"
-                         + "\n\n".join(r.strip() for r in ctx.replies))
-        handoff = read_handoff(Path(ctx.worktree))
-        if handoff is None:
-            parts.append(
-                f"No handoff was written ({HANDOFF_PATH} is missing or empty). Look at "
-                "the commits below and the worktree to see where things stand."
-            )
-        else:
-            parts.append(
-                f"Handoff left by the previous run ({HANDOFF_PATH}):\n"
-                f"----- begin {HANDOFF_PATH} -----\n{handoff.rstrip(chr(10))}\n"
-                f"----- end {HANDOFF_PATH} -----"
-            )
-        commits = ctx.commits if ctx.commits is not None else \
-            branch_log(Path(ctx.worktree), ctx.base)
-        parts.append(
-            f"Commits on {ctx.branch} so far (git log --oneline {ctx.base[:12]}..HEAD):\n"
-            + (commits if commits else "(none yet)")
-        )
+    parts = [ctx.job_prompt.rstrip("\n")] + earlier_runs(ctx)
     if with_contract:
         parts.append("--- How this run works ---\n" + contract(ctx))
     return "\n\n".join(parts) + "\n"

@@ -1,4 +1,5 @@
-"""Claude's stream-json, one event per line, as short lines a person can read.
+"""Claude's stream-json, one event per line, as short lines a person can read
+(Codex's and Gemini's events too: `render_codex`, `render_gemini`).
 
 The raw log keeps every event; this is only the view (`owl logs`, the tray).
 It is pure (a line in, text out) so it can be tested on lines captured from
@@ -18,8 +19,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-TEXT_LIMIT = 400     # assistant prose: enough to follow its reasoning
-DETAIL_LIMIT = 160   # tool arguments and results: one screen line or so
+from owl.agents import render_codex, render_gemini
+from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten
+
+__all__ = ["DETAIL_LIMIT", "TEXT_LIMIT", "render_line", "shorten"]
 
 # The argument that says what a tool call does, per tool.
 _TOOL_KEY = {
@@ -37,12 +40,6 @@ _TOOL_KEY = {
     "Agent": "description",
     "Skill": "skill",
 }
-
-
-def shorten(text: str, limit: int) -> str:
-    """Whitespace runs (newlines too) become one space; long text ends in '…'."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def render_line(line: str) -> str | None:
@@ -65,6 +62,9 @@ def render_line(line: str) -> str | None:
 
 def _render(event: dict[str, Any]) -> str | None:
     kind = event["type"]
+    other = _other(event)
+    if other is not None:
+        return other(event)
     if kind == "system":
         return _system(event)
     if kind == "assistant":
@@ -74,6 +74,16 @@ def _render(event: dict[str, Any]) -> str | None:
     if kind == "result":
         return _result(event)
     return None  # stream_event, rate-limit notices and the like
+
+
+def _other(event: dict[str, Any]) -> Any:
+    """The renderer of Codex's or Gemini's events, when `event` is one of theirs."""
+    kind = event["type"]
+    if kind in render_codex.KINDS or (kind == "error" and "severity" not in event):
+        return render_codex.render
+    if kind in render_gemini.KINDS or kind == "error" or render_gemini.is_gemini_result(event):
+        return render_gemini.render
+    return None
 
 
 def _join(parts: Any) -> str | None:
@@ -134,8 +144,11 @@ def _tool_result(block: dict[str, Any]) -> str | None:
         return None  # the user's own text is the prompt, already known
     content = block.get("content")
     if isinstance(content, list):
-        content = " ".join(str(c.get("text", "")) for c in content
-                           if isinstance(c, dict) and c.get("type") == "text")
+        content = " ".join(
+            str(c.get("text", ""))
+            for c in content
+            if isinstance(c, dict) and c.get("type") == "text"
+        )
     text = shorten(content or "", DETAIL_LIMIT)
     if block.get("is_error"):
         return f"✗ {text}" if text else "✗ (error)"

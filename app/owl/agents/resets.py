@@ -15,7 +15,12 @@ agents' "try again in 2 hours 5 minutes" is read too, so a command agent's
 `limit_pattern` can point at it.
 
 Pure: `now` is given (epoch seconds), zones come from zoneinfo, and anything
-unreadable gives None (the caller backs off instead).
+unreadable gives None (the caller backs off instead). Nothing an agent prints
+makes these raise, whatever its size: "try again in 3000000 days" is read as
+what it says (far past any real limit, so `jobrules` backs off instead), a
+span too long to count is read as one that never ends, and a date no calendar
+holds is None. `reset_words` gives the words a moment was read from, for the
+log.
 """
 
 from __future__ import annotations
@@ -30,12 +35,19 @@ _RESETS = re.compile(
     r"(?:(?P<month>[A-Za-z]{3,9})\.?\s+(?P<day>\d{1,2})(?:,?\s+(?P<year>\d{4}))?\s*(?:at\s+|,\s*)?)?"
     r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<ampm>[ap]\.?m\.?)?"
     r"(?:\s*\((?P<zone>[A-Za-z_+\-/0-9]+)\))?",
-    re.I)
-_IN = re.compile(r"\b(?:try again|resets?|retry)\s+in\s+(?P<span>(?:\d+\s*[a-z]+[\s,]*(?:and\s+)?)+)",
-                 re.I)
+    re.I,
+)
+_IN = re.compile(
+    r"\b(?:try again|resets?|retry)\s+in\s+(?P<span>(?:\d+\s*[a-z]+[\s,]*(?:and\s+)?)+)", re.I
+)
 _UNIT = re.compile(r"(\d+)\s*(days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)\b", re.I)
-_MONTHS = {m: i for i, m in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+        start=1,
+    )
+}
 
 
 def zone(name: str | None) -> tzinfo | None:
@@ -50,24 +62,47 @@ def zone(name: str | None) -> tzinfo | None:
         return None
 
 
+LONGEST = 1e15  # seconds: a span past this (30 million years) is counted as this
+WORDS = 160  # how much of the words a moment was read from is kept
+
+
 def reset_time(text: str, now: float, local: tzinfo | None = None) -> float | None:
-    """The epoch second `text` says a limit resets at, or None.
+    """The epoch second `text` says a limit resets at, or None; never raises.
 
     `local` is the zone for a time given without one (default: the machine's)."""
-    if not text:
-        return None
-    m = _EPOCH.search(text)
-    if m:
-        return float(m.group(1))
-    m = _RESETS.search(text)
-    if m and (m.group("ampm") or m.group("minute") or m.group("month")):
-        return _clock_time(m, now, local)
-    m = _IN.search(text)
-    if m:
-        seconds = _span(m.group("span"))
-        if seconds:
-            return now + seconds
-    return None
+    return _read(text, now, local)[0]
+
+
+def reset_words(text: str) -> str | None:
+    """The words in `text` a reset moment is read from ("try again in 3 hours"),
+    cut short, or None when it holds none."""
+    return _read(text, 0.0, timezone.utc)[1]
+
+
+def _read(text: str, now: float, local: tzinfo | None) -> tuple[float | None, str | None]:
+    """(the moment, the words it was read from); a moment no calendar holds is
+    (None, the words)."""
+    if not text or not isinstance(text, str):
+        return None, None
+    try:
+        m = _EPOCH.search(text)
+        if m:
+            return float(m.group(1)), m.group(0)
+        m = _RESETS.search(text)
+        if m and (m.group("ampm") or m.group("minute") or m.group("month")):
+            words = m.group(0)[:WORDS].strip()
+            try:
+                return _clock_time(m, now, local), words
+            except (ValueError, OverflowError, OSError):
+                return None, words
+        m = _IN.search(text)
+        if m:
+            seconds = _span(m.group("span"))
+            if seconds:
+                return now + seconds, m.group(0)[:WORDS].strip()
+    except (ValueError, OverflowError, OSError, RecursionError):
+        pass
+    return None, None
 
 
 def _clock_time(m: re.Match[str], now: float, local: tzinfo | None) -> float | None:
@@ -90,7 +125,7 @@ def _clock_time(m: re.Match[str], now: float, local: tzinfo | None) -> float | N
             return None
         day = int(m.group("day"))
         year = int(m.group("year")) if m.group("year") else current.year
-        for y in ((year,) if m.group("year") else (year, year + 1)):
+        for y in (year,) if m.group("year") else (year, year + 1):
             try:
                 moment = _at(date(y, month, day), at, tz)
             except ValueError:
@@ -109,5 +144,110 @@ def _at(day: date, at: time, tz: tzinfo) -> datetime:
 
 
 def _span(text: str) -> float:
+    """The seconds "2 hours 5 minutes" says, at most LONGEST ("99999…9 days" too)."""
     scale = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-    return float(sum(int(n) * scale[unit[0].lower()] for n, unit in _UNIT.findall(text)))
+    total = 0
+    for n, unit in _UNIT.findall(text):
+        if len(n) > 20:
+            return LONGEST
+        total += int(n) * scale[unit[0].lower()]
+    return float(min(total, int(LONGEST)))
+
+
+# ------------------------------------------------- Codex's and Gemini's words
+#
+# Codex CLI 0.171 (its usage-limit error, the machine's own zone):
+#     You've hit your usage limit. ... or try again at 7:57 PM.
+#     You've hit your usage limit. ... Try again at Dec 4th, 2026 6:27 PM.
+# Gemini CLI 0.61 (the API's words, passed on):
+#     ... Please retry in 3596s. Suggested retry after 3596s.
+#     ... Please retry in 56.639749873s.
+#     Your quota will reset after 1h49m8s.
+# Kept apart from `reset_time` (which Claude's words go through) so each
+# form is one small reader; `reset_moment` tries them, then `reset_time`.
+
+SPAN_MAX = 400 * 86400.0  # a reset further away than this is no reset moment
+TEXT_MAX = 8192  # only this much of a message is searched
+
+_TRY_AT = re.compile(
+    r"\btry again (?:at|on)\s+"
+    r"(?:(?P<month>[A-Za-z]{3,9})\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+"
+    r"(?:(?P<year>\d{4}),?\s+)?(?:at\s+)?)?"
+    r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<ampm>[ap]\.?m\.?)?"
+    r"(?:\s*\((?P<zone>[A-Za-z_+\-/0-9]+)\))?",
+    re.I,
+)
+_AFTER = re.compile(
+    r"\b(?:retry|try again|reset|resets)\s+(?:in|after)\s+"
+    r"(?P<span>(?:\d{1,9}(?:\.\d{1,12})?\s*(?:days?|d|hours?|hrs?|h|minutes?|mins?|m|"
+    r"seconds?|secs?|s)\b\s*,?\s*(?:and\s+)?){1,6})",
+    re.I,
+)
+_COMPACT = re.compile(
+    r"\b(?:retry|try again|reset|resets)\s+(?:in|after)\s+"
+    r"(?P<span>(?:\d{1,9}(?:\.\d{1,12})?(?:d|h|m|s)){1,4})(?![A-Za-z0-9])",
+    re.I,
+)
+_PART = re.compile(r"(\d{1,9}(?:\.\d{1,12})?)\s*([a-z]+)", re.I)
+_SCALE = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def retry_after(text: str, now: float) -> float | None:
+    """The moment "retry in 3596s" / "reset after 1h49m8s" / "try again in
+    2 hours" names, counted from `now`; None when it names none (or an
+    absurd one). Never raises."""
+    try:
+        text = (text or "")[:TEXT_MAX]
+        for pattern in (_COMPACT, _AFTER):
+            m = pattern.search(text)
+            if m:
+                seconds = _parts(m.group("span"))
+                if seconds is not None and 0 < seconds <= SPAN_MAX:
+                    return now + seconds
+        return None
+    except (ValueError, OverflowError, TypeError):
+        return None
+
+
+def try_again_at(text: str, now: float, local: tzinfo | None = None) -> float | None:
+    """The moment Codex's "try again at 7:57 PM." / "Try again at Dec 4th, 2026
+    6:27 PM." names (the machine's zone unless it names one); never raises."""
+    try:
+        m = _TRY_AT.search((text or "")[:TEXT_MAX])
+        if not m or not (m.group("ampm") or m.group("minute")):
+            return None
+        moment = _clock_time(m, now, local)
+    except (ValueError, OverflowError, TypeError, OSError, KeyError):
+        return None
+    if moment is None or not now < moment <= now + SPAN_MAX:
+        return None
+    return moment
+
+
+def reset_moment(text: str, now: float, local: tzinfo | None = None) -> float | None:
+    """Any reset moment in `text`: Codex's and Gemini's forms, then Claude's
+    (`reset_time`). Bounded and total: None for anything it cannot read."""
+    text = (text or "")[:TEXT_MAX]
+    for read in (lambda: try_again_at(text, now, local), lambda: retry_after(text, now)):
+        got = read()
+        if got is not None:
+            return got
+    try:
+        got = reset_time(text, now, local)
+    except (ValueError, OverflowError, TypeError, OSError, KeyError):
+        return None
+    if got is None or not now < got <= now + SPAN_MAX:
+        return None
+    return got
+
+
+def _parts(span: str) -> float | None:
+    total = 0.0
+    for number, unit in _PART.findall(span):
+        if unit.lower().startswith("mo"):
+            return None  # months are not a span read here
+        scale = _SCALE.get(unit[0].lower())
+        if scale is None:
+            return None
+        total += float(number) * scale
+    return total

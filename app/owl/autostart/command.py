@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from owl.paths import write_atomic
+from owl.settings.paths import write_atomic
 
 
 def owl_command() -> list[str]:

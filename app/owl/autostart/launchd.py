@@ -17,19 +17,21 @@ from __future__ import annotations
 import os
 import plistlib
 import subprocess
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 from owl.autostart.command import install, owl_environment, template, uninstall
 
 LABEL = "dev.owl"
-LOG_NAME = "owl.log"          # the daemon's own log file, in Owl's log folder
+LOG_NAME = "owl.log"  # the daemon's own log file, in Owl's log folder
 # What a login session lacks and an agent needs, taken from the session
 # that turns start-at-login on.
 SESSION_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE")
-LAUNCHD_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"     # what launchd gives its jobs
+LAUNCHD_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"  # what launchd gives its jobs
 LOGIN_SHELL_TIMEOUT = 5.0
 _MARK = "OWL-LOGIN-PATH="
+FORCE_VARIABLE = "OWL_TAKE_LOGIN_PATH"  # "1": mend PATH off macOS too (tests); "0": never
 
 
 def path() -> Path:
@@ -55,26 +57,54 @@ def login_shell_path(environ: Mapping[str, str]) -> str | None:
     """PATH as the person's login shell sets it up, or None if it cannot tell."""
     shell = environ.get("SHELL") or "/bin/zsh"
     try:
-        done = subprocess.run([shell, "-l", "-i", "-c", f'printf "\\n{_MARK}%s\\n" "$PATH"'],
-                              capture_output=True, text=True, timeout=LOGIN_SHELL_TIMEOUT,
-                              stdin=subprocess.DEVNULL, env=dict(environ))
+        done = subprocess.run(
+            [shell, "-l", "-i", "-c", f'printf "\\n{_MARK}%s\\n" "$PATH"'],
+            capture_output=True,
+            text=True,
+            timeout=LOGIN_SHELL_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(environ),
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     for line in reversed(done.stdout.splitlines()):
         if line.startswith(_MARK):
-            return line[len(_MARK):] or None
+            return line[len(_MARK) :] or None
     return None
+
+
+def mend_path(
+    environ: MutableMapping[str, str] | None = None, platform: str | None = None
+) -> tuple[str, str]:
+    """At the daemon's start: take the login shell's PATH when launchd's is all
+    there is, and say which PATH this process (and every Run) uses.
+
+    Owl.app opened from Finder, the Dock or `open` gets launchd's PATH, where
+    neither `claude` nor `node` is found; the LaunchAgent carries a PATH of its
+    own, but an app started by hand does not. Only on macOS (or with
+    OWL_TAKE_LOGIN_PATH=1; =0 turns it off there). Returns (PATH, where from)."""
+    env = os.environ if environ is None else environ
+    force = env.get(FORCE_VARIABLE, "").strip()
+    path_now = env.get("PATH", "")
+    wanted = force == "1" or ((platform or sys.platform) == "darwin" and force != "0")
+    if not wanted or path_now not in ("", LAUNCHD_PATH):
+        return path_now, "inherited"
+    shell = env.get("SHELL") or "/bin/zsh"
+    found = login_shell_path(env)
+    if not found:
+        return path_now, f"launchd's; the login shell {shell} gave none"
+    env["PATH"] = found
+    return found, f"from the login shell {shell}; launchd gave {path_now or 'none'}"
 
 
 def log_file() -> Path:
     """Where launchd sends Owl's stdout and stderr (the daemon's log file)."""
-    from owl.paths import get_paths
+    from owl.settings.paths import get_paths
 
     return get_paths().logs / LOG_NAME
 
 
-def render(argv: list[str], env: dict[str, str] | None = None,
-           log: Path | None = None) -> bytes:
+def render(argv: list[str], env: dict[str, str] | None = None, log: Path | None = None) -> bytes:
     doc = plistlib.loads(template(f"{LABEL}.plist"))
     doc["Label"] = LABEL
     doc["ProgramArguments"] = list(argv)
@@ -90,7 +120,7 @@ def render(argv: list[str], env: dict[str, str] | None = None,
 def enable(argv: list[str]) -> Path:
     log = log_file()
     # launchd opens the file but does not create its folder.
-    from owl.paths import make_private_dir
+    from owl.settings.paths import make_private_dir
 
     make_private_dir(log.parent)
     env = {**session_environment(), **owl_environment()}

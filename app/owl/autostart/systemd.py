@@ -35,8 +35,9 @@ def problem() -> str | None:
     if shutil.which("systemctl") is None:
         return "no systemctl on PATH: this system does not run systemd"
     try:
-        p = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True,
-                           text=True, timeout=10)
+        p = subprocess.run(
+            ["systemctl", "--user", "show-environment"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"systemctl --user does not answer ({e})"
     if p.returncode != 0:
@@ -47,17 +48,30 @@ def problem() -> str | None:
 
 def render(argv: list[str], env: dict[str, str]) -> str:
     """The unit's text: the daemon of this installed Owl, with its OWL_HOME."""
-    lines = ["[Unit]", "Description=Owl: runs coding agents while you are away", "",
-             "[Service]", "Type=simple", f"ExecStart={shlex.join([*argv, 'daemon'])}"]
+    lines = [
+        "[Unit]",
+        "Description=Owl: runs coding agents while you are away",
+        "",
+        "[Service]",
+        "Type=simple",
+        f"ExecStart={shlex.join([*argv, 'daemon'])}",
+    ]
     lines += [f"Environment={shlex.quote(f'{k}={v}')}" for k, v in sorted(env.items())]
-    lines += ["Environment=OWL_NO_AUTOSTART=1", "Restart=on-failure", "KillMode=mixed",
-              "TimeoutStopSec=30", "", "[Install]", "WantedBy=default.target", ""]
+    lines += [
+        "Environment=OWL_NO_AUTOSTART=1",
+        "Restart=on-failure",
+        "KillMode=mixed",
+        "TimeoutStopSec=30",
+        "",
+        "[Install]",
+        "WantedBy=default.target",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def _systemctl(*args: str) -> None:
-    p = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True,
-                       timeout=30)
+    p = subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=30)
     if p.returncode != 0:
         why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[0]
         raise Refused(f"systemctl --user {' '.join(args)} failed: {why}")
@@ -67,8 +81,10 @@ def enable(argv: list[str], env: dict[str, str]) -> Path:
     """Install and start the unit; Refused (one line) where systemd cannot."""
     why = problem()
     if why:
-        raise Refused(f"cannot install a systemd user unit: {why}; `owl daemon --detach` "
-                      "runs the daemon in the background instead")
+        raise Refused(
+            f"cannot install a systemd user unit: {why}; `owl daemon --detach` "
+            "runs the daemon in the background instead"
+        )
     from owl.autostart.command import install
 
     target = install(unit_path(), render(argv, env).encode())
@@ -83,8 +99,9 @@ def disable() -> Path | None:
     if not target.exists():
         return None
     if problem() is None:
-        subprocess.run(["systemctl", "--user", "disable", "--now", UNIT], capture_output=True,
-                       timeout=30)
+        subprocess.run(
+            ["systemctl", "--user", "disable", "--now", UNIT], capture_output=True, timeout=30
+        )
     target.unlink(missing_ok=True)
     if problem() is None:
         subprocess.run(["systemctl", "--user", "daemon-reload"], capture_output=True, timeout=30)

@@ -92,6 +92,8 @@ def status() -> tuple[bool, Path]:
     except (FileNotFoundError, UnicodeDecodeError):
         return False, target
     keys = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
-    off = keys.get("Hidden", "").strip() == "true" or \
-        keys.get("X-GNOME-Autostart-enabled", "true").strip() == "false"
+    off = (
+        keys.get("Hidden", "").strip() == "true"
+        or keys.get("X-GNOME-Autostart-enabled", "true").strip() == "false"
+    )
     return not off, target

@@ -4,24 +4,28 @@ conversations and what Runs cost; and `owl jobs reply`."""
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 import time
 from typing import Any
 
-from owl.cli.common import EXIT_OK, ask, json_flag, local_store, print_json, verb
+from owl.cli.common import EXIT_OK, ask, id_number, json_flag, local_store, print_json, verb
 from owl.errors import StoreError
 
 
 def register_reply(acts: Any) -> None:
-    s = verb(acts, "reply", help="send a Job in review, blocked or exhausted back to the queue "
-             "with your words as its next Run's message",
-             description="Send a Job in review, blocked or exhausted back to the queue (its old "
-             "place, or the head with --first; at least one attempt) with your words as its "
-             "next Run's message, in the same conversation where the agent can carry one on.")
-    s.add_argument("id", type=int, metavar="ID", help="the Job's id")
-    s.add_argument("text", nargs="+", metavar="TEXT",
-                   help="what to tell the agent ('-' reads it from stdin)")
+    s = verb(
+        acts,
+        "reply",
+        help="send a Job in review, blocked or exhausted back to the queue "
+        "with your words as its next Run's message",
+        description="Send a Job in review, blocked or exhausted back to the queue (its old "
+        "place, or the head with --first; at least one attempt) with your words as its "
+        "next Run's message, in the same conversation where the agent can carry one on.",
+    )
+    s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
+    s.add_argument(
+        "text", nargs="+", metavar="TEXT", help="what to tell the agent ('-' reads it from stdin)"
+    )
     s.add_argument("--first", action="store_true", help="put the Job at the head of the queue")
     json_flag(s)
     s.set_defaults(fn=cmd_reply)
@@ -38,20 +42,75 @@ def cmd_reply(a: argparse.Namespace) -> int:
 
 
 def limit_facts(st: dict) -> list[tuple[str, str]]:
-    """One `owl status` (label, text) per agent waiting out a usage limit (or its service)."""
-    return [("limit", f"{w['agent']} waits until {w['until'][11:16]}: {w['reason']}")
-            for w in st.get("limits") or []]
+    """One `owl status` (label, text) per agent waiting out a usage limit (or its
+    service); a moment past six days carries its date and year."""
+    from owl.rules.timefmt import ahead
+
+    now = time.time()
+    waits = st.get("limits") or []
+    return [
+        (
+            "limit",
+            f"{w['agent']} waits until "
+            f"{w.get('until_text') or ahead(w.get('until_epoch'), now)}: {w['reason']}",
+        )
+        for w in waits
+    ] + agents_fact(
+        [
+            (w["agent"], w["until_epoch"])
+            for w in waits
+            if isinstance(w.get("until_epoch"), (int, float))
+        ]
+    )
+
+
+def agents_fact(
+    waits: list[tuple[str, float]], known: list[str] | None = None
+) -> list[tuple[str, str]]:
+    """`agents: claude waits until 08:10 · codex ready`, while any agent waits:
+    each waiting agent, then each other agent Jobs may go to (`known`, by
+    default `known_agents()`: the config is read only while an agent waits)."""
+    if not waits:
+        return []
+    if known is None:
+        known = known_agents()
+    said = [f"{a} waits until {time.strftime('%H:%M', time.localtime(u))}" for a, u in waits]
+    held = {a for a, _ in waits}
+    said += [f"{a} ready" for a in known if a not in held]
+    return [("agents", " · ".join(said))]
+
+
+def known_agents() -> list[str]:
+    """The agents Jobs go to: the default, the fallback, and every configured one."""
+    from owl.settings import config as configmod
+    from owl.cli.common import paths
+
+    try:
+        cfg = configmod.load(paths().config)
+    except (configmod.ConfigError, OSError):
+        return []
+    out: list[str] = []
+    for a in [cfg.default_agent, *(cfg.fallback or []), *cfg.agents]:
+        if a not in out:
+            out.append(a)
+    return out
 
 
 def offline_limit_facts() -> list[tuple[str, str]]:
     """The waits the database holds, for `owl status` with no daemon."""
+    import sqlite3
+
+    from owl.rules.timefmt import ahead
+
+    now = time.time()
     try:
-        waits = [w for w in local_store().limits() if w["until"] > time.time()]
+        waits = [w for w in local_store().limits() if w["until"] > now]
     except (StoreError, sqlite3.Error):
         return []
-    return [("limit", f"{w['agent']} waits until "
-             f"{time.strftime('%H:%M', time.localtime(w['until']))}: {w['reason']}")
-            for w in waits]
+    return [
+        ("limit", f"{w['agent']} waits until {ahead(w['until'], now)}: {w['reason']}")
+        for w in waits
+    ] + agents_fact([(w["agent"], w["until"]) for w in waits])
 
 
 def usage_text(u: dict | None) -> str:
@@ -62,7 +121,7 @@ def usage_text(u: dict | None) -> str:
     if u.get("num_turns") is not None:
         bits.append(f"{u['num_turns']} turn{'s' if u['num_turns'] != 1 else ''}")
     if u.get("duration_ms") is not None:
-        from owl.timefmt import duration
+        from owl.rules.timefmt import duration
 
         bits.append(duration(u["duration_ms"] / 1000))
     tokens = [u.get(k) for k in ("input_tokens", "output_tokens")]
@@ -78,12 +137,17 @@ def usage_text(u: dict | None) -> str:
 
 def job_lines(job: dict) -> list[str]:
     """The wait a Job is in, its replies, and what all its Runs cost."""
-    out = []
+    from owl.rules.timefmt import moment, parse_iso
+
+    out, now = [], time.time()
     if job.get("limit"):
         out.append(f"  waiting:  {job['limit']['reason']}")
     for r in job.get("replies") or []:
         given = f" (given to run {r['run_id']})" if r.get("run_id") else " (for the next Run)"
-        out.append(f"  reply     [{r['at']}]{given}: {' '.join(r['text'].split())[:200]}")
+        out.append(
+            f"  reply     {moment(parse_iso(r['at']), now)}{given}: "
+            f"{' '.join(r['text'].split())[:200]}"
+        )
     if job.get("usage"):
         out.append(f"  cost:     {usage_text(job['usage'])} over all Runs")
     return out
@@ -91,6 +155,11 @@ def job_lines(job: dict) -> list[str]:
 
 def run_line(r: dict) -> str | None:
     """Whether a Run carried the conversation on, and what it cost."""
-    conv = {True: "carried the conversation on", False: "fresh conversation"}.get(r.get("resumed"))
+    resumed = r.get("resumed")
+    conv = (
+        {True: "carried the conversation on", False: "fresh conversation"}[resumed]
+        if isinstance(resumed, bool)
+        else None
+    )
     text = " · ".join(x for x in (conv, usage_text(r.get("usage"))) if x)
     return "    " + text if text else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
@@ -18,18 +19,36 @@ from typing import Any
 argparse._ = lambda message: message  # type: ignore[attr-defined]
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_NO_DAEMON = 0, 1, 2, 3
-JSON_ERRORS = False     # set by main when --json is on the line: errors go to stdout as JSON too
+JSON_ERRORS = False  # set by main when --json is on the line: errors go to stdout as JSON too
 
 
 class Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line under the verb's own usage,
-    exit 2, and whose leaf verbs take their options anywhere on the line."""
+    exit 2, and whose leaf verbs take their options anywhere on the line.
+
+    It keeps its own record of what it was given (its options, its
+    positionals, its verbs) rather than reading argparse's private lists."""
 
     _intermixing = False
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        from owl.cli.parser import explain_error
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.owl_options: list[str] = []  # option strings shown in --help
+        self.owl_positionals: list[argparse.Action] = []
+        self.owl_verbs: list[str] = []  # the names of its sub-parsers, in order
+        super().__init__(*args, **kw)  # (adds -h through add_argument)
 
+    def add_argument(self, *args: Any, **kw: Any) -> argparse.Action:  # type: ignore[override]
+        action = super().add_argument(*args, **kw)
+        if not action.option_strings:
+            self.owl_positionals.append(action)
+        elif action.help is not argparse.SUPPRESS:
+            self.owl_options += action.option_strings
+        return action
+
+    def add_subparsers(self, **kw: Any) -> Any:
+        return Verbs(self, super().add_subparsers(**kw))
+
+    def error(self, message: str) -> None:  # type: ignore[override]
         text = explain_error(self, message)
         self.print_usage(sys.stderr)
         print(f"owl: {text}", file=sys.stderr)
@@ -37,11 +56,8 @@ class Parser(argparse.ArgumentParser):
             print_json({"error": text, "exit": EXIT_USAGE})
         raise SystemExit(EXIT_USAGE)
 
-    def _has_verbs(self) -> bool:
-        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
-
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        if self._intermixing or self._has_verbs():
+        if self._intermixing or self.owl_verbs:
             return super().parse_known_args(args, namespace)
         # A leaf verb: options and positionals in any order, and anything it
         # does not take refused here, under its own usage (not the top level's).
@@ -62,11 +78,11 @@ class Parser(argparse.ArgumentParser):
         if "--" not in args:
             return super().parse_known_intermixed_args(args, namespace)
         cut = args.index("--")
-        head, tail = args[:cut], args[cut + 1:]
-        positionals = self._get_positional_actions()
+        head, tail = args[:cut], args[cut + 1 :]
+        positionals = self.owl_positionals
         saved = [(a, a.nargs, a.default) for a in positionals]
         try:
-            for a in positionals:            # the options before `--` first, as argparse does
+            for a in positionals:  # the options before `--` first, as argparse does
                 a.nargs = a.default = argparse.SUPPRESS
             ns, words = super().parse_known_args(head, namespace)
         finally:
@@ -79,15 +95,26 @@ class Parser(argparse.ArgumentParser):
         return super().parse_known_args(["--", *words, *tail], ns)
 
     def _close(self, word: str) -> str:
-        """"; did you mean '--after-grace'?" for a misspelt option."""
+        """ "; did you mean '--after-grace'?" for a misspelt option."""
         if not word.startswith("--"):
             return ""
         import difflib
 
-        known = [o for a in self._actions for o in a.option_strings
-                 if a.help is not argparse.SUPPRESS]
-        close = difflib.get_close_matches(word.split("=")[0], known, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(word.split("=")[0], self.owl_options, n=1, cutoff=0.6)
         return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class Verbs:
+    """A parser's verbs (argparse's sub-parsers action), each one's name told
+    to the parser that holds them as it is added."""
+
+    def __init__(self, parent: Parser, action: Any) -> None:
+        self.parent, self.action = parent, action
+
+    def add_parser(self, name: str, **kw: Any) -> Parser:
+        self.parent.owl_verbs.append(name)
+        parser: Parser = self.action.add_parser(name, **kw)
+        return parser
 
 
 def verb(sub: Any, name: str, **kw: Any) -> Parser:
@@ -101,28 +128,33 @@ def verb(sub: Any, name: str, **kw: Any) -> Parser:
     return sub.add_parser(name, **kw)
 
 
-def json_flag(p: argparse.ArgumentParser, what: str = "the answer as JSON on stdout (errors "
-              "too, as {\"error\": ..., \"exit\": N})") -> None:
+def json_flag(
+    p: argparse.ArgumentParser,
+    what: str = 'the answer as JSON on stdout (errors too, as {"error": ..., "exit": N})',
+) -> None:
     p.add_argument("--json", action="store_true", help=what)
 
 
 def id_number(text: str) -> int:
-    """An argparse type for ids, positions and counts: a whole number that a
-    request and SQLite can carry (the daemon says what each may be)."""
-    from owl.bounds import SQLITE_INT_MAX
+    """An argparse type for ids, positions and counts: the ASCII digits 0-9 only
+    (Python's int() would also take "３", "٣", " 3", "+3" and "3_0"), within
+    what a request and SQLite can carry (the daemon says what each may be)."""
+    from owl.rules.bounds import SQLITE_INT_MAX, digits
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not -SQLITE_INT_MAX <= value <= SQLITE_INT_MAX:
-        raise argparse.ArgumentTypeError(f"{text} is out of range (a whole number between "
-                                         f"{-SQLITE_INT_MAX} and {SQLITE_INT_MAX})")
+    value = digits(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number of 1 or more written with the digits 0-9"
+        )
+    if value > SQLITE_INT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range (a whole number between 1 and {SQLITE_INT_MAX})"
+        )
     return value
 
 
 def paths():
-    from owl.paths import get_paths
+    from owl.settings.paths import get_paths
 
     return get_paths()
 
@@ -139,7 +171,7 @@ def print_json(data: Any) -> None:
 
 def local_store():
     """The database, read-only: what read verbs show when no daemon runs."""
-    from owl.store import Store
+    from owl.store.db import Store
 
     return Store(paths().db, readonly=True)
 
@@ -150,7 +182,7 @@ def offline(read: Any) -> Any:
     never a traceback, and never shown as an empty queue."""
     import sqlite3
 
-    from owl import dbrepair
+    from owl.store import repair as dbrepair
     from owl.errors import DamagedStore, Refused
 
     try:
@@ -159,3 +191,80 @@ def offline(read: Any) -> Any:
         raise Refused(str(e)) from None
     except sqlite3.DatabaseError as e:
         raise Refused(dbrepair.damaged(paths().db, str(e))) from None
+
+
+_CHOICE = re.compile(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+def explain_error(parser: Parser, message: str) -> str:
+    """argparse's message, with "did you mean" for a misspelt verb or action."""
+    m = _CHOICE.match(message)
+    if not m:
+        return message
+    word = m.group(2)
+    shown = parser.owl_verbs or [c.strip(" '") for c in m.group(3).split(",")]
+    close = close_word(word, shown)
+    hint = f"; did you mean {close!r}?" if close else f" (one of: {', '.join(shown)})"
+    what = "verb" if parser.prog == "owl" else "action"
+    return f"unknown {what} {word!r}{hint}"
+
+
+def edits(a: str, b: str) -> int:
+    """Letters to add, drop, change or swap to make `a` into `b` (optimal string
+    alignment): a slip of the fingers is 1 or 2, another word is more."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def close_word(word: str, choices: list[str]) -> str | None:
+    """The one verb `word` is a slip for: within 1 edit (2 for words of six
+    letters or more), and nearer than any other. `bogus` is no slip for `logs`."""
+    allowed = 1 if len(word) < 6 else 2
+    scored = sorted((edits(word.lower(), c), c) for c in choices)
+    if not scored or scored[0][0] > allowed:
+        return None
+    if len(scored) > 1 and scored[1][0] == scored[0][0]:
+        return None  # two as near: no guess
+    return scored[0][1]
+
+
+def run(args: argparse.Namespace, as_json: bool) -> int:
+    """Run the verb parsed into `args`; a refusal, a missing daemon or an
+    unreadable answer becomes its one line and its exit code."""
+    from owl.errors import NoDaemon, Refused
+
+    try:
+        code: int = args.fn(args)
+        return code
+    except Refused as e:
+        return fail(str(e), EXIT_REFUSED, as_json)
+    except NoDaemon as e:
+        return fail(str(e), EXIT_NO_DAEMON, as_json)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # the daemon said something unreadable, and the like
+        from owl.control.client import DaemonError
+
+        if isinstance(e, DaemonError):
+            return fail(str(e), e.exit_code, as_json)
+        raise
+
+
+def fail(message: str, code: int, as_json: bool) -> int:
+    from owl import textsafe
+
+    message = textsafe.line(message)  # it may quote agent or repository text
+    print(f"owl: {message}", file=sys.stderr)
+    if as_json:
+        print_json({"error": message, "exit": code})
+    return code

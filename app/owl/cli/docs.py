@@ -1,19 +1,17 @@
 """Shell completion and the man page, both generated from the one parser
 (`owl.cli.parser.build_parser`), so neither can drift from `--help`.
 
-    owl completion bash > ~/.local/share/bash-completion/completions/owl
     python -m owl.cli.docs man owl.1          # the man page (argparse-manpage)
+    python -m owl.cli.docs bash               # what `owl completion bash` prints
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
-from owl.cli.common import EXIT_OK, verb
-
-SHELLS = ("bash", "zsh", "fish")
+from owl.cli.completion import SHELLS
+from owl.cli.parser import build_parser
 
 EXIT_STATUS = """\
 .TP
@@ -45,26 +43,8 @@ when 1, \\fBowl add\\fR, \\fBowl start\\fR and \\fBowl shift start\\fR never sta
 tells it what the machine does (for headless machines and scripts)"""
 
 
-def register(sub: Any) -> None:
-    s = verb(sub, "completion", help="print shell completion for bash, zsh or fish",
-             description="Print the completion script for a shell, generated from this "
-             "command line. bash: owl completion bash > "
-             "~/.local/share/bash-completion/completions/owl; zsh: owl completion zsh > "
-             "\"${fpath[1]}/_owl\"; fish: owl completion fish > "
-             "~/.config/fish/completions/owl.fish")
-    s.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
-    s.set_defaults(fn=cmd_completion)
-
-
-def cmd_completion(a: argparse.Namespace) -> int:
-    sys.stdout.write(completion(a.shell))
-    return EXIT_OK
-
-
 def completion(shell: str) -> str:
     import shtab
-
-    from owl.cli.parser import build_parser
 
     return shtab.complete(build_parser(), shell=shell)
 
@@ -74,23 +54,43 @@ def manpage() -> str:
     from argparse_manpage.manpage import Manpage
 
     from owl import __version__
-    from owl.cli.parser import build_parser
 
-    page = Manpage(build_parser(), {"project_name": "owl", "version": __version__,
-                                    "manual_title": "Owl manual", "manual_section": 1,
-                                    "description": "run coding agents while you are away"})
+    page = Manpage(
+        build_parser(),
+        {
+            "project_name": "owl",
+            "version": __version__,
+            "manual_title": "Owl manual",
+            "manual_section": 1,
+            "description": "run coding agents while you are away",
+        },
+    )
     page.add_section("EXIT STATUS", ">", EXIT_STATUS)
     page.add_section("ENVIRONMENT", ">", ENVIRONMENT)
     return str(page)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m owl.cli.docs",
-                                description="Write owl's man page or a completion script.")
+    p = argparse.ArgumentParser(
+        prog="python -m owl.cli.docs", description="Write owl's man page or a completion script."
+    )
     p.add_argument("what", choices=("man", *SHELLS), help="the man page, or a shell's completion")
     p.add_argument("out", nargs="?", help="the file to write (default: stdout)")
     a = p.parse_args(argv)
-    text = manpage() if a.what == "man" else completion(a.what)
+    try:
+        text = manpage() if a.what == "man" else completion(a.what)
+    except ImportError as e:
+        extra = "man" if a.what == "man" else ""
+        print(
+            f"owl: the {a.what} {'page' if extra else 'completion'} needs {e.name}: "
+            + (
+                f"pip install 'owl-away[{extra}]' (or, in a checkout, pip install '.[{extra}]')"
+                if extra
+                else "reinstall Owl"
+            ),
+            file=sys.stderr,
+        )
+        return 1
     if a.out:
         with open(a.out, "w", encoding="utf-8") as f:
             f.write(text)

@@ -1,4 +1,4 @@
-"""`owl add` and `owl jobs ...`: queue Jobs, read them, act on them."""
+"""`owl jobs ...`: read the Jobs, act on them."""
 
 from __future__ import annotations
 
@@ -8,39 +8,57 @@ import sys
 from typing import Any
 
 from owl import textsafe
-from owl.cli.carry import register_reply
-from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, EXIT_REFUSED, ask, id_number, json_flag,
-                            local_store, offline, print_json, verb)
+from owl.cli.common import (
+    EXIT_NO_DAEMON,
+    EXIT_OK,
+    EXIT_REFUSED,
+    ask,
+    id_number,
+    json_flag,
+    local_store,
+    offline,
+    print_json,
+    verb,
+)
 from owl.errors import NoDaemon, Refused, StoreError
 
-ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff",
-           "reply")
+ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff", "reply")
 
 
-def register(sub: Any) -> None:
-    s = verb(sub, "add", help="queue a Job: a prompt for an agent, in a project (git repo)",
-             description="Queue a Job. It runs in a git worktree and branch of its own when "
-             "the machine is idle. Prints the new Job's id. The words of an unquoted prompt "
-             "are joined with single spaces; quote it to keep the shell off *, $ and the like.")
-    s.add_argument("prompt", nargs="+", metavar="PROMPT",
-                   help="what the agent should do ('-' reads it from stdin)")
-    s.add_argument("--project", metavar="DIR", help="the git repository to work in "
-                   "(default: the current directory)")
-    s.add_argument("--agent", metavar="NAME", help="an agent from the config (default: "
-                   "agent.default)")
-    s.add_argument("--attempts", type=id_number, metavar="N", help="how many failed Runs before the "
-                   "Job is exhausted (default: jobs.attempts)")
-    _no_start(s)
-    json_flag(s, "print the new Job as `owl jobs show --json` gives it")
-    s.set_defaults(fn=cmd_add)
+def register_jobs(sub: Any) -> None:
+    from owl.cli.carry import register_reply
 
-    j = verb(sub, "jobs", help="the Jobs: list, show, drop, accept, extend, move, verify, "
-             "reply",
-             description="The Jobs. `owl jobs` alone lists the queue.")
-    acts = j.add_subparsers(dest="action", metavar="ACTION")
-    s = verb(acts, "list", help="the Jobs, by queue position, then id")
-    s.add_argument("--all", action="store_true", help="include done and cancelled Jobs")
-    json_flag(s)
+    j = verb(
+        sub,
+        "jobs",
+        help="the Jobs: list, show, drop, accept, extend, move, verify, reply",
+        description="The Jobs. `owl jobs` alone lists the queue.",
+    )
+    acts = j.add_subparsers(dest="action", metavar="ACTION", required=True)
+    s = verb(
+        acts,
+        "list",
+        help="the Jobs, by queue position, then id",
+        description="The Jobs, by queue position, then id: as many as the screen holds "
+        "(20 when not on a terminal), the live and those that wait for you first, then "
+        "the head of the queue, and how many more there are.",
+    )
+    s.add_argument(
+        "--all",
+        action="store_true",
+        help="every Job: done and cancelled ones too, and no page limit",
+    )
+    s.add_argument(
+        "--limit",
+        type=page_limit,
+        metavar="N",
+        help="at most N Jobs (default: what the screen holds; with --json, every Job)",
+    )
+    json_flag(
+        s,
+        "the Jobs as a JSON list on stdout, every one unless --limit is given "
+        '(errors too, as {"error": ..., "exit": N})',
+    )
     s.set_defaults(fn=cmd_list)
     s = verb(acts, "show", help="one Job with every Run, its checks and its log commands")
     _ids(s)
@@ -48,24 +66,42 @@ def register(sub: Any) -> None:
     s.set_defaults(fn=cmd_show)
     s = verb(acts, "drop", help="cancel Jobs and remove their worktrees and branches")
     _ids(s)
-    s.add_argument("--force", action="store_true",
-                   help="also end a live Run and discard uncommitted changes")
+    s.add_argument(
+        "--force", action="store_true", help="also end a live Run and discard uncommitted changes"
+    )
     json_flag(s)
     s.set_defaults(fn=_each("jobs.drop", lambda a: {"force": a.force}))
     s = verb(acts, "accept", help="keep the branch of a Job in review and remove its worktree")
     _ids(s)
-    s.add_argument("--merge", action="store_true",
-                   help="bring the branch into its base branch first")
-    s.add_argument("--delete-branch", action="store_true",
-                   help="delete the branch once it is merged")
+    s.add_argument(
+        "--merge", action="store_true", help="bring the branch into its base branch first"
+    )
+    s.add_argument(
+        "--delete-branch", action="store_true", help="delete the branch once it is merged"
+    )
+    s.add_argument(
+        "--anyway",
+        action="store_true",
+        help="accept a blocked or exhausted Job too, past its failing checks (recorded so)",
+    )
     json_flag(s)
-    s.set_defaults(fn=_each("jobs.accept", lambda a: {"merge": a.merge,
-                                                      "delete_branch": a.delete_branch}))
-    s = verb(acts, "extend", help="give an exhausted or blocked Job more attempts, in the "
-             "place it kept")
+    s.set_defaults(
+        fn=_each(
+            "jobs.accept",
+            lambda a: {"merge": a.merge, "delete_branch": a.delete_branch, "anyway": a.anyway},
+        )
+    )
+    s = verb(
+        acts, "extend", help="give an exhausted or blocked Job more attempts, in the place it kept"
+    )
     _ids(s)
-    s.add_argument("--attempts", type=id_number, default=None, metavar="N",
-                   help="how many more attempts (default 1)")
+    s.add_argument(
+        "--attempts",
+        type=id_number,
+        default=None,
+        metavar="N",
+        help="how many more attempts (default 1)",
+    )
     json_flag(s)
     s.set_defaults(fn=_each("jobs.extend", lambda a: {"attempts": a.attempts}))
     s = verb(acts, "move", help="put a Job at another place in the queue")
@@ -73,67 +109,110 @@ def register(sub: Any) -> None:
     s.add_argument("position", type=id_number, metavar="POS", help="its new place (1 is the head)")
     json_flag(s)
     s.set_defaults(fn=cmd_move)
-    s = verb(acts, "verify", help="run a Job's checks again on its branch")
+    s = verb(
+        acts,
+        "verify",
+        help="run a Job's checks again on its branch (those of the "
+        "commit it started from, or --checks-from REF)",
+    )
     _ids(s)
+    s.add_argument(
+        "--checks-from",
+        metavar="REF",
+        default=None,
+        help="run the checks another commit's .owl.toml declares (e.g. main, "
+        "once you fixed a broken check there)",
+    )
     json_flag(s)
-    s.set_defaults(fn=_each("jobs.verify"))
+    s.set_defaults(fn=_each("jobs.verify", lambda a: {"checks_from": a.checks_from}))
     s = verb(acts, "review", help="write a Job's review page and open it in the browser")
     s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
-    s.add_argument("--no-open", action="store_true",
-                   help="only write the page and print its path")
+    s.add_argument("--no-open", action="store_true", help="only write the page and print its path")
     s.set_defaults(fn=cmd_review)
-    s = verb(acts, "diff", help="a Job's branch against its base (paged and coloured on a "
-             "terminal)")
+    s = verb(
+        acts, "diff", help="a Job's branch against its base (paged and coloured on a terminal)"
+    )
     s.add_argument("id", type=id_number, metavar="ID", help="the Job's id")
     s.set_defaults(fn=cmd_diff)
     register_reply(acts)
 
 
 def _ids(s: argparse.ArgumentParser) -> None:
-    s.add_argument("ids", type=id_number, nargs="+", metavar="ID", help="a Job's id (several may be "
-                   "given; `owl jobs` lists them)")
+    s.add_argument(
+        "ids",
+        type=id_number,
+        nargs="+",
+        metavar="ID",
+        help="a Job's id (several may be given; `owl jobs` lists them)",
+    )
 
 
-def _no_start(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--no-start", action="store_true", help="do not start the daemon when none "
-                   "runs (also OWL_NO_AUTOSTART=1)")
+SCREEN = 20  # Jobs on a page when the output is not a terminal
 
 
-def cmd_add(a: argparse.Namespace) -> int:
-    prompt = " ".join(a.prompt)
-    if a.prompt == ["-"]:
-        prompt = sys.stdin.read()
-    project = os.path.abspath(a.project or os.getcwd())
-    from owl.cli import spawn
+def page_limit(text: str) -> int:
+    """--limit N: 1 or more, and no more than a page may hold."""
+    from owl.rules.bounds import MAX_PAGE
 
-    job = spawn.ask_starting(a, "add", {"prompt": prompt, "project": project, "agent": a.agent,
-                      "attempts": a.attempts})
-    if a.json:
-        print_json(job)
-    else:
-        print(job["id"])
-    return EXIT_OK
+    value = id_number(text)
+    if not 1 <= value <= MAX_PAGE:
+        raise argparse.ArgumentTypeError(f"{text} is not between 1 and {MAX_PAGE}")
+    return value
+
+
+def page_size(a: argparse.Namespace) -> int | None:
+    """How many Jobs `owl jobs` lists: --limit; else every one for --all and
+    --json (a script reads them all); else what the terminal's height holds
+    below the header, above the "and N more" line and the prompt."""
+    if a.limit is not None:
+        return int(a.limit)
+    if a.all or a.json:
+        return None
+    if not sys.stdout.isatty():
+        return SCREEN
+    import shutil
+
+    return max(5, shutil.get_terminal_size().lines - 3)
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    code = EXIT_OK
+    code, limit = EXIT_OK, page_size(a)
     try:
-        jobs = ask("jobs.list", {"all": a.all})
+        page = _page(ask("jobs.list", {"all": a.all, "limit": limit}), limit)
     except NoDaemon:
         try:
-            from owl.views import jobs_list
+            from owl.verbs.views import jobs_list, jobs_page
 
-            jobs = offline(lambda: jobs_list(local_store(), a.all))
+            page = offline(
+                lambda: (
+                    {"jobs": jobs_list(local_store(), a.all), "more": 0}
+                    if limit is None
+                    else jobs_page(local_store(), a.all, limit)
+                )
+            )
         except StoreError:
-            jobs = []
-        code = _no_daemon()       # after the read: a damaged file is its one line alone
+            page = {"jobs": [], "more": 0}
+        code = _no_daemon()  # after the read: a damaged file is its one line alone
+    jobs, more = page["jobs"], page["more"]
     if a.json:
         print_json(jobs)
     elif not jobs:
         print("no jobs" + ("" if a.all else " (owl jobs --all shows done and cancelled ones)"))
     else:
-        print(job_table([textsafe.tree(j) for j in jobs]))
+        print(job_table([textsafe.view(j) for j in jobs]))
+    if more:
+        print(
+            f"… and {more} more (owl jobs --all)",
+            file=sys.stderr if a.json else sys.stdout,
+        )
     return code
+
+
+def _page(answer: Any, limit: int | None) -> dict:
+    """The daemon's `jobs.list`: a list of every Job, or with a limit a page."""
+    if limit is None:
+        return {"jobs": answer, "more": 0}
+    return {"jobs": answer["jobs"], "more": int(answer["more"])}
 
 
 def _no_daemon() -> int:
@@ -141,8 +220,11 @@ def _no_daemon() -> int:
     stderr once its answer is out, and exits 3 (the README's promise)."""
     import atexit
 
-    atexit.register(lambda: print("owl: no Owl daemon is running (start one with: owl daemon "
-                                  "--detach)", file=sys.stderr))
+    atexit.register(
+        lambda: print(
+            "owl: no Owl daemon is running (start one with: owl daemon --detach)", file=sys.stderr
+        )
+    )
     return EXIT_NO_DAEMON
 
 
@@ -151,18 +233,26 @@ def job_table(jobs: list[dict], now: float | None = None, width: int | None = No
     import shutil
     import time
 
-    from owl.timefmt import duration, parse_iso
+    from owl.rules.timefmt import duration, parse_iso
 
     now = time.time() if now is None else now
-    if width is None:          # a terminal's width; a pipe or a file gets whole titles
+    if width is None:  # a terminal's width; a pipe or a file gets whole titles
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 1 << 30
     rows = []
     for j in jobs:
         created = parse_iso(j.get("created_at"))
         title = j["title"] + (f"  ({j['reason']})" if j.get("reason") else "")
-        rows.append((str(j["id"]), str(j["position"] or "-"), j["state"], j["agent"] or "",
-                     os.path.basename(j["project"] or "") or "/",
-                     duration(now - created, coarse=True) if created else "?", title))
+        rows.append(
+            (
+                str(j["id"]),
+                str(j["position"] or "-"),
+                j["state"],
+                j["agent"] or "",
+                os.path.basename(j["project"] or "") or "/",
+                duration(now - created, coarse=True) if created else "?",
+                title,
+            )
+        )
     head = ("ID", "POS", "STATE", "AGENT", "PROJECT", "AGE", "TITLE")
     cols = [max(len(r[i]) for r in (head, *rows)) for i in range(6)]
     right = {0, 1}
@@ -173,6 +263,7 @@ def job_table(jobs: list[dict], now: float | None = None, width: int | None = No
         room = max(20, width - len(text))
         t = r[6] if len(r[6]) <= room else r[6][: room - 1] + "…"
         return text + t
+
     return "\n".join(line(r) for r in (head, *rows))
 
 
@@ -194,12 +285,12 @@ def cmd_show(a: argparse.Namespace) -> int:
     for n, job in enumerate(jobs):
         if n:
             print()
-        show_job(textsafe.tree(job))
+        show_job(textsafe.view(job, frozenset({"last_message"})))
     return code
 
 
 def _offline_job(job_id: int) -> dict:
-    from owl.views import job_view
+    from owl.verbs.views import job_view
 
     try:
         store = offline(local_store)
@@ -213,6 +304,7 @@ def _offline_job(job_id: int) -> dict:
 
 def _each(verb_name: str, extra=lambda a: {}):
     """A verb that acts on each id given, in order, and says what it did to each."""
+
     def run(a: argparse.Namespace) -> int:
         outs, failed = [], None
         for job_id in a.ids:
@@ -221,7 +313,7 @@ def _each(verb_name: str, extra=lambda a: {}):
             except Refused as e:
                 if len(a.ids) == 1:
                     raise
-                failed = e      # the others are still done; each says what happened
+                failed = e  # the others are still done; each says what happened
                 print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
                 outs.append({"id": job_id, "error": textsafe.line(str(e)), "exit": EXIT_REFUSED})
                 continue
@@ -231,6 +323,7 @@ def _each(verb_name: str, extra=lambda a: {}):
         if a.json:
             print_json(outs[0] if len(a.ids) == 1 else outs)
         return EXIT_REFUSED if failed else EXIT_OK
+
     return run
 
 
@@ -257,5 +350,8 @@ def _said(out: dict, as_json: bool) -> None:
     if as_json:
         print_json(out)
     else:
-        print(textsafe.block(out.get("message")) or f"job {out['id']} is {out['state']}"
-              + (f" at position {out['position']}" if out.get("position") else ""))
+        print(
+            textsafe.block(out.get("message"))
+            or f"job {out['id']} is {out['state']}"
+            + (f" at position {out['position']}" if out.get("position") else "")
+        )

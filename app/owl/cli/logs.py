@@ -14,23 +14,40 @@ from typing import Any
 from owl import textsafe
 from owl.cli.common import EXIT_OK, id_number, json_flag, local_store, paths, verb
 from owl.errors import Refused, StoreError
+from owl.rules.jobtable import QUEUED
 
 
 def register(sub: Any) -> None:
-    s = verb(sub, "logs", help="print a Job's latest Run's log (claude's stream-json as "
-             "readable lines), or another Run's, or a check's",
-             description="Print the log of a Job's latest Run under a one-line header "
-             "(job · run · attempt · outcome). `owl jobs show JOB` lists each Run's log "
-             "command.")
-    s.add_argument("job", type=id_number, nargs="?", metavar="JOB",
-                   help="the Job's id (may be left out with --run)")
-    s.add_argument("--run", type=id_number, metavar="N", help="this Run of the Job instead of its "
-                   "latest (`owl jobs show JOB` lists them)")
-    s.add_argument("--check", metavar="NAME", help="the output of this check of the Run "
-                   "(as named in .owl.toml)")
+    s = verb(
+        sub,
+        "logs",
+        help="print a Job's latest Run's log (claude's stream-json as "
+        "readable lines), or another Run's, or a check's",
+        description="Print the log of a Job's latest Run under a one-line header "
+        "(job · run · attempt · outcome). `owl jobs show JOB` lists each Run's log "
+        "command.",
+    )
+    s.add_argument(
+        "job",
+        type=id_number,
+        nargs="?",
+        metavar="JOB",
+        help="the Job's id (may be left out with --run)",
+    )
+    s.add_argument(
+        "--run",
+        type=id_number,
+        metavar="N",
+        help="this Run of the Job instead of its latest (`owl jobs show JOB` lists them)",
+    )
+    s.add_argument(
+        "--check",
+        metavar="NAME",
+        help="the output of this check of the Run (as named in .owl.toml)",
+    )
     s.add_argument("-f", "--follow", action="store_true", help="keep printing until the Run ends")
     s.add_argument("--raw", action="store_true", help="print the log as written, with no header")
-    json_flag(s, "one JSON object a line: {\"run\": ID, \"line\": TEXT}, no header")
+    json_flag(s, 'one JSON object a line: {"run": ID, "line": TEXT}, no header')
     s.set_defaults(fn=cmd_logs, parser=s)
 
 
@@ -43,7 +60,7 @@ def _store():
 
 def resolve(store, job_id: int | None, run_id: int | None) -> tuple[dict, dict]:
     """(job view, run view) for `owl logs`, or Refused saying what exists."""
-    from owl.views import job_view
+    from owl.verbs.views import job_view
 
     if job_id is None and run_id is None:
         raise Refused("say which Job: owl logs JOB (or owl logs --run N)")
@@ -64,8 +81,9 @@ def resolve(store, job_id: int | None, run_id: int | None) -> tuple[dict, dict]:
     for r in runs:
         if r["id"] == run_id:
             return job, r
-    raise Refused(f"run {run_id} is not job {job_id}'s (its runs: "
-                  f"{', '.join(str(r['id']) for r in runs)})")
+    raise Refused(
+        f"run {run_id} is not job {job_id}'s (its runs: {', '.join(str(r['id']) for r in runs)})"
+    )
 
 
 def _wait_for_a_run(store, job_id: int) -> None:
@@ -77,12 +95,16 @@ def _wait_for_a_run(store, job_id: int) -> None:
     while True:
         row = store.job(job_id)
         if row is None or store.runs(job_id):
-            return                       # resolve() says "no job", or there is a Run
-        if row["state"] not in ("pending", "active"):
-            return                       # it will not run: resolve() says what it is
+            return  # resolve() says "no job", or there is a Run
+        if row["state"] not in QUEUED:
+            return  # it will not run: resolve() says what it is
         if not said:
-            print(f"owl: job {job_id} has not started yet; waiting for its first Run "
-                  "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+            print(
+                f"owl: job {job_id} has not started yet; waiting for its first Run "
+                "(Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
             said = True
         time.sleep(0.2)
 
@@ -101,13 +123,14 @@ def cmd_logs(a: argparse.Namespace) -> int:
         return _check_log(job, run, a.check, header=header, as_json=a.json, raw=a.raw)
     if header:
         print(textsafe.line(run_label(job["id"], run)), flush=True)
-    from owl.logs import show
+    from owl.verbs.logs import show
 
     return show(paths(), run["id"], follow=a.follow, raw=a.raw, as_json=a.json)
 
 
-def _check_log(job: dict, run: dict, name: str, *, header: bool, as_json: bool,
-               raw: bool = False) -> int:
+def _check_log(
+    job: dict, run: dict, name: str, *, header: bool, as_json: bool, raw: bool = False
+) -> int:
     checks = run.get("checks") or []
     found = next((c for c in checks if c["name"] == name), None)
     if found is None:
@@ -120,15 +143,20 @@ def _check_log(job: dict, run: dict, name: str, *, header: bool, as_json: bool,
         try:
             text = Path(found["log"]).read_text(encoding="utf-8", errors="replace")
         except OSError:
-            pass        # the stored output (its tail) is what is left
+            pass  # the stored output (its tail) is what is left
     if header:
         code = found.get("exit_code")
-        print(f"job {job['id']} · run {run['id']} · check {found['name']} · {found['outcome']}"
-              + (f" (exit {code})" if code is not None else ""))
+        print(
+            f"job {job['id']} · run {run['id']} · check {found['name']} · {found['outcome']}"
+            + (f" (exit {code})" if code is not None else "")
+        )
     for line in text.splitlines():
         if as_json:
-            print(json.dumps({"run": run["id"], "check": found["name"], "line": line},
-                             ensure_ascii=False))
+            print(
+                json.dumps(
+                    {"run": run["id"], "check": found["name"], "line": line}, ensure_ascii=False
+                )
+            )
         elif raw:
             print(line)
         else:

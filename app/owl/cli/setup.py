@@ -4,43 +4,68 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from owl.cli.common import EXIT_OK, json_flag, paths, print_json, verb
 from owl.errors import Refused
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def register(sub: Any) -> None:
+
+def register_config(sub: Any) -> None:
     c = verb(sub, "config", help="the config file: path, show, check")
     acts = c.add_subparsers(dest="action", metavar="ACTION", required=True)
-    for name, text in (("path", "where the config file is"),
-                       ("show", "the config in force, every key with its value"),
-                       ("check", "check the config file; one line says what is wrong")):
+    for name, text in (
+        ("path", "where the config file is"),
+        ("show", "the config in force, every key with its value"),
+        ("check", "check the config file; one line says what is wrong"),
+    ):
         s = verb(acts, name, help=text)
         json_flag(s)
         s.set_defaults(fn=cmd_config)
 
-    au = verb(sub, "autostart", help="start Owl at login: on, off, or status",
-              description="Start Owl at login: its tray, through the desktop's login items "
-              "(XDG autostart, or a LaunchAgent on macOS); or, with --service, the daemon "
-              "alone as a systemd user unit, for machines without a desktop.")
+
+def register_autostart(sub: Any) -> None:
+    au = verb(
+        sub,
+        "autostart",
+        help="start Owl at login: on, off, or status",
+        description="Start Owl at login: its tray, through the desktop's login items "
+        "(XDG autostart, or a LaunchAgent on macOS); or, with --service, the daemon "
+        "alone as a systemd user unit, for machines without a desktop.",
+    )
     acts = au.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = verb(acts, "on", help="start Owl at login")
-    s.add_argument("--service", action="store_true", help="install and start a systemd user "
-                   "unit that runs the daemon (no tray), where the session has systemd")
+    s.add_argument(
+        "--service",
+        action="store_true",
+        help="install and start a systemd user "
+        "unit that runs the daemon (no tray), where the session has systemd",
+    )
     json_flag(s)
     s.set_defaults(fn=cmd_autostart)
-    s = verb(acts, "off", help="do not start Owl at login (removes the login item and the "
-             "user unit, whichever is there)")
+    s = verb(
+        acts,
+        "off",
+        help="do not start Owl at login (removes the login item and the "
+        "user unit, whichever is there)",
+    )
+    s.add_argument(
+        "--service",
+        action="store_true",
+        help="remove only the systemd user "
+        "unit (stopping the daemon it runs), keeping the login item",
+    )
     json_flag(s)
     s.set_defaults(fn=cmd_autostart)
     s = verb(acts, "status", help="whether Owl starts at login, and from which file")
-    json_flag(s, "{\"on\": ..., \"path\": ..., \"service\": ..., \"unit\": ...}")
+    json_flag(s, '{"on": ..., "path": ..., "service": ..., "unit": ...}')
     s.set_defaults(fn=cmd_autostart)
 
 
 def cmd_config(a: argparse.Namespace) -> int:
-    from owl import config as configmod
+    from owl.settings import config as configmod
 
     p = paths()
     if a.action == "path":
@@ -57,8 +82,11 @@ def cmd_config(a: argparse.Namespace) -> int:
         if a.json:
             print_json({"path": str(p.config), "exists": p.config.exists(), "ok": True})
         else:
-            print(f"{p.config}: ok" if p.config.exists()
-                  else f"{p.config}: not there; defaults in force")
+            print(
+                f"{p.config}: ok"
+                if p.config.exists()
+                else f"{p.config}: not there; defaults in force"
+            )
         return EXIT_OK
     doc = configmod.effective_document(cfg)
     if a.json:
@@ -78,36 +106,60 @@ def cmd_autostart(a: argparse.Namespace) -> int:
         from owl.autostart.command import owl_command, owl_environment
 
         was = systemd.status()[0]
-        unit = systemd.enable(owl_command(), owl_environment())
-        _said(a, {"on": True, "service": True, "unit": str(unit), "already": was},
-              f"{'already on; rewritten and restarted' if was else 'the daemon now runs as'} "
-              f"{unit} (systemctl --user status owl; loginctl enable-linger starts it "
-              "without a login)")
+        unit: Path | None = systemd.enable(owl_command(), owl_environment())
+        _said(
+            a,
+            {"on": True, "service": True, "unit": str(unit), "already": was},
+            f"{'already on; rewritten and restarted' if was else 'the daemon now runs as'} "
+            f"{unit} (systemctl --user status owl; loginctl enable-linger starts it "
+            "without a login)",
+        )
     elif a.action == "on":
         was = autostart.status()[0]
         path = autostart.enable()
-        _said(a, {"on": True, "path": str(path), "already": was},
-              f"Owl {'already starts' if was else 'will start'} at login ({path})")
+        _said(
+            a,
+            {"on": True, "path": str(path), "already": was},
+            f"Owl {'already starts' if was else 'will start'} at login ({path})",
+        )
+    elif a.action == "off" and a.service:
+        unit = systemd.disable()
+        if unit is None:
+            _said(
+                a,
+                {"service": False, "already": True, "unit": str(systemd.unit_path())},
+                f"already off (no {systemd.unit_path()})",
+            )
+        else:
+            _said(
+                a,
+                {"service": False, "removed": [str(unit)]},
+                f"the daemon no longer runs as a systemd user unit (removed {unit})",
+            )
     elif a.action == "off":
         on, path = autostart.status()
         if on:
             autostart.disable()
         unit = systemd.disable()
         if not on and unit is None:
-            _said(a, {"on": False, "already": True, "path": str(path)},
-                  f"already off (no {path})")
+            _said(a, {"on": False, "already": True, "path": str(path)}, f"already off (no {path})")
         else:
             gone = [str(x) for x in (path if on else None, unit) if x is not None]
-            _said(a, {"on": False, "removed": gone},
-                  f"Owl will not start at login (removed {', '.join(gone)})")
+            _said(
+                a,
+                {"on": False, "removed": gone},
+                f"Owl will not start at login (removed {', '.join(gone)})",
+            )
     else:
         on, path = autostart.status()
         service, unit = systemd.status()
         if a.json:
             print_json({"on": on, "path": str(path), "service": service, "unit": str(unit)})
         else:
-            print(f"{'on' if on else 'off'} ({path})"
-                  + (f"; the daemon runs as a systemd user unit ({unit})" if service else ""))
+            print(
+                f"{'on' if on else 'off'} ({path})"
+                + (f"; the daemon runs as a systemd user unit ({unit})" if service else "")
+            )
     return EXIT_OK
 
 

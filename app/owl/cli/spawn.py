@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
 
-START_TIMEOUT = 20.0        # a loaded 2-core machine starts the daemon in 0.3-3 s
+START_TIMEOUT = 20.0  # a loaded 2-core machine starts the daemon in 0.3-3 s
 
 
 def disabled() -> bool:
@@ -35,7 +35,7 @@ def disabled() -> bool:
 
 
 def log_path(paths) -> "Path":
-    return paths.logs / "owl.log"      # daemon.LOG_NAME: the daemon then does not open it twice
+    return paths.logs / "owl.log"  # daemon.LOG_NAME: the daemon then does not open it twice
 
 
 def running_pid(paths) -> int | None:
@@ -65,12 +65,18 @@ def _start(paths) -> int | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if running_pid(paths) is not None:
-            return None             # another command started it while we waited
+            return None  # another command started it while we waited
         log = log_path(paths)
         with open(log, "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "owl", "daemon"], stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=out, start_new_session=True,
-                                    close_fds=True, env=dict(os.environ, OWL_NO_AUTOSTART="1"))
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "owl", "daemon"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                close_fds=True,
+                env=dict(os.environ, OWL_NO_AUTOSTART="1"),
+            )
         return _wait_ready(paths, proc, log)
     finally:
         os.close(fd)
@@ -82,13 +88,32 @@ def _wait_ready(paths, proc: "subprocess.Popen", log: "Path") -> int:
         pid = running_pid(paths)
         if pid is not None:
             return pid
-        if proc.poll() is not None and "already running" not in _last_line(log):
-            if running_pid(paths) is not None:     # the tray's daemon won the race
+        if proc.poll() is not None and not _daemon_lock_held(paths):
+            if running_pid(paths) is not None:  # the tray's daemon won the race
                 return running_pid(paths) or proc.pid
             raise Refused(f"the daemon did not start: {_last_line(log)} (log: {log})")
-        # (another daemon, the tray's, holds the lock and is still starting: wait for it)
+        # (ours is starting, or it lost the daemon's lock to another, the tray's,
+        # which is still starting: wait for whichever it is to answer)
         time.sleep(0.05)
     raise Refused(f"the daemon did not answer within {START_TIMEOUT:g} s (log: {log})")
+
+
+def _daemon_lock_held(paths) -> bool:
+    """Whether a daemon holds its lock (`owl.lock`) for this home: one is running or starting.
+
+    Asked of the lock, not of the log: the log holds every daemon's output, so
+    a daemon that lost the race and said "already running" may have the
+    winner's first lines after its own."""
+    import fcntl
+
+    fd = os.open(paths.runtime / "owl.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # lets go of it, had it been taken here
+    return False
 
 
 def _last_line(log: "Path") -> str:
@@ -107,8 +132,10 @@ def _last_line(log: "Path") -> str:
 def announce(paths, pid: int | None) -> None:
     """One line on stderr (stdout stays the verb's answer) when a daemon was started."""
     if pid is not None:
-        print(f"owl: started the daemon in the background (pid {pid}; log {log_path(paths)})",
-              file=sys.stderr)
+        print(
+            f"owl: started the daemon in the background (pid {pid}; log {log_path(paths)})",
+            file=sys.stderr,
+        )
 
 
 def ask_starting(a, verb_name: str, args: dict | None = None):

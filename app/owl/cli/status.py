@@ -4,19 +4,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from owl import textsafe
-from owl.cli.common import (EXIT_NO_DAEMON, EXIT_OK, ask, json_flag, local_store, offline,
-                            print_json, verb)
+from owl.cli.common import (
+    EXIT_NO_DAEMON,
+    EXIT_OK,
+    ask,
+    json_flag,
+    local_store,
+    offline,
+    print_json,
+    verb,
+)
 from owl.errors import NoDaemon, Refused, StoreError
-from owl.cli.carry import limit_facts, offline_limit_facts
-from owl.timefmt import countdown, duration
 
 
 def register(sub: Any) -> None:
     s = verb(sub, "status", help="the machine, the hold, live Runs and the queue, at a glance")
     json_flag(s)
+    s.add_argument(
+        "--since-away",
+        action="store_true",
+        help="only the summary of the last away spell (the briefing), or of this "
+        "one while you are away",
+    )
     s.set_defaults(fn=cmd_status)
 
 
@@ -25,22 +38,94 @@ def cmd_status(a: argparse.Namespace) -> int:
         st = ask("status")
     except NoDaemon:
         return _status_offline(a)
+    if getattr(a, "since_away", False):
+        return _since_away(a, st)
     if a.json:
         print_json(st)
         return EXIT_OK
-    print(_status_text(textsafe.tree(st)))
+    print(_status_text(textsafe.view(st)))
     return EXIT_OK
+
+
+def _since_away(a: argparse.Namespace, st: dict) -> int:
+    """`owl status --since-away`: what happened in the last away spell (or this one)."""
+    spell = (st.get("notify") or {}).get("since_away")
+    if a.json:
+        print_json(spell or {"text": "", "happened": False})
+    elif not spell:
+        print("you have not been away since the daemon started")
+    elif not spell.get("happened"):
+        print(
+            "nothing happened while you were away"
+            if spell.get("back_at")
+            else "nothing has happened since you left"
+        )
+    else:
+        print(textsafe.line(spell["text"]))
+    return EXIT_OK
+
+
+def _sandbox_lines(st: dict) -> list[str]:
+    """Said only when Runs are not contained: the mode, why, and what fixes it."""
+    sb = st.get("sandbox") or {}
+    if not sb or sb.get("contained"):
+        return []
+    if sb.get("mode") == "off":
+        return [_line("sandbox", 'off: Runs are not contained (sandbox.mode = "off")')]
+    return [_line("sandbox", f"Runs are not contained: {sb.get('problem')}")]
+
+
+def _notify_lines(st: dict) -> list[str]:
+    """The channels (masked) and each one's last send; the reply channel."""
+    n = st.get("notify") or {}
+    out = []
+    for ch in n.get("channels") or []:
+        last = ch.get("last")
+        said = (
+            "nothing sent yet"
+            if last is None
+            else (
+                f"last send {'ok' if last['ok'] else 'failed'} "
+                f"{time.strftime('%H:%M', time.localtime(last['at']))}: {last['title']}"
+                + ("" if last["ok"] else f" ({last['answer']})")
+            )
+        )
+        if ch.get("retry_at"):
+            said += (
+                f" · trying again at {time.strftime('%H:%M:%S', time.localtime(ch['retry_at']))}"
+            )
+        out.append(_line("channel", f"{ch['url']} · {said}"))
+    reply = n.get("reply")
+    if reply:
+        state = (
+            "listening"
+            if reply.get("connected")
+            else f"not connected ({reply.get('problem') or 'connecting'})"
+        )
+        out.append(_line("replies", f"{reply['url']} · {state}"))
+    brief = n.get("briefing")
+    if brief and brief.get("text"):
+        out.append(_line("away", brief["text"]))
+    return out
 
 
 def _status_offline(a: argparse.Namespace) -> int:
     """No daemon: say what the database holds (read-only), then exit 3."""
+    from owl.cli.carry import offline_limit_facts
+    from owl.rules.jobtable import QUEUED
+
     problem = None
     try:
         store = offline(local_store)
-        counts, paused, open_runs, head = offline(lambda: (
-            store.counts(), bool(store.setting("paused", False)), len(store.open_runs()),
-            store.jobs(("pending", "active"), limit=1)))
-    except Refused as e:      # damaged: that one line is all the database can say
+        counts, paused, open_runs, head = offline(
+            lambda: (
+                store.counts(),
+                bool(store.setting("paused", False)),
+                len(store.open_runs()),
+                store.jobs(QUEUED, limit=1),
+            )
+        )
+    except Refused as e:  # damaged: that one line is all the database can say
         print(f"owl: {textsafe.line(str(e))}", file=sys.stderr)
         if a.json:
             print_json({"error": str(e), "exit": EXIT_NO_DAEMON})
@@ -50,9 +135,17 @@ def _status_offline(a: argparse.Namespace) -> int:
         problem = str(e)
     queued = counts.get("pending", 0) + counts.get("active", 0)
     if a.json:
-        print_json({"daemon": False, "paused": paused, "queue_length": queued,
-                     "jobs": counts, "open_runs": open_runs,
-                     "head": head[0]["id"] if head else None, "problem": problem})
+        print_json(
+            {
+                "daemon": False,
+                "paused": paused,
+                "queue_length": queued,
+                "jobs": counts,
+                "open_runs": open_runs,
+                "head": head[0]["id"] if head else None,
+                "problem": problem,
+            }
+        )
     else:
         parts = [f"{queued} job{'s' if queued != 1 else ''} queued"]
         parts += [f"{counts[s]} {s}" for s in ("review", "blocked", "exhausted") if counts.get(s)]
@@ -62,8 +155,13 @@ def _status_offline(a: argparse.Namespace) -> int:
         if head:
             print(_line("next", f"job {head[0]['id']} {textsafe.line(head[0]['title'])!r}"))
         if open_runs:
-            print(_line("runs", f"{open_runs} Run{'s' if open_runs != 1 else ''} were live when "
-                        "the daemon stopped; the next start records them interrupted"))
+            print(
+                _line(
+                    "runs",
+                    f"{open_runs} Run{'s' if open_runs != 1 else ''} were live when "
+                    "the daemon stopped; the next start records them interrupted",
+                )
+            )
         for fact in offline_limit_facts():
             print(_line(*fact))
         if problem:
@@ -72,7 +170,7 @@ def _status_offline(a: argparse.Namespace) -> int:
     return EXIT_NO_DAEMON
 
 
-LABEL = 12          # "keep-awake: " is the longest label
+LABEL = 12  # "keep-awake: " is the longest label
 
 
 def _line(label: str, text: str) -> str:
@@ -80,17 +178,28 @@ def _line(label: str, text: str) -> str:
 
 
 def _status_text(st: dict) -> str:
-    """One screen of facts: each line a fact, none contradicting another."""
+    """One screen of facts: each line a fact, none contradicting another.
+    (What only the text needs is imported here: `--json` goes without.)"""
+    from owl.cli.carry import limit_facts
+    from owl.rules.timefmt import countdown, duration
+
     sh = st.get("shift")
-    shift_on = bool(sh) and not sh.get("ended")
-    lines = [_line("machine", _machine(st["machine"], shift_on)),
-             _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no")]
+    shift_on = isinstance(sh, dict) and not sh.get("ended")
+    lines = [
+        _line("machine", _machine(st["machine"], shift_on)),
+        _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no"),
+    ]
     if sh and sh.get("ended"):
         lines.append(_line("shift", sh["text"]))
     elif sh:
-        lines.append(_line("shift", f"on · {duration(sh['left_s'], coarse=True)} left · Runs start and are "
-                           "not frozen although the machine is in use"
-                           + (" · held by pause" if sh.get("held") else "")))
+        lines.append(
+            _line(
+                "shift",
+                f"on · {duration(sh['left_s'], coarse=True)} left · Runs start and are "
+                "not frozen although the machine is in use"
+                + (" · held by pause" if sh.get("held") else ""),
+            )
+        )
     awake = _awake(st.get("awake") or {}, bool(st["runs"]))
     if awake:
         lines.append(_line("keep-awake", awake))
@@ -101,19 +210,27 @@ def _status_text(st: dict) -> str:
         state = r["state"]
         if state == "frozen":
             state = f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} left"
-        lines.append(_line(f"run {r['id']}", f"job {r['job_id']} · {state} · "
-                           f"{duration(r['running_for_s'])} · {r['title']} · owl logs "
-                           f"{r['job_id']} -f"))
+        lines.append(
+            _line(
+                f"run {r['id']}",
+                f"job {r['job_id']} · {state} · "
+                f"{duration(r['running_for_s'])} · {r['title']} · owl logs "
+                f"{r['job_id']} -f",
+            )
+        )
         lines += _untouchable_lines(r.get("untouchable"))
     for r in st.get("recent") or []:
         if r.get("untouchable"):
-            lines.append(_line(f"run {r['run_id']}", f"job {r['job_id']} · ended, but left "
-                               "running:"))
+            lines.append(
+                _line(f"run {r['run_id']}", f"job {r['job_id']} · ended, but left running:")
+            )
             lines += _untouchable_lines(r["untouchable"])
     lines.append(_line("queue", _queue(st)))
     lines += _needs_you(st)
+    lines += _notify_lines(st)
+    lines += _sandbox_lines(st)
     note = st.get("attention")
-    if note and not note.startswith("the machine cannot be read"):   # the machine line says it
+    if note and not note.startswith("the machine cannot be read"):  # the machine line says it
         lines.append(_line("note", note))
     if st.get("config_problem"):
         lines.append(_line("config", st["config_problem"]))
@@ -121,6 +238,8 @@ def _status_text(st: dict) -> str:
 
 
 def _machine(m: dict, shift_on: bool) -> str:
+    from owl.rules.timefmt import duration
+
     power = {True: "on AC", False: "on battery", None: "power unknown"}[m["on_ac_power"]]
     if m["idle"]:
         text = f"idle for {duration(m['idle_for_s'])} · {power}"
@@ -135,6 +254,8 @@ def _machine(m: dict, shift_on: bool) -> str:
             text += f" (idle in {duration(m['idle_in_s'])})"
         if reason not in ("on battery", "power unknown"):
             text += f" · {power}"
+    if m.get("screen_locked"):
+        text = f"screen locked · {text}"
     det = ", ".join(m["detectors"]) or "none"
     return f"{text} · detectors: {det}"
 
@@ -175,7 +296,7 @@ def _queue(st: dict) -> str:
     return text
 
 
-SHOWN = 5           # Jobs listed per kind; `owl jobs` has the rest
+SHOWN = 5  # Jobs listed per kind; `owl jobs` has the rest
 
 
 def _needs_you(st: dict) -> list[str]:
@@ -183,13 +304,21 @@ def _needs_you(st: dict) -> list[str]:
     out = []
     review = st.get("review") or []
     for r in review[:SHOWN]:
-        out.append(_line("review", f"job {r['id']} · {r['title']} · on {r['branch']} · "
-                         f"owl jobs review {r['id']}, then owl jobs accept {r['id']}"))
+        out.append(
+            _line(
+                "review",
+                f"job {r['id']} · {r['title']} · on {r['branch']} · "
+                f"owl jobs review {r['id']}, then owl jobs accept {r['id']}",
+            )
+        )
     stuck = st.get("stuck") or []
     for j in stuck[:SHOWN]:
         why = f" · {j['reason']}" if j.get("reason") else ""
-        helps = (f"owl jobs extend {j['id']}" if j["state"] == "exhausted"
-                 else f"owl jobs show {j['id']}, then owl jobs extend {j['id']}")
+        helps = (
+            f"owl jobs extend {j['id']}"
+            if j["state"] == "exhausted"
+            else f"owl jobs show {j['id']}, then owl jobs extend {j['id']}"
+        )
         out.append(_line(j["state"], f"job {j['id']} · {j['title']}{why} · {helps}"))
     more = max(0, len(review) - SHOWN) + max(0, len(stuck) - SHOWN)
     if more:
@@ -199,5 +328,6 @@ def _needs_you(st: dict) -> list[str]:
 
 def _untouchable_lines(procs: list[dict] | None) -> list[str]:
     """One line per process of a Run that Owl may not signal (and so left alone)."""
-    return [f"{'':<{LABEL}}left alone: pid {p['pid']} ({p['command']}): {p['why']}"
-            for p in procs or []]
+    return [
+        f"{'':<{LABEL}}left alone: pid {p['pid']} ({p['command']}): {p['why']}" for p in procs or []
+    ]

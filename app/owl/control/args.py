@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from owl import bounds
+from owl.rules import bounds
 from owl.errors import Refused
 
 
@@ -23,8 +23,17 @@ def _checked(fn: Any, *a: Any) -> Any:
 
 
 def ident(args: dict[str, Any], key: str) -> int:
-    """A Job's or a Run's id: required, a whole number SQLite can hold."""
+    """A Job's or a Run's id: required, a whole number from 1 to what SQLite can
+    hold; a JSON number only (never "3", true, NaN or 3.0)."""
+    if key not in args or args[key] is None:
+        raise Refused(f"{key} is missing: give a whole number of 1 or more")
     return _checked(bounds.ident, args.get(key), key)
+
+
+def position(args: dict[str, Any], key: str = "position") -> int:
+    """A place in the queue: any whole number SQLite can hold (the verb says
+    which places the queue has)."""
+    return whole(args, key, -bounds.SQLITE_INT_MAX, bounds.SQLITE_INT_MAX)
 
 
 def whole(args: dict[str, Any], key: str, lo: int, hi: int) -> int:
@@ -35,13 +44,20 @@ def optional_whole(args: dict[str, Any], key: str, lo: int, hi: int) -> int | No
     return None if args.get(key) is None else whole(args, key, lo, hi)
 
 
+def page(args: dict[str, Any], key: str = "limit") -> int | None:
+    """How many Jobs a list may hold (None: all of them)."""
+    return optional_whole(args, key, 1, bounds.MAX_PAGE)
+
+
 def attempts(args: dict[str, Any], key: str = "attempts") -> int | None:
     v = args.get(key)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= bounds.MAX_ATTEMPTS:
-        raise Refused(f"--{key} must be a whole number, 1 or more (at most "
-                      f"{bounds.MAX_ATTEMPTS}), not {bounds._show(v)}")
+        raise Refused(
+            f"--{key} must be a whole number, 1 or more (at most "
+            f"{bounds.MAX_ATTEMPTS}), not {bounds.shown(v)}"
+        )
     return v
 
 

@@ -15,9 +15,9 @@ import json
 from typing import Any
 
 VERSION = 1
-MAX_REQUEST = 1 << 20          # bytes in one request line
+MAX_REQUEST = 1 << 20  # bytes in one request line
 MAX_REPLY = 64 << 20
-MAX_DEPTH = 8                  # objects and lists within one another in a request
+MAX_DEPTH = 8  # objects and lists within one another in a request
 
 
 class ProtocolError(Exception):
@@ -59,8 +59,10 @@ def parse_request(line: bytes) -> tuple[str, dict[str, Any]]:
         raise ProtocolError("the request carries text that is not valid Unicode") from None
     v = msg.get("v")
     if v != VERSION:
-        raise ProtocolError(f"this daemon speaks protocol {VERSION} and the request is "
-                            f"protocol {v!r}: restart the daemon with the same Owl as the command")
+        raise ProtocolError(
+            f"this daemon speaks protocol {VERSION} and the request is "
+            f"protocol {v!r}: restart the daemon with the same Owl as the command"
+        )
     verb, args = msg.get("verb"), msg.get("args", {})
     if not isinstance(verb, str) or not isinstance(args, dict):
         raise ProtocolError("a request needs a verb (string) and args (object)")

@@ -30,10 +30,10 @@ from owl.errors import Refused
 
 log = logging.getLogger("owl.control")
 
-READ_TIMEOUT = 5.0          # a whole request must arrive within this, however slowly sent
-WORKERS = 8                 # threads serving complete requests
+READ_TIMEOUT = 5.0  # a whole request must arrive within this, however slowly sent
+WORKERS = 8  # threads serving complete requests
 BUSY = "the daemon is busy with other clients; try again"
-DRAIN_LIMIT = 16 << 20      # after refusing an oversized request, read at most this much more
+DRAIN_LIMIT = 16 << 20  # after refusing an oversized request, read at most this much more
 
 
 def peer_uid(conn: socket.socket) -> int | None:
@@ -96,7 +96,7 @@ class Server:
         if st.st_mode & 0o077:
             folder.chmod(0o700)
         if self.path.exists() or self.path.is_symlink():
-            self.path.unlink()          # stale: the daemon lock says no one else serves it
+            self.path.unlink()  # stale: the daemon lock says no one else serves it
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
@@ -135,8 +135,9 @@ class Server:
         while not self._closing:
             timeout = None
             if self._pending:
-                timeout = max(0.0, min(p.deadline for p in self._pending.values())
-                              - time.monotonic())
+                timeout = max(
+                    0.0, min(p.deadline for p in self._pending.values()) - time.monotonic()
+                )
             try:
                 events = self._sel.select(timeout)
             except OSError:
@@ -204,7 +205,7 @@ class Server:
         elif b"\n" in p.buf or not chunk:
             self._detach(conn)
             if not p.buf.strip():
-                conn.close()            # connected and left without a word
+                conn.close()  # connected and left without a word
                 return
             self._submit(self._serve, conn, bytes(p.buf.split(b"\n", 1)[0]))
 
@@ -232,9 +233,10 @@ class Server:
                 conn.close()
                 with self._lock:
                     self._inflight -= 1
+
         try:
             self._pool.submit(run)
-        except RuntimeError:            # shutting down
+        except RuntimeError:  # shutting down
             conn.close()
             with self._lock:
                 self._inflight -= 1

@@ -14,9 +14,18 @@ from .base import BackendError
 from .choose import Plan, choose
 from .monitor import IdleMonitor
 from .power import Power
-from .state import INPUT_POLL, POWER_POLL, RETRY, MachineState, read_machine
+from .state import FIXED_POWER_POLL, INPUT_POLL, POWER_POLL, RETRY, MachineState, read_machine
 
 __all__ = [
-    "BackendError", "IdleMonitor", "Plan", "choose", "Power", "MachineState",
-    "read_machine", "INPUT_POLL", "POWER_POLL", "RETRY",
+    "BackendError",
+    "IdleMonitor",
+    "Plan",
+    "choose",
+    "Power",
+    "MachineState",
+    "read_machine",
+    "INPUT_POLL",
+    "POWER_POLL",
+    "FIXED_POWER_POLL",
+    "RETRY",
 ]

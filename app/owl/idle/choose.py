@@ -34,20 +34,23 @@ class Plan:
 
     hooks: Hooks | None
     readers: list[Reader] = field(default_factory=list)
-    limit: str | None = None   # said when nothing works, e.g. "no DISPLAY"
+    limit: str | None = None  # said when nothing works, e.g. "no DISPLAY"
 
 
 def _mutter() -> Plan:
     from .mutter import MutterReader
     from .mutter_watch import MutterWatch
+
     return Plan(MutterWatch(), [MutterReader()])
 
 
 def _wayland(*protocols: str) -> Callable[[], Plan]:
     def make() -> Plan:
         from .wayland import EXT, KDE, WaylandIdle
+
         watch = WaylandIdle(protocols=protocols or (EXT, KDE))
         return Plan(watch, [watch])
+
     return make
 
 
@@ -55,19 +58,23 @@ def _x11(env: Mapping[str, str]) -> Plan:
     from .mutter import MutterReader
     from .pynput_hooks import PynputHooks
     from .xscreensaver import XScreenSaverReader
+
     return Plan(PynputHooks("x11"), [XScreenSaverReader(env.get("DISPLAY", "")), MutterReader()])
 
 
 def _pynput(platform: str) -> Plan:
     from .pynput_hooks import PynputHooks
+
     return Plan(PynputHooks("x11" if platform.startswith("linux") else platform), [])
 
 
 def _only_reader(name: str, env: Mapping[str, str]) -> Plan:
     if name == "xscreensaver":
         from .xscreensaver import XScreenSaverReader
+
         return Plan(None, [XScreenSaverReader(env.get("DISPLAY", ""))])
     from .ioreg import IoregReader
+
     return Plan(None, [IoregReader()])
 
 
@@ -134,6 +141,7 @@ def _on_wayland(env: Mapping[str, str]) -> Plan:
         why = "Wayland session without WAYLAND_DISPLAY"
     else:
         from .wayland import WaylandIdle
+
         watch = WaylandIdle(wl)
         try:
             watch.open()

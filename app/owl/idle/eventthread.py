@@ -64,8 +64,9 @@ class EventThread:
         """A fresh wake pipe, then the thread, named for the backend."""
         self._close_pipe()
         self._wake_r, self._wake_w = os.pipe()
-        self._thread = threading.Thread(target=target, args=args, name=self.thread_name,
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=target, args=args, name=self.thread_name, daemon=True
+        )
         self._thread.start()
 
     def _poke(self) -> None:

@@ -37,8 +37,9 @@ class IoregReader:
 
     def idle_seconds(self) -> float:
         try:
-            out = subprocess.run(COMMAND, capture_output=True, text=True, timeout=self.timeout,
-                                 check=True).stdout
+            out = subprocess.run(
+                COMMAND, capture_output=True, text=True, timeout=self.timeout, check=True
+            ).stdout
         except (OSError, subprocess.SubprocessError) as exc:
             raise BackendError(f"ioreg failed: {exc}") from None
         return parse_hid_idle_time(out)

@@ -32,9 +32,14 @@ log = logging.getLogger("owl.idle")
 class IdleMonitor:
     """Input hooks + idle readers, behind one object the engine uses."""
 
-    def __init__(self, on_input: Callable[[], None], *,
-                 on_change: Callable[[], None] | None = None,
-                 plan: Callable[[], Plan] = choose, retry_every: float = RETRY) -> None:
+    def __init__(
+        self,
+        on_input: Callable[[], None],
+        *,
+        on_change: Callable[[], None] | None = None,
+        plan: Callable[[], Plan] = choose,
+        retry_every: float = RETRY,
+    ) -> None:
         """`on_input` runs on the hook thread for every event and must stay cheap.
 
         `on_change` (optional) runs on a hook thread when the hooks die, so a
@@ -107,7 +112,7 @@ class IdleMonitor:
         live = self.hooks_live
         from_reader = None if idle is None else now - idle
         if from_reader is None and not live:
-            return None   # old hook stamps say nothing about now
+            return None  # old hook stamps say nothing about now
         from_hooks = self._last_hook
         if from_hooks is None and from_reader is None:
             # Hooks alone, no event yet: quiet at least since they started.
@@ -127,7 +132,7 @@ class IdleMonitor:
         if self.hooks_live:
             names.append(self._hooks.name)  # type: ignore[union-attr]
         if self._reader is not None and self._reader.name not in names:
-            names.append(self._reader.name)   # one object can be both (Wayland)
+            names.append(self._reader.name)  # one object can be both (Wayland)
         return names
 
     @property
@@ -137,14 +142,21 @@ class IdleMonitor:
         return hooks is not None and hooks.alive
 
     @property
+    def hooks_may_miss(self) -> bool:
+        """True when live hooks may not hear every input (a macOS event tap
+        under Secure Input): the reader must be asked as well."""
+        return self.hooks_live and bool(getattr(self._hooks, "may_miss_input", False))
+
+    @property
     def problem(self) -> str | None:
         """Why the machine cannot be read, one line, or None if it can."""
         if self.hooks_live or self._reader is not None:
             return None
         if self._plan is None:
             return "not started"
-        return (self._plan.limit or self._error or self._hooks_error
-                or "no idle source on this system")
+        return (
+            self._plan.limit or self._error or self._hooks_error or "no idle source on this system"
+        )
 
     # -------------------------------------------------------------- internals
 

@@ -20,7 +20,7 @@ class MutterReader:
     name = "mutter"
 
     def __init__(self, bus: str = "SESSION", timeout: float = 1.0) -> None:
-        self.bus = bus          # "SESSION" or a D-Bus address
+        self.bus = bus  # "SESSION" or a D-Bus address
         self.timeout = timeout  # a hung compositor must not hang the engine
         self._conn = None
         self._lock = threading.Lock()
@@ -48,8 +48,9 @@ class MutterReader:
                 raise BackendError("session D-Bus is not open")
             address = DBusAddress(OBJECT_PATH, bus_name=BUS_NAME, interface=INTERFACE)
             try:
-                reply = self._conn.send_and_get_reply(new_method_call(address, "GetIdletime"),
-                                                      timeout=self.timeout)
+                reply = self._conn.send_and_get_reply(
+                    new_method_call(address, "GetIdletime"), timeout=self.timeout
+                )
             except TimeoutError:
                 raise BackendError("GNOME's idle monitor did not answer") from None
             except Exception:

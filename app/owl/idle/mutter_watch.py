@@ -62,7 +62,7 @@ class MutterWatch(EventThread):
         signals: deque = deque()
         try:
             for rule in (_rule(), _owner_rule()):
-                conn.filter(rule, queue=signals)   # kept for the connection's life
+                conn.filter(rule, queue=signals)  # kept for the connection's life
                 _call(conn, _bus_address(), "AddMatch", "s", (rule.serialise(),))
             idle_id = _call(conn, _monitor(), "AddIdleWatch", "t", (self._after_ms,))[0]
             active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
@@ -74,8 +74,15 @@ class MutterWatch(EventThread):
 
     # --------------------------------------------------------------- thread
 
-    def _run(self, conn: Any, signals: deque, idle_id: int, active_id: int,
-             on_event: Callable[..., None], on_dead: Callable[[str], None]) -> None:
+    def _run(
+        self,
+        conn: Any,
+        signals: deque,
+        idle_id: int,
+        active_id: int,
+        on_event: Callable[..., None],
+        on_dead: Callable[[str], None],
+    ) -> None:
         from jeepney.low_level import HeaderFields
 
         after_ms = self._after_ms
@@ -98,11 +105,11 @@ class MutterWatch(EventThread):
                         if active_id < 0:
                             active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
                         idle_ms = _call(conn, _monitor(), "GetIdletime")[0]
-                        if idle_ms < after_ms:      # input slipped in before the watch was armed
+                        if idle_ms < after_ms:  # input slipped in before the watch was armed
                             on_event()
                         if self._on_quiet is not None:
                             self._on_quiet()
-                if after_ms != self._after_ms:      # idle.after was edited
+                if after_ms != self._after_ms:  # idle.after was edited
                     after_ms = self._after_ms
                     _call(conn, _monitor(), "RemoveWatch", "u", (idle_id,))
                     idle_id = _call(conn, _monitor(), "AddIdleWatch", "t", (after_ms,))[0]
@@ -112,7 +119,7 @@ class MutterWatch(EventThread):
                     _drain(conn)
         except BackendError as exc:
             why = str(exc)
-        except Exception as exc:   # the bus closed under us, or an answer made no sense
+        except Exception as exc:  # the bus closed under us, or an answer made no sense
             why = f"GNOME's idle monitor went away ({type(exc).__name__})"
         finally:
             try:
@@ -131,15 +138,17 @@ def _drain(conn: Any) -> None:
             return
 
 
-def _call(conn: Any, address: Any, method: str, signature: str | None = None,
-          body: tuple = ()) -> tuple:
+def _call(
+    conn: Any, address: Any, method: str, signature: str | None = None, body: tuple = ()
+) -> tuple:
     """One method call; a D-Bus error or no answer becomes BackendError."""
     from jeepney import MessageType, new_method_call
     from jeepney.low_level import HeaderFields
 
     try:
-        reply = conn.send_and_get_reply(new_method_call(address, method, signature, body),
-                                        timeout=CALL_TIMEOUT)
+        reply = conn.send_and_get_reply(
+            new_method_call(address, method, signature, body), timeout=CALL_TIMEOUT
+        )
     except TimeoutError:
         raise BackendError(f"GNOME's idle monitor did not answer {method}") from None
     except OSError as exc:
@@ -152,23 +161,32 @@ def _call(conn: Any, address: Any, method: str, signature: str | None = None,
 
 def _monitor() -> Any:
     from jeepney import DBusAddress
+
     return DBusAddress(OBJECT_PATH, bus_name=BUS_NAME, interface=INTERFACE)
 
 
 def _bus_address() -> Any:
     from jeepney import DBusAddress
-    return DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus",
-                       interface="org.freedesktop.DBus")
+
+    return DBusAddress(
+        "/org/freedesktop/DBus", bus_name="org.freedesktop.DBus", interface="org.freedesktop.DBus"
+    )
 
 
 def _rule() -> Any:
     from jeepney import MatchRule
+
     return MatchRule(type="signal", interface=INTERFACE, member="WatchFired", path=OBJECT_PATH)
 
 
 def _owner_rule() -> Any:
     from jeepney import MatchRule
-    rule = MatchRule(type="signal", sender="org.freedesktop.DBus",
-                     interface="org.freedesktop.DBus", member="NameOwnerChanged")
+
+    rule = MatchRule(
+        type="signal",
+        sender="org.freedesktop.DBus",
+        interface="org.freedesktop.DBus",
+        member="NameOwnerChanged",
+    )
     rule.add_arg_condition(0, BUS_NAME)
     return rule

@@ -33,6 +33,7 @@ class Power:
     def __init__(self, supply_path: str | None = None) -> None:
         self.supply_path = supply_path or os.environ.get(ENV_SUPPLY_PATH) or None
         self._failed: str | None = None  # last failure logged, so it is logged once
+        self.fixed = False  # the last reading found no battery: nothing to unplug
 
     @property
     def backend(self) -> str:
@@ -71,6 +72,7 @@ class Power:
                 self._failed = why
             return None
         self._failed = None
+        self.fixed = battery is None
         if battery is None:
             return True
         plugged = battery.power_plugged

@@ -64,7 +64,9 @@ class PynputHooks:
     """Keyboard + mouse listeners; every key, click, scroll and move is an event."""
 
     def __init__(self, platform: str) -> None:
-        self.name = f"pynput-{platform}"   # "pynput-x11", "pynput-darwin", "pynput-win32"
+        self.name = f"pynput-{platform}"  # "pynput-x11", "pynput-darwin", "pynput-win32"
+        # On macOS pynput listens through an event tap: deaf to keys under Secure Input.
+        self.may_miss_input = platform == "darwin"
         self._listeners: list[Any] = []
         self._stopping = False
         self._dead: str | None = None
@@ -80,9 +82,9 @@ class PynputHooks:
         self._stopping, self._dead, self._on_dead = False, None, on_dead
         listeners = [
             _watched(mouse.Listener, self._ended)(
-                on_move=on_event, on_click=on_event, on_scroll=on_event),
-            _watched(keyboard.Listener, self._ended)(
-                on_press=on_event, on_release=on_event),
+                on_move=on_event, on_click=on_event, on_scroll=on_event
+            ),
+            _watched(keyboard.Listener, self._ended)(on_press=on_event, on_release=on_event),
         ]
         self._listeners = listeners
         for listener in listeners:
@@ -101,13 +103,18 @@ class PynputHooks:
             from owl.bundle import grantee
 
             self.stop()
-            raise BackendError(f"pynput may not watch input: grant Accessibility to {grantee()} "
-                               "(System Settings > Privacy & Security > Accessibility)")
+            raise BackendError(
+                f"pynput may not watch input: grant Accessibility to {grantee()} "
+                "(System Settings > Privacy & Security > Accessibility)"
+            )
 
     @property
     def alive(self) -> bool:
-        return bool(self._listeners) and self._dead is None and all(
-            l.is_alive() for l in self._listeners)
+        return (
+            bool(self._listeners)
+            and self._dead is None
+            and all(l.is_alive() for l in self._listeners)
+        )
 
     def stop(self) -> None:
         self._stopping = True

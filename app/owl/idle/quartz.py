@@ -4,14 +4,27 @@ Hooks: a *listen-only* Quartz event tap. It needs only Input Monitoring
 (not Accessibility), runs its own CFRunLoop on a thread of its own, calls no
 text-input API, and its callback only stamps the time and wakes a thread
 that tells the monitor: a tap whose callback is slow is switched off by the
-system. Without the grant (`CGPreflightListenEventAccess()` false) the hooks
-say so once, naming Input Monitoring and the app to grant it to, ask macOS
-to list Owl there (`CGRequestListenEventAccess`), and look again every few
-seconds: the tap is made the moment the grant appears, and dropped if it is
-taken away. Until then `alive` is false and the reader stands in.
+system.
+
+The tap is made whether or not `CGPreflightListenEventAccess()` says the
+grant is there: that answer can stay "no" after the person ticked the box,
+until the process restarts, while the tap already gets events. Without the
+grant macOS clears the keyboard from the tap's mask and keeps the mouse
+(CGEventTapCreate's documentation); it returns no tap only when nothing is
+left. So the hooks say once what to grant and to whom, ask macOS to list
+the app (`CGRequestListenEventAccess`), and look again every few seconds:
+a tap made before the grant is made anew once preflight says yes, a grant
+taken away is logged and the tap made anew (mouse only), and a tap that
+stops hearing the pointer while the HID system saw it move is dropped.
+
+Even a granted tap gets no keystrokes under Secure Input (a password field,
+Secure Keyboard Entry in a terminal, the lock screen: Apple's TN2150), so
+the hooks say `may_miss_input`, and the idle policy reads the idle-time
+counter every second while a Run is watched, events or not.
 
 Reader: `CGEventSourceSecondsSinceLastEventType` on the HID system state, an
-in-process call that needs no permission, in place of spawning `ioreg`.
+in-process call that needs no permission, in place of spawning `ioreg`; it
+counts every key, Secure Input or not.
 
 Quartz is imported only in `start`/`open` (a fake module stands in for
 tests: `QuartzHooks(quartz=fake)`).
@@ -30,16 +43,24 @@ from .base import BackendError, one_line
 
 log = logging.getLogger("owl.idle")
 
-GRANT_POLL = 3.0          # seconds between looks at the Input Monitoring grant
+GRANT_POLL = 3.0  # seconds between looks at the Input Monitoring grant
 READY_TIMEOUT = 5.0
+# A pointer move the HID system saw this long after the tap's last one: the tap is deaf.
+DEAF_AFTER = 1.0
 # CGEventType values the system sends to a tap it has switched off.
 TAP_DISABLED_BY_TIMEOUT = 0xFFFFFFFE
 TAP_DISABLED_BY_USER_INPUT = 0xFFFFFFFF
 # Every kind of input a person makes (CGEventType names).
 INPUT_EVENTS = (
-    "kCGEventKeyDown", "kCGEventFlagsChanged", "kCGEventMouseMoved",
-    "kCGEventLeftMouseDown", "kCGEventRightMouseDown", "kCGEventOtherMouseDown",
-    "kCGEventLeftMouseDragged", "kCGEventRightMouseDragged", "kCGEventOtherMouseDragged",
+    "kCGEventKeyDown",
+    "kCGEventFlagsChanged",
+    "kCGEventMouseMoved",
+    "kCGEventLeftMouseDown",
+    "kCGEventRightMouseDown",
+    "kCGEventOtherMouseDown",
+    "kCGEventLeftMouseDragged",
+    "kCGEventRightMouseDragged",
+    "kCGEventOtherMouseDragged",
     "kCGEventScrollWheel",
 )
 
@@ -61,18 +82,27 @@ def permission_message(app: str | None = None) -> str:
         from owl.bundle import grantee
 
         app = grantee()
-    return (f"Owl may not watch keyboard and mouse: grant Input Monitoring to {app} "
-            "(System Settings > Privacy & Security > Input Monitoring); until then "
-            "idle time is read once a second")
+    return (
+        f"Owl may not watch the keyboard: grant Input Monitoring to {app} "
+        "(System Settings > Privacy & Security > Input Monitoring); until then "
+        "keys are seen through the idle time, read once a second while a Run works"
+    )
 
 
 class QuartzHooks:
     """A listen-only event tap on the session, on a thread of its own."""
 
     name = "quartz"
+    #: Secure Input keeps keystrokes from every event tap: the reader must be asked too.
+    may_miss_input = True
 
-    def __init__(self, quartz: ModuleType | None = None, *, grant_poll: float = GRANT_POLL,
-                 app: str | None = None) -> None:
+    def __init__(
+        self,
+        quartz: ModuleType | None = None,
+        *,
+        grant_poll: float = GRANT_POLL,
+        app: str | None = None,
+    ) -> None:
         self._quartz = quartz
         self._grant_poll = grant_poll
         self._app = app
@@ -87,23 +117,33 @@ class QuartzHooks:
         self._tap_thread: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
         self._asked = False
-        self.last_event: float | None = None      # time.monotonic() of the last input
+        self._tap_granted = False  # what preflight said when the tap was made
+        self._tap_made = 0.0
+        self._deaf_said = False
+        self._moved: int = -1  # kCGEventMouseMoved
+        self.last_event: float | None = None  # time.monotonic() of the last input
+        self.last_pointer: float | None = None  # ... of the last pointer move
 
     # ------------------------------------------------------------- interface
 
     def start(self, on_event: Callable[..., None], on_dead: Callable[[str], None]) -> None:
-        """Make the tap now if Input Monitoring is granted, else wait for the grant.
+        """Make the tap now (whatever preflight says), or wait for one to be allowed.
 
         Raises BackendError only when Quartz is missing or the system refuses
-        a tap although the grant is there."""
+        a tap although preflight says the grant is there."""
         q = load_quartz(self._quartz)
         self.stop()
         self._q, self._on_event, self._on_dead = q, on_event, on_dead
+        self._moved = int(q.kCGEventMouseMoved)
         self._stopping.clear()
-        if self._granted():
-            self._make_tap()          # raises BackendError if refused
-        else:
+        granted = self._granted()
+        if not granted:
             self._ask()
+        if not self._try_tap(granted) and granted:
+            raise BackendError(
+                "macOS refused an input event tap although Input Monitoring "
+                f"is granted; {permission_message(self._app)}"
+            )
         self._spawn(self._deliver, "owl-quartz-deliver")
         self._spawn(self._watch_grant, "owl-quartz-grant")
 
@@ -114,7 +154,12 @@ class QuartzHooks:
 
     @property
     def waiting_for_grant(self) -> bool:
-        return self._on_event is not None and not self._stopping.is_set() and self._tap is None
+        """Started, and no tap yet or one made before preflight said yes."""
+        return (
+            self._on_event is not None
+            and not self._stopping.is_set()
+            and (self._tap is None or not self._tap_granted)
+        )
 
     def stop(self) -> None:
         self._stopping.set()
@@ -136,7 +181,9 @@ class QuartzHooks:
             if tap is not None:
                 self._q.CGEventTapEnable(tap, True)
             return event
-        self.last_event = time.monotonic()
+        now = self.last_event = time.monotonic()
+        if type_ == self._moved:
+            self.last_pointer = now
         self._kick.set()
         return event
 
@@ -147,14 +194,20 @@ class QuartzHooks:
             mask |= 1 << int(getattr(q, name))
         return mask
 
-    def _make_tap(self) -> None:
+    def _try_tap(self, granted: bool) -> bool:
+        """Make the tap; False when macOS gives none (nothing of the mask is
+        allowed). `granted` is what preflight said, kept to notice a change."""
         q = self._q
-        tap = q.CGEventTapCreate(q.kCGSessionEventTap, q.kCGHeadInsertEventTap,
-                                 q.kCGEventTapOptionListenOnly, self._mask(),
-                                 self._callback, None)
+        tap = q.CGEventTapCreate(
+            q.kCGSessionEventTap,
+            q.kCGHeadInsertEventTap,
+            q.kCGEventTapOptionListenOnly,
+            self._mask(),
+            self._callback,
+            None,
+        )
         if tap is None:
-            raise BackendError("macOS refused an input event tap although Input Monitoring "
-                               f"is granted; {permission_message(self._app)}")
+            return False
         ready = threading.Event()
         box: dict[str, Any] = {}
 
@@ -182,6 +235,8 @@ class QuartzHooks:
             raise BackendError(f"the input event tap cannot run: {why}")
         with self._lock:
             self._tap, self._loop, self._tap_thread = tap, box["loop"], thread
+            self._tap_granted, self._tap_made = granted, time.monotonic()
+        return True
 
     def _drop_tap(self) -> None:
         with self._lock:
@@ -195,7 +250,7 @@ class QuartzHooks:
             q.CFMachPortInvalidate(tap)
             q.CFRunLoopStop(loop)
         except Exception:
-            pass      # the run loop ends with its thread either way
+            pass  # the run loop ends with its thread either way
         if thread is not None and thread is not threading.current_thread():
             thread.join(1.0)
 
@@ -228,24 +283,66 @@ class QuartzHooks:
         if not self._asked:
             self._asked = True
             try:
-                self._q.CGRequestListenEventAccess()   # lists Owl in System Settings
+                self._q.CGRequestListenEventAccess()  # lists Owl in System Settings
             except Exception:
                 pass
 
     def _watch_grant(self) -> None:
-        """Make the tap when the grant appears; drop it when it is taken away."""
+        """Every few seconds: make a tap where there is none, make it anew when
+        the grant comes or goes, drop it when it has gone deaf."""
         while not self._stopping.wait(self._grant_poll):
-            granted = self._granted()
-            if granted and self._tap is None:
-                try:
-                    self._make_tap()
-                except BackendError as exc:
-                    log.warning("input hooks: %s", exc)
-                    continue
-                log.info("Input Monitoring granted: input hooks %s are live", self.name)
-            elif not granted and self._tap is not None:
-                self._drop_tap()
+            try:
+                self._look_again()
+            except BackendError as exc:
+                log.warning("input hooks: %s", exc)
+
+    def _look_again(self) -> None:
+        granted = self._granted()
+        if self._tap is not None and granted != self._tap_granted:
+            if granted:
+                log.info(
+                    "Input Monitoring granted: the input event tap is made anew "
+                    "to hear the keyboard"
+                )
+            else:
                 log.warning("Input Monitoring was taken away; %s", permission_message(self._app))
+            self._drop_tap()
+        elif self._tap is not None and self._deaf():
+            if not self._deaf_said:
+                self._deaf_said = True
+                log.warning(
+                    "the input event tap has stopped hearing the pointer (Input "
+                    "Monitoring taken away?); %s",
+                    permission_message(self._app),
+                )
+            self._drop_tap()
+        if self._tap is None and self._try_tap(granted):
+            log.info(
+                "input hooks %s are live%s",
+                self.name,
+                "" if granted else " (the keyboard perhaps only once Input Monitoring is granted)",
+            )
+
+    def _deaf(self) -> bool:
+        """The HID system saw the pointer move well after the tap's last move."""
+        q = self._q
+        try:
+            quiet = float(
+                q.CGEventSourceSecondsSinceLastEventType(
+                    q.kCGEventSourceStateHIDSystemState, self._moved
+                )
+            )
+        except Exception:
+            return False
+        if not math.isfinite(quiet) or quiet < 0:
+            return False
+        moved_at = time.monotonic() - quiet
+        heard = max(self.last_pointer or 0.0, self._tap_made)
+        if moved_at > heard + DEAF_AFTER:
+            return True
+        if self.last_pointer is not None and self.last_pointer > self._tap_made:
+            self._deaf_said = False  # this tap has heard the pointer: say it again
+        return False
 
     def _died(self, why: str) -> None:
         log.warning("input hooks %s stopped: %s", self.name, why)
@@ -273,8 +370,11 @@ class QuartzReader:
         if q is None:
             raise BackendError("quartz reader is not open")
         try:
-            value = float(q.CGEventSourceSecondsSinceLastEventType(
-                q.kCGEventSourceStateHIDSystemState, q.kCGAnyInputEventType))
+            value = float(
+                q.CGEventSourceSecondsSinceLastEventType(
+                    q.kCGEventSourceStateHIDSystemState, q.kCGAnyInputEventType
+                )
+            )
         except Exception as exc:
             raise BackendError(f"Quartz idle time failed: {one_line(exc)}") from None
         if not math.isfinite(value) or value < 0:

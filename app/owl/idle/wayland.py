@@ -48,8 +48,8 @@ class Quiet:
     """What idled/resumed notifications say about the last input (pure: no I/O, no clock)."""
 
     def __init__(self, now: float) -> None:
-        self._idled: dict[float, float] = {}   # timeout -> when it said idled
-        self._since = now                      # the last resumed (or the start)
+        self._idled: dict[float, float] = {}  # timeout -> when it said idled
+        self._since = now  # the last resumed (or the start)
 
     def idled(self, timeout: float, now: float) -> None:
         self._idled[timeout] = now
@@ -85,12 +85,17 @@ class WaylandIdle(EventThread):
     thread_name = "owl-wayland-idle"
     what = "wayland idle"
 
-    def __init__(self, display: str | None = None, *, protocols: tuple[str, ...] = (EXT, KDE),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        display: str | None = None,
+        *,
+        protocols: tuple[str, ...] = (EXT, KDE),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
-        self.display_name = display          # None: WAYLAND_DISPLAY
-        self.protocols = protocols           # in order of preference
-        self.name = "wayland-idle"           # set to the protocol bound, on open
+        self.display_name = display  # None: WAYLAND_DISPLAY
+        self.protocols = protocols  # in order of preference
+        self.name = "wayland-idle"  # set to the protocol bound, on open
         self._clock = clock
         self._after = 600.0
         self._on_quiet: Callable[[], None] | None = None
@@ -136,7 +141,7 @@ class WaylandIdle(EventThread):
             return self._quiet.idle_seconds(self._clock())
 
     def close(self) -> None:
-        pass   # the connection is the hooks' too; `stop` lets go of it
+        pass  # the connection is the hooks' too; `stop` lets go of it
 
     # ---------------------------------------------------------------- hooks
 
@@ -155,7 +160,7 @@ class WaylandIdle(EventThread):
         self._start_thread(self._run)
 
     def _stopped(self) -> None:
-        self._teardown()   # the thread has ended: nothing else reads the connection
+        self._teardown()  # the thread has ended: nothing else reads the connection
 
     # --------------------------------------------------------------- thread
 
@@ -179,6 +184,7 @@ class WaylandIdle(EventThread):
                 self._quiet.idled(timeout, self._clock())
             if timeout >= self._after and self._on_quiet is not None:
                 self._on_quiet()
+
         return idled
 
     def _resumed(self, _note: Any) -> None:
@@ -195,14 +201,14 @@ class WaylandIdle(EventThread):
             while not self._stopping:
                 if self._after != self._armed_for:
                     with self._lock:
-                        self._quiet.resumed(self._clock())   # new timers count from now
+                        self._quiet.resumed(self._clock())  # new timers count from now
                     self._arm()
                 display.dispatch(block=False)
                 display.flush()
                 if self._wait(fd):
                     display.read()
                     display.dispatch(block=False)
-        except Exception as exc:   # read_events failing: the compositor closed the socket
+        except Exception as exc:  # read_events failing: the compositor closed the socket
             log.debug("wayland loop ended: %s", exc)
         finally:
             if self._stopping:
@@ -226,6 +232,7 @@ def _bind(display: Any, protocols: tuple[str, ...]) -> dict[str, Any]:
 
     def on_global(_reg: Any, name: int, interface: str, version: int) -> None:
         offered.setdefault(interface, (name, version))
+
     registry.dispatcher["global"] = on_global
     _roundtrip(display, CONNECT_TIMEOUT)
     if WlSeat.name not in offered:
@@ -243,15 +250,24 @@ def _bind(display: Any, protocols: tuple[str, ...]) -> dict[str, Any]:
                 make = lambda ms: notifier.get_input_idle_notification(ms, seat)  # noqa: E731
             else:
                 make = lambda ms: notifier.get_idle_notification(ms, seat)  # noqa: E731
-            return {"name": f"ext-idle-notify-v{min(version, 2)}", "make": make,
-                    "idled": "idled", "objects": [notifier, seat, registry]}
+            return {
+                "name": f"ext-idle-notify-v{min(version, 2)}",
+                "make": make,
+                "idled": "idled",
+                "objects": [notifier, seat, registry],
+            }
         from .wlproto.kde_idle import OrgKdeKwinIdle
 
         idle = registry.bind(name, OrgKdeKwinIdle, 1)
-        return {"name": "kde-idle", "make": lambda ms: idle.get_idle_timeout(seat, ms),
-                "idled": "idle", "objects": [idle, seat, registry]}
-    raise BackendError("the Wayland compositor offers no idle protocol (neither "
-                       + " nor ".join(protocols) + ")")
+        return {
+            "name": "kde-idle",
+            "make": lambda ms: idle.get_idle_timeout(seat, ms),
+            "idled": "idle",
+            "objects": [idle, seat, registry],
+        }
+    raise BackendError(
+        "the Wayland compositor offers no idle protocol (neither " + " nor ".join(protocols) + ")"
+    )
 
 
 def _roundtrip(display: Any, timeout: float) -> None:
@@ -273,7 +289,9 @@ def _roundtrip(display: Any, timeout: float) -> None:
     except BackendError:
         raise
     except Exception:
-        raise BackendError("the Wayland compositor went away while Owl asked what it offers") from None
+        raise BackendError(
+            "the Wayland compositor went away while Owl asked what it offers"
+        ) from None
 
 
 def _disconnect(display: Any, notes: list[Any], bound: dict[str, Any]) -> None:

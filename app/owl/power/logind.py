@@ -84,9 +84,7 @@ def unavailable() -> str | None:
             if owned:
                 return None
             startable = unwrap_msg(
-                conn.send_and_get_reply(
-                    message_bus.ListActivatableNames(), timeout=CALL_TIMEOUT_S
-                )
+                conn.send_and_get_reply(message_bus.ListActivatableNames(), timeout=CALL_TIMEOUT_S)
             )[0]
     except (OSError, TimeoutError, ValueError, KeyError) as exc:
         # ValueError/KeyError: jeepney cannot parse the bus address, or no

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from owl.errors import Refused, StoreError
-from owl.paths import write_atomic
+from owl.settings.paths import write_atomic
 
 
 def page_path(reviews: Path, job_id: int) -> Path:
@@ -20,12 +20,12 @@ def page_path(reviews: Path, job_id: int) -> Path:
 
 def write_page(paths: object, job_id: int) -> Path:
     """Write Job `job_id`'s review page and return its path; Refused when impossible."""
-    from owl.paths import make_private_dir
+    from owl.settings.paths import make_private_dir
     from owl.review import facts, page
-    from owl.store import Store
+    from owl.store.db import Store
 
     try:
-        store = Store(paths.db, readonly=True)           # type: ignore[attr-defined]
+        store = Store(paths.db, readonly=True)  # type: ignore[attr-defined]
     except StoreError as e:
         raise Refused(str(e)) from None
     try:
@@ -35,7 +35,7 @@ def write_page(paths: object, job_id: int) -> Path:
             raise Refused(str(e)) from None
     finally:
         store.close()
-    reviews = paths.reviews                               # type: ignore[attr-defined]
+    reviews = paths.reviews  # type: ignore[attr-defined]
     make_private_dir(reviews)
     target = page_path(reviews, job_id)
     text = page.render(data)

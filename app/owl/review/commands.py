@@ -17,13 +17,24 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from owl import workspace
+from owl.git import workspace
 from owl.errors import Refused, StoreError
 from owl.review.text import visible
 
 _COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m"}
-_HEADERS = ("diff --git ", "index ", "--- ", "+++ ", "new file mode", "deleted file mode",
-            "old mode", "new mode", "similarity", "rename ", "Binary files")
+_HEADERS = (
+    "diff --git ",
+    "index ",
+    "--- ",
+    "+++ ",
+    "new file mode",
+    "deleted file mode",
+    "old mode",
+    "new mode",
+    "similarity",
+    "rename ",
+    "Binary files",
+)
 _RESET = "\x1b[0m"
 
 
@@ -32,8 +43,13 @@ def open_in_browser(path: Path) -> None:
     opener = "open" if sys.platform == "darwin" else "xdg-open"
     if shutil.which(opener) is None:
         raise Refused(f"{opener} is not installed; open {path} yourself")
-    subprocess.Popen([opener, str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [opener, str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def review(paths: object, job_id: int, *, open_it: bool, out: TextIO = sys.stdout) -> int:
@@ -47,10 +63,10 @@ def review(paths: object, job_id: int, *, open_it: bool, out: TextIO = sys.stdou
 
 
 def _job(paths: object, job_id: int) -> dict:
-    from owl.store import Store
+    from owl.store.db import Store
 
     try:
-        store = Store(paths.db, readonly=True)          # type: ignore[attr-defined]
+        store = Store(paths.db, readonly=True)  # type: ignore[attr-defined]
     except StoreError as e:
         raise Refused(str(e)) from None
     try:
@@ -70,13 +86,22 @@ def diff_text(job: dict) -> str:
     if not project.is_dir():
         raise Refused(f"the project {project} is not there any more")
     try:
-        proc = workspace.git(project, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-                             f"{job['base']}...refs/heads/{job['branch']}", check=False)
+        proc = workspace.git(
+            project,
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            f"{job['base']}...refs/heads/{job['branch']}",
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         raise Refused(f"git diff cannot be run: {e}") from None
     if proc.returncode != 0:
-        raise Refused(f"the branch {job['branch']} cannot be read in {project}: "
-                      f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise Refused(
+            f"the branch {job['branch']} cannot be read in {project}: "
+            f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+        )
     return proc.stdout
 
 
@@ -124,6 +149,6 @@ def diff(paths: object, job_id: int, *, out: TextIO = sys.stdout) -> int:
         proc.stdin.write(shown.encode("utf-8", "replace"))
         proc.stdin.close()
     except BrokenPipeError:
-        pass            # the person quit the pager early
+        pass  # the person quit the pager early
     proc.wait()
     return 0

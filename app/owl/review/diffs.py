@@ -12,18 +12,18 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-HIGHLIGHT_MAX_LINES = 4000      # per file: beyond this, plain text is quicker to read anyway
+HIGHLIGHT_MAX_LINES = 4000  # per file: beyond this, plain text is quicker to read anyway
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
 
 @dataclass
 class Line:
-    kind: str                      # "+", "-", " ", or "\\" (no newline at end of file)
+    kind: str  # "+", "-", " ", or "\\" (no newline at end of file)
     old: int | None
     new: int | None
     text: str
-    tokens: list[tuple[str, str]] = field(default_factory=list)   # (css class, text)
+    tokens: list[tuple[str, str]] = field(default_factory=list)  # (css class, text)
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Hunk:
 class FileDiff:
     path: str
     old_path: str | None = None
-    status: str = "modified"       # added, deleted, modified, renamed, binary
+    status: str = "modified"  # added, deleted, modified, renamed, binary
     hunks: list[Hunk] = field(default_factory=list)
     added: int = 0
     removed: int = 0
@@ -76,20 +76,20 @@ def parse(text: str) -> list[FileDiff]:
     for raw in text.split("\n"):
         if raw.startswith("diff --git "):
             m = re.match(r'diff --git ("?a/.*?"?) ("?b/.*"?)$', raw)
-            path = _strip_prefix(m.group(2)) if m else raw[len("diff --git "):]
+            path = _strip_prefix(m.group(2)) if m else raw[len("diff --git ") :]
             cur, hunk = FileDiff(path=path or "?"), None
             files.append(cur)
             continue
         if cur is None:
             continue
-        if raw.startswith("@@"):        # a hunk begins, after the file's header or another hunk
+        if raw.startswith("@@"):  # a hunk begins, after the file's header or another hunk
             start = _hunk_start(raw)
             if start is not None:
                 old_no, new_no = start
                 hunk = Hunk(header=raw)
                 cur.hunks.append(hunk)
             continue
-        if hunk is None or not raw[:1] in ("+", "-", " ", "\\"):
+        if hunk is None or raw[:1] not in ("+", "-", " ", "\\"):
             if raw.startswith("new file mode"):
                 cur.status = "added"
             elif raw.startswith("deleted file mode"):
@@ -128,7 +128,7 @@ def _token_class(ttype: object) -> str:
 
     t = ttype
     while t not in STANDARD_TYPES and getattr(t, "parent", None) is not None:
-        t = t.parent        # type: ignore[attr-defined]
+        t = t.parent  # type: ignore[attr-defined]
     return STANDARD_TYPES.get(t, "")
 
 
@@ -137,9 +137,9 @@ def _lex_lines(lexer: object, lines: list[str]) -> list[list[tuple[str, str]]]:
     if not lines:
         return []
     out: list[list[tuple[str, str]]] = [[]]
-    for ttype, value in lexer.get_tokens("\n".join(lines) + "\n"):   # type: ignore[attr-defined]
+    for ttype, value in lexer.get_tokens("\n".join(lines) + "\n"):  # type: ignore[attr-defined]
         cls = _token_class(ttype)
-        if cls in ("w", "x"):          # whitespace and plain text need no span
+        if cls in ("w", "x"):  # whitespace and plain text need no span
             cls = ""
         parts = value.split("\n")
         for i, part in enumerate(parts):
@@ -148,7 +148,7 @@ def _lex_lines(lexer: object, lines: list[str]) -> list[list[tuple[str, str]]]:
             if not part:
                 continue
             line = out[-1]
-            if line and line[-1][0] == cls:        # one span for a run of one kind
+            if line and line[-1][0] == cls:  # one span for a run of one kind
                 line[-1] = (cls, line[-1][1] + part)
             else:
                 line.append((cls, part))
@@ -196,8 +196,10 @@ def highlight(f: FileDiff) -> None:
             continue
         old = [ln for ln in h.lines if ln.kind in (" ", "-")]
         new = [ln for ln in h.lines if ln.kind in (" ", "+")]
-        for side, toks in ((old, _lex_lines(lexer, [ln.text for ln in old])),
-                           (new, _lex_lines(lexer, [ln.text for ln in new]))):
+        for side, toks in (
+            (old, _lex_lines(lexer, [ln.text for ln in old])),
+            (new, _lex_lines(lexer, [ln.text for ln in new])),
+        ):
             for ln, t in zip(side, toks):
                 if ln.kind != " " or side is new:
                     ln.tokens = t

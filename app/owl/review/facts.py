@@ -1,7 +1,7 @@
 """Everything the review page shows about one Job, gathered from the store and git.
 
 Read-only: a read-only Store and git commands that only read (log, diff,
-status). Every git call goes through `owl.workspace.git`. A project that moved
+status). Every git call goes through `owl.git.workspace.git`. A project that moved
 or a branch that is gone still gives a page: what git cannot answer is left
 out and said so.
 """
@@ -14,14 +14,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from owl import checks as checksmod
-from owl import workspace
+from owl.engine import checks as checksmod
+from owl.git import workspace
 from owl.review import text as textmod
-from owl.store import Store
+from owl.rules.attempts import attempt_numbers  # counted as everywhere: interrupted is none
+from owl.store.db import Store
 
-DIFF_MAX_CHARS = 500_000      # the page's diff is cut here, at a file boundary if one is near
+DIFF_MAX_CHARS = 500_000  # the page's diff is cut here, at a file boundary if one is near
 COMMITS_MAX = 200
-LOG_READ_MAX = 4 << 20        # the last message is in the log's tail
+LOG_READ_MAX = 4 << 20  # the last message is in the log's tail
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -61,50 +62,84 @@ def run_facts(store: Store, run: dict[str, Any]) -> dict[str, Any]:
     ended = run.get("ended_at")
     started = run.get("started_at")
     return {
-        "id": run["id"], "attempt": run["attempt"], "state": run["state"],
-        "outcome": run.get("outcome"), "ended_by": run.get("ended_by"),
-        "reason": run.get("reason"), "exit_code": run.get("exit_code"),
-        "started_at": started, "ended_at": ended,
+        "id": run["id"],
+        "attempt": run["attempt"],
+        "state": run["state"],
+        "agent": run.get("agent"),
+        "outcome": run.get("outcome"),
+        "ended_by": run.get("ended_by"),
+        "reason": run.get("reason"),
+        "exit_code": run.get("exit_code"),
+        "started_at": started,
+        "ended_at": ended,
         "duration_s": (ended - started) if ended and started else None,
-        "log": run.get("log"), "last_message": message, "usage": usage,
+        "log": run.get("log"),
+        "last_message": message,
+        "usage": usage,
         "outside": textmod.parse_list(run.get("outside")),
         "checks": [checksmod.view(c) for c in store.checks(run["id"])],
     }
 
 
 def commits(project: Path, base: str, branch: str) -> list[dict[str, Any]]:
-    out = _git(project, "log", f"-{COMMITS_MAX}", "--no-color",
-               "--format=%H%x1f%h%x1f%an%x1f%at%x1f%s%x1f%b%x1e", f"{base}..{branch}")
+    out = _git(
+        project,
+        "log",
+        f"-{COMMITS_MAX}",
+        "--no-color",
+        "--format=%H%x1f%h%x1f%an%x1f%at%x1f%s%x1f%b%x1e",
+        f"{base}..{branch}",
+    )
     result = []
     for rec in (out or "").split("\x1e"):
         parts = rec.strip("\n").split("\x1f")
         if len(parts) < 6:
             continue
         full, short, author, when, subject, body = parts[:6]
-        result.append({"hash": full, "short": short, "author": author,
-                       "at": float(when) if when.isdigit() else None,
-                       "subject": subject, "body": body.strip()})
+        result.append(
+            {
+                "hash": full,
+                "short": short,
+                "author": author,
+                "at": float(when) if when.isdigit() else None,
+                "subject": subject,
+                "body": body.strip(),
+            }
+        )
     return result
 
 
 def files(project: Path, base: str, branch: str) -> list[dict[str, Any]]:
     """Every file changed, with its added and removed line counts (None for binary)."""
-    out = _git(project, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff",
-               f"{base}...{branch}")
+    out = _git(
+        project, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", f"{base}...{branch}"
+    )
     result = []
     for rec in (out or "").split("\0"):
         parts = rec.split("\t", 2)
         if len(parts) != 3:
             continue
         a, d, path = parts
-        result.append({"path": path, "added": int(a) if a.isdigit() else None,
-                       "removed": int(d) if d.isdigit() else None})
+        result.append(
+            {
+                "path": path,
+                "added": int(a) if a.isdigit() else None,
+                "removed": int(d) if d.isdigit() else None,
+            }
+        )
     return result
 
 
 def diff_text(project: Path, base: str, branch: str) -> str | None:
-    return _git(project, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
-                f"{base}...{branch}")
+    return _git(
+        project,
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-renames",
+        f"{base}...{branch}",
+    )
 
 
 def cap(diff: str, limit: int = DIFF_MAX_CHARS) -> tuple[str, bool]:
@@ -124,19 +159,39 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
     if job is None:
         raise LookupError(f"no job {job_id}")
     runs = [run_facts(store, r) for r in store.runs(job_id)]
-    from owl.views import attempt_numbers      # counted as everywhere: interrupted is none
-
     for r, n in zip(runs, attempt_numbers(runs)):
         r["attempt"] = n
     facts: dict[str, Any] = {
-        "job": {k: job.get(k) for k in ("id", "title", "prompt", "state", "project", "agent",
-                                        "branch", "base", "worktree", "reason", "attempts",
-                                        "attempts_left", "created_at", "base_branch")},
+        "job": {
+            k: job.get(k)
+            for k in (
+                "id",
+                "title",
+                "prompt",
+                "state",
+                "project",
+                "agent",
+                "branch",
+                "base",
+                "worktree",
+                "reason",
+                "attempts",
+                "attempts_left",
+                "created_at",
+                "base_branch",
+            )
+        },
         "runs": runs,
         "verify": [checksmod.view(c) for c in store.verification(job_id)],
         "replies": list(store.replies(job_id)) if hasattr(store, "replies") else [],
-        "commits": [], "files": [], "diff": "", "diff_chars": 0, "diff_cut": False,
-        "git_problem": None, "worktree_dirty": None, "generated_at": time.time(),
+        "commits": [],
+        "files": [],
+        "diff": "",
+        "diff_chars": 0,
+        "diff_cut": False,
+        "git_problem": None,
+        "worktree_dirty": None,
+        "generated_at": time.time(),
     }
     message = next((r["last_message"] for r in reversed(runs) if r["last_message"]), None)
     facts["last_message"] = message
@@ -158,6 +213,9 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
     worktree = job.get("worktree")
     if worktree and Path(worktree).is_dir():
         status = _git(Path(worktree), "status", "--porcelain")
-        facts["worktree_dirty"] = [line[3:] for line in (status or "").splitlines()
-                                   if line[3:] and not line[3:].startswith(".owl/")]
+        facts["worktree_dirty"] = [
+            line[3:]
+            for line in (status or "").splitlines()
+            if line[3:] and not line[3:].startswith(".owl/")
+        ]
     return facts

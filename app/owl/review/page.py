@@ -17,46 +17,51 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from owl.review import diffs
-from owl.review.prose import _logo, esc, file_url, heading, prose, took, when
+from owl.review.prose import logo, esc, file_url, heading, prose, took, when
+from owl.review.diff_html import HIGHLIGHT_BUDGET, diff_section
+from owl.review.runs_html import runs_section
 
 OUTPUT_TAIL_LINES = 40
-# Pygments lexes about 100 KB of code a second here: past this much, plain text,
-# so a large Job's page is written in a few seconds.
-HIGHLIGHT_BUDGET = 250_000
-COMMITS_SHOWN = 20       # more are behind a click
+COMMITS_SHOWN = 20  # more are behind a click
 FILES_SHOWN = 40
-CODE_STYLE = "default"     # Pygments style: reads well on the light green and red of a diff
-CODE_STYLE_DARK = "github-dark"   # and on the dark ones, when the desktop asks for dark
-_ENDED = {"exit": "exited", "sigterm": "stopped (SIGTERM)", "sigkill": "killed (SIGKILL)"}
+CODE_STYLE = "default"  # Pygments style: reads well on the light green and red of a diff
+CODE_STYLE_DARK = "github-dark"  # and on the dark ones, when the desktop asks for dark
 
 
 def _style() -> str:
     sheet = resources.files("owl.review").joinpath("style.css").read_text(encoding="utf-8")
     dark = diffs.css(CODE_STYLE_DARK).replace("\n", "\n  ")
-    return (sheet + "\n" + diffs.css(CODE_STYLE)
-            + "\n@media (prefers-color-scheme: dark) {\n  " + dark + "\n}\n"
-            + ".diff.code { background: transparent; }\n")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+    return (
+        sheet
+        + "\n"
+        + diffs.css(CODE_STYLE)
+        + "\n@media (prefers-color-scheme: dark) {\n  "
+        + dark
+        + "\n}\n"
+        + ".diff.code { background: transparent; }\n"
+    )
 
 
 # ---------------------------------------------------------------- sections
 
+
 def _header(f: dict[str, Any]) -> str:
     j = f["job"]
     state = esc(j["state"])
-    bits = [f"<span>Job {int(j['id'])}</span>",
-            f'<span title="{esc(j["project"])}"><b>{esc(Path(j["project"]).name)}</b></span>']
+    bits = [
+        f"<span>Job {int(j['id'])}</span>",
+        f'<span title="{esc(j["project"])}"><b>{esc(Path(j["project"]).name)}</b></span>',
+    ]
     if j.get("branch"):
         onto = f" → <code>{esc(j['base_branch'])}</code>" if j.get("base_branch") else ""
         bits.append(f"<span><code>{esc(j['branch'])}</code>{onto}</span>")
     bits.append(f"<span>agent {esc(j['agent'])}</span>")
     bits.append(f"<span>queued {esc(when(j.get('created_at')))}</span>")
-    return (f'<header class="top">{_logo()}<div class="head">'
-            f'<h1>{esc(heading(j))}<span class="pill {state}">{state}</span></h1>'
-            f'<div class="meta">{"".join(bits)}</div></div>{_next(j)}</header>')
+    return (
+        f'<header class="top">{logo()}<div class="head">'
+        f'<h1>{esc(heading(j))}<span class="pill {state}">{state}</span></h1>'
+        f'<div class="meta">{"".join(bits)}</div></div>{_next(j)}</header>'
+    )
 
 
 def _next(j: dict[str, Any]) -> str:
@@ -64,13 +69,17 @@ def _next(j: dict[str, Any]) -> str:
     if j.get("state") != "review":
         return ""
     onto = f"into {esc(j['base_branch'])}" if j.get("base_branch") else "into its base branch"
-    return (f'<div class="next"><span>Looks right? Bring it {onto}:</span>'
-            f'<code>owl jobs accept {int(j["id"])} --merge</code></div>')
+    return (
+        f'<div class="next"><span>Looks right? Bring it {onto}:</span>'
+        f"<code>owl jobs accept {int(j['id'])} --merge</code></div>"
+    )
 
 
 def _checks_summary(f: dict[str, Any]) -> tuple[str, str]:
     """(value, css class) for the checks tile: the latest checks that ran."""
-    latest = f["verify"] or next((r["checks"] for r in reversed(f["runs"]) if r["checks"]), [])
+    latest: list[dict[str, Any]] = f["verify"] or next(
+        (r["checks"] for r in reversed(f["runs"]) if r["checks"]), []
+    )
     if not latest:
         return "none", "none"
     passed = sum(1 for c in latest if c["passed"])
@@ -83,22 +92,40 @@ def _stats(f: dict[str, Any]) -> str:
     value, cls = _checks_summary(f)
     runs = f["runs"]
     tiles = [
-        ("", f"<b>{len(f['commits'])}</b><span>{'commit' if len(f['commits']) == 1 else 'commits'}</span>"),
-        ("", f"<b>{len(f['files'])}</b><span>{'file' if len(f['files']) == 1 else 'files'} changed</span>"),
-        ("", f'<b><span class="plus">+{added:,}</span> <span class="minus">−{removed:,}</span></b>'
-             "<span>lines</span>"),
+        (
+            "",
+            f"<b>{len(f['commits'])}</b><span>{'commit' if len(f['commits']) == 1 else 'commits'}</span>",
+        ),
+        (
+            "",
+            f"<b>{len(f['files'])}</b><span>{'file' if len(f['files']) == 1 else 'files'} changed</span>",
+        ),
+        (
+            "",
+            f'<b><span class="plus">+{added:,}</span> <span class="minus">−{removed:,}</span></b>'
+            "<span>lines</span>",
+        ),
         (cls, f"<b>{value}</b><span>checks passed</span>"),
-        ("", f"<b>{len(runs)}</b><span>{'run' if len(runs) == 1 else 'runs'} · "
-             f"{esc(took(sum(r['duration_s'] or 0 for r in runs)))}{_cost(runs)}</span>"),
+        (
+            "",
+            f"<b>{len(runs)}</b><span>{'run' if len(runs) == 1 else 'runs'} · "
+            f"{esc(took(sum(r['duration_s'] or 0 for r in runs)))}{_cost(runs)}</span>",
+        ),
     ]
-    return '<div class="stats">' + "".join(
-        f'<div class="stat {c}">{body}</div>' for c, body in tiles) + "</div>"
+    return (
+        '<div class="stats">'
+        + "".join(f'<div class="stat {c}">{body}</div>' for c, body in tiles)
+        + "</div>"
+    )
 
 
 def _cost(runs: list[dict[str, Any]]) -> str:
     costs = [float((r.get("usage") or {}).get("total_cost_usd") or 0) for r in runs]
-    return f" · ${sum(costs):.2f}" if any(costs) and sum(costs) >= 0.005 else (
-        f" · ${sum(costs):.4f}" if any(costs) else "")
+    return (
+        f" · ${sum(costs):.2f}"
+        if any(costs) and sum(costs) >= 0.005
+        else (f" · ${sum(costs):.4f}" if any(costs) else "")
+    )
 
 
 def _said(f: dict[str, Any]) -> str:
@@ -111,27 +138,38 @@ def _prompt(f: dict[str, Any]) -> str:
     replies = f.get("replies") or []
     said = "".join(
         f'<div class="reply"><span class="when">you, {esc(when(r.get("at")))}'
-        + (f' · given to run {int(r["run_id"])}' if r.get("run_id") else " · for the next run")
-        + f'</span><div>{prose(r.get("text") or "")}</div></div>' for r in replies)
+        + (f" · given to run {int(r['run_id'])}" if r.get("run_id") else " · for the next run")
+        + f"</span><div>{prose(r.get('text') or '')}</div></div>"
+        for r in replies
+    )
     n = len(replies)
     summary = "The prompt" + (f" and your {n} {'reply' if n == 1 else 'replies'}" if n else "")
-    return (f'<section class="card"><details class="prompt-box"{" open" if replies else ""}>'
-            f'<summary>{esc(summary)}</summary>'
-            f'<div class="body"><pre class="prompt">{esc(f["job"]["prompt"])}</pre>{said}</div>'
-            "</details></section>")
+    return (
+        f'<section class="card"><details class="prompt-box"{" open" if replies else ""}>'
+        f"<summary>{esc(summary)}</summary>"
+        f'<div class="body"><pre class="prompt">{esc(f["job"]["prompt"])}</pre>{said}</div>'
+        "</details></section>"
+    )
 
 
 def _commits(f: dict[str, Any]) -> str:
     rows = []
     for c in f["commits"]:
         body = f'<div class="cbody">{esc(c["body"])}</div>' if c.get("body") else ""
-        rows.append(f'<tr><td class="hash">{esc(c["short"])}</td>'
-                    f'<td><div class="subject">{esc(c["subject"])}</div>{body}</td>'
-                    f'<td class="when">{esc(c["author"])} · {esc(when(c["at"]))}</td></tr>')
-    inner = (_fold(rows, COMMITS_SHOWN, "commit") if rows
-             else '<div class="body empty">No commits on the branch.</div>')
-    return (f'<section class="card" id="commits"><h2>Commits <small>{len(rows)}</small></h2>'
-            f"{inner}</section>")
+        rows.append(
+            f'<tr><td class="hash">{esc(c["short"])}</td>'
+            f'<td><div class="subject">{esc(c["subject"])}</div>{body}</td>'
+            f'<td class="when">{esc(c["author"])} · {esc(when(c["at"]))}</td></tr>'
+        )
+    inner = (
+        _fold(rows, COMMITS_SHOWN, "commit")
+        if rows
+        else '<div class="body empty">No commits on the branch.</div>'
+    )
+    return (
+        f'<section class="card" id="commits"><h2>Commits <small>{len(rows)}</small></h2>'
+        f"{inner}</section>"
+    )
 
 
 def _bar(added: int | None, removed: int | None, widest: int) -> str:
@@ -139,8 +177,10 @@ def _bar(added: int | None, removed: int | None, widest: int) -> str:
     if not widest or not (a or d):
         return '<span class="bar"></span>'
     scale = 70 / max(widest, 1)
-    return (f'<span class="bar"><i class="a" style="width:{max(1, round(a * scale)) if a else 0}px"></i>'
-            f'<i class="d" style="width:{max(1, round(d * scale)) if d else 0}px"></i></span>')
+    return (
+        f'<span class="bar"><i class="a" style="width:{max(1, round(a * scale)) if a else 0}px"></i>'
+        f'<i class="d" style="width:{max(1, round(d * scale)) if d else 0}px"></i></span>'
+    )
 
 
 def _fold(rows: list[str], shown: int, what: str) -> str:
@@ -149,8 +189,10 @@ def _fold(rows: list[str], shown: int, what: str) -> str:
     rest = rows[shown:]
     if not rest:
         return table
-    return (f'{table}<details class="more"><summary>{len(rest):,} more {what}s</summary>'
-            f'<table class="list">{"".join(rest)}</table></details>')
+    return (
+        f'{table}<details class="more"><summary>{len(rest):,} more {what}s</summary>'
+        f'<table class="list">{"".join(rest)}</table></details>'
+    )
 
 
 def _files(f: dict[str, Any], shown: dict[str, int]) -> str:
@@ -159,14 +201,24 @@ def _files(f: dict[str, Any], shown: dict[str, int]) -> str:
     for x in f["files"]:
         name = esc(x["path"])
         link = f'<a href="#file-{shown[x["path"]]}">{name}</a>' if x["path"] in shown else name
-        counts = ('<span class="mute">binary</span>' if x["added"] is None else
-                  f'<span class="plus">+{x["added"]}</span> <span class="minus">−{x["removed"]}</span>')
-        rows.append(f'<tr><td class="path">{link}</td><td class="num">{counts}</td>'
-                    f'<td class="num">{_bar(x["added"], x["removed"], widest)}</td></tr>')
-    inner = (_fold(rows, FILES_SHOWN, "file") if rows
-             else '<div class="body empty">No files changed.</div>')
-    return (f'<section class="card" id="files"><h2>Files changed <small>{len(rows)}</small></h2>'
-            f"{inner}</section>")
+        counts = (
+            '<span class="mute">binary</span>'
+            if x["added"] is None
+            else f'<span class="plus">+{x["added"]}</span> <span class="minus">−{x["removed"]}</span>'
+        )
+        rows.append(
+            f'<tr><td class="path">{link}</td><td class="num">{counts}</td>'
+            f'<td class="num">{_bar(x["added"], x["removed"], widest)}</td></tr>'
+        )
+    inner = (
+        _fold(rows, FILES_SHOWN, "file")
+        if rows
+        else '<div class="body empty">No files changed.</div>'
+    )
+    return (
+        f'<section class="card" id="files"><h2>Files changed <small>{len(rows)}</small></h2>'
+        f"{inner}</section>"
+    )
 
 
 def _tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
@@ -179,156 +231,60 @@ def _tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
 def _check_rows(checks: Iterable[dict[str, Any]]) -> str:
     out = []
     for c in checks:
-        badge = '<span class="badge ok">passed</span>' if c["passed"] else \
-            f'<span class="badge bad">{esc(c.get("outcome") or "failed")}</span>'
+        badge = (
+            '<span class="badge ok">passed</span>'
+            if c["passed"]
+            else f'<span class="badge bad">{esc(c.get("outcome") or "failed")}</span>'
+        )
         code = f"exit {c['exit_code']}" if c.get("exit_code") is not None else "no exit code"
         output = c.get("output") or ""
-        pre = (f'<pre class="out">{esc(_tail(output))}</pre>' if output.strip()
-               else '<pre class="out">(no output)</pre>')
+        pre = (
+            f'<pre class="out">{esc(_tail(output))}</pre>'
+            if output.strip()
+            else '<pre class="out">(no output)</pre>'
+        )
         log = file_url(c.get("log"))
         loglink = f' · <a href="{esc(log)}">log</a>' if log else ""
-        out.append(f'<details class="check"{"" if c["passed"] else " open"}><summary>{badge}'
-                   f'<b>{esc(c["name"])}</b><span class="cmd">$ {esc(c["run"])}</span>'
-                   f'<span class="took">{esc(code)} · {esc(took(c.get("duration_s")))}{loglink}</span>'
-                   f"</summary>{pre}</details>")
+        out.append(
+            f'<details class="check"{"" if c["passed"] else " open"}><summary>{badge}'
+            f'<b>{esc(c["name"])}</b><span class="cmd">$ {esc(c["run"])}</span>'
+            f'<span class="took">{esc(code)} · {esc(took(c.get("duration_s")))}{loglink}</span>'
+            f"</summary>{pre}</details>"
+        )
     return "".join(out)
+
+
+def _source(checks: list[dict[str, Any]], base: str | None) -> str:
+    """Which .owl.toml declared the checks shown, as HTML."""
+    source = next((c.get("source") for c in checks if c.get("source")), None)
+    if not source:
+        return "the checks of <code>.owl.toml</code> on the base branch"
+    why = " (the commit the Job started from)" if base and source == base else ""
+    return f"the checks of <code>.owl.toml</code> at <code>{esc(source[:7])}</code>{why}"
 
 
 def _checks(f: dict[str, Any]) -> str:
     parts = []
+    base = f["job"].get("base")
     if f["verify"]:
-        parts.append('<div class="note">Run again on demand (<code>owl jobs verify</code>):</div>')
+        parts.append(
+            '<div class="note">Run again on demand (<code>owl jobs verify</code>), '
+            f"{_source(f['verify'], base)}:</div>"
+        )
         parts.append(_check_rows(f["verify"]))
     last = next((r for r in reversed(f["runs"]) if r["checks"]), None)
     if last is not None:
-        if f["verify"]:
-            parts.append(f'<div class="note">After run {int(last["id"])}:</div>')
+        parts.append(
+            f'<div class="note">After run {int(last["id"])}, gated by '
+            f"{_source(last['checks'], base)}:</div>"
+        )
         parts.append(_check_rows(last["checks"]))
     if not parts:
-        parts.append('<div class="body empty">Not verified: the project declares no checks '
-                     "(<code>[[checks]]</code> in <code>.owl.toml</code> on its base branch).</div>")
+        parts.append(
+            '<div class="body empty">Not verified: the project declares no checks '
+            "(<code>[[checks]]</code> in <code>.owl.toml</code> on its base branch).</div>"
+        )
     return f'<section class="card" id="checks"><h2>Checks</h2>{"".join(parts)}</section>'
-
-
-def _line_html(ln: diffs.Line) -> str:
-    toks = ln.tokens or [("", ln.text)]
-    return "".join(f'<span class="{c}">{esc(t)}</span>' if c else esc(t) for c, t in toks)
-
-
-_ROW = {"+": "add", "-": "del", " ": "ctx"}
-
-
-def _file_diff(i: int, fd: diffs.FileDiff) -> str:
-    tag = "" if fd.status == "modified" else f'<span class="tag">{esc(fd.status)}</span>'
-    head = (f'<h3 id="file-{i}"><span class="path">{esc(fd.path)}</span>{tag}'
-            f'<span class="plus">+{fd.added}</span><span class="minus">−{fd.removed}</span></h3>')
-    if fd.status == "binary" or not fd.hunks:
-        what = "Binary file, not shown." if fd.status == "binary" else "No text changes (mode or empty file)."
-        return f'<div class="file">{head}<div class="body empty">{what}</div></div>'
-    rows = []
-    for h in fd.hunks:
-        rows.append(f'<tr class="hunk"><td colspan="4">{esc(h.header)}</td></tr>')
-        for ln in h.lines:
-            if ln.kind == "\\":
-                rows.append(f'<tr class="eof"><td class="d-num"></td><td class="d-num"></td><td class="d-mark"></td>'
-                            f'<td class="d-src">{esc(ln.text)}</td></tr>')
-                continue
-            old = "" if ln.old is None else str(ln.old)
-            new = "" if ln.new is None else str(ln.new)
-            mark = {"+": "+", "-": "−"}.get(ln.kind, "")
-            rows.append(f'<tr class="{_ROW[ln.kind]}"><td class="d-num">{old}</td><td class="d-num">{new}</td>'
-                        f'<td class="d-mark">{mark}</td><td class="d-src">{_line_html(ln)}</td></tr>')
-    return (f'<div class="file">{head}<table class="diff code"><colgroup><col class="d-num"><col class="d-num">'
-            f'<col class="d-mark"><col></colgroup>{"".join(rows)}</table></div>')
-
-
-def _diff(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
-    jid = int(f["job"]["id"])
-    notes = []
-    if f["diff_cut"]:
-        notes.append(f'<div class="note">The diff is {f["diff_chars"] / 1e6:.1f} MB over '
-                     f'{_plural(len(f["files"]), "file")}; this page shows the first '
-                     f'{_plural(len(parsed), "file")}. <code>owl jobs diff {jid}</code> prints all of it.</div>')
-    if f.get("colour_cut"):
-        notes.append('<div class="note">Colour stops after the first '
-                     f'{HIGHLIGHT_BUDGET // 1000} KB of code; the rest is shown plain.</div>')
-    dirty = f.get("worktree_dirty") or []
-    if dirty:
-        names = ", ".join(f"<code>{esc(n)}</code>" for n in dirty[:5]) + (" …" if len(dirty) > 5 else "")
-        notes.append(f'<div class="note">Not committed in the worktree, so not on the branch and '
-                     f"not shown here: {names}</div>")
-    if f.get("git_problem"):
-        notes.append(f'<div class="note">{esc(f["git_problem"])}</div>')
-    body = "".join(_file_diff(i, fd) for i, fd in enumerate(parsed))
-    if not parsed and not f.get("git_problem"):
-        body = '<div class="body empty">The branch changes nothing.</div>'
-    base = esc((f["job"].get("base") or "")[:10])
-    return (f'<section class="card" id="diff"><h2>Diff <small>against {base}</small></h2>'
-            f'{"".join(notes)}{body}</section>')
-
-
-def _usage(u: dict[str, Any] | None) -> str:
-    if not u:
-        return '<span class="empty">—</span>'
-    bits = []
-    if u.get("num_turns") is not None:
-        bits.append(f"{int(u['num_turns'])} turns")
-    tokens_in = sum(int(u.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens",
-                                                   "cache_creation_input_tokens"))
-    if tokens_in or u.get("output_tokens"):
-        bits.append(f"{tokens_in:,} in / {int(u.get('output_tokens') or 0):,} out tokens")
-    if u.get("total_cost_usd") is not None:
-        bits.append(f"${float(u['total_cost_usd']):.4f}")
-    if u.get("duration_ms") is not None:
-        bits.append(f"agent {took(float(u['duration_ms']) / 1000)}")
-    return f'<span class="usage">{esc(" · ".join(bits))}</span>' if bits else '<span class="empty">—</span>'
-
-
-def outcome_badge(r: dict[str, Any]) -> str:
-    word = r.get("outcome") or r.get("state") or "?"
-    if word == "interrupted" and r.get("ended_by") == "sigkill":
-        word = "killed"
-    cls = {"succeeded": "ok", "failed": "bad", "killed": "bad", "interrupted": "warn"}.get(word, "mute")
-    return f'<span class="badge {cls}">{esc(word)}</span>'
-
-
-def _runs(f: dict[str, Any]) -> str:
-    rows = ['<tr><th>Run</th><th>Outcome</th><th>How it ended</th><th>Took</th><th>Usage</th>'
-            "<th>Log</th></tr>"]
-    for r in f["runs"]:
-        how = ended_how(r)
-        why = f'<div class="cbody">{esc(r["reason"])}</div>' if r.get("reason") else ""
-        log = file_url(r.get("log"))
-        rows.append(f'<tr><td>#{int(r["id"])} <span class="when">{_attempt(r)} · '
-                    f'{esc(when(r.get("started_at")))}</span></td>'
-                    f'<td class="outcome">{outcome_badge(r)}</td><td>{esc(how)}{why}</td>'
-                    f'<td class="num">{esc(took(r.get("duration_s")))}</td><td>{_usage(r.get("usage"))}</td>'
-                    f'<td>{_log_link(log, r["id"])}</td></tr>')
-    if len(rows) == 1:
-        return '<section class="card"><h2>Runs</h2><div class="body empty">No runs yet.</div></section>'
-    return f'<section class="card runs" id="runs"><h2>Runs</h2><table class="list">{"".join(rows)}</table></section>'
-
-
-def _attempt(r: dict[str, Any]) -> str:
-    """As every other label counts it: a Run that cost nothing is no attempt."""
-    return "no attempt" if r.get("attempt") is None else f"attempt {int(r['attempt'])}"
-
-
-def ended_how(r: dict[str, Any]) -> str:
-    """How a Run ended, in words: exited 0, stopped (SIGTERM) · exit 143, still going."""
-    if not r.get("ended_at"):
-        return "still going"
-    word = _ENDED.get(r.get("ended_by") or "", r.get("ended_by") or "")
-    code = r.get("exit_code")
-    if code is None:
-        return word
-    if word == "exited":
-        return f"exited {code}"
-    return f"{word} · exit {code}" if word else f"exit {code}"
-
-
-def _log_link(url: str | None, run_id: int) -> str:
-    return f'<a href="{esc(url)}">{int(run_id)}.log</a>' if url else ""
 
 
 def _outside(f: dict[str, Any]) -> str:
@@ -336,21 +292,28 @@ def _outside(f: dict[str, Any]) -> str:
     if not items:
         return ""
     lis = "".join(f"<li>{esc(x if isinstance(x, str) else _describe(x))}</li>" for x in items)
-    return ('<section class="card" id="outside"><h2>Changed outside the branch</h2>'
-            f'<div class="note">The agent changed these outside its worktree and branch: look at '
-            f'them before you accept.</div><div class="body"><ul class="outside">{lis}</ul></div></section>')
+    return (
+        '<section class="card" id="outside"><h2>Changed outside the branch</h2>'
+        f'<div class="note">The agent changed these outside its worktree and branch: look at '
+        f'them before you accept.</div><div class="body"><ul class="outside">{lis}</ul></div></section>'
+    )
 
 
 def _describe(x: Any) -> str:
     """One change outside the branch in words (`moved main from … to …`)."""
     if isinstance(x, dict):
-        from owl.outside import describe
+        from owl.git.outside import describe
 
         try:
             return describe(x)
         except (TypeError, ValueError, AttributeError):
             return " · ".join(f"{k}: {v}" for k, v in x.items())
     return str(x)
+
+
+def esc_ref(base: str) -> str:
+    """A branch name for a command line, or a stand-in for one."""
+    return base if base and " " not in base else "main"
 
 
 def _act(f: dict[str, Any]) -> str:
@@ -363,15 +326,30 @@ def _act(f: dict[str, Any]) -> str:
     logs = [(r["id"], file_url(r.get("log"))) for r in f["runs"] if r.get("log")]
     links += [f'<a href="{esc(u)}">Log of run {int(i)}</a>' for i, u in logs if u]
     base = j.get("base_branch") or "its base branch"
-    cmds = [(f"owl jobs accept {jid} --merge", f"bring the branch into {base}, then remove the worktree"),
-            (f"owl jobs accept {jid}", "keep the branch as it is, remove the worktree"),
-            (f"owl jobs reply {jid} TEXT", "send it back to the agent with your words"),
-            (f"owl jobs verify {jid}", "run the checks again"),
-            (f"owl jobs drop {jid}", "throw the work away")]
+    cmds = [
+        (
+            f"owl jobs accept {jid} --merge",
+            f"bring the branch into {base}, then remove the worktree",
+        ),
+        (f"owl jobs accept {jid}", "keep the branch as it is, remove the worktree"),
+        (f"owl jobs reply {jid} TEXT", "send it back to the agent with your words"),
+        (f"owl jobs verify {jid}", "run the checks again"),
+        (f"owl jobs drop {jid}", "throw the work away"),
+    ]
+    if j.get("state") in ("blocked", "exhausted"):
+        cmds[:2] = [
+            (
+                f"owl jobs verify {jid} --checks-from {esc_ref(base)}",
+                "run the checks as they are now on its base branch",
+            ),
+            (f"owl jobs accept {jid} --anyway", "keep the branch past its failing checks"),
+        ]
     rows = "".join(f"<code>{esc(c)}</code><span>{esc(w)}</span>" for c, w in cmds)
-    return (f'<section class="card" id="act"><h2>Act on it</h2><div class="body">'
-            f'<div class="links">{"".join(links)}</div>'
-            f'<div class="cmds" style="margin-top:12px">{rows}</div></div></section>')
+    return (
+        f'<section class="card" id="act"><h2>Act on it</h2><div class="body">'
+        f'<div class="links">{"".join(links)}</div>'
+        f'<div class="cmds" style="margin-top:12px">{rows}</div></div></section>'
+    )
 
 
 def render(f: dict[str, Any]) -> str:
@@ -391,15 +369,28 @@ def render(f: dict[str, Any]) -> str:
     from owl import __version__
 
     title = f"Job {int(f['job']['id'])}: {f['job']['title']}"
-    body = "".join([
-        _header(f), _stats(f), _said(f), _outside(f), _checks(f), _commits(f), _files(f, shown),
-        _diff(f, parsed), _runs(f), _prompt(f), _act(f),
-        f"<footer>Written by Owl {esc(__version__)} at {esc(when(f.get('generated_at')))} · "
-        "this page loads nothing from the network</footer>",
-    ])
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-            "style-src 'unsafe-inline'; img-src data:\">"
-            f"<title>{esc(title)}</title><style>{_style()}</style></head>"
-            f'<body><div class="wrap">{body}</div></body></html>\n')
+    body = "".join(
+        [
+            _header(f),
+            _stats(f),
+            _said(f),
+            _outside(f),
+            _checks(f),
+            _commits(f),
+            _files(f, shown),
+            diff_section(f, parsed),
+            runs_section(f),
+            _prompt(f),
+            _act(f),
+            f"<footer>Written by Owl {esc(__version__)} at {esc(when(f.get('generated_at')))} · "
+            "this page loads nothing from the network</footer>",
+        ]
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{esc(title)}</title><style>{_style()}</style></head>"
+        f'<body><div class="wrap">{body}</div></body></html>\n'
+    )

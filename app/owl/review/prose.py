@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from owl import timefmt
+from owl.rules import timefmt
 from owl.review.text import visible
 
 HEADING_MAX = 160
@@ -52,7 +52,7 @@ def heading(job: dict[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _logo() -> str:
+def logo() -> str:
     """Owl's own icon, inline (a data: URI is part of the file, not a fetch)."""
     try:
         import base64
@@ -83,7 +83,9 @@ def prose(text: str) -> str:
         line = _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", line))
         stripped = line.lstrip()
         if stripped[:2] in ("- ", "* "):
-            lines.append(f'<span class="li">{line[: len(line) - len(stripped)]}•&nbsp;{stripped[2:]}</span>')
+            lines.append(
+                f'<span class="li">{line[: len(line) - len(stripped)]}•&nbsp;{stripped[2:]}</span>'
+            )
         elif stripped.startswith("#"):
             lines.append(f"<strong>{stripped.lstrip('#').strip()}</strong>")
         else:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-TAIL_LINES = 30          # a command agent's "last message": the tail of its log
+TAIL_LINES = 30  # a command agent's "last message": the tail of its log
 TAIL_CHARS = 4000
-MESSAGE_MAX = 20_000     # a longer last message is cut, with a note
+MESSAGE_MAX = 20_000  # a longer last message is cut, with a note
 
 
 def visible(text: str, *, keep_newlines: bool = True) -> str:
@@ -51,8 +51,11 @@ def _assistant_text(event: dict[str, Any]) -> str:
     content = (event.get("message") or {}).get("content")
     if isinstance(content, str):
         return content.strip()
-    parts = [b.get("text", "") for b in content or []
-             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+    parts = [
+        b.get("text", "")
+        for b in content or []
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
     return "\n\n".join(p.strip() for p in parts if p.strip())
 
 
@@ -63,15 +66,19 @@ def last_message(log_text: str) -> str | None:
     Anything else (a command agent's plain output): the log's last lines."""
     events, structured = _events(log_text)
     if structured:
-        result = None
-        said = None
+        result: str | None = None
+        said: str | None = None
         for event in events:
-            if event["type"] == "result" and isinstance(event.get("result"), str) \
-                    and event["result"].strip():
+            if (
+                event["type"] == "result"
+                and isinstance(event.get("result"), str)
+                and event["result"].strip()
+            ):
                 result = event["result"].strip()
             elif event["type"] == "assistant":
                 said = _assistant_text(event) or said
-        return _cut(result or said) if (result or said) else None
+        shown = result or said
+        return _cut(shown) if shown else None
     lines = [line.rstrip() for line in log_text.splitlines() if line.strip()]
     if not lines:
         return None
@@ -82,11 +89,18 @@ def last_message(log_text: str) -> str | None:
 def _cut(text: str) -> str:
     if len(text) <= MESSAGE_MAX:
         return text
-    return text[:MESSAGE_MAX].rstrip() + f"\n… ({len(text) - MESSAGE_MAX:,} more characters in the log)"
+    return (
+        text[:MESSAGE_MAX].rstrip()
+        + f"\n… ({len(text) - MESSAGE_MAX:,} more characters in the log)"
+    )
 
 
-USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-              "cache_creation_input_tokens")
+USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
 
 
 def usage_from_log(log_text: str) -> dict[str, Any] | None:
@@ -100,7 +114,7 @@ def usage_from_log(log_text: str) -> dict[str, Any] | None:
     for key in ("duration_ms", "num_turns", "total_cost_usd"):
         if isinstance(r.get(key), (int, float)):
             usage[key] = r[key]
-    tokens = r.get("usage") if isinstance(r.get("usage"), dict) else {}
+    tokens: dict[str, Any] = r["usage"] if isinstance(r.get("usage"), dict) else {}
     for key in USAGE_KEYS:
         if isinstance(tokens.get(key), (int, float)):
             usage[key] = tokens[key]

@@ -1,11 +1,14 @@
 """The tray app: a pystray icon on the main thread over a running daemon.
 
 `run_tray(daemon)` blocks in the toolkit's loop until Quit (or SIGTERM /
-SIGINT), then asks the daemon to end its Runs the way `owl daemon` does.
-A refresher thread reads `daemon.status()` every second while a Run is
-live (it may freeze at any key press) and every few seconds otherwise; it redraws the icon, tooltip
-and menu only when they changed, and hands every change to the main thread
-(GTK and AppKit are not thread-safe). Menu clicks that ask the daemon run
+SIGINT), then asks the daemon to end its Runs the way `owl daemon` does (a
+tray joined to a daemon in another process, `owl.tray.remote`, quits alone).
+A watcher thread waits on the daemon's changes (`wait_change`: a Job added,
+a Run started, frozen or ended) and wakes the refresher at once; the
+refresher reads `daemon.status()` then, and every second while a countdown
+is on screen (every few seconds otherwise, as a fallback); it redraws the
+icon, tooltip and menu only when they changed, and hands every change to the
+main thread (GTK and AppKit are not thread-safe). Menu clicks that ask the daemon run
 on a short-lived thread so a slow verb never freezes the menu.
 
 The backend is chosen first (`owl.tray.choose`, whose `choose_backend`
@@ -16,6 +19,7 @@ backends (the toolkit's thread, signals, quirks of the icon) lives behind
 
 from __future__ import annotations
 
+import functools
 import logging
 import subprocess
 import sys
@@ -31,7 +35,8 @@ from owl.tray.choose import HOST_WAIT_S, TrayUnavailable, choose_backend
 from owl.tray.coming_back import DEFAULT_ACTION, ComingBack
 from owl.tray.menu import Action, Item, build_menu, counting_down
 from owl.tray.notices import Notices
-from owl.tray.toolkit import toolkit_environment, toolkit_for
+from owl.tray.toolkits import toolkit_environment, toolkit_for
+from owl.rules.lifecycle import GRACE_DEFAULT
 
 
 log = logging.getLogger("owl.tray")
@@ -43,11 +48,19 @@ SLOW_S = 4.0  # otherwise (nothing running: only the queue can change)
 ICON_SIZE = 64  # hosts scale down; 64 keeps 2x panels sharp
 PROGRESS_STEPS = 60  # redraw the frozen ring at most this many times per window
 DOUBLE_FIRE_S = 0.3  # the same item twice within this is one click
+WATCH_S = 25.0  # one wait for the daemon's next change
 
 
-_VERB_WORDS = {"start": "Start", "pause": "Pause", "resume": "Resume", "stop": "Stop",
-               "shift_start": "Work for 1 hour", "drop": "Drop", "accept": "Accept",
-               "verify": "Run checks again"}
+_VERB_WORDS = {
+    "start": "Start",
+    "pause": "Pause",
+    "resume": "Resume",
+    "stop": "Stop",
+    "shift_start": "Work for 1 hour",
+    "drop": "Drop",
+    "accept": "Accept",
+    "verify": "Run checks again",
+}
 # Verbs whose outcome the person waits to hear (a merge, checks started).
 _SAYS_DONE = {"accept", "verify"}
 
@@ -56,15 +69,22 @@ class DaemonLike(Protocol):
     def status(self) -> dict: ...
     def call(self, verb: str, **args: Any) -> dict: ...
     def request_stop(self) -> None: ...
+    def wait_change(self, since: int, timeout: float) -> int: ...
 
 
 # ------------------------------------------------------------------ the app
 
+
 def open_path(path: str) -> None:
     """Open a file or folder with the desktop's opener, detached from Owl."""
     opener = "open" if sys.platform == "darwin" else "xdg-open"
-    subprocess.Popen([opener, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [opener, path],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def to_pystray(items: tuple[Item, ...], on_action: Callable[[Action], None]) -> Any:
@@ -91,8 +111,15 @@ def to_pystray(items: tuple[Item, ...], on_action: Callable[[Action], None]) -> 
 class TrayApp(ComingBack):
     """Keeps the icon in step with the daemon and carries out menu actions."""
 
-    def __init__(self, daemon: DaemonLike, backend: str, *, grace_window_s: float = 900.0,
-                 autostart: Any = None, slow_s: float = SLOW_S) -> None:
+    def __init__(
+        self,
+        daemon: DaemonLike,
+        backend: str,
+        *,
+        grace_window_s: float = GRACE_DEFAULT,
+        autostart: Any = None,
+        slow_s: float = SLOW_S,
+    ) -> None:
         import pystray
 
         self.daemon = daemon
@@ -110,8 +137,9 @@ class TrayApp(ComingBack):
         self._shown: dict[str, Any] = {}
         self._last_action: tuple[Action] | None = None
         self._last_action_at = 0.0
-        self._native_quit: Callable[[], None] | None = None   # AppKit's terminate on macOS
+        self._native_quit: Callable[[], None] | None = None  # AppKit's terminate on macOS
         self._bundle_notifier: Any = self._toolkit.notifier()  # macOS inside Owl.app: as Owl
+        self.owns_daemon = bool(getattr(daemon, "owns_daemon", True))
         self.icon = pystray.Icon("owl", draw_icon("idle", ICON_SIZE), "Owl")
         self._toolkit.adopt(self.icon)
 
@@ -162,14 +190,47 @@ class TrayApp(ComingBack):
 
     def _refresher(self, icon: Any) -> None:
         if self._stopping.is_set():
-            return          # released after the loop failed: nothing to show
-        icon.visible = True
-        self._buttons_on()     # D-Bus set-up here, not on the toolkit's thread
+            return  # released after the loop failed: nothing to show
+        # Shown from the toolkit's thread like every other change: pystray's
+        # darwin backend sets the status item's image, tooltip and visibility
+        # right here, and AppKit allows that only on the main thread.
+        self._main(lambda: setattr(icon, "visible", True))
+        threading.Thread(target=self._watch, name="owl-tray-watch", daemon=True).start()
+        self._buttons_on()  # D-Bus set-up here, not on the toolkit's thread
         while not self._stopping.is_set():
             status = self.refresh()
             fast = status is not None and (counting_down(status) or bool(status.get("runs")))
             self._poke.wait(min(FAST_S, self.slow_s) if fast else self.slow_s)
             self._poke.clear()
+
+    def _watch(self) -> None:
+        """Wake the refresher at each change of the daemon's (an event, not a poll).
+        A joined daemon that goes away (`owl daemon stop`) closes this tray."""
+        from owl.errors import NoDaemon
+
+        wait = getattr(self.daemon, "wait_change", None)
+        if wait is None:
+            return
+        seen, gone = 0, 0
+        while not self._stopping.is_set():
+            try:
+                now = wait(seen, WATCH_S)
+                gone = 0
+            except NoDaemon:
+                gone += 1
+                if gone >= 2 and not self.owns_daemon:
+                    log.warning("the daemon has gone; closing the tray")
+                    self.stop()
+                    return
+                self._stopping.wait(0.5)
+                continue
+            except Exception as e:  # a daemon stopping, a bad answer: poll meanwhile
+                log.info("waiting for the daemon's changes: %s", e)
+                self._stopping.wait(1.0)
+                continue
+            if now != seen:
+                seen = now
+                self._poke.set()
 
     def refresh(self) -> dict | None:
         """Read the status once and push whatever changed to the icon."""
@@ -186,7 +247,7 @@ class TrayApp(ComingBack):
             self._shown["look"] = look
             image = draw_icon(state, ICON_SIZE, progress)
             self._main(lambda: setattr(self.icon, "icon", image))
-        model = build_menu(status, autostart_on=self._autostart_on())
+        model = build_menu(status, autostart_on=self._autostart_on(), owns_daemon=self.owns_daemon)
         if self._shown.get("menu") != model:
             self._shown["menu"] = model
             menu = to_pystray(model, self.on_action)
@@ -200,7 +261,7 @@ class TrayApp(ComingBack):
             self._main(lambda: self._main(lambda: self._set_tooltip(tip)))
         for notice in self._notices.update(status):
             review = getattr(notice, "review", None)
-            self._main(lambda n=notice, r=review: self._notify(n[0], n[1], review=r))
+            self._main(functools.partial(self._notify, notice[0], notice[1], review=review))
         self._shown["status"] = status
         return status
 
@@ -212,8 +273,9 @@ class TrayApp(ComingBack):
         # read markup or act on controls, so both go through textsafe.
         title, message = textsafe.line(title), textsafe.block(message)
         if review is not None and self._buttons_on():
-            shown = self._buttons.notify(title, message, [(DEFAULT_ACTION, "Review"),
-                                                          ("review", "Review")], tag=str(review))
+            shown = self._buttons.notify(
+                title, message, [(DEFAULT_ACTION, "Review"), ("review", "Review")], tag=str(review)
+            )
             if shown is not None:
                 return
         if self._bundle_notifier is not None and self._bundle_notifier.notify(title, message):
@@ -241,20 +303,26 @@ class TrayApp(ComingBack):
     def on_action(self, action: Action) -> None:
         """Carry out a menu click. Runs on the toolkit's thread: stay quick."""
         now = time.monotonic()
-        if self._last_action == (action, ) and now - self._last_action_at < DOUBLE_FIRE_S:
+        if self._last_action == (action,) and now - self._last_action_at < DOUBLE_FIRE_S:
             return  # appindicator may deliver one click twice after a menu update
-        self._last_action, self._last_action_at = (action, ), now
+        self._last_action, self._last_action_at = (action,), now
         if action.kind == "quit":
             self.stop()
         elif action.kind == "verb":
-            threading.Thread(target=self._call, args=(action,), name="owl-tray-verb", daemon=True).start()
+            threading.Thread(
+                target=self._call, args=(action,), name="owl-tray-verb", daemon=True
+            ).start()
         elif action.kind == "open" and action.path:
             self._open(action.path)
         elif action.kind == "review":
-            threading.Thread(target=self._review, args=(int(action.kwargs["job_id"]),),
-                             name="owl-tray-review", daemon=True).start()
+            threading.Thread(
+                target=self._review,
+                args=(int(action.kwargs["job_id"]),),
+                name="owl-tray-review",
+                daemon=True,
+            ).start()
         elif action.kind == "config":
-            from owl.paths import get_paths
+            from owl.settings.paths import get_paths
 
             config = get_paths().config
             self._open(str(config if config.exists() else config.parent))
@@ -297,17 +365,22 @@ class TrayApp(ComingBack):
 
 def _configured_grace_window() -> float:
     try:
-        from owl import config
-        from owl.paths import get_paths
+        from owl.settings import config
+        from owl.settings.paths import get_paths
 
         path = get_paths().config
         return config.load(path).grace_window if path.exists() else config.Config().grace_window
     except Exception:
-        return 900.0
+        return GRACE_DEFAULT
 
 
-def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: float = HOST_WAIT_S,
-             slow_s: float = SLOW_S) -> int:
+def run_tray(
+    daemon: DaemonLike,
+    *,
+    backend: str | None = None,
+    host_wait_s: float = HOST_WAIT_S,
+    slow_s: float = SLOW_S,
+) -> int:
     """Show Owl in the tray over `daemon` until Quit; returns the exit code.
 
     `slow_s` is how often the status is read when no Run is live (once a
@@ -325,4 +398,3 @@ def run_tray(daemon: DaemonLike, *, backend: str | None = None, host_wait_s: flo
     except Exception as e:
         raise TrayUnavailable(f"the {name} tray cannot start: {e}") from e
     return app.run()
-

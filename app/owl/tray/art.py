@@ -21,11 +21,12 @@ This module is pure (Pillow only), so tests render it without a display.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 from PIL import Image, ImageDraw
 
 from owl.tray.menu import status_line  # the menu owns the wording
+from owl.rules.lifecycle import GRACE_DEFAULT
 
 STATES: tuple[str, ...] = ("idle", "waiting", "working", "frozen", "paused", "attention")
 
@@ -76,7 +77,7 @@ def draw_icon(state: str, size: int, progress: float | None = None) -> Image.Ima
         _owl(d, k, state, scale=_FIT, cx=32.0, cy=32.0)
         if state == "attention":
             _badge_bang(d, k)
-    return img.resize((size, size), Image.LANCZOS)
+    return img.resize((size, size), Image.Resampling.LANCZOS)
 
 
 def draw_app_icon(size: int) -> Image.Image:
@@ -84,14 +85,15 @@ def draw_app_icon(size: int) -> Image.Image:
     big = size * _SUPERSAMPLE
     img = Image.new("RGBA", (big, big), (0, 0, 0, 0))
     _owl(ImageDraw.Draw(img), big / _GRID, "app", scale=1.0, cx=32.0, cy=32.0)
-    return img.resize((size, size), Image.LANCZOS)
+    return img.resize((size, size), Image.Resampling.LANCZOS)
 
 
 def _mix(a: tuple[int, int, int], b: tuple[int, int, int], t: float) -> tuple[int, int, int]:
-    return tuple(round(x + (y - x) * t) for x, y in zip(a, b))  # type: ignore[return-value]
+    red, green, blue = (round(x + (y - x) * t) for x, y in zip(a, b))
+    return red, green, blue
 
 
-def _grow(poly: list[tuple[float, float]], by: float) -> list[tuple[float, float]]:
+def _grow(poly: Sequence[tuple[float, float]], by: float) -> list[tuple[float, float]]:
     """Push a polygon's corners out from its centroid (a cheap outline)."""
     cx = sum(x for x, _ in poly) / len(poly)
     cy = sum(y for _, y in poly) / len(poly)
@@ -109,7 +111,12 @@ def _clamp(x: float) -> float:
 def _ring(d: ImageDraw.ImageDraw, k: float, left: float) -> None:
     """The grace-window ring: a faint full track, and the time left on it."""
     w = 7.0
-    box = [(w / 2 + 0.5) * k, (w / 2 + 0.5) * k, (_GRID - w / 2 - 0.5) * k, (_GRID - w / 2 - 0.5) * k]
+    box = [
+        (w / 2 + 0.5) * k,
+        (w / 2 + 0.5) * k,
+        (_GRID - w / 2 - 0.5) * k,
+        (_GRID - w / 2 - 0.5) * k,
+    ]
     d.ellipse(box, outline=_RING_TRACK, width=max(1, round(w * k)))
     if left <= 0:
         return
@@ -118,10 +125,14 @@ def _ring(d: ImageDraw.ImageDraw, k: float, left: float) -> None:
         d.ellipse(box, outline=colour + (255,), width=max(1, round(w * k)))
     else:
         # Pillow measures angles clockwise from three o'clock.
-        d.arc(box, start=-90, end=-90 + 360 * left, fill=colour + (255,), width=max(1, round(w * k)))
+        d.arc(
+            box, start=-90, end=-90 + 360 * left, fill=colour + (255,), width=max(1, round(w * k))
+        )
 
 
-def _owl(d: ImageDraw.ImageDraw, k: float, state: str, *, scale: float, cx: float, cy: float) -> None:
+def _owl(
+    d: ImageDraw.ImageDraw, k: float, state: str, *, scale: float, cx: float, cy: float
+) -> None:
     """Body, ear tufts, face and beak, centred on (cx, cy) in grid units."""
 
     def p(x: float, y: float) -> tuple[float, float]:
@@ -153,8 +164,13 @@ def _owl(d: ImageDraw.ImageDraw, k: float, state: str, *, scale: float, cx: floa
     if state == "idle":
         # Shut: a thick downward curve under each brow.
         for ex, ey in eyes:
-            d.arc(box(ex - r + 2, ey - r + 1, ex + r - 2, ey + r - 3), start=20, end=160,
-                  fill=_INK, width=max(1, round(4.5 * k * scale)))
+            d.arc(
+                box(ex - r + 2, ey - r + 1, ex + r - 2, ey + r - 3),
+                start=20,
+                end=160,
+                fill=_INK,
+                width=max(1, round(4.5 * k * scale)),
+            )
     elif state == "waiting":
         # Half open: white lower halves with the pupil under a flat lid.
         for ex, ey in eyes:
@@ -164,7 +180,9 @@ def _owl(d: ImageDraw.ImageDraw, k: float, state: str, *, scale: float, cx: floa
     elif state == "paused":
         # The eyes are the pause sign: two tall white bars.
         for ex, ey in eyes:
-            d.rounded_rectangle(box(ex - 5, ey - 12, ex + 5, ey + 12), radius=3 * k * scale, fill=_WHITE)
+            d.rounded_rectangle(
+                box(ex - 5, ey - 12, ex + 5, ey + 12), radius=3 * k * scale, fill=_WHITE
+            )
     else:
         # Wide open: white disc, big pupil, a catch-light.
         for ex, ey in eyes:
@@ -178,10 +196,16 @@ def _owl(d: ImageDraw.ImageDraw, k: float, state: str, *, scale: float, cx: floa
 def _badge_bang(d: ImageDraw.ImageDraw, k: float) -> None:
     """A white disc with a red "!" in the lower right corner."""
     cx, cy, r = 47.0, 47.0, 16.0
-    d.ellipse([(cx - r) * k, (cy - r) * k, (cx + r) * k, (cy + r) * k], fill=_WHITE + (255,),
-              outline=_INK + (255,), width=max(1, round(2 * k)))
+    d.ellipse(
+        [(cx - r) * k, (cy - r) * k, (cx + r) * k, (cy + r) * k],
+        fill=_WHITE + (255,),
+        outline=_INK + (255,),
+        width=max(1, round(2 * k)),
+    )
     red = _BODY["attention"] + (255,)
-    d.rounded_rectangle([(cx - 3.2) * k, (cy - 11) * k, (cx + 3.2) * k, (cy + 3) * k], radius=2 * k, fill=red)
+    d.rounded_rectangle(
+        [(cx - 3.2) * k, (cy - 11) * k, (cx + 3.2) * k, (cy + 3) * k], radius=2 * k, fill=red
+    )
     d.ellipse([(cx - 3.4) * k, (cy + 5.5) * k, (cx + 3.4) * k, (cy + 12.3) * k], fill=red)
 
 
@@ -209,7 +233,9 @@ def grace_progress(run: dict[str, Any], grace_window_s: float) -> float | None:
     return _clamp(1.0 - float(left) / float(window))
 
 
-def icon_state(status: dict[str, Any], grace_window_s: float = 900.0) -> tuple[str, float | None]:
+def icon_state(
+    status: dict[str, Any], grace_window_s: float = GRACE_DEFAULT
+) -> tuple[str, float | None]:
     """Pick the icon's state (and frozen progress) from a status document.
 
     Order of precedence, most urgent for a person at the keyboard first:
@@ -219,17 +245,19 @@ def icon_state(status: dict[str, Any], grace_window_s: float = 900.0) -> tuple[s
     """
     counting = [r for r in _frozen_runs(status) if r.get("frozen_by") != "user"]
     if counting:
+
         def left(r: dict[str, Any]) -> float:
             v = r.get("grace_left_s")
             return float(v) if v is not None else math.inf
+
         nearest = min(counting, key=left)
         return "frozen", grace_progress(nearest, grace_window_s)
     if status.get("paused") or _frozen_runs(status):
         return "paused", None
     if any(r.get("state") in _LIVE for r in status.get("runs") or []):
         return "working", None
-    if _attention_text(status):
-        return "attention", None
+    if _attention_text(status) or status.get("review") or status.get("stuck"):
+        return "attention", None  # something waits for the person
     if any(q.get("state") == "pending" for q in status.get("queue") or []):
         return "waiting", None
     return "idle", None
@@ -240,7 +268,7 @@ def _attention_text(status: dict[str, Any]) -> str | None:
     return status.get("attention") or status.get("config_problem") or machine.get("problem") or None
 
 
-def tooltip(status: dict[str, Any], grace_window_s: float = 900.0) -> str:
+def tooltip(status: dict[str, Any], grace_window_s: float = GRACE_DEFAULT) -> str:
     """The icon's state in words, one or two short lines."""
     lines = ["Owl: " + status_line(status)]
     note = _attention_text(status)

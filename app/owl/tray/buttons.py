@@ -23,7 +23,7 @@ log = logging.getLogger("owl.tray")
 
 _PATH = "/org/freedesktop/Notifications"
 _NAME = "org.freedesktop.Notifications"
-DEFAULT = "default"        # the key a click on the notification itself sends
+DEFAULT = "default"  # the key a click on the notification itself sends
 
 
 class Buttons:
@@ -52,15 +52,16 @@ class Buttons:
             self._conn = open_dbus_connection(bus="SESSION")
             self._router = DBusRouter(self._conn)
             addr = DBusAddress(_PATH, bus_name=_NAME, interface=_NAME)
-            caps = self._router.send_and_get_reply(new_method_call(addr, "GetCapabilities"),
-                                                   timeout=3).body[0]
+            caps = self._router.send_and_get_reply(
+                new_method_call(addr, "GetCapabilities"), timeout=3
+            ).body[0]
             if "actions" not in caps:
                 self.close()
                 return False
             rule = MatchRule(type="signal", interface=_NAME, path=_PATH)
             self._router.send_and_get_reply(message_bus.AddMatch(rule), timeout=3)
             self._filter = self._router.filter(rule, queue=queue.Queue(maxsize=64))
-        except Exception as e:           # no server, a refused bus, an old jeepney
+        except Exception as e:  # no server, a refused bus, an old jeepney
             log.info("notifications with buttons are not available: %s", e)
             self.close()
             return False
@@ -69,16 +70,21 @@ class Buttons:
         self._thread.start()
         return True
 
-    def notify(self, title: str, body: str, actions: list[tuple[str, str]], tag: str,
-               timeout_ms: int = -1) -> int | None:
+    def notify(
+        self, title: str, body: str, actions: list[tuple[str, str]], tag: str, timeout_ms: int = -1
+    ) -> int | None:
         """Show a notification with `actions` [(key, label)]; returns its id, or None."""
         if self._router is None:
             return None
         from jeepney import new_method_call
 
         flat = [x for pair in actions for x in pair]
-        msg = new_method_call(self._addr, "Notify", "susssasa{sv}i",
-                              (self.app_name, 0, "", title, body, flat, {}, timeout_ms))
+        msg = new_method_call(
+            self._addr,
+            "Notify",
+            "susssasa{sv}i",
+            (self.app_name, 0, "", title, body, flat, {}, timeout_ms),
+        )
         try:
             nid = int(self._router.send_and_get_reply(msg, timeout=3).body[0])
         except Exception as e:

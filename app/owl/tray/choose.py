@@ -22,6 +22,12 @@ import sys
 import time
 
 HOST_WAIT_S = 10.0  # a login item may start before the panel does
+# An environment that cannot see the system's PyGObject (a plain venv, pipx's
+# default) cannot show the tray: this is the install that can.
+GI_INSTALL = (
+    "pipx install --system-site-packages --python /usr/bin/python3 owl-away "
+    "(or the wheel, dist/owl_away-*.whl)"
+)
 
 
 class TrayUnavailable(RuntimeError):
@@ -58,7 +64,9 @@ def _sni_host_present() -> bool:
         return False
     try:
         with open_dbus_connection(bus="SESSION") as conn:
-            reply = conn.send_and_get_reply(DBus().NameHasOwner("org.kde.StatusNotifierWatcher"), timeout=2)
+            reply = conn.send_and_get_reply(
+                DBus().NameHasOwner("org.kde.StatusNotifierWatcher"), timeout=2
+            )
             return bool(reply.body[0])
     except Exception:
         return False
@@ -86,7 +94,12 @@ def choose_backend(requested: str | None = None, *, wait_s: float = HOST_WAIT_S)
 
         gi.require_version("Gtk", "3.0")
     except (ImportError, ValueError) as e:
-        raise TrayUnavailable(f"PyGObject with GTK 3 is not available: {e}") from None
+        raise TrayUnavailable(
+            f"PyGObject with GTK 3 is not available: {e}; the tray needs the "
+            "desktop's own (Debian/Ubuntu: sudo apt install python3-gi "
+            "gir1.2-gtk-3.0), seen by Owl's environment: "
+            f"{GI_INSTALL}"
+        ) from None
     if name:
         return name
     return _wait_for_host(wayland_only, wait_s)
@@ -102,7 +115,11 @@ def _wait_for_host(wayland_only: bool, wait_s: float) -> str:
             return "gtk"
         if time.monotonic() >= deadline:
             if wayland_only:
-                raise TrayUnavailable("no StatusNotifier host on this Wayland desktop (on GNOME, "
-                                      "turn on the AppIndicator extension)")
-            raise TrayUnavailable("no system tray on this desktop (no StatusNotifier host, no XEmbed tray)")
+                raise TrayUnavailable(
+                    "no StatusNotifier host on this Wayland desktop (on GNOME, "
+                    "turn on the AppIndicator extension)"
+                )
+            raise TrayUnavailable(
+                "no system tray on this desktop (no StatusNotifier host, no XEmbed tray)"
+            )
         time.sleep(0.25)

@@ -8,14 +8,15 @@ git may be slow on a large branch, and opens it with the desktop's opener.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from owl.errors import Refused
 from owl.tray.menu import Action
+from owl.tray.toolkit import Call
 
 log = logging.getLogger("owl.tray")
 
-DEFAULT_ACTION = "default"   # the key a click on a notification's body sends
+DEFAULT_ACTION = "default"  # the key a click on a notification's body sends
 
 
 class ComingBack:
@@ -24,7 +25,11 @@ class ComingBack:
     daemon: Any
     _buttons: Any
     _buttons_ok: bool | None
-    # TrayApp provides _main, _notify, _open and on_action.
+    # What TrayApp provides: its toolkit's hop to the main thread, and its actions.
+    _main: Callable[[Call], None]
+    _notify: Callable[[str, str], None]
+    _open: Callable[[str], None]
+    on_action: Callable[[Action], None]
 
     def _buttons_on(self) -> bool:
         """Notifications with a Review button, started on first use (False: plain ones)."""

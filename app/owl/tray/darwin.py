@@ -29,7 +29,7 @@ from owl.tray.toolkit import Call, Toolkit
 log = logging.getLogger("owl.tray")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-STOP_TIMEOUT = 15.0     # the engine ends its Runs within about 6 s
+STOP_TIMEOUT = 15.0  # the engine ends its Runs within about 6 s
 
 _DELEGATE_CLASS: Any = None
 
@@ -39,6 +39,7 @@ def _delegate_class(foundation: Any) -> Any:
     defined only once per process)."""
     global _DELEGATE_CLASS
     if _DELEGATE_CLASS is None:
+
         class OwlApplicationDelegate(foundation.NSObject):  # type: ignore[misc, name-defined]
             def applicationShouldTerminate_(self, sender: Any) -> int:
                 return self.owl_quit.should_terminate()
@@ -50,8 +51,14 @@ def _delegate_class(foundation: Any) -> Any:
 class GracefulQuit:
     """Answers AppKit's "may I terminate?" by stopping Owl first."""
 
-    def __init__(self, stop_owl: Callable[[], None], *, appkit: Any, foundation: Any,
-                 call_on_main: Callable[[Callable[[], None]], None]) -> None:
+    def __init__(
+        self,
+        stop_owl: Callable[[], None],
+        *,
+        appkit: Any,
+        foundation: Any,
+        call_on_main: Callable[[Callable[[], None]], None],
+    ) -> None:
         self._stop_owl = stop_owl
         self._appkit = appkit
         self._nsapp = appkit.NSApplication.sharedApplication()
@@ -83,8 +90,9 @@ class GracefulQuit:
                 return ak.NSTerminateNow
             if not self._started:
                 self._started = True
-                threading.Thread(target=self._stop_then_terminate, name="owl-quit",
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._stop_then_terminate, name="owl-quit", daemon=True
+                ).start()
         return ak.NSTerminateLater
 
     def _stop_then_terminate(self) -> None:
@@ -100,6 +108,7 @@ class GracefulQuit:
 def stopper(daemon: Any, before: Callable[[], None]) -> Callable[[], None]:
     """Stop the tray's refresher, then the daemon: every Run asked to stop,
     killed 5 s later, and everything closed (the process ends right after)."""
+
     def stop() -> None:
         before()
         close = getattr(daemon, "close", None)
@@ -110,6 +119,7 @@ def stopper(daemon: Any, before: Callable[[], None]) -> Callable[[], None]:
             wait = getattr(daemon, "wait", None)
             if wait is not None:
                 wait(STOP_TIMEOUT)
+
     return stop
 
 
@@ -120,19 +130,44 @@ def install(daemon: Any, before_stop: Callable[[], None]) -> GracefulQuit:
     import Foundation  # type: ignore[import-not-found]
     from PyObjCTools import AppHelper, MachSignals  # type: ignore[import-not-found]
 
-    quit_ = GracefulQuit(stopper(daemon, before_stop), appkit=AppKit, foundation=Foundation,
-                         call_on_main=lambda fn: AppHelper.callAfter(fn))
+    quit_ = GracefulQuit(
+        stopper(daemon, before_stop),
+        appkit=AppKit,
+        foundation=Foundation,
+        call_on_main=lambda fn: AppHelper.callAfter(fn),
+    )
     quit_.install(MachSignals)
     return quit_
+
+
+def be_accessory(appkit: Any, executable: str | None = None) -> bool:
+    """Outside an app bundle, be a menu-bar accessory: no Dock icon, no menu
+    bar of its own, and no "Quit Python" under Cmd-Q. Inside Owl.app the
+    bundle's LSUIElement says the same before any code runs. Call on the
+    main thread; True when the policy was set here."""
+    from owl.bundle import app_bundle
+
+    if app_bundle(executable) is not None:
+        return False
+    try:
+        appkit.NSApplication.sharedApplication().setActivationPolicy_(
+            appkit.NSApplicationActivationPolicyAccessory
+        )
+    except Exception as e:  # an old AppKit: a Dock icon is no reason to stop
+        log.info("cannot become a menu-bar accessory: %s", e)
+        return False
+    return True
 
 
 class DarwinToolkit(Toolkit):
     """pystray's darwin backend: AppKit's run loop on the main thread."""
 
     def __init__(self) -> None:
+        import AppKit  # type: ignore[import-not-found]
         from PyObjCTools import AppHelper  # type: ignore[import-not-found]  # shipped with pyobjc
 
         self._apphelper = AppHelper
+        be_accessory(AppKit)  # made on the main thread, before the icon
 
     def call_on_main(self, fn: Call) -> None:
         self._apphelper.callAfter(fn)
@@ -141,7 +176,9 @@ class DarwinToolkit(Toolkit):
         return install(daemon, before_stop).quit
 
     def notifier(self) -> Any:
-        """Inside Owl.app, notifications attributed to Owl rather than to Script Editor."""
-        from owl.tray.darwin_notify import make_notifier
+        """Inside Owl.app, notifications attributed to Owl rather than to Script
+        Editor; outside it, osascript off the main thread (pystray's own runs
+        it on the thread that asks, here the run loop's)."""
+        from owl.tray.darwin_notify import OsascriptNotifier, make_notifier
 
-        return make_notifier()
+        return make_notifier() or OsascriptNotifier()

@@ -26,8 +26,10 @@ class GtkToolkit(Toolkit):
         """GTK would wait on an accessibility bus that may not exist (NO_AT_BRIDGE),
         and would set up OpenGL, which loads Mesa and LLVM (about 50 MB resident)
         for an icon and a menu that never draw with it (GDK_GL=disable)."""
-        return {"NO_AT_BRIDGE": os.environ.get("NO_AT_BRIDGE", "1"),
-                "GDK_GL": os.environ.get("GDK_GL", "disable")}
+        return {
+            "NO_AT_BRIDGE": os.environ.get("NO_AT_BRIDGE", "1"),
+            "GDK_GL": os.environ.get("GDK_GL", "disable"),
+        }
 
     def __init__(self) -> None:
         from gi.repository import GLib
@@ -47,12 +49,14 @@ class GtkToolkit(Toolkit):
             except Exception:
                 log.exception("tray update failed")
             return False
+
         self._glib.idle_add(once)
 
     def take_signals(self, stop: Call, daemon: Any, before_stop: Call) -> Call | None:
         def on_signal(*_: Any) -> bool:
             stop()
             return False
+
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             self._glib.unix_signal_add(self._glib.PRIORITY_HIGH, sig, on_signal)
         return None

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from owl import textsafe
-from owl.timefmt import countdown, duration
+from owl.rules.timefmt import countdown, duration
+from owl.rules.lifecycle import shown_outcome
 
 SHIFT_FOR_S = 3600.0
 RECENT_SHOWN = 3
@@ -70,6 +71,7 @@ def verb(name: str, **args: Any) -> Action:
 
 # ------------------------------------------------------------------ wording
 
+
 def clock(seconds: float | None) -> str:
     """A countdown in Owl's one duration style: 13m 42s, 1h 2m. Never negative."""
     return countdown(seconds or 0.0)
@@ -98,11 +100,32 @@ def _frozen(status: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in _runs(status) if r.get("state") == "frozen"]
 
 
+def need_you(status: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every Job that waits for the person: in review, blocked or exhausted."""
+    return list(status.get("review") or []) + list(status.get("stuck") or [])
+
+
+def need_you_words(n: int) -> str:
+    return f"{n} needs you" if n == 1 else f"{n} need you"
+
+
 def status_line(status: dict[str, Any]) -> str:
-    """The one line at the top of the menu (and in the tooltip)."""
+    """The one line at the top of the menu (and in the tooltip): what Owl does,
+    and how many Jobs wait for the person ("Nothing to do" never hides them)."""
+    line = _doing_line(status)
+    n = len(need_you(status))
+    if not n:
+        return line
+    return need_you_words(n) if line == "Nothing to do" else f"{line} · {need_you_words(n)}"
+
+
+def _doing_line(status: dict[str, Any]) -> str:
     runs = _runs(status)
-    counting = [r for r in _frozen(status) if r.get("frozen_by") != "user"
-                and r.get("grace_left_s") is not None]
+    counting = [
+        r
+        for r in _frozen(status)
+        if r.get("frozen_by") != "user" and r.get("grace_left_s") is not None
+    ]
     if counting:
         r = min(counting, key=lambda r: r["grace_left_s"])
         return f"Frozen · {clock(r['grace_left_s'])} left"
@@ -143,9 +166,20 @@ def limit_line(status: dict[str, Any]) -> str | None:
     limits = status.get("limits") or []
     if not limits:
         return None
+    if len(limits) > 1:  # every waiting agent: "claude until 08:10 · codex until 09:00"
+        return "Waiting: " + " · ".join(
+            f"{w.get('agent')} until {str(w.get('until') or '')[11:16]}" for w in limits
+        )
     w = limits[0]
     what = "the model's service" if w.get("kind") == "service" else "the usage limit"
-    return f"Waiting for {what} · until {str(w.get('until') or '')[11:16]}"
+    return f"Waiting for {what} · until {until_words(w)}"
+
+
+def until_words(w: dict[str, Any]) -> str:
+    """When a wait ends, as the menu and notices say it: the daemon's words
+    ("08:10", "Dec 3 08:10", past six days with its year), else the clock time."""
+    text = w.get("until_text")
+    return text if isinstance(text, str) and text else str(w.get("until") or "")[11:16]
 
 
 def _run_label(run: dict[str, Any]) -> str:
@@ -162,14 +196,14 @@ def _run_label(run: dict[str, Any]) -> str:
         tail = f"checking {run['check']}" if run.get("check") else "checking"
     else:
         tail = f"running · {span(run.get('running_for_s'))}"
+    if run.get("agent"):
+        tail = f"{run['agent']} {tail}"  # which agent does this Run
     return f"{head} — {tail}"
 
 
 def outcome_word(entry: dict[str, Any]) -> str:
-    """succeeded / failed / interrupted, or killed when it took a SIGKILL."""
-    if entry.get("ended_by") == "sigkill":
-        return "killed"
-    return str(entry.get("outcome") or "ended")
+    """succeeded / failed / interrupted, or killed (lifecycle's one rule)."""
+    return shown_outcome(entry.get("outcome"), entry.get("ended_by"))
 
 
 _OUTCOME_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "■", "killed": "✗"}
@@ -177,7 +211,12 @@ _OUTCOME_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "■", "kil
 
 def _recent_item(entry: dict[str, Any]) -> Item:
     word = outcome_word(entry)
-    label = f"{_OUTCOME_MARK.get(word, '·')} Job {entry.get('job_id')}: {short(entry.get('title'), 32)} — {word}"
+    run = f" (run {entry['run_id']})" if entry.get("run_id") is not None else ""
+    by = f" ({entry['agent']})" if entry.get("agent") else ""
+    label = (
+        f"{_OUTCOME_MARK.get(word, '·')} Job {entry.get('job_id')}: "
+        f"{short(entry.get('title'), 32)} — {word}{run}{by}"
+    )
     log = entry.get("log")
     return Item(label, Action("open", path=log) if log else None, enabled=bool(log))
 
@@ -207,12 +246,33 @@ def _job_item(status: dict[str, Any], job: dict[str, Any]) -> Item:
     active = job.get("state") == "active" or run is not None
     sub = (
         Item(f"Job {job.get('id')} · {short(job.get('project'), 48)}", enabled=False),
-        Item("Open worktree", Action("open", path=worktree) if worktree else None, enabled=bool(worktree)),
+        Item(
+            "Open worktree",
+            Action("open", path=worktree) if worktree else None,
+            enabled=bool(worktree),
+        ),
         Item("Show log", Action("open", path=log) if log else None, enabled=bool(log)),
-        Item("Drop (stops its Run)" if active else "Drop",
-             verb("drop", job_id=job.get("id"), force=active)),
+        Item(
+            "Drop (stops its Run)" if active else "Drop",
+            verb("drop", job_id=job.get("id"), force=active),
+        ),
     )
     return Item(label, submenu=sub)
+
+
+BRIEFING_SHOWN_S = 3600.0  # the briefing tops the menu this long after the person came back
+BRIEFING_MAX = 110
+
+
+def _briefing_item(status: dict[str, Any]) -> list[Item]:
+    """ "While you were away (2h 10m): …" atop the menu, for a while after coming
+    back; a click opens the newest review page, when there is one."""
+    brief = (status.get("notify") or {}).get("briefing") or {}
+    if not brief.get("text") or (brief.get("age_s") or 0) > BRIEFING_SHOWN_S:
+        return []
+    review = brief.get("review")
+    action = Action("review", args=(("job_id", review),)) if review else None
+    return [Item(short(brief["text"], BRIEFING_MAX), action, enabled=action is not None)]
 
 
 def _review_item(job: dict[str, Any]) -> Item:
@@ -222,15 +282,55 @@ def _review_item(job: dict[str, Any]) -> Item:
     base = job.get("base_branch")
     sub = (
         Item("Review", Action("review", args=(("job_id", jid),)), default=True),
-        Item("Open worktree", Action("open", path=worktree) if worktree else None,
-             enabled=bool(worktree)),
+        Item(
+            "Open worktree",
+            Action("open", path=worktree) if worktree else None,
+            enabled=bool(worktree),
+        ),
         Item("Accept", verb("accept", job_id=jid)),
-        Item(f"Merge into {short(base, 24)}" if base else "Merge into its base branch",
-             verb("accept", job_id=jid, merge=True)),
+        Item(
+            f"Merge into {short(base, 24)}" if base else "Merge into its base branch",
+            verb("accept", job_id=jid, merge=True),
+        ),
         Item("Run checks again", verb("verify", job_id=jid), enabled=bool(worktree)),
         Item("Drop", verb("drop", job_id=jid, force=False)),
     )
-    return Item(f"◆ Job {jid}: {short(job.get('title'), 32)} — ready for review", submenu=sub)
+    run = f" (run {job['run_id']})" if job.get("run_id") is not None else ""
+    return Item(f"◆ Job {jid}: {short(job.get('title'), 32)} — ready for review{run}", submenu=sub)
+
+
+def why_stuck(job: dict[str, Any]) -> str:
+    """A blocked or exhausted Job's reason, short: its last Run's ("check unit
+    failed (exit 4)"), else its own."""
+    why = (
+        job.get("run_reason")
+        or job.get("reason")
+        or ("its attempts are used up" if job.get("state") == "exhausted" else "see owl jobs show")
+    )
+    why = " ".join(str(why).split())
+    if len(why) > 44 and ": " in why:
+        why = why.split(": ", 1)[0]
+    return short(why, 44)
+
+
+def _stuck_item(job: dict[str, Any]) -> Item:
+    """A blocked or exhausted Job: its run and reason, and what helps from here."""
+    jid = job.get("id")
+    worktree = job.get("worktree")
+    run = f" (run {job['run_id']})" if job.get("run_id") is not None else ""
+    sub = (
+        Item(short(job.get("title"), 48), enabled=False),
+        Item("Review", Action("review", args=(("job_id", jid),)), default=True),
+        Item(
+            "Open worktree",
+            Action("open", path=worktree) if worktree else None,
+            enabled=bool(worktree),
+        ),
+        Item("Run checks again", verb("verify", job_id=jid), enabled=bool(worktree)),
+        Item("Accept anyway", verb("accept", job_id=jid, anyway=True), enabled=bool(worktree)),
+        Item("Drop", verb("drop", job_id=jid, force=False)),
+    )
+    return Item(f"Job {jid} · {job.get('state')} · {why_stuck(job)}{run}", submenu=sub)
 
 
 def _jobs_submenu(status: dict[str, Any]) -> tuple[Item, ...]:
@@ -240,15 +340,25 @@ def _jobs_submenu(status: dict[str, Any]) -> tuple[Item, ...]:
     return tuple(_job_item(status, j) for j in queue)
 
 
-def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[Item, ...]:
-    """The whole menu for one status document, top to bottom."""
-    items: list[Item] = [Item(status_line(status), enabled=False, default=True)]
+def build_menu(
+    status: dict[str, Any], *, autostart_on: bool = False, owns_daemon: bool = True
+) -> tuple[Item, ...]:
+    """The whole menu for one status document, top to bottom. `owns_daemon`:
+    the daemon runs in the tray's process, so Quit stops both; a tray joined to
+    a daemon elsewhere quits alone, and says so."""
+    items: list[Item] = [
+        *_briefing_item(status),
+        Item(status_line(status), enabled=False, default=True),
+    ]
     machine = status.get("machine") or {}
     shift = status.get("shift") or {}
     notes = []
     if shift and not shift.get("ended"):
-        notes.append("Shift · until the queue is empty" if shift.get("until_empty")
-                     else f"Shift · {span(shift.get('left_s'))} left")
+        notes.append(
+            "Shift · until the queue is empty"
+            if shift.get("until_empty")
+            else f"Shift · {span(shift.get('left_s'))} left"
+        )
     for note in (status.get("attention"), status.get("config_problem"), machine.get("problem")):
         if note and note not in notes:
             notes.append("⚠ " + short(note, 60))
@@ -258,13 +368,24 @@ def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[I
     if runs:
         items.append(SEPARATOR)
         # A live Run opens its log (when the status names one).
-        items += [Item(_run_label(r), Action("open", path=r["log"]) if r.get("log") else None,
-                       enabled=bool(r.get("log"))) for r in runs]
-    recent = list(status.get("recent") or [])[:RECENT_SHOWN]
+        items += [
+            Item(
+                _run_label(r),
+                Action("open", path=r["log"]) if r.get("log") else None,
+                enabled=bool(r.get("log")),
+            )
+            for r in runs
+        ]
     review = list(status.get("review") or [])
-    if recent or review:
+    stuck = list(status.get("stuck") or [])
+    waiting = {j.get("id") for j in review + stuck}
+    # a Job listed as waiting for the person is not listed again as a past Run
+    recent = [e for e in status.get("recent") or [] if e.get("job_id") not in waiting]
+    recent = recent[:RECENT_SHOWN]
+    if recent or review or stuck:
         items.append(SEPARATOR)
         items += [_review_item(j) for j in review]
+        items += [_stuck_item(j) for j in stuck]
         items += [_recent_item(e) for e in recent]
 
     paused = bool(status.get("paused"))
@@ -278,10 +399,15 @@ def build_menu(status: dict[str, Any], *, autostart_on: bool = False) -> tuple[I
     items.append(Item("Stop", verb("stop", force=True), enabled=live))
     items.append(Item(f"Jobs ({len(_queue(status))})", submenu=_jobs_submenu(status)))
     items.append(SEPARATOR)
-    items.append(Item("Start at login", Action("autostart", args=(("on", not autostart_on),)),
-                      checked=autostart_on))
+    items.append(
+        Item(
+            "Start at login",
+            Action("autostart", args=(("on", not autostart_on),)),
+            checked=autostart_on,
+        )
+    )
     items.append(Item("Open config", Action("config")))
-    items.append(Item("Quit", Action("quit")))
+    items.append(Item("Quit" if owns_daemon else "Quit tray (the daemon goes on)", Action("quit")))
     return tuple(items)
 
 
@@ -299,8 +425,20 @@ def find(items: tuple[Item, ...], label: str) -> Item | None:
 
 def counting_down(status: dict[str, Any]) -> bool:
     """True while something in the menu changes every second."""
-    return any(r.get("state") == "frozen" and r.get("grace_left_s") is not None for r in _runs(status))
+    return any(
+        r.get("state") == "frozen" and r.get("grace_left_s") is not None for r in _runs(status)
+    )
 
 
-__all__ = ["Action", "Item", "SEPARATOR", "build_menu", "status_line", "outcome_word",
-           "clock", "span", "find", "counting_down"]
+__all__ = [
+    "Action",
+    "Item",
+    "SEPARATOR",
+    "build_menu",
+    "status_line",
+    "outcome_word",
+    "clock",
+    "span",
+    "find",
+    "counting_down",
+]

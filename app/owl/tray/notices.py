@@ -11,6 +11,8 @@ without a display:
 - a Run that changed things outside its branch (moved `main`, planted a
   hook, set a git config) is announced once, whenever the tray started.
 - an agent's wait for a usage limit (or its service) is announced when it begins.
+- the briefing after an away spell in which something happened is announced
+  once, with a Review button for the newest Job in review.
 
 What was already there when the tray started is not news and is not shown.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from owl import textsafe
-from owl.tray.menu import clock, short
+from owl.tray.menu import clock, short, until_words
 
 
 class Notice(tuple):
@@ -43,6 +45,7 @@ class Notices:
         self._untouchable_said: set[int] = set()
         self._outside_said: set[int] = set()
         self._limits_said: set[tuple] = set()
+        self._briefing_said: set[Any] = set()
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """(title, message) pairs to show for this status document."""
@@ -58,32 +61,55 @@ class Notices:
                 continue
             self._frozen_said.add(rid)
             left = run.get("grace_left_s")
-            when = f"It stops in {clock(left)} unless you step away." if left is not None \
+            when = (
+                f"It stops in {clock(left)} unless you step away."
+                if left is not None
                 else "It goes on when you step away."
-            out.append((f"Job {run.get('job_id')} frozen", f"{short(run.get('title'), 60)}\n{when}"))
+            )
+            out.append(
+                (f"Job {run.get('job_id')} frozen", f"{short(run.get('title'), 60)}\n{when}")
+            )
         for entry in status.get("recent") or []:
             rid = entry.get("run_id")
             if entry.get("ended_by") != "sigkill" or rid in self._killed_said:
                 continue
             self._killed_said.add(rid)
-            reason = textsafe.line(entry.get("reason") or "it did not end within 5 s of being asked")
-            out.append((f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}"))
+            reason = textsafe.line(
+                entry.get("reason") or "it did not end within 5 s of being asked"
+            )
+            out.append(
+                (f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}")
+            )
         out += self._untouchable(status)
         for job in status.get("review") or []:
             jid = job.get("id")
             if jid in self._review_said:
                 continue
             self._review_said.add(jid)
-            out.append(Notice(f"Job {jid} ready for review",
-                              f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}",
-                              review=jid))
+            out.append(
+                Notice(
+                    f"Job {jid} ready for review",
+                    f"{short(job.get('title'), 60)}\nBranch {textsafe.line(job.get('branch'))}",
+                    review=jid,
+                )
+            )
         for w in status.get("limits") or []:
             key = (w.get("agent"), w.get("until"))
             if key in self._limits_said:
                 continue
             self._limits_said.add(key)
-            out.append((f"Work waits until {str(w.get('until') or '')[11:16]}",
-                        f"{textsafe.line(w.get('reason'))}\nIt carries on by itself then."))
+            out.append(
+                (
+                    f"Work waits until {until_words(w)}",
+                    f"{textsafe.line(w.get('reason'))}\nIt carries on by itself then.",
+                )
+            )
+        brief = (status.get("notify") or {}).get("briefing") or {}
+        if brief.get("text") and brief.get("id") not in self._briefing_said:
+            self._briefing_said.add(brief.get("id"))
+            out.append(
+                Notice("Welcome back", textsafe.line(brief["text"]), review=brief.get("review"))
+            )
         if not self._primed:
             said = [n for n in out if " left a process" in n[0]]
             # Startup: remember what is there, announce none of it, except a
@@ -95,19 +121,26 @@ class Notices:
     def _untouchable(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """One notice per Run that has processes Owl may not signal."""
         out = []
-        entries = [(r.get("id"), r.get("job_id"), r.get("untouchable"))
-                   for r in status.get("runs") or []]
-        entries += [(r.get("run_id"), r.get("job_id"), r.get("untouchable"))
-                    for r in status.get("recent") or []]
+        entries = [
+            (r.get("id"), r.get("job_id"), r.get("untouchable")) for r in status.get("runs") or []
+        ]
+        entries += [
+            (r.get("run_id"), r.get("job_id"), r.get("untouchable"))
+            for r in status.get("recent") or []
+        ]
         for rid, jid, procs in entries:
             if not procs or rid in self._untouchable_said:
                 continue
             self._untouchable_said.add(rid)
             first = procs[0]
             more = f" and {len(procs) - 1} more" if len(procs) > 1 else ""
-            out.append((f"Job {jid} left a process Owl may not stop",
-                        f"pid {first.get('pid')} ({short(first.get('command'), 40)}){more}: "
-                        f"{first.get('why')}"))
+            out.append(
+                (
+                    f"Job {jid} left a process Owl may not stop",
+                    f"pid {first.get('pid')} ({short(first.get('command'), 40)}){more}: "
+                    f"{first.get('why')}",
+                )
+            )
         return out
 
     def _outside(self, status: dict[str, Any]) -> list[tuple[str, str]]:
@@ -120,6 +153,10 @@ class Notices:
                 continue
             self._outside_said.add(rid)
             more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
-            out.append((f"Job {entry.get('job_id')} changed things outside its branch",
-                        "the agent " + "; ".join(lines[:2]) + more))
+            out.append(
+                (
+                    f"Job {entry.get('job_id')} changed things outside its branch",
+                    "the agent " + "; ".join(lines[:2]) + more,
+                )
+            )
         return out

@@ -3,17 +3,15 @@
 One small interface, `Toolkit`, and one module per platform: `gtk` (the gtk
 and appindicator backends, on GLib's loop), `darwin` (AppKit's run loop);
 this class itself serves the rest (win32, dummy), where pystray's own loop
-needs nothing more. `toolkit_for(backend)` picks the class once the backend
-is chosen (`owl.tray.choose`); nothing here imports a toolkit until then.
+needs nothing more. `owl.tray.toolkits` picks the class once the backend is chosen
+(`owl.tray.choose`); nothing here imports a toolkit.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 Call = Callable[[], None]
 
@@ -55,38 +53,3 @@ class Toolkit:
     def set_tooltip(self, icon: Any, text: str) -> None:
         """Make `text` the hover text."""
         icon.title = text
-
-
-def toolkit_for(backend: str) -> type[Toolkit]:
-    """The Toolkit class for a pystray backend name."""
-    if backend in GTK_BACKENDS:
-        from owl.tray.gtk import GtkToolkit
-
-        return GtkToolkit
-    if backend == "darwin":
-        from owl.tray.darwin import DarwinToolkit
-
-        return DarwinToolkit
-    return Toolkit
-
-
-@contextlib.contextmanager
-def toolkit_environment(backend: str) -> Iterator[None]:
-    """Settings the toolkit reads once, at start-up, and then restored.
-
-    pystray picks its backend from PYSTRAY_BACKEND at import; a toolkit may
-    want more (`Toolkit.environment`). All are read while the icon is
-    created; putting the old values back afterwards keeps them out of the
-    environment that Runs inherit.
-    """
-    wanted = {"PYSTRAY_BACKEND": backend} | toolkit_for(backend).environment()
-    saved = {key: os.environ.get(key) for key in wanted}
-    os.environ.update(wanted)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

@@ -26,15 +26,31 @@ A process the system will not let us signal (EPERM: it became root, as
 
 from __future__ import annotations
 
+import os as _os
+
 from ._platform import backend
 from .process_tree import ProcessTree
 from .survivors import end_processes, find_survivors, kill_processes
 from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
 from .cgroup import RunGroup
 
+# Run a short command under this script (see sweeper.py) and nothing it starts outlives it.
+SWEEPER = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "sweeper.py")
+
 BACKEND: str = backend.NAME
 
 __all__ = [
-    "BACKEND", "SPAWN_LOCK", "ProcessTree", "RunGroup", "become_subreaper",
-    "end_processes", "find_survivors", "kill_processes", "own", "reap_orphans", "spawn",
+    "BACKEND",
+    "SPAWN_LOCK",
+    "SWEEPER",
+    "backend",
+    "ProcessTree",
+    "RunGroup",
+    "become_subreaper",
+    "end_processes",
+    "find_survivors",
+    "kill_processes",
+    "own",
+    "reap_orphans",
+    "spawn",
 ]

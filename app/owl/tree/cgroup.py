@@ -22,7 +22,7 @@ import os
 import time
 from pathlib import Path
 
-_base: Path | None | bool = False     # False: not looked for yet
+_base: Path | None | bool = False  # False: not looked for yet
 
 
 def _mounts() -> list[Path]:
@@ -68,8 +68,7 @@ def delegated_base() -> Path | None:
         probe = base / f"owl-probe-{os.getpid()}"
         try:
             probe.mkdir()
-            ok = (probe / "cgroup.freeze").exists() and os.access(probe / "cgroup.procs",
-                                                                  os.W_OK)
+            ok = (probe / "cgroup.freeze").exists() and os.access(probe / "cgroup.procs", os.W_OK)
             probe.rmdir()
         except OSError:
             continue
@@ -149,7 +148,7 @@ class RunGroup:
         """Remove the cgroup once it is empty (a busy one stays; never an error)."""
         for group in [*reversed(self._groups()), self.path.parent]:
             try:
-                group.rmdir()       # the instance's folder too, once its last Run went
+                group.rmdir()  # the instance's folder too, once its last Run went
             except OSError:
                 pass
 

@@ -47,11 +47,17 @@ def frozen(group: RunGroup | None) -> Iterator[None]:
     if group is None:
         yield
         return
-    group.freeze(True)          # nothing runs or forks while the stops go round
+    # Not waiting for the kernel to say "frozen": the freeze is in force for
+    # each process from this write (none runs its own code again, and a child
+    # forked now is born frozen), and each one reports frozen only once it is
+    # next scheduled. Waiting would make every process wait for its turn on a
+    # busy core twice over, once to freeze and again, after the thaw below,
+    # to act on its SIGSTOP: under load that wait is the freeze's whole tail.
+    group.freeze(True, wait=0)  # nothing runs or forks while the stops go round
     try:
         yield
     finally:
-        group.freeze(False)     # each wakes only to act on its SIGSTOP
+        group.freeze(False)  # each wakes only to act on its SIGSTOP
 
 
 def kill(group: RunGroup | None) -> None:

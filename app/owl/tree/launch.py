@@ -34,7 +34,7 @@ def _resolve(program: str, env: dict[str, str], cwd: str) -> str:
     if not program:
         raise FileNotFoundError("no agent program given (empty command)")
     if os.sep in program:
-        path = os.path.join(cwd, program)    # join keeps an absolute path
+        path = os.path.join(cwd, program)  # join keeps an absolute path
         if not os.path.exists(path):
             raise FileNotFoundError(f"agent program not found: {path}")
         if os.path.isdir(path) or not os.access(path, os.X_OK):
@@ -47,10 +47,8 @@ def _resolve(program: str, env: dict[str, str], cwd: str) -> str:
     for folder in search.split(os.pathsep):
         candidate = os.path.join(folder or ".", program)
         if os.path.isfile(candidate):
-            raise PermissionError(
-                f"agent program is not executable: {candidate}")
-    raise FileNotFoundError(
-        f"agent program {program!r} not found on PATH ({search})")
+            raise PermissionError(f"agent program is not executable: {candidate}")
+    raise FileNotFoundError(f"agent program {program!r} not found on PATH ({search})")
 
 
 REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
@@ -112,9 +110,18 @@ class Reaped:
                 pass
 
 
-def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
-          stderr: Any, nice: int = 10, stdin: Any = subprocess.DEVNULL,
-          reaper: bool = False, cgroup: Any = None) -> Any:
+def spawn(
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    stdout: Any,
+    stderr: Any,
+    nice: int = 10,
+    stdin: Any = subprocess.DEVNULL,
+    reaper: bool = False,
+    cgroup: Any = None,
+) -> Any:
     """Start ``argv`` in a new session at low priority, never through a shell.
 
     The program runs at niceness ``nice`` and (Linux) in the idle I/O class,
@@ -146,9 +153,16 @@ def spawn(argv: list[str], *, cwd: str, env: dict[str, str], stdout: Any,
     try:
         with SPAWN_LOCK:
             popen = subprocess.Popen(
-                command, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
-                stderr=stderr, start_new_session=True, close_fds=True,
-                pass_fds=(wfd,) if reaper else ())
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(wfd,) if reaper else (),
+            )
             _spawned[popen.pid] = popen
     except BaseException:
         if reaper:

@@ -27,8 +27,7 @@ _PROC = "/proc"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PR_SET_CHILD_SUBREAPER = 36
 
-_STATE = {ord("Z"): DEAD, ord("X"): DEAD, ord("x"): DEAD,
-          ord("T"): STOPPED, ord("t"): STOPPED}
+_STATE = {ord("Z"): DEAD, ord("X"): DEAD, ord("x"): DEAD, ord("T"): STOPPED, ord("t"): STOPPED}
 
 
 class Stat(posix.Stat):
@@ -42,11 +41,10 @@ def _parse(data: bytes) -> Stat | None:
     close = data.rfind(b")")
     if close < 0:
         return None
-    fields = data[close + 2:].split(b" ", 20)
+    fields = data[close + 2 :].split(b" ", 20)
     if len(fields) < 20:
         return None
-    return Stat(int(fields[1]), int(fields[19]),
-                _STATE.get(fields[0][0], RUNNING), int(fields[3]))
+    return Stat(int(fields[1]), int(fields[19]), _STATE.get(fields[0][0], RUNNING), int(fields[3]))
 
 
 def _read_stat(pid: int | str) -> Stat | None:
@@ -102,8 +100,11 @@ def stat(pid: int) -> Stat | None:
 
 def zombie_children(pid: int) -> list[tuple[int, int]]:
     """(pid, session id) of every zombie child of ``pid``."""
-    return [(child, row.sid) for child, row in snapshot().items()
-            if row.ppid == pid and row.state == DEAD]
+    return [
+        (child, row.sid)
+        for child, row in snapshot().items()
+        if row.ppid == pid and row.state == DEAD
+    ]
 
 
 def create_time(start: int) -> float:
@@ -179,7 +180,7 @@ def open_handle(pid: int, start: int) -> Handle | posix.Handle | None:
             return None
         except OSError as exc:
             if exc.errno == errno.ENOSYS:
-                _pidfds = False        # kernel older than 5.3
+                _pidfds = False  # kernel older than 5.3
             fd = -1
         if fd >= 0:
             row = _read_stat(pid)
@@ -233,7 +234,7 @@ def priority_prefix(nice: int) -> list[str]:
     this avoids ``preexec_fn``, which is unsafe in a threaded daemon.
     ``-t`` runs the program even where the idle class cannot be set.
     """
-    prefix = posix._nice_prefix(nice)
+    prefix = posix.nice_prefix(nice)
     tool = shutil.which("ionice")
     if tool is not None:
         prefix += [tool, "-c", "3", "-t"]

@@ -14,10 +14,24 @@ from __future__ import annotations
 import shutil
 
 from .posix import (  # noqa: F401  (the backend interface, re-exported)
-    DEAD, RUNNING, STOPPED, ForkWatch, Handle, Kin, Stat, _nice_prefix, become_subreaper,
+    DEAD,
+    RUNNING,
+    STOPPED,
+    ForkWatch,
+    Handle,
+    Kin,
+    Stat,
+    nice_prefix,
+    become_subreaper,
     sweeper,
-    create_time, environ, last_pid, matches, open_handle, same_start,
-    snapshot, stat,
+    create_time,
+    environ,
+    last_pid,
+    matches,
+    open_handle,
+    same_start,
+    snapshot,
+    stat,
     zombie_children,
 )
 
@@ -32,7 +46,7 @@ def priority_prefix(nice: int) -> list[str]:
     The program path that follows is absolute, so it cannot be mistaken
     for an option of either tool.
     """
-    prefix = _nice_prefix(nice)
+    prefix = nice_prefix(nice)
     tool = shutil.which("taskpolicy") or "/usr/sbin/taskpolicy"
     if shutil.which(tool):
         prefix += [tool, "-d", "throttle"]

@@ -29,9 +29,9 @@ log = logging.getLogger("owl.tree")
 NAME = "posix"
 
 # Normalised states: a backend reports only these three letters.
-RUNNING = "R"   # anything live and not stopped (running, sleeping, disk wait)
-STOPPED = "T"   # stopped by a signal or a tracer
-DEAD = "Z"      # zombie or dead: not a live process any more
+RUNNING = "R"  # anything live and not stopped (running, sleeping, disk wait)
+STOPPED = "T"  # stopped by a signal or a tracer
+DEAD = "Z"  # zombie or dead: not a live process any more
 
 # Two create times within this many seconds name the same process start.
 # psutil derives create time from clock ticks (10 ms) plus the boot time;
@@ -80,8 +80,7 @@ def snapshot(since: int | None = None) -> dict[int, Stat]:
         info = proc.info
         if info["ppid"] is None or info["create_time"] is None:
             continue
-        table[proc.pid] = Stat(info["ppid"], info["create_time"],
-                               _state(info["status"]), -1)
+        table[proc.pid] = Stat(info["ppid"], info["create_time"], _state(info["status"]), -1)
     return table
 
 
@@ -90,15 +89,14 @@ def stat(pid: int) -> Stat | None:
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():
-            return Stat(proc.ppid(), proc.create_time(),
-                        _state(proc.status()), _sid(pid))
+            return Stat(proc.ppid(), proc.create_time(), _state(proc.status()), _sid(pid))
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 
 
 def zombie_children(pid: int) -> list[tuple[int, int]]:
     """(pid, session id) of every zombie child of ``pid``."""
-    out = []
+    out: list[tuple[int, int]] = []
     try:
         children = psutil.Process(pid).children()
     except psutil.Error:
@@ -196,8 +194,9 @@ class Kin:
     parent is still there to be seen.
     """
 
-    def __init__(self, on_fork: Callable[[], None] | None = None, *,
-                 kqueue_api: Any = None) -> None:
+    def __init__(
+        self, on_fork: Callable[[], None] | None = None, *, kqueue_api: Any = None
+    ) -> None:
         # ("s", sid) / ("g", pgid) -> create time of the leader (the process
         # whose pid the id is) when first noted, None if it was gone then.
         self._groups: dict[tuple[str, int], float | None] = {}
@@ -274,12 +273,15 @@ class ForkWatch:
             if pid in self._watched or self._closed.is_set():
                 return
             self._watched.add(pid)
-            ev = api.kevent(pid, filter=api.KQ_FILTER_PROC,
-                            flags=api.KQ_EV_ADD | api.KQ_EV_CLEAR,
-                            fflags=api.KQ_NOTE_FORK | api.KQ_NOTE_EXIT)
+            ev = api.kevent(
+                pid,
+                filter=api.KQ_FILTER_PROC,
+                flags=api.KQ_EV_ADD | api.KQ_EV_CLEAR,
+                fflags=api.KQ_NOTE_FORK | api.KQ_NOTE_EXIT,
+            )
             try:
                 self._kq.control([ev], 0, 0)
-            except OSError:          # gone already, or not ours to watch
+            except OSError:  # gone already, or not ours to watch
                 self._watched.discard(pid)
 
     def _run(self) -> None:
@@ -328,6 +330,7 @@ def sweeper(tree: Any) -> Callable[[], None]:
         t = ref()
         if t is not None:
             t.alive()
+
     return sweep
 
 
@@ -358,10 +361,10 @@ def priority_prefix(nice: int) -> list[str]:
     increment is computed from ours; niceness is inherited across fork and
     exec, so everything the program starts keeps it.
     """
-    return _nice_prefix(nice)
+    return nice_prefix(nice)
 
 
-def _nice_prefix(nice: int) -> list[str]:
+def nice_prefix(nice: int) -> list[str]:
     increment = nice - os.getpriority(os.PRIO_PROCESS, 0)
     tool = shutil.which("nice")
     if tool is None or increment == 0:
@@ -374,8 +377,24 @@ def _nice_prefix(nice: int) -> list[str]:
 
 
 __all__ = [
-    "NAME", "RUNNING", "STOPPED", "DEAD", "Stat", "Handle", "snapshot", "stat",
+    "NAME",
+    "RUNNING",
+    "STOPPED",
+    "DEAD",
+    "Stat",
+    "Handle",
+    "snapshot",
+    "stat",
     "last_pid",
-    "zombie_children", "create_time", "same_start", "matches", "open_handle", "environ",
-    "become_subreaper", "priority_prefix", "Kin", "ForkWatch", "sweeper",
+    "zombie_children",
+    "create_time",
+    "same_start",
+    "matches",
+    "open_handle",
+    "environ",
+    "become_subreaper",
+    "priority_prefix",
+    "Kin",
+    "ForkWatch",
+    "sweeper",
 ]

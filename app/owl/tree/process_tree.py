@@ -14,6 +14,7 @@ reused by someone else's process is never hit.
 
 Beside it, each with a reason of its own: ``orphans`` (which re-parented
 processes are the Run's), ``untouchable`` (a process Owl may not signal),
+``escaped`` (work the Run may have handed to launchd, named, not claimed),
 ``cgroup_bracket`` (the Run's cgroup v2 around the freeze and the kill) and
 ``survivors`` (processes known only by their tag, after a crash).
 """
@@ -29,33 +30,19 @@ from typing import Any
 
 import psutil
 
-from . import _platform, cgroup_bracket, untouchable
+from . import _platform, cgroup_bracket, escaped, untouchable
+from .member import TreeMember, wait_stopped
 from .orphans import Orphans
+from owl.rules.lifecycle import KILL_DELAY
 
 # A freeze that has not converged after this many sweeps is facing a process
 # that outruns the sweep (fork, exit, fork...); stop trying and report.
 _MAX_ROUNDS = 200
-KILL_TIMEOUT = 5.0
+KILL_TIMEOUT = KILL_DELAY
 # How long freeze() waits for signalled processes to actually stop. A
 # process only stops when it next runs; one in uninterruptible I/O stops
 # when that ends, and cannot run before it either, so this stays short.
 _SETTLE_TIMEOUT = 0.25
-
-
-class _Member:
-    """One process start seen in the Run, and the open handle to signal it."""
-
-    __slots__ = ("pid", "start", "handle", "proc", "refused")
-
-    def __init__(self, pid: int, start: Any) -> None:
-        self.pid = pid
-        self.start = start
-        self.handle: Any = None
-        self.proc: psutil.Process | None = None
-        # Why the kernel refused our last signal (EPERM), or None. Such a
-        # process is left alone and not waited for; the rest goes on
-        # (see untouchable.py).
-        self.refused: str | None = None
 
 
 class ProcessTree:
@@ -66,18 +53,27 @@ class ProcessTree:
     descends from the leaders. Methods are thread-safe.
     """
 
-    def __init__(self, tag: tuple[str, str] | None,
-                 leader: int | None = None, *,
-                 backend: ModuleType | None = None, cgroup: Any = None) -> None:
-        self._cgroup = cgroup                  # a cgroup.RunGroup, or None
+    def __init__(
+        self,
+        tag: tuple[str, str] | None,
+        leader: int | None = None,
+        *,
+        backend: ModuleType | None = None,
+        cgroup: Any = None,
+    ) -> None:
+        self._cgroup = cgroup  # a cgroup.RunGroup, or None
         self._b = backend or _platform.backend
         self._lock = threading.RLock()
-        self._members: dict[int, _Member] = {}
-        self._order: list[_Member] = []       # live, parents first
-        self._rows: dict[int, Any] = {}        # the last sweep's table
-        self._mark: int | None = None          # last_pid() at the last sweep
-        self._full_marks: list[int] = []       # ... at the last two full ones
+        self._members: dict[int, TreeMember] = {}
+        self._order: list[TreeMember] = []  # live, parents first
+        self._rows: dict[int, Any] = {}  # the last sweep's table
+        self._mark: int | None = None  # last_pid() at the last sweep
+        self._full_marks: list[int] = []  # ... at the last two full ones
         self._me = os.getpid()
+        # When the last freeze had signalled every process it knew (monotonic):
+        # what follows is sweeping for new ones and the kernel stopping them.
+        self.signalled_at: float | None = None
+        self.stopped_first_at: float | None = None  # ... and stop_known() before it
         # Backends without a subreaper know a Run's sessions and forks (posix.Kin).
         kin = getattr(self._b, "Kin", None) if tag is not None else None
         self._kin = kin(on_fork=self._b.sweeper(self)) if kin is not None else None
@@ -102,22 +98,22 @@ class ProcessTree:
             self._remember(pid, row.start)
             if self._kin is not None:
                 self._kin.note([pid])
-            self._mark = None       # its descendants: the next sweep reads all
+            self._mark = None  # its descendants: the next sweep reads all
             self._full_marks = []
             if self._orphans is not None:
                 self._orphans.leader_started(row.start)
 
-    def _remember(self, pid: int, start: Any) -> _Member:
+    def _remember(self, pid: int, start: Any) -> TreeMember:
         m = self._members.get(pid)
         if m is not None and self._b.same_start(m.start, start):
             return m
         if m is not None:
             self._forget(m)
-        m = _Member(pid, start)
+        m = TreeMember(pid, start)
         self._members[pid] = m
         return m
 
-    def _forget(self, m: _Member) -> None:
+    def _forget(self, m: TreeMember) -> None:
         if self._members.get(m.pid) is m:
             del self._members[m.pid]
         if m.handle is not None:
@@ -126,7 +122,7 @@ class ProcessTree:
 
     # -- the sweep --------------------------------------------------------
 
-    def _sweep(self, since: int | None = None) -> list[_Member]:
+    def _sweep(self, since: int | None = None) -> list[TreeMember]:
         """Read the process table; return the live members, parents first,
         remembering every new one.
 
@@ -147,7 +143,7 @@ class ProcessTree:
             children.setdefault(row.ppid, []).append(pid)
 
         queue: list[tuple[int, Any]] = []
-        live: list[_Member] = []
+        live: list[TreeMember] = []
         seen: set[int] = set()
         if partial:
             # Known live members: on trust, unless this read covers them.
@@ -159,7 +155,7 @@ class ProcessTree:
             row = rows.get(pid)
             if row is None:
                 if partial:
-                    queue.append((pid, m.start))   # not read this time
+                    queue.append((pid, m.start))  # not read this time
                     continue
                 # Gone since the last sweep. Its children may still be listed
                 # under it in this table (read before they were re-parented),
@@ -167,7 +163,7 @@ class ProcessTree:
                 self._forget(m)
                 queue.append((pid, m.start))
             elif not b.same_start(row.start, m.start):
-                self._forget(m)        # PID reused: not ours any more
+                self._forget(m)  # PID reused: not ours any more
             elif m.handle is not None and not m.handle.alive():
                 # Same start tick, yet the process the handle holds is gone:
                 # a PID reused within one clock tick (only a pidfd can tell).
@@ -204,7 +200,7 @@ class ProcessTree:
 
     # -- signals ------------------------------------------------------------
 
-    def _send(self, m: _Member, sig: int) -> bool:
+    def _send(self, m: TreeMember, sig: int) -> bool:
         """Signal one member; False if it is gone or may not be signalled
         (EPERM marks it refused: see untouchable.send). Its handle is
         opened on the first signal, checked against the start time the
@@ -231,7 +227,25 @@ class ProcessTree:
                 live, first_rows, late = self._stop_all()
             return len(self._settle(live, first_rows, late))
 
-    def _stop_all(self) -> tuple[list[_Member], dict[int, Any], set[_Member]]:
+    def stop_known(self) -> bool:
+        """SIGSTOP the processes already known, from any thread, without
+        waiting: the first step of a freeze, taken by the thread that hears
+        the person's input before the engine's thread has taken the event.
+        `freeze()` then completes it (new processes, the cgroup, the wait),
+        or `thaw()` undoes it. False, sending nothing, when another thread
+        holds the tree (a sweep or a signal round): that thread is the
+        engine's, and its freeze is moments away."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            for m in self._order:
+                self._send(m, signal.SIGSTOP)
+            self.stopped_first_at = time.monotonic()
+            return True
+        finally:
+            self._lock.release()
+
+    def _stop_all(self) -> tuple[list[TreeMember], dict[int, Any], set[TreeMember]]:
         """Send SIGSTOP until a sweep finds nothing new. Returns the members
         (alive as far as the sweeps know), the table the first sweep read
         (after the known ones were signalled) and the members signalled
@@ -247,14 +261,15 @@ class ProcessTree:
         yet visible, across both full sweeps could hide below it.) A tree
         not read in full twice yet is read in full each time.
         """
-        sent: set[_Member] = set()
+        sent: set[TreeMember] = set()
         for m in self._order:
             self._send(m, signal.SIGSTOP)
             sent.add(m)
+        self.signalled_at = time.monotonic()
         since = self._full_marks[0] if len(self._full_marks) == 2 else None
-        live: list[_Member] = []
+        live: list[TreeMember] = []
         first_rows: dict[int, Any] = {}
-        late: set[_Member] = set()
+        late: set[TreeMember] = set()
         for round_ in range(_MAX_ROUNDS):
             live = self._sweep(since)
             if not round_:
@@ -268,8 +283,9 @@ class ProcessTree:
                 late.add(m)
         return live, first_rows, late
 
-    def _settle(self, members: list[_Member], rows: dict[int, Any],
-                late: set[_Member]) -> list[_Member]:
+    def _settle(
+        self, members: list[TreeMember], rows: dict[int, Any], late: set[TreeMember]
+    ) -> list[TreeMember]:
         """Check each member, then wait (briefly) until every live one has
         stopped; returns the live ones. ``rows`` were read after the
         members not in ``late`` were signalled: those need no new read.
@@ -280,34 +296,26 @@ class ProcessTree:
         so that a frozen tree is frozen when freeze() returns.
         """
         b = self._b
-        live: list[_Member] = []
-        pending: list[_Member] = []
+        live: list[TreeMember] = []
+        pending: list[TreeMember] = []
         for m in members:
             row = None if m in late else rows.get(m.pid)
             if row is None:
                 row = b.stat(m.pid)
-                if (row is None or not b.same_start(row.start, m.start)
-                        or (m.handle is not None and not m.handle.alive())):
+                if (
+                    row is None
+                    or not b.same_start(row.start, m.start)
+                    or (m.handle is not None and not m.handle.alive())
+                ):
                     self._forget(m)
                     continue
             if row.state == b.DEAD:
                 continue
             live.append(m)
             if row.state == b.RUNNING and m.refused is None:
-                pending.append(m)       # a refused one would never stop for us
+                pending.append(m)  # a refused one would never stop for us
         self._order = live
-        deadline = time.monotonic() + _SETTLE_TIMEOUT
-        pause = 0.0001
-        while pending and time.monotonic() < deadline:
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
-            still = []
-            for m in pending:
-                row = b.stat(m.pid)
-                if (row is not None and b.same_start(row.start, m.start)
-                        and row.state == b.RUNNING):
-                    still.append(m)
-            pending = still
+        wait_stopped(b, pending, _SETTLE_TIMEOUT)
         return untouchable.ours(live)
 
     def thaw(self) -> int:
@@ -318,7 +326,7 @@ class ProcessTree:
         processes known are the tree; a sweep of what started since the
         freeze's last sweep catches anything else, cheaply."""
         with self._lock:
-            sent: set[_Member] = set()
+            sent: set[TreeMember] = set()
             count = 0
             for m in reversed(self._order):
                 count += self._send(m, signal.SIGCONT)
@@ -349,9 +357,9 @@ class ProcessTree:
         orphans might otherwise land beyond this daemon's reach).
         """
         with self._lock:
-            cgroup_bracket.kill(self._cgroup)     # all at once; the sweep below makes sure
-            self._stop_all()    # no need to wait until they have stopped
-            killed: set[_Member] = set()
+            cgroup_bracket.kill(self._cgroup)  # all at once; the sweep below makes sure
+            self._stop_all()  # no need to wait until they have stopped
+            killed: set[TreeMember] = set()
             deadline = time.monotonic() + timeout
             pause = 0.0005
             while True:
@@ -365,7 +373,7 @@ class ProcessTree:
                 if not fresh:
                     if time.monotonic() >= deadline:
                         break
-                    time.sleep(pause)   # the kernel is tearing them down
+                    time.sleep(pause)  # the kernel is tearing them down
                     pause = min(pause * 2, 0.02)
             return len(killed)
 
@@ -375,18 +383,7 @@ class ProcessTree:
         """All live (non-zombie) processes of the Run, as psutil objects
         checked to be the very process seen (never a reused PID)."""
         with self._lock:
-            out = []
-            for m in self._sweep():
-                if m.proc is None:
-                    try:
-                        proc = psutil.Process(m.pid)
-                        if not self._b.matches(m.start, proc.create_time()):
-                            continue
-                    except psutil.Error:
-                        continue
-                    m.proc = proc
-                out.append(m.proc)
-            return out
+            return [p for m in self._sweep() if (p := m.process(self._b)) is not None]
 
     def alive(self) -> bool:
         """Whether any live (non-zombie) process of the Run is left that we
@@ -396,9 +393,14 @@ class ProcessTree:
 
     def refused(self) -> list[dict[str, Any]]:
         """The live processes the system would not let us signal, each as
-        {pid, command, why}, from what the last signals met (no sweep)."""
+        {pid, command, why}, from what the last signals met (no sweep); and
+        those that left the Run through launchd (see escaped.py), from the
+        last sweep's table."""
         with self._lock:
-            return untouchable.named(m for m in self._order if self._members.get(m.pid) is m)
+            out = untouchable.named(m for m in self._order if self._members.get(m.pid) is m)
+            if self._orphans is not None and self._orphans.escaped:
+                out += escaped.named(self._orphans.escaped, self._rows, self._b)
+            return out
 
     def identities(self) -> list[tuple[int, float]]:
         """(pid, create_time) of every live process, create_time as psutil
@@ -411,8 +413,7 @@ class ProcessTree:
         with self._lock:
             live = untouchable.ours(self._sweep())
             rows = self._rows
-            return bool(live) and all(rows[m.pid].state == self._b.STOPPED
-                                      for m in live)
+            return bool(live) and all(rows[m.pid].state == self._b.STOPPED for m in live)
 
     def close(self) -> None:
         """Release the open pidfds and remove the cgroup if it is empty (the

@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(fd, False)
     agent = os.fork()
     if agent == 0:
-        os.setsid()        # the agent leads a session of its own, as without us
+        os.setsid()  # the agent leads a session of its own, as without us
         for name in _RESET:
             sig = getattr(signal, name, None)
             if sig is not None:
@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
         if pid == agent:
             code = _status(raw)
             _report(fd, code)
-    if code is None:   # pragma: no cover - the agent is always our child
+    if code is None:  # pragma: no cover - the agent is always our child
         return 127
     return code if code >= 0 else 128 - code
 

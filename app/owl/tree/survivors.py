@@ -22,10 +22,12 @@ from . import _platform
 from .process_tree import KILL_TIMEOUT, ProcessTree
 
 
-def find_survivors(tag_name: str, tag_values: Iterable[str],
-                   identities: Iterable[tuple[int, float]] = (),
-                   instance: tuple[str, str] | None = None,
-                   ) -> list[psutil.Process]:
+def find_survivors(
+    tag_name: str,
+    tag_values: Iterable[str],
+    identities: Iterable[tuple[int, float]] = (),
+    instance: tuple[str, str] | None = None,
+) -> list[psutil.Process]:
     """After a daemon crash: live processes left from earlier Runs.
 
     A process is a survivor if it is a recorded identity (pid and create
@@ -41,14 +43,21 @@ def find_survivors(tag_name: str, tag_values: Iterable[str],
     found: dict[int, psutil.Process] = {}
 
     def foreign(env: dict[str, str] | None) -> bool:
-        return (instance is not None and env is not None
-                and instance[0] in env and env[instance[0]] != instance[1])
+        return (
+            instance is not None
+            and env is not None
+            and instance[0] in env
+            and env[instance[0]] != instance[1]
+        )
 
     for pid, created in identities:
         try:
             proc = psutil.Process(pid)
-            if (pid == me or abs(proc.create_time() - created) > 0.005
-                    or proc.status() == psutil.STATUS_ZOMBIE):
+            if (
+                pid == me
+                or abs(proc.create_time() - created) > 0.005
+                or proc.status() == psutil.STATUS_ZOMBIE
+            ):
                 continue
         except psutil.Error:
             continue
@@ -103,8 +112,9 @@ def kill_processes(procs: list[psutil.Process], timeout: float = KILL_TIMEOUT) -
     return end_processes(procs, timeout)[0]
 
 
-def end_processes(procs: list[psutil.Process], timeout: float = KILL_TIMEOUT
-                  ) -> tuple[int, list[dict[str, Any]]]:
+def end_processes(
+    procs: list[psutil.Process], timeout: float = KILL_TIMEOUT
+) -> tuple[int, list[dict[str, Any]]]:
     """As kill_processes; also returns the processes the system would not
     let us signal ({pid, command, why}), which were left alone."""
     with ProcessTree(None) as tree:

@@ -21,7 +21,7 @@ import psutil
 
 
 class Member(Protocol):
-    """What this module needs of one process of a tree (``process_tree._Member``)."""
+    """What this module needs of one process of a tree (``member.TreeMember``)."""
 
     pid: int
     handle: Any
@@ -58,8 +58,11 @@ def ours(members: Iterable[M]) -> list[M]:
 def named(members: Iterable[Member]) -> list[dict[str, Any]]:
     """The refused members as {pid, command, why}: for `owl status` and the
     Run's record."""
-    return [{"pid": m.pid, "command": command_of(m.pid), "why": m.refused}
-            for m in members if m.refused is not None]
+    return [
+        {"pid": m.pid, "command": command_of(m.pid), "why": m.refused}
+        for m in members
+        if m.refused is not None
+    ]
 
 
 def why_refused(pid: int) -> str:
@@ -71,8 +74,9 @@ def why_refused(pid: int) -> str:
         return "the system refused to let Owl signal it"
     if uids.effective != mine or uids.real != mine:
         who = "root" if uids.effective == 0 else f"uid {uids.effective}"
-        return (f"it became {who} (real uid {uids.real}, Owl runs as uid {mine}); "
-                "Owl may not signal it")
+        return (
+            f"it became {who} (real uid {uids.real}, Owl runs as uid {mine}); Owl may not signal it"
+        )
     return "the system refused to let Owl signal it"
 
 

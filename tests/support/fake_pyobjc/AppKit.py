@@ -9,7 +9,7 @@ import sys
 import threading
 import types
 
-from _fake_runloop import MAIN, Anything, note
+from _fake_runloop import MAIN, Anything, MainOnly, note, on_main
 
 NSApplicationDefined = 15
 NSVariableStatusItemLength = -1.0
@@ -18,9 +18,10 @@ NSFontAttributeName = "NSFont"
 NSTerminateCancel, NSTerminateNow, NSTerminateLater = 0, 1, 2
 NSPoint = lambda x, y: (x, y)  # noqa: E731
 NSEvent = Anything("NSEvent")
-NSImage = Anything("NSImage")
-NSMenu = Anything("NSMenu")
-NSMenuItem = Anything("NSMenuItem")
+NSApplicationActivationPolicyRegular, NSApplicationActivationPolicyAccessory = 0, 1
+NSImage = MainOnly("NSImage")
+NSMenu = MainOnly("NSMenu")
+NSMenuItem = MainOnly("NSMenuItem")
 NSFont = Anything("NSFont")
 
 
@@ -28,10 +29,12 @@ class _StatusBar:
     def thickness(self) -> float:
         return 22.0
 
-    def statusItemWithLength_(self, length: float) -> Anything:
-        return Anything("NSStatusItem")
+    def statusItemWithLength_(self, length: float) -> MainOnly:
+        on_main("statusItemWithLength_")
+        return MainOnly("NSStatusItem")
 
     def removeStatusItem_(self, item: object) -> None:
+        on_main("removeStatusItem_")
         note("removeStatusItem_")
 
 
@@ -54,6 +57,11 @@ class FakeApplication:
 
     def delegate(self) -> object:
         return self._delegate
+
+    def setActivationPolicy_(self, policy: int) -> bool:
+        on_main("setActivationPolicy_")
+        note("setActivationPolicy_", {0: "regular", 1: "accessory"}.get(policy, policy))
+        return True
 
     def run(self) -> None:
         assert threading.current_thread() is threading.main_thread()

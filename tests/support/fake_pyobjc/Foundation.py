@@ -9,7 +9,9 @@ from _fake_runloop import Anything, note
 
 NSActivityUserInitiated = 0x00FFFFFF
 NSActivityIdleSystemSleepDisabled = 1 << 20
-NSActivityUserInitiatedAllowingIdleSystemSleep = NSActivityUserInitiated & ~NSActivityIdleSystemSleepDisabled
+NSActivityUserInitiatedAllowingIdleSystemSleep = (
+    NSActivityUserInitiated & ~NSActivityIdleSystemSleepDisabled
+)
 NSActivityLatencyCritical = 0xFF00000000
 NSAttributedString = Anything("NSAttributedString")
 NSDictionary = Anything("NSDictionary")

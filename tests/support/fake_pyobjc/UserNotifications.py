@@ -1,5 +1,7 @@
 """Stand-in for PyObjC's UserNotifications: the person's answer is
-$FAKE_UN_GRANTED ("1" by default); every request is logged."""
+$FAKE_UN_GRANTED ("1" by default), given at once unless the center is told
+to `defer` it (the test answers later with `answer`); `refuse_posts` makes
+every post fail as an ad-hoc-signed app's does; every request is logged."""
 
 from __future__ import annotations
 
@@ -38,13 +40,27 @@ class UNNotificationRequest:
 class _Center:
     def __init__(self) -> None:
         self.posted: list = []
+        self.defer = False
+        self.refuse_posts: str | None = None
+        self._asking = None
 
     def requestAuthorizationWithOptions_completionHandler_(self, options, handler):
         granted = os.environ.get("FAKE_UN_GRANTED", "1") == "1"
         note("requestAuthorization", options, granted)
+        if self.defer:
+            self._asking = handler
+            return
+        handler(granted, None if granted else "denied")
+
+    def answer(self, granted: bool) -> None:
+        handler, self._asking = self._asking, None
         handler(granted, None if granted else "denied")
 
     def addNotificationRequest_withCompletionHandler_(self, request, handler):
+        if self.refuse_posts:
+            note("refused", request.ident, request.content.title)
+            handler(self.refuse_posts)
+            return
         self.posted.append(request)
         note("notification", request.ident, request.content.title, "|", request.content.body)
         handler(None)

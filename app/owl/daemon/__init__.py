@@ -1,0 +1,1 @@
+"""The daemon process: start, stop, signals, logging, the watchdog, crash recovery."""

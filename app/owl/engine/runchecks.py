@@ -1,0 +1,92 @@
+"""A Run's checks: each started in a process tree of its own when the core says so, and recorded.
+
+Apart from the engine's loop so that the order of things (a check's result is
+written before the core hears it exited, an interrupted check is not its own
+verdict) sits in one short place. Runs on the engine thread; takes the engine as `eng`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from owl.engine.loop import Engine
+
+from owl.engine import checks as checksmod
+from owl.engine import containing
+from owl.rules import lifecycle
+from owl.engine import runstart
+from owl.rules.lifecycle import Phase
+from owl.engine.runstart import Live
+
+log = logging.getLogger("owl.engine")
+
+
+def start_check(eng: Engine, lv: Live, index: int) -> None:
+    """Start check `index` of a Run in a process tree of its own (the core said so)."""
+    check = lv.checks[index]
+    assert lv.worktree is not None
+    env = checksmod.env_for(lv.env, check, index, lv.worktree, {})
+    lv.waiting = False
+    try:
+        cp = checksmod.CheckProcess(
+            check,
+            index,
+            worktree=lv.worktree,
+            env=env,
+            log_file=checksmod.log_path(eng.paths.logs, lv.run_id, index),
+            tag=("OWL_RUN_ID", str(lv.run_id)),
+            nice=eng.cfg.nice,
+            contain=containing.for_checks(
+                eng.cfg, eng.paths, lv.worktree, Path(lv.project), lv.sandbox
+            ),
+        )
+    except OSError as e:
+        result = checksmod.Result(
+            index, check.name, check.run, "failed", 127, 0.0, f"the check could not be started: {e}"
+        )
+        record_check(eng, lv, result)
+        lv.exited = True
+        eng.do(eng.core.exited(lv.run_id, eng.clock(), 127))
+        return
+    lv.check_proc, lv.popen, lv.tree, lv.exited = cp, cp.popen, cp.tree, False
+    eng.store.set_run(lv.run_id, state="verifying", frozen_by=None, pids=cp.tree.identities())
+    threading.Thread(
+        target=runstart.wait_proc,
+        args=(eng, lv.run_id, cp.popen, cp.settle),
+        daemon=True,
+        name=f"owl-check-{lv.run_id}-{index}",
+    ).start()
+    log.info(
+        "run %s: check %s (%s) started (pid %s)", lv.run_id, index + 1, check.name, cp.popen.pid
+    )
+
+
+def check_exited(eng: Engine, lv: Live, code: int) -> None:
+    """Record the check that just exited, before the core hears of it."""
+    cp, now = lv.check_proc, eng.clock()
+    assert cp is not None  # called for the check's own process only
+    r = eng.core.runs.get(lv.run_id)
+    duration = r.check_time(now) if r is not None else None
+    if r is not None and r.phase is Phase.ENDING:
+        # ended by the core (timeout, grace window, stop): not the check's own verdict
+        outcome = "interrupted" if r.outcome is lifecycle.Outcome.INTERRUPTED else "failed"
+    else:
+        outcome = "passed" if code == 0 else "failed"
+    result = cp.finish(outcome, code, duration)
+    lv.check_proc = None
+    record_check(eng, lv, result)
+    log.info("run %s: check %s %s (exit %s)", lv.run_id, result.name, outcome, code)
+
+
+def record_check(eng: Engine, lv: Live, result: checksmod.Result) -> None:
+    lv.results.append(result)
+    eng.store.add_check(
+        job_id=lv.job_id,
+        run_id=lv.run_id,
+        source=lv.ctx.base if lv.ctx else None,
+        **result.row(),
+    )

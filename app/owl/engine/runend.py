@@ -1,0 +1,297 @@
+"""A Run's end: its record (or a full disk's wait for room), what it changed outside its worktree.
+
+Apart from the engine's loop because ending a Run is bookkeeping with rules of
+its own: the checks' verdict, a worktree that lost its repository, a record
+held back until the disk has room, and the comparison of the project's refs
+and hooks with the Run's start (git, so on a thread of its own that comes back
+as a call). Every function runs on the engine thread and takes the engine as `eng`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from owl.engine.loop import Engine
+
+from owl.engine import carryon
+from owl.store import diskroom
+from owl.git import guards
+from owl.rules import jobrules, lifecycle
+from owl.git import outside
+from owl.git import outsidekeep
+from owl.git import workspace
+from owl.engine import checks as checksmod
+from owl.engine import telling
+from owl.engine.runstart import Live
+from owl.rules import jobtable
+
+#: A finished Run's record, as `Store.finish_run` takes it: run, outcome, ended by,
+#: reason, exit code, when it ended.
+RunEnd = tuple[int, str, str, "str | None", "int | None", float]
+#: One a full disk held back: the record, the attempt it spent, and what views show of it.
+Unrecorded = tuple[RunEnd, "tuple[str, str] | None", dict[str, Any]]
+
+log = logging.getLogger("owl.engine")
+
+
+UNREAD = "Owl could not read its end"  # a Run whose end the judging could not take
+
+
+def finish_safely(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
+    """`finish`, and should anything in it fail (a Run's output Owl has no rule
+    for), the Run ends `failed` with the reason "Owl could not read its end:
+    …" and the engine goes on: nothing a Run left can stop the supervisor."""
+    try:
+        finish(eng, lv, f)
+    except Exception as e:
+        log.exception("run %s: its end could not be read", lv.run_id)
+        eng.live.pop(lv.run_id, None)
+        reason = f"{UNREAD}: {_why(e)}"
+        try:
+            if (eng.store.run(lv.run_id) or {}).get("state") == "ended":
+                return  # recorded before what failed
+            eng.store.finish_run(lv.run_id, "failed", f.ended_by.value, reason, f.exit_code)
+            _block_if_twice(eng, lv.job_id, reason)
+        except Exception:
+            log.exception("run %s: could not be recorded; the next start records it", lv.run_id)
+
+
+def _why(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _block_if_twice(eng: Engine, job_id: int, reason: str) -> str | None:
+    """Block the Job once the judging of its Runs' ends failed twice: never a
+    loop of Runs whose ends cannot be read. Its new state, or None if left as is."""
+    runs = eng.store.runs(job_id)
+    if sum(1 for r in runs if (r.get("reason") or "").startswith(UNREAD)) < 2:
+        return None
+    job = eng.store.job(job_id) or {}
+    if job.get("state") not in ("pending", "exhausted", "review"):
+        return None
+    return eng.store.apply(
+        job_id,
+        jobtable.Event.BROKEN,
+        reason=f"Owl could not read the end of two of its Runs ({reason}); "
+        f"look at them (owl logs {job_id}) before owl jobs extend "
+        f"{job_id}",
+    )
+
+
+def _judge(
+    eng: Engine, lv: Live, f: lifecycle.Finish
+) -> tuple[lifecycle.Finish, bool, jobrules.Wait | None]:
+    """The Run's end as `jobrules` judges it from the agent's report, and the
+    wait it puts its agent in; a judging that fails ends it failed, saying so
+    (and True)."""
+    try:
+        verdict = carryon.conclude(
+            eng.store,
+            eng.waits,
+            run_id=lv.run_id,
+            agent=getattr(lv.driver, "name", ""),
+            outcome=f.outcome.value,
+            ended_by=f.ended_by.value,
+            reason=f.reason,
+            exit_code=f.exit_code,
+            report=lv.report,
+            max_wait=eng.cfg.max_wait,
+        )
+    except Exception as e:
+        log.exception("run %s: the end of its agent could not be judged", lv.run_id)
+        return (
+            lifecycle.Finish(
+                f.run, lifecycle.Outcome.FAILED, f.ended_by, f"{UNREAD}: {_why(e)}", f.exit_code
+            ),
+            True,
+            None,
+        )
+    return (
+        lifecycle.Finish(
+            f.run, lifecycle.Outcome(verdict.outcome), f.ended_by, verdict.reason, f.exit_code
+        ),
+        False,
+        verdict.wait,
+    )
+
+
+def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
+    lv.sink.close()
+    f, unread, wait = _judge(eng, lv, f)
+    reason = f.reason
+    failed = [r for r in lv.results if r.outcome == "failed"]
+    if f.outcome is lifecycle.Outcome.FAILED and failed and reason:
+        line = checksmod.last_line(failed[-1].output)
+        if line and failed[-1].exit_code not in (None, 0) and failed[-1].exit_code > 0:
+            reason = f"{reason}: {line}"  # e.g. the shell's "not found"
+    # Out of attempts with failing checks, the agent's work exists but does
+    # not pass: a person must look, so the Job is blocked, not exhausted.
+    spent = ("blocked", f"its checks failed on every attempt: {reason}") if failed else None
+    outcome = f.outcome.value
+    broken = broken_workspace(eng, lv)
+    if broken and outcome == "succeeded":
+        outcome, reason = "failed", broken  # a Run that could not commit never succeeds
+    # the time it ended, kept with the record should it be written later
+    args: RunEnd = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code, time.time())
+    try:
+        new_state = diskroom.write(eng.reserve, lambda: eng.store.finish_run(*args, spent=spent))
+        if (
+            broken
+            and new_state != jobtable.State.BLOCKED
+            and jobtable.allows(jobtable.Event.BROKEN, new_state)
+        ):
+            new_state = eng.store.apply(lv.job_id, jobtable.Event.BROKEN, reason=broken)
+        if unread:
+            new_state = _block_if_twice(eng, lv.job_id, reason or UNREAD) or new_state
+    except sqlite3.OperationalError as e:
+        # A full disk: the Run is over all the same. Keep its record and
+        # write it when there is room (or the next start records it
+        # interrupted, should the daemon stop first).
+        log.error("run %s ended but could not be recorded yet: %s", lv.run_id, e)
+        eng.unrecorded.append(
+            (args, spent, {"job_id": lv.job_id, "title": lv.title, "log": str(lv.log_path)})
+        )
+        new_state = "not yet recorded"
+        telling.disk_full(eng, str(eng.paths.db), str(e))
+    if new_state == "review":
+        passed = sum(1 for r in lv.results if r.passed)
+        log.info("%s", checksmod.review_message(lv.job_id, passed))
+    del eng.live[lv.run_id]
+    telling.run_ended(eng, lv, new_state, wait)
+    outside_after(eng, lv)
+    log.info(
+        "run %s %s (%s); job %s is %s",
+        lv.run_id,
+        f.outcome.value,
+        f.ended_by.value,
+        lv.job_id,
+        new_state,
+    )
+
+
+def broken_workspace(eng: Engine, lv: Live) -> str | None:
+    """Why the Run's worktree can no longer reach its repository (files only), with
+    what the person can do; None when it can."""
+    if lv.worktree is None:
+        return None
+    problem = workspace.reach_problem(Path(lv.project), lv.worktree)
+    if problem is None and not (lv.worktree / ".git").exists():
+        problem = f"the worktree {lv.worktree} lost its .git during the Run"
+    if problem is None:
+        return None
+    job = eng.store.job(lv.job_id) or {}
+    return guards.broken_reason(lv.job_id, job.get("branch"), problem)
+
+
+def outside_after(eng: Engine, lv: Live) -> None:
+    """Compare the project's refs, config and hooks with the Run's start,
+    on a thread of its own (it runs git), and record what changed."""
+    before = lv.outside_before
+    if before is None:
+        return
+    job = eng.store.job(lv.job_id) or {}
+    known = outside.owned_ref(job.get("branch"), eng.store.branches(lv.project))
+    making = eng.setups.branches_made  # asked when compared: a setup may begin meanwhile
+
+    def ignore(name: str) -> bool:
+        return known(name) or (
+            name.startswith("refs/heads/") and name[len("refs/heads/") :] in making()
+        )
+
+    project, run_id, job_id = Path(lv.project), lv.run_id, lv.job_id
+    # The person worked beside this Run (owl start, a Shift): what changed may be theirs.
+    beside = lv.exempt or run_id in eng.shift_runs
+
+    def compare() -> list[dict[str, Any]] | None:
+        found = outside.changes(before, outside.take(project), ignore_ref=ignore)
+        return outside.shared(found) if beside else found
+
+    if eng.stopping:  # no later pass of the loop would record it
+        record_outside(eng, run_id, job_id, compare())
+        return
+
+    def work() -> None:
+        found = compare()
+        eng.post(lambda: record_outside(eng, run_id, job_id, found))
+
+    threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
+
+
+def own_ref_moves(
+    eng: Engine, project: Path, moved: dict[str, tuple[str | None, str | None]]
+) -> None:
+    """Owl itself moved refs in `project` (`moved`, from `outside.moves`: accept
+    --merge): the live Runs there take those moves as their starting point, so
+    no agent is said to have made them."""
+    for lv in eng.live.values():
+        if lv.project == str(project) and lv.outside_before is not None:
+            lv.outside_before = outside.with_moves(lv.outside_before, moved)
+            outsidekeep.keep(eng.paths.logs, lv.run_id, lv.project, lv.outside_before)
+
+
+def record_outside(
+    eng: Engine, run_id: int, job_id: int, found: list[dict[str, Any]] | None
+) -> None:
+    """Write what the Run changed outside its branch, then drop the start's
+    snapshot kept on disk (kept should the write fail: the next start compares it)."""
+    if found is None:
+        log.warning(
+            "job %s run %s: the project's refs, config and hooks could not be "
+            "read at its start, so nothing was compared",
+            job_id,
+            run_id,
+        )
+        outsidekeep.forget(eng.paths.logs, run_id)
+        return
+    try:
+        eng.store.set_run(run_id, outside=json.dumps(found))
+    except sqlite3.OperationalError as e:
+        log.warning(
+            "run %s: could not record what it changed outside its branch (%s); "
+            "the next start compares it again",
+            run_id,
+            e,
+        )
+    else:
+        outsidekeep.forget(eng.paths.logs, run_id)
+    if found:
+        log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
+    if eng.on_change is not None:
+        eng.on_change()
+
+
+def record_pending_finishes(eng: Engine) -> None:
+    while eng.unrecorded:
+        args, spent = eng.unrecorded[0][:2]
+        try:
+            diskroom.write(eng.reserve, lambda: eng.store.finish_run(*args, spent=spent))
+        except sqlite3.OperationalError:
+            return
+        eng.unrecorded.pop(0)
+        log.info("run %s recorded %s", args[0], args[1])
+    eng.reserve.ensure()
+
+
+def note_untouchable(eng: Engine, lv: Live) -> None:
+    """Name, once, each process of the Run the system would not let us
+    signal (it became root, say): it is left alone and everything else
+    goes on, but the person must know it is still there."""
+    known = {p["pid"] for p in lv.untouchable}
+    new = [p for p in lv.tree.refused() if p["pid"] not in known]
+    if not new:
+        return
+    lv.untouchable = lv.untouchable + new
+    for p in new:
+        log.warning(
+            "run %s: pid %s (%s) is left alone: %s", lv.run_id, p["pid"], p["command"], p["why"]
+        )
+    eng.note(lv.run_id, untouchable=lv.untouchable)
+    telling.untouchable(eng, lv, new)

@@ -1,0 +1,301 @@
+"""A Run's start: its agent spawned under a reaper of its own, its log, its waiting thread.
+
+Kept apart from the engine's loop because it is the one place that knows how an
+agent is put into the world (its context, env, cgroup, and the fresh start when
+a resumed conversation is refused); the engine only decides when. Every
+function here runs on the engine thread and takes the engine as `eng`; nothing
+here runs git (the worktree is already set up by owl.git.setup), so nothing waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from owl.agents.base import Driver, RunContext
+    from owl.git import outside
+    from owl.rules.jobrules import Report
+    from owl.tree import ProcessTree, RunGroup
+    from owl.engine.loop import Engine
+
+from owl import tree
+from owl.agents import argfit
+from owl.engine import carryon, containing
+from owl.engine import logpipe
+from owl.git import outsidekeep
+from owl.engine import checks as checksmod
+from owl.git import setup as setupmod
+from owl.rules.lifecycle import Phase
+from owl.store.db import title_of
+from owl.rules import jobtable
+
+log = logging.getLogger("owl.engine")
+
+LOG_CAP = 8 * 1024 * 1024  # a Run's log is rotated at this size, as it is written
+
+
+@dataclass
+class Live:
+    """What the engine holds for a live Run besides the core's view of it."""
+
+    run_id: int
+    job_id: int
+    project: str
+    title: str
+    popen: subprocess.Popen[bytes]
+    tree: ProcessTree
+    log_path: Path
+    sink: logpipe.Sink  # the agent's output into its log
+    log_size: int = 0  # bytes of output seen by the last watch
+    exited: bool = False
+    pids: list[int] = field(default_factory=list)
+    # verification: the checks read from the base branch when the Run started
+    worktree: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    checks: tuple[Any, ...] = ()
+    check_proc: checksmod.CheckProcess | None = None  # the check running now
+    results: list[Any] = field(default_factory=list)
+    waiting: bool = False  # its next check waits, frozen, to begin
+    untouchable: list[Any] = field(default_factory=list)  # processes the system kept from us
+    outside_before: outside.Snapshot | None = None  # the project's refs, config, hooks at the start
+    # the agent: its driver and context, and what its output said (carryon)
+    driver: Driver | None = None
+    ctx: RunContext | None = None
+    resuming: bool = False  # started with --resume: a refusal falls back fresh
+    report: Report | None = None  # the driver's Report, set just before "exited"
+    cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
+    exempt: bool = False  # started by `owl start`: not frozen by input
+    contained: str | None = None  # how its sandbox was made, as the views say it
+    sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
+
+
+def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
+    """Start the agent of a Job whose worktree is ready (fast: no git)."""
+    from owl import agents
+
+    job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
+    exempt = ready.exempt
+    project = Path(job["project"])
+    before = ready.outside_before  # taken by the setup, off this thread
+    plan, replies = carryon.plan_for(eng.store, job, driver, ws.worktree)
+    run_id = eng.store.start_run(job_id)
+    outsidekeep.keep(eng.paths.logs, run_id, project, before)  # on its own thread
+    eng.store.give_replies(job_id, run_id)
+    eng.store.set_run(run_id, resumed=int(plan.resume is not None) if driver.stream_json else None)
+    log_path = eng.paths.logs / f"{run_id}.log"
+    eng.store.set_run(run_id, log=str(log_path), agent=driver.name)
+    # One count everywhere: the attempt `owl jobs show`, the log's header and the
+    # tray give this Run (interrupted Runs spend none), told to the agent too.
+    earlier = [r for r in eng.store.runs(job_id) if r["id"] != run_id]
+    attempt = 1 + sum(1 for r in earlier if r["outcome"] == "failed")
+    ctx = agents.RunContext(
+        job_id=job_id,
+        run_id=run_id,
+        attempt=attempt,
+        job_prompt=job["prompt"],
+        worktree=ws.worktree,
+        branch=ws.branch,
+        base=ws.base,
+        agent_config=eng.cfg.agent(driver.name),
+        failure_note=failure_note(eng, job_id, run_id),
+        resume=plan.resume,
+        message=plan.message,
+        replies=replies,
+        commits=ready.commits,
+        earlier=len(earlier),
+    )
+    env = carryon.agent_env(os.environ)
+    env.update(driver.env(ctx))
+    env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id), "OWL_INSTANCE": eng.instance})
+    try:
+        wrapped = containing.wrap(
+            eng.cfg,
+            eng.paths,
+            driver.name,
+            argfit.bounded(driver.argv(ctx), env),
+            env,
+            ws.worktree,
+            project,
+            settings.sandbox,
+        )
+    except containing.Refusal as e:
+        outsidekeep.forget(eng.paths.logs, run_id)
+        eng.store.finish_run(run_id, "failed", None, str(e), None)
+        eng.store.apply(job_id, jobtable.Event.BROKEN, reason=str(e))
+        return None
+    eng.store.set_run(run_id, contained=wrapped.label)
+    sink = logpipe.Sink(log_path, LOG_CAP)
+    cg = tree.RunGroup.make(eng.instance, str(run_id))
+    try:
+        popen = tree.spawn(
+            wrapped.argv,
+            cwd=str(ws.worktree),
+            env=env,
+            stdout=sink.fd,
+            stderr=sink.fd,
+            nice=eng.cfg.nice,
+            reaper=True,
+            cgroup=cg,
+        )
+    except OSError as e:
+        sink.close()
+        outsidekeep.forget(eng.paths.logs, run_id)
+        if cg is not None:
+            cg.remove()
+        eng.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}", None)
+        eng.store.apply(
+            job_id, jobtable.Event.BROKEN, reason=f"the agent could not be started: {e}"
+        )
+        return None
+    sink.started()
+    pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg)
+    lv = Live(
+        run_id=run_id,
+        job_id=job_id,
+        project=str(project),
+        title=title_of(job["prompt"]),
+        popen=popen,
+        tree=pt,
+        log_path=log_path,
+        sink=sink,
+        worktree=ws.worktree,
+        env=env,
+        checks=settings.checks,
+        outside_before=before,
+        driver=driver,
+        ctx=ctx,
+        resuming=plan.resume is not None,
+        cgroup=cg,
+        exempt=exempt,
+        contained=wrapped.label,
+        sandbox=settings.sandbox,
+    )
+    eng.live[run_id] = lv
+    threading.Thread(
+        target=wait_agent, args=(eng, lv, popen, 0), daemon=True, name=f"owl-run-{run_id}"
+    ).start()
+    eng.store.set_run(run_id, pids=pt.identities())
+    log.info("run %s of job %s started (pid %s)", run_id, job_id, popen.pid)
+    eng.do(
+        eng.core.started(
+            run_id,
+            eng.clock(),
+            exempt=exempt,
+            checks=[(c.name, c.timeout) for c in settings.checks],
+        )
+    )
+    return run_id
+
+
+def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
+    runs = [r for r in eng.store.runs(job_id) if r["id"] != run_id]
+    if runs and runs[-1]["outcome"] == "failed" and runs[-1]["reason"]:
+        note = f"The previous Run failed: {runs[-1]['reason']}"
+        failed = [c for c in eng.store.checks(runs[-1]["id"]) if c["outcome"] == "failed"]
+        if failed:
+            note += "\n\n" + checksmod.failure_note(failed[-1])
+        return note
+    return None
+
+
+def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
+    """The agent's own waiting thread: its exit, and what its output said."""
+
+    def session(sid: str) -> None:
+        eng.post(lambda: eng.note(lv.run_id, session_id=sid))
+
+    sink = lv.sink
+    code, lv.report = carryon.watch_agent(
+        popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
+    )
+    eng.agent_exited(lv.run_id, code, popen)
+
+
+def fall_back(eng: Engine, lv: Live) -> bool:
+    """A resume the CLI refused: start the same Run afresh with the handoff, at once.
+
+    No attempt is spent and the core never hears of the refused process.
+    Only while the Run is running (frozen or ending, it ends as it is)."""
+    report, r = lv.report, eng.core.runs.get(lv.run_id)
+    if (
+        not (lv.resuming and report is not None and report.resume_failed)
+        or r is None
+        or r.phase is not Phase.RUNNING
+        or lv.check_proc is not None
+    ):
+        return False
+    from dataclasses import replace
+
+    assert lv.ctx is not None and lv.driver is not None  # set by launch, with the agent
+    lv.resuming, lv.report = False, None
+    lv.ctx = replace(lv.ctx, resume=None, message=None)
+    lv.sink.settle()
+    offset = lv.log_path.stat().st_size if lv.log_path.exists() else 0
+    old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP)  # appends to the same log
+    old.close()
+    os.write(
+        lv.sink.fd,
+        f"owl: the conversation could not be resumed ({report.resume_failed}); "
+        "starting afresh with the handoff\n".encode(),
+    )
+    lv.tree.kill()  # anything the refused process left (before the
+    try:  # fresh one starts: the sweep finds the Run's tag)
+        argv = containing.wrap(
+            eng.cfg,
+            eng.paths,
+            lv.driver.name,
+            argfit.bounded(lv.driver.argv(lv.ctx), lv.env),
+            lv.env,
+            Path(lv.worktree or lv.project),
+            Path(lv.project),
+            lv.sandbox,
+        ).argv
+        popen = tree.spawn(
+            argv,
+            cwd=str(lv.worktree),
+            env=lv.env,
+            stdout=lv.sink.fd,
+            stderr=lv.sink.fd,
+            nice=eng.cfg.nice,
+            reaper=True,
+            cgroup=lv.cgroup,
+        )
+    except (OSError, containing.Refusal) as e:
+        log.warning("run %s: could not start afresh: %s", lv.run_id, e)
+        return False
+    lv.sink.started()
+    lv.popen, lv.tree = (
+        popen,
+        tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid, cgroup=lv.cgroup),
+    )
+    eng.note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
+    threading.Thread(
+        target=wait_agent,
+        args=(eng, lv, popen, offset),
+        daemon=True,
+        name=f"owl-run-{lv.run_id}-fresh",
+    ).start()
+    log.info(
+        "run %s: resume refused (%s); started afresh (pid %s)",
+        lv.run_id,
+        report.resume_failed,
+        popen.pid,
+    )
+    return True
+
+
+def wait_proc(
+    eng: Engine, run_id: int, popen: Any, settle: Callable[[], Any] | None = None
+) -> None:
+    code = popen.wait()
+    if settle is not None:
+        settle()  # its output reaches the log before its result is read
+    eng.agent_exited(run_id, code, popen)

@@ -1,0 +1,82 @@
+"""Shifts as the engine holds them: loaded at start, ended when over, shown in status.
+
+Apart from the engine's loop because a Shift's rules are owl.rules.shifts'; what is
+left here is telling the core and the store. Runs on the engine thread; takes
+the engine as `eng`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from owl.engine.loop import Engine
+
+from owl.rules import shifts
+from owl.verbs import views
+
+log = logging.getLogger("owl.engine")
+
+
+def load_shift(eng: Engine) -> None:
+    sh = shifts.Shift.from_dict(eng.store.setting("shift"))
+    if sh is not None and not sh.plausible(time.time()):
+        log.warning(
+            "the stored Shift (ending %s) is beyond any Shift's bounds; dropped", sh.ends_at
+        )
+        sh = None
+        eng.store.set_setting("shift", None)
+    if sh is not None and sh.over(time.time(), False):
+        log.info("the stored Shift ended while the daemon was down")
+        sh = None
+        eng.store.set_setting("shift", None)
+    eng.set_shift(sh)
+
+
+def set_shift(eng: Engine, sh: shifts.Shift | None) -> None:
+    now = eng.clock()
+    eng.shift = sh
+    if sh is not None:
+        eng.do(eng.core.shift_on(now, require_power=sh.require_power))
+    else:
+        eng.do(eng.core.shift_off(now))
+
+
+def check_shift(eng: Engine) -> None:
+    if eng.shift is None:
+        eng.shift_runs &= set(eng.live)
+        return
+    eng.shift_runs |= set(eng.live)
+    why = eng.shift.over(time.time(), queue_empty=not eng.has_pending)
+    if why is not None:
+        log.info("the Shift ended: %s", why)
+        eng.store.set_setting("shift", None)
+        eng.set_shift(None)
+        eng.shift_runs &= set(eng.live)
+
+
+def shift_view(eng: Engine) -> dict[str, Any] | None:
+    if eng.shift is None:
+        finishing = len(eng.shift_runs & set(eng.live))
+        if not finishing:
+            return None
+        return {
+            "on": False,
+            "ended": True,
+            "finishing": finishing,
+            "text": f"Shift ended, {finishing} Run{'s' if finishing != 1 else ''} finishing",
+        }
+    sh, now = eng.shift, time.time()
+    return {
+        "on": True,
+        "ended": False,
+        "started_at": views.iso(sh.started_at),
+        "ends_at": views.iso(sh.ends_at),
+        "left_s": round(sh.left(now), 1),
+        "until_empty": sh.until_empty,
+        "require_power": sh.require_power,
+        "held": eng.core.paused,
+        "finishing": 0,
+    }

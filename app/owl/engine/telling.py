@@ -1,0 +1,95 @@
+"""What the engine tells the notify room, as small events: it never waits on it.
+
+Each function builds one `owl.notify.events` record from what the engine has in
+hand and puts it on the notifier's queue (`eng.notifier`, None when there is
+none); channels, git for a diffstat and the rules are the notify thread's.
+Runs on the engine thread and takes the engine as `eng`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from owl.engine.loop import Engine
+    from owl.engine.runstart import Live
+
+from owl.notify import events as ev
+
+log = logging.getLogger("owl.engine")
+
+
+def _emit(eng: Engine, event: ev.Event) -> None:
+    notifier = getattr(eng, "notifier", None)
+    if notifier is None:
+        return
+    try:
+        notifier.emit(event)
+    except Exception:  # never a reason for the engine to stop
+        log.exception("could not hand an event to the notifier")
+
+
+def run_ended(eng: Engine, lv: Live, state: str, wait: Any) -> None:
+    """A Run ended and its Job is `state`; `wait`: the agent's new usage-limit wait, if any."""
+    try:
+        job = eng.store.job(lv.job_id) or {}
+    except Exception:  # a full disk or a locked file: say what is known
+        job = {}
+    report = lv.report
+    usage = (report.usage if report is not None else None) or {}
+    cost = usage.get("total_cost_usd")
+    _emit(
+        eng,
+        ev.RunEnded(
+            job_id=lv.job_id,
+            run_id=lv.run_id,
+            state=state,
+            title=lv.title,
+            reason=job.get("reason"),
+            last_message=report.last_message if report is not None else None,
+            checks=tuple((r.name, r.passed) for r in lv.results),
+            cost=float(cost) if isinstance(cost, (int, float)) else None,
+            project=str(lv.project),
+            base=job.get("base"),
+            branch=job.get("branch"),
+        ),
+    )
+    if wait is not None:
+        _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time()))
+
+
+def untouchable(eng: Engine, lv: Live, procs: list[dict[str, Any]]) -> None:
+    for p in procs:
+        _emit(
+            eng,
+            ev.Untouchable(
+                lv.job_id,
+                lv.run_id,
+                int(p.get("pid") or 0),
+                str(p.get("command") or ""),
+                str(p.get("why") or ""),
+            ),
+        )
+
+
+def disk_full(eng: Engine, where: str, detail: str) -> None:
+    _emit(eng, ev.DiskFull(where, detail))
+
+
+def reading(eng: Engine, idle_for: float | None, locked: bool | None, now: float) -> None:
+    """The machine as just read (its quiet, and whether the screen is locked):
+    the notifier turns it into presence. The engine wakes when quiet would count
+    as away, should that come after idle.after."""
+    notifier = getattr(eng, "notifier", None)
+    if notifier is None:
+        return
+    try:
+        notifier.reading(idle_for, eng.cfg, locked=locked)
+        after = notifier.away_for(eng.cfg)
+    except Exception:
+        log.exception("could not tell the notifier of the machine")
+        return
+    if idle_for is not None and idle_for < after and not locked:
+        eng.recheck_at = min(eng.recheck_at, now + max(0.05, after - idle_for))

@@ -1,0 +1,2 @@
+"""Owl's own git (nothing of the repository's runs), worktrees, setup, what changed
+outside a branch, guards."""

@@ -1,0 +1,416 @@
+"""What a Run changed outside its branch: refs, git config, hooks.
+
+A Job's worktree shares its `.git` with the person's checkout, so the agent
+can move `main`, plant a hook, or set `core.fsmonitor` for the person's next
+`git status`. Owl cannot forbid that (the agent runs as the person), but it
+can see it: a `Snapshot` of the project's refs, its config file (and the
+person's `~/.gitconfig`) and its hooks folder is taken before a Run starts
+and after it ends, and `changes()` lists what differs, as the JSON list kept
+in `runs.outside`:
+
+    [{"kind": "ref", "name": "refs/heads/main", "from": "a1b2…", "to": "e4f5…"},
+     {"kind": "config", "name": "core.fsmonitor", "from": null, "to": "./payload.sh"},
+     {"kind": "hook", "name": "post-checkout", "from": null, "to": "3f2a… (executable)"}]
+
+`from`/`to` are null where the thing did not exist. Kinds: `ref`, `config`
+(the project's `.git/config`), `global-config` (`~/.gitconfig` and
+`$XDG_CONFIG_HOME/git/config`), `hook`, and `unknown` (nothing could be
+compared; `to` says why).
+
+`take()` only reads files (no git runs), yet a project with thousands of
+loose refs makes that a walk of thousands of files, so the start's snapshot
+is taken as the last step of the Job's setup, off the engine thread, just
+before the agent starts; turning the two config texts into settings runs git
+and belongs off the engine thread too (`config_settings`).
+
+The start's snapshot lives in the daemon's memory, and also on disk beside
+the Run's log (`to_json`, kept by `owl.git.outsidekeep`): a daemon killed during
+the Run loses the first, and its crash recovery compares the second with the
+project as it is then, so the Run closed `interrupted` still says what its
+agent changed. A project that cannot be read then gives an `unknown` entry.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from owl.git.gitdir import common_dir
+
+_HOOK_READ = 1024 * 1024
+_MAX_REFS = 100_000
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One moment of a project's shared git state, as raw as it was read."""
+
+    loose: dict[str, str] = field(default_factory=dict)  # name -> sha or "ref: target"
+    packed: bytes | None = None  # packed-refs, parsed when compared
+    config: bytes | None = None
+    global_config: bytes | None = None
+    hooks: dict[str, str] = field(default_factory=dict)  # file name -> digest
+    problem: str | None = None  # why it could not be read
+
+    @property
+    def refs(self) -> dict[str, str]:
+        """Every ref, packed ones overridden by loose ones (as git reads them)."""
+        out = _packed(self.packed)
+        out.update(self.loose)
+        return out
+
+
+def take(project: Path) -> Snapshot:
+    """The project's refs, config and hooks as they are now (files only)."""
+    try:
+        gitdir = common_dir(project)
+        return Snapshot(
+            loose=_refs(gitdir),
+            packed=_read(gitdir / "packed-refs"),
+            config=_read(gitdir / "config"),
+            global_config=_global_config(),
+            hooks=_hooks(gitdir / "hooks"),
+        )
+    except OSError as e:
+        return Snapshot(problem=f"{project}: {e}")
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _global_config() -> bytes | None:
+    home = Path(os.path.expanduser("~"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "git" / "config"
+    parts = [p for p in (_read(home / ".gitconfig"), _read(xdg)) if p is not None]
+    return b"\n".join(parts) if parts else None
+
+
+def _packed(data: bytes | None) -> dict[str, str]:
+    refs: dict[str, str] = {}
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        if line.startswith(("#", "^")) or " " not in line:
+            continue
+        sha, name = line.split(" ", 1)
+        refs[name.strip()] = sha
+    return refs
+
+
+def _refs(gitdir: Path) -> dict[str, str]:
+    """The loose refs under `refs/`, plus HEAD (packed ones are kept raw)."""
+    refs: dict[str, str] = {}
+    _loose(gitdir / "refs", "refs", refs)
+    head = _read(gitdir / "HEAD")
+    if head is not None:
+        refs["HEAD"] = head.decode("utf-8", "replace").strip()
+    return refs
+
+
+def _small(path: str, limit: int) -> bytes:
+    """The first `limit` bytes of a file, in as few system calls as Python allows."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _loose(folder: Path, prefix: str, refs: dict[str, str]) -> None:
+    """Loose refs under `folder` into `refs` (a scandir walk: this runs before every Run)."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        name = f"{prefix}/{entry.name}"
+        if entry.is_dir(follow_symlinks=False):
+            _loose(Path(entry.path), name, refs)
+        elif not entry.name.endswith(".lock"):
+            try:
+                refs[name] = _small(entry.path, 4096).decode("utf-8", "replace").strip()
+            except OSError:
+                continue
+            if len(refs) > _MAX_REFS:
+                raise OSError(f"more than {_MAX_REFS} refs: not compared")
+
+
+def _hooks(folder: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except FileNotFoundError:
+        return out
+    for entry in entries:
+        if entry.is_symlink():
+            try:
+                out[entry.name] = f"a link to {os.readlink(entry.path)}"
+            except OSError as e:
+                out[entry.name] = f"a link ({e.strerror})"
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            out[entry.name] = "a folder"
+            continue
+        try:
+            digest = hashlib.sha256(_small(entry.path, _HOOK_READ)).hexdigest()[:16]
+            executable = os.access(entry.path, os.X_OK)
+        except OSError as e:
+            digest, executable = f"unreadable ({e.strerror})", False
+        out[entry.name] = digest + (" (executable)" if executable else "")
+    return out
+
+
+# ------------------------------------------------------------------ keeping
+
+_FORMAT = 1
+
+
+def to_json(snap: Snapshot) -> str:
+    """The snapshot as JSON text: the raw files in base64, so `from_json` gives
+    back exactly what `changes` compares (config texts included)."""
+
+    def b64(data: bytes | None) -> str | None:
+        return None if data is None else base64.b64encode(data).decode("ascii")
+
+    return json.dumps(
+        {
+            "format": _FORMAT,
+            "loose": snap.loose,
+            "packed": b64(snap.packed),
+            "config": b64(snap.config),
+            "global_config": b64(snap.global_config),
+            "hooks": snap.hooks,
+            "problem": snap.problem,
+        }
+    )
+
+
+def from_json(text: str | bytes) -> Snapshot:
+    """The snapshot `to_json` wrote; ValueError (one line) if `text` is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        raise ValueError(f"not a snapshot of format {_FORMAT}")
+
+    def names(key: str) -> dict[str, str]:
+        value = data.get(key)
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise ValueError(f"{key} is not a map of names to text")
+        return value
+
+    def raw(key: str) -> bytes | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        try:
+            return base64.b64decode(value, validate=True)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key} is not base64") from None
+
+    problem = data.get("problem")
+    if problem is not None and not isinstance(problem, str):
+        raise ValueError("problem is not text")
+    return Snapshot(
+        loose=names("loose"),
+        packed=raw("packed"),
+        config=raw("config"),
+        global_config=raw("global_config"),
+        hooks=names("hooks"),
+        problem=problem,
+    )
+
+
+# ------------------------------------------------------------------ comparing
+
+
+def config_settings(text: bytes | None) -> dict[str, str]:
+    """A config file's settings (`key -> value`, repeated keys joined by newlines).
+
+    Runs `git config --file` through Owl's safe git on a private copy."""
+    from owl.git.workspace import git
+
+    if not text:
+        return {}
+    with tempfile.NamedTemporaryFile(prefix="owl-config-") as f:
+        f.write(text)
+        f.flush()
+        proc = git(tempfile.gettempdir(), "config", "--file", f.name, "--list", "-z", check=False)
+    if proc.returncode != 0:
+        return {"(the file)": "does not parse: " + (proc.stderr.strip() or "git config failed")}
+    out: dict[str, str] = {}
+    for entry in proc.stdout.split("\0"):
+        if not entry:
+            continue
+        key, _, value = entry.partition("\n")
+        out[key] = f"{out[key]}\n{value}" if key in out else value
+    return out
+
+
+def changes(
+    before: Snapshot,
+    after: Snapshot,
+    *,
+    ignore_ref: Callable[[str], bool],
+    settings: Callable[[bytes | None], dict[str, str]] = config_settings,
+) -> list[dict[str, Any]] | None:
+    """What differs between two snapshots, in the `runs.outside` shape; None
+    when the first could not be read (so nothing can be said).
+
+    `ignore_ref(name)` is True for refs that are not news (the Job's own
+    branch, other Jobs' branches, Owl's own `refs/owl/`)."""
+    if before.problem:
+        return None  # never read at the start: nothing to compare with
+    if after.problem:
+        return [unknown(after.problem)]
+    out = [
+        dict(kind="ref", name=n, **d)
+        for n, d in _diff(before.refs, after.refs).items()
+        if not ignore_ref(n)
+    ]
+    for kind, a, b in (
+        ("config", before.config, after.config),
+        ("global-config", before.global_config, after.global_config),
+    ):
+        if a != b:
+            out += [
+                dict(kind=kind, name=n, **d) for n, d in _diff(settings(a), settings(b)).items()
+            ]
+    out += [dict(kind="hook", name=n, **d) for n, d in _diff(before.hooks, after.hooks).items()]
+    return out
+
+
+def unknown(why: str, what: str = "the project's git folder") -> dict[str, Any]:
+    """The entry for a comparison that could not be made: `what` could not be read."""
+    return {"kind": "unknown", "name": what, "from": None, "to": why}
+
+
+def _diff(a: dict[str, str], b: dict[str, str]) -> dict[str, dict[str, str | None]]:
+    return {
+        k: {"from": a.get(k), "to": b.get(k)}
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    }
+
+
+def moves(before: Snapshot, after: Snapshot) -> dict[str, tuple[str | None, str | None]]:
+    """The refs that differ between two snapshots: name -> (from, to)."""
+    a, b = before.refs, after.refs
+    return {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+
+
+def with_moves(snap: Snapshot, moved: dict[str, tuple[str | None, str | None]]) -> Snapshot:
+    """`snap` as if the `moved` refs had been there from the start (where it agrees
+    with their `from`): Owl's own moves during a Run are not the agent's."""
+    refs = snap.refs
+    for name, (old, new) in moved.items():
+        if refs.get(name) == old:
+            if new is None:
+                refs.pop(name, None)
+            else:
+                refs[name] = new
+    return replace(snap, loose=refs, packed=None)
+
+
+def owned_ref(branch: str | None, others: set[str]) -> Callable[[str], bool]:
+    """The refs a Run's report leaves out: its branch, other Jobs' branches, refs/owl/."""
+    mine = {f"refs/heads/{b}" for b in (others | {branch or ""}) if b}
+
+    def ignore(name: str) -> bool:
+        return name in mine or name.startswith("refs/owl/")
+
+    return ignore
+
+
+# --------------------------------------------------------------------- words
+
+
+def _visible(value: str, limit: int = 120) -> str:
+    """An agent-written value on one line: control characters as `\\xNN`, cut long."""
+    out = "".join(
+        c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+        for c in value
+    )
+    return out if len(out) <= limit else out[:limit] + "…"
+
+
+def _short(value: str | None) -> str:
+    if value is None:
+        return ""
+    value = _visible(value)
+    if value.startswith("ref: "):
+        return value[5:].removeprefix("refs/heads/")
+    return value[:7] if len(value) == 40 and all(c in "0123456789abcdef" for c in value) else value
+
+
+def _ref_name(name: str) -> str:
+    for prefix, word in (
+        ("refs/heads/", ""),
+        ("refs/tags/", "tag "),
+        ("refs/remotes/", "remote branch "),
+    ):
+        if name.startswith(prefix):
+            return word + name[len(prefix) :]
+    return name
+
+
+def describe(c: dict[str, Any]) -> str:
+    """One change in words: `moved main from a1b2c3d to e4f5a6b`, and, for a Run
+    the person worked beside (`owl start`, a Shift), that it may be theirs."""
+    said = _describe(c)
+    return said + (" (perhaps yours: you were working meanwhile)" if c.get("shared") else "")
+
+
+def _describe(c: dict[str, Any]) -> str:
+    kind, name = c.get("kind"), _visible(str(c.get("name")))
+    a = None if c.get("from") is None else _visible(str(c["from"]))
+    b = None if c.get("to") is None else _visible(str(c["to"]))
+    if kind == "ref":
+        if name == "HEAD":
+            return f"switched the person's checkout from {_short(a)} to {_short(b)}"
+        ref = _ref_name(name)
+        if a is None:
+            return f"created {ref} at {_short(b)}"
+        if b is None:
+            return f"deleted {ref} (it was at {_short(a)})"
+        return f"moved {ref} from {_short(a)} to {_short(b)}"
+    if kind in ("config", "global-config"):
+        where = "" if kind == "config" else " in ~/.gitconfig"
+        if a is None:
+            return f"set {name} = {b}{where}"
+        if b is None:
+            return f"removed {name} (it was {a}){where}"
+        return f"changed {name} from {a} to {b}{where}"
+    if kind == "hook":
+        if a is None:
+            return f"added the hook {name}"
+        if b is None:
+            return f"removed the hook {name}"
+        return f"changed the hook {name}"
+    return f"left {name} unreadable, so nothing was compared ({b or a})"
+
+
+def summary(items: list[dict[str, Any]], limit: int = 3) -> str:
+    """`the agent moved main from a1b2c3d to e4f5a6b; set core.fsmonitor = …`."""
+    said = [describe(c) for c in items[:limit]]
+    more = f" (and {len(items) - limit} more)" if len(items) > limit else ""
+    who = "the agent, or you," if items and all(c.get("shared") for c in items) else "the agent"
+    return f"{who} " + "; ".join(said) + more
+
+
+def shared(items: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The changes of a Run the person worked beside (started with `owl start`,
+    or run during a Shift): their own commits and settings land in the same
+    `.git`, so each change is marked as possibly theirs (`"shared": true`)."""
+    return None if items is None else [dict(c, shared=True) for c in items]

@@ -1,0 +1,122 @@
+"""The briefing: what happened during one away spell, as one line.
+
+Pure: the spell is built from the events the notify thread saw while the person
+was away, and `summary` writes it; nothing here reads a clock (the caller gives
+`now`, and `hhmm` turns an epoch into the local "08:10").
+
+    While you were away (2h 10m): 3 Runs · job 12 ready for review ·
+    job 14 blocked (check unit failed) · $0.84 · claude waits until 08:10
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from owl import textsafe
+from owl.notify import events as ev
+from owl.rules.timefmt import duration
+
+REASON_MAX = 80
+
+
+def local_hhmm(t: float) -> str:
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+@dataclass
+class Spell:
+    """One away spell, from `since` (epoch), and what happened in it."""
+
+    since: float
+    runs: int = 0
+    cost: float = 0.0
+    jobs: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # id -> (state, why)
+    waits: dict[str, float] = field(default_factory=dict)  # agent -> until
+    untouchable: int = 0
+    disk_full: bool = False
+    review_order: list[int] = field(default_factory=list)  # newest last
+
+    def add(self, event: ev.Event) -> None:
+        if isinstance(event, ev.RunEnded):
+            self.runs += 1
+            self.cost += event.cost or 0.0
+            self.jobs[event.job_id] = (event.state, event.reason)
+            if event.state == "review":
+                if event.job_id in self.review_order:
+                    self.review_order.remove(event.job_id)
+                self.review_order.append(event.job_id)
+        elif isinstance(event, ev.LimitWait):
+            self.waits[event.agent] = event.until
+        elif isinstance(event, ev.Untouchable):
+            self.untouchable += 1
+        elif isinstance(event, ev.DiskFull):
+            self.disk_full = True
+
+    @property
+    def happened(self) -> bool:
+        return bool(self.runs or self.waits or self.untouchable or self.disk_full)
+
+    def newest_review(self) -> int | None:
+        """The Job whose review page the briefing's Review opens: the newest still in review."""
+        for job_id in reversed(self.review_order):
+            if self.jobs.get(job_id, ("",))[0] == "review":
+                return job_id
+        return None
+
+
+def _why(text: str | None) -> str:
+    line = textsafe.line(" ".join((text or "").split()))
+    return line if len(line) <= REASON_MAX else line[: REASON_MAX - 1] + "…"
+
+
+def parts(spell: Spell, hhmm: Callable[[float], str] = local_hhmm) -> list[str]:
+    """The spell's facts, each a short phrase, in the order the briefing says them."""
+    out = []
+    if spell.runs:
+        out.append(f"{spell.runs} Run{'s' if spell.runs != 1 else ''}")
+    for job_id, (state, why) in sorted(spell.jobs.items()):
+        if state == "review":
+            out.append(f"job {job_id} ready for review")
+        elif state in ("blocked", "exhausted"):
+            word = "blocked" if state == "blocked" else "out of attempts"
+            out.append(f"job {job_id} {word}" + (f" ({_why(why)})" if why else ""))
+    if spell.cost:
+        out.append(f"${spell.cost:.2f}")
+    for agent, until in sorted(spell.waits.items(), key=lambda kv: kv[1]):
+        out.append(f"{textsafe.line(agent)} waits until {hhmm(until)}")
+    if spell.untouchable:
+        out.append(
+            f"{spell.untouchable} process{'es' if spell.untouchable != 1 else ''} Owl may not stop"
+        )
+    if spell.disk_full:
+        out.append("the disk was full")
+    return out
+
+
+def summary(spell: Spell, now: float, hhmm: Callable[[float], str] = local_hhmm) -> str:
+    """'While you were away (2h 10m): …', or '' when nothing happened."""
+    if not spell.happened:
+        return ""
+    head = f"While you were away ({duration(max(0.0, now - spell.since), coarse=True)})"
+    return f"{head}: " + " · ".join(parts(spell, hhmm))
+
+
+def view(
+    spell: Spell, now: float, *, ended: float | None, hhmm: Callable[[float], str] = local_hhmm
+) -> dict[str, Any]:
+    """The briefing as `owl status --json` gives it (`notify.briefing`)."""
+    end = ended if ended is not None else now
+    return {
+        "text": summary(spell, end, hhmm),
+        "away_since": round(spell.since, 3),
+        "back_at": None if ended is None else round(ended, 3),
+        "away_s": round(max(0.0, end - spell.since), 1),
+        "happened": spell.happened,
+        "runs": spell.runs,
+        "cost_usd": round(spell.cost, 4),
+        "jobs": [{"id": j, "state": s, "reason": r} for j, (s, r) in sorted(spell.jobs.items())],
+        "waits": [{"agent": a, "until_epoch": round(u, 3)} for a, u in spell.waits.items()],
+        "review": spell.newest_review(),
+    }

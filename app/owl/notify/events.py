@@ -1,0 +1,79 @@
+"""What the engine tells the notify room: small records, put on a queue.
+
+The engine never waits on a channel: it builds one of these (from what it has
+in hand at that moment) and hands it over; the notify thread does the rest.
+Agent-written text in them is raw here and made safe where it is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The kinds a person may name in `notify.urgent`.
+KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk")
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """A Run ended and its Job is now `state` (review, blocked, exhausted, pending, ...)."""
+
+    job_id: int
+    run_id: int
+    state: str
+    title: str = ""
+    reason: str | None = None  # why blocked or exhausted (or the Run's reason)
+    last_message: str | None = None  # the agent's final message (agent text)
+    checks: tuple[tuple[str, bool], ...] = ()  # (name, passed) of the Run's checks
+    cost: float | None = None  # USD, when the agent says
+    project: str = ""  # for the diffstat, read off the engine thread
+    base: str | None = None
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class LimitWait:
+    """An agent waits on a usage limit (or its service) until `until` (epoch)."""
+
+    agent: str
+    until: float
+    reason: str
+    since: float
+
+
+@dataclass(frozen=True)
+class Untouchable:
+    """A process of a Run that Owl may not signal (it became root, say)."""
+
+    job_id: int
+    run_id: int
+    pid: int
+    command: str
+    why: str
+
+
+@dataclass(frozen=True)
+class DiskFull:
+    """A record could not be written for want of room."""
+
+    where: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Presence:
+    """The person's presence changed: `away` since `since` (epoch), or back at `since`."""
+
+    away: bool
+    since: float
+
+
+Event = RunEnded | LimitWait | Untouchable | DiskFull | Presence
+
+
+@dataclass
+class Stamp:
+    """An event as the notify thread received it, with the wall time it came."""
+
+    event: Event
+    at: float
+    extra: dict = field(default_factory=dict)  # facts read off the engine thread (diffstat)

@@ -1,0 +1,235 @@
+"""What goes to the person's channels, and when: the rules, with no clock and no I/O.
+
+Given the events and the moments (`now`, epoch seconds, and `minute`, the local
+minute of the day, which the caller reads), the `Router` says which messages
+to send. Tested with a fake clock:
+
+- Present: nothing goes out (the desktop shows it); what happened is still
+  remembered, so it is not sent later either.
+- Away: a Job ready for review, blocked or out of attempts; an agent waiting on
+  a usage limit for longer than `limit_after`; a process Owl may not signal; a
+  full disk.
+- At most one message per Job per change of state (a Job in review is told
+  once, however often it is seen there; a reply that sends it back and a new
+  review is a new change).
+- What comes within `batch` of the first goes as one digest.
+- Inside the quiet hours only the urgent kinds go; the rest wait for the quiet
+  to end (and are dropped if the person came back meanwhile: the briefing has them).
+- Coming back ends the spell: what waits is dropped, and the spell's summary
+  becomes the briefing when anything happened in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from owl import textsafe
+from owl.notify import events as ev
+from owl.notify.briefing import Spell
+
+TEXT_MAX = 200  # agent-written text in a message is cut here
+QUIET_LOOK = 60.0  # while something waits out the quiet: look again this often
+
+
+@dataclass(frozen=True)
+class Rules:
+    batch: float = 60.0
+    limit_after: float = 3600.0
+    quiet: tuple[int, int] | None = None  # (start, end) minutes of the day
+    urgent: frozenset[str] = frozenset({"blocked"})
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing to tell: its kind (events.KINDS), its Job, a title and a body."""
+
+    kind: str
+    title: str
+    body: str
+    job_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    title: str
+    body: str
+    items: tuple[Item, ...]
+
+
+def in_quiet(minute: int, quiet: tuple[int, int] | None) -> bool:
+    """Whether the local `minute` of the day is inside the window (which may wrap midnight)."""
+    if quiet is None:
+        return False
+    start, end = quiet
+    if start == end:
+        return False
+    if start < end:
+        return start <= minute < end
+    return minute >= start or minute < end
+
+
+def cut(text: str | None, limit: int = TEXT_MAX) -> str:
+    """Agent text for a message: its first line, controls made visible, cut to `limit`."""
+    first = next((ln for ln in (text or "").splitlines() if ln.strip()), "")
+    line = textsafe.line(first.strip())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def item_for(stamp: ev.Stamp, limit_after: float) -> Item | None:
+    """What one event tells the person, or None when it is not news for a channel."""
+    e = stamp.event
+    if isinstance(e, ev.RunEnded):
+        title = cut(e.title, 80)
+        if e.state == "review":
+            lines = [title]
+            if stamp.extra.get("diffstat"):
+                lines.append(cut(stamp.extra["diffstat"]))
+            if e.last_message:
+                lines.append(f"“{cut(e.last_message)}”")
+            if e.checks:
+                lines.append(
+                    "checks: "
+                    + ", ".join(
+                        f"{cut(n, 40)} {'passed' if ok else 'failed'}" for n, ok in e.checks
+                    )
+                )
+            if e.cost:
+                lines.append(f"${e.cost:.2f}")
+            lines.append(
+                f"Reply '{e.job_id} accept', '{e.job_id} drop' or '{e.job_id} <what to change>'."
+            )
+            return Item("review", f"Job {e.job_id} ready for review", "\n".join(lines), e.job_id)
+        if e.state in ("blocked", "exhausted"):
+            word = "blocked" if e.state == "blocked" else "out of attempts"
+            lines = [
+                title,
+                f"Why: {cut(e.reason) or 'not said'}",
+                f"What would help: reply '{e.job_id} <what to do>' to send it back with "
+                f"your words, or '{e.job_id} drop'.",
+            ]
+            return Item(e.state, f"Job {e.job_id} {word}", "\n".join(lines), e.job_id)
+        return None
+    if isinstance(e, ev.LimitWait):
+        if e.until - e.since <= limit_after:
+            return None
+        hhmm = stamp.extra.get("until_hhmm") or ""
+        return Item(
+            "limit",
+            f"{cut(e.agent, 40)} waits until {hhmm}".strip(),
+            f"{cut(e.reason)}\nIts Jobs keep their places and carry on by themselves then.",
+        )
+    if isinstance(e, ev.Untouchable):
+        return Item(
+            "untouchable",
+            f"Job {e.job_id} left a process Owl may not stop",
+            f"pid {e.pid} ({cut(e.command, 60)}): {cut(e.why)}",
+            e.job_id,
+        )
+    if isinstance(e, ev.DiskFull):
+        return Item(
+            "disk",
+            "The disk is full",
+            f"{cut(e.where)}: {cut(e.detail)}\nOwl goes on and writes its records when "
+            "there is room.",
+        )
+    return None
+
+
+def _key(stamp: ev.Stamp) -> tuple | None:
+    e = stamp.event
+    if isinstance(e, ev.LimitWait):
+        return ("limit", e.agent, round(e.until))
+    if isinstance(e, ev.Untouchable):
+        return ("untouchable", e.run_id, e.pid)
+    if isinstance(e, ev.DiskFull):
+        return ("disk",)
+    return None
+
+
+def digest(items: list[Item]) -> Message:
+    if len(items) == 1:
+        it = items[0]
+        return Message(f"Owl: {it.title}", it.body, (it,))
+    body = "\n\n".join(f"{it.title}\n{it.body}" for it in items)
+    return Message(f"Owl: {len(items)} things need you", body, tuple(items))
+
+
+@dataclass
+class Router:
+    rules: Rules = field(default_factory=Rules)
+    away: bool = False
+    spell: Spell | None = None
+    last_spell: tuple[Spell, float] | None = None  # the spell that ended, and when
+    _states: dict[int, str] = field(default_factory=dict)  # Job -> the state last seen
+    _said: set[tuple] = field(default_factory=set)  # other news already told
+    _batch: list[Item] = field(default_factory=list)
+    _batch_at: float | None = None  # when the batch goes
+    _held: list[Item] = field(default_factory=list)  # waiting out the quiet hours
+
+    def presence(self, away: bool, since: float) -> Spell | None:
+        """The person left (`away`) or came back, at `since`. Coming back returns
+        the spell that ended when anything happened in it (the briefing)."""
+        if away == self.away:
+            return None
+        self.away = away
+        if away:
+            self.spell = Spell(since=since)
+            self._said = {k for k in self._said if k[0] != "disk"}  # a full disk is news again
+            return None
+        ended, self.spell = self.spell, None
+        self._batch, self._batch_at, self._held = [], None, []
+        if ended is None:
+            return None
+        self.last_spell = (ended, since)
+        return ended if ended.happened else None
+
+    def event(self, stamp: ev.Stamp) -> None:
+        """Take one event in; what it means goes out with `tick`."""
+        e = stamp.event
+        if isinstance(e, ev.Presence):
+            return
+        if self.spell is not None:
+            self.spell.add(e)
+        news = True
+        if isinstance(e, ev.RunEnded):
+            news = self._states.get(e.job_id) != e.state
+            self._states[e.job_id] = e.state
+        else:
+            key = _key(stamp)
+            news = key not in self._said
+            if key is not None:
+                self._said.add(key)
+        if not news or not self.away:
+            return
+        item = item_for(stamp, self.rules.limit_after)
+        if item is None:
+            return
+        self._batch.append(item)
+        if self._batch_at is None:
+            self._batch_at = stamp.at + self.rules.batch
+
+    def tick(self, now: float, minute: int) -> list[Message]:
+        """The messages due at `now` (local `minute` of the day)."""
+        if not self.away:
+            return []
+        ready: list[Item] = []
+        quiet = in_quiet(minute, self.rules.quiet)
+        if self._held and not quiet:
+            ready, self._held = self._held, []
+        if self._batch_at is not None and now >= self._batch_at:
+            for it in self._batch:
+                if quiet and it.kind not in self.rules.urgent:
+                    self._held.append(it)
+                else:
+                    ready.append(it)
+            self._batch, self._batch_at = [], None
+        return [digest(ready)] if ready else []
+
+    def next_wake(self, now: float) -> float | None:
+        """When `tick` may next have something to say (None: only an event can)."""
+        moments = []
+        if self._batch_at is not None:
+            moments.append(self._batch_at)
+        if self._held:
+            moments.append(now + QUIET_LOOK)
+        return min(moments) if moments else None

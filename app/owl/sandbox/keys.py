@@ -1,0 +1,94 @@
+"""The ``[sandbox]`` keys of the config (and of ``[agents.NAME.sandbox]``), checked.
+
+Kept beside the policy so the names and their meaning live in one room; the
+config loader calls ``check_table`` and turns a ``KeyProblem`` into its one-line
+error naming the file, the key and the value. A ``write`` path that is missing or
+not writable is refused here, at load, rather than found out by a Run at night.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .policy import DEFAULT_CACHES, MODES, READS, Settings, expand
+
+LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches")
+KEYS = ("mode", "read", *LIST_KEYS, "network", "host_ports")
+AGENT_KEYS = ("mode", "read_also", "write", "hide", "env_keep", "network")
+PROJECT_KEYS = ("mode", "read", "hide", "network")
+
+
+class KeyProblem(ValueError):
+    """One bad key: ``dotted`` names it, ``value`` is what was given."""
+
+    def __init__(self, dotted: str, value: Any, why: str) -> None:
+        super().__init__(why)
+        self.dotted, self.value, self.why = dotted, value, why
+
+
+def check_table(
+    body: Any, prefix: str, allowed: tuple[str, ...] = KEYS, home: str | None = None
+) -> dict[str, Any]:
+    """A checked copy of one sandbox table, or KeyProblem."""
+    if not isinstance(body, Mapping):
+        raise KeyProblem(prefix, body, f"must be a table [{prefix}]")
+    home = home or os.path.expanduser("~")
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        dotted = f"{prefix}.{key}"
+        if key not in allowed:
+            raise KeyProblem(
+                dotted, value, f"unknown key (known in [{prefix}]: {', '.join(allowed)})"
+            )
+        if key == "mode":
+            if value not in MODES:
+                raise KeyProblem(dotted, value, 'must be "auto", "required" or "off"')
+        elif key == "read":
+            if value not in READS:
+                raise KeyProblem(dotted, value, 'must be "home" or "project"')
+        elif key == "network":
+            if not isinstance(value, bool):
+                raise KeyProblem(dotted, value, "must be true or false")
+        elif key == "host_ports":
+            if not isinstance(value, list) or not all(
+                isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in value
+            ):
+                raise KeyProblem(dotted, value, "must be a list of port numbers (1-65535)")
+            value = list(value)
+        else:
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise KeyProblem(dotted, value, "must be a list of non-empty strings")
+            if key in ("read_also", "write", "hide", "caches"):
+                for v in value:
+                    if not expand(v, home):
+                        raise KeyProblem(dotted, v, "must be an absolute path (or start with ~)")
+            if key == "write":
+                for v in value:
+                    _writable(dotted, v, expand(v, home))
+            value = list(value)
+        out[key] = value
+    return out
+
+
+def _writable(dotted: str, given: str, path: str) -> None:
+    if not os.path.exists(path):
+        raise KeyProblem(dotted, given, "no such file or folder (a Run could not write it)")
+    if not os.access(path, os.W_OK):
+        raise KeyProblem(dotted, given, "not writable by this user")
+
+
+def settings_from(table: Mapping[str, Any]) -> Settings:
+    """The Settings a checked ``[sandbox]`` table gives (defaults for the rest)."""
+    return Settings(
+        mode=str(table.get("mode", "auto")),
+        read=str(table.get("read", "home")),
+        read_also=tuple(table.get("read_also", ())),
+        write=tuple(table.get("write", ())),
+        hide=tuple(table.get("hide", ())),
+        env_keep=tuple(table.get("env_keep", ())),
+        network=bool(table.get("network", True)),
+        caches=tuple(table.get("caches", DEFAULT_CACHES)),
+        host_ports=tuple(table.get("host_ports", ())),
+    )

@@ -1,0 +1,402 @@
+"""What a contained Run may reach, as one value computed from the settings alone.
+
+Pure: no file is read, no process started. The caller hands over the facts
+(the homes, the worktree, the project's git directory, the agent's environment)
+and gets a ``Policy`` that ``bwrap.py`` turns into an argv and ``seatbelt.py``
+into a macOS profile, so both read the same decisions.
+
+The shape of the decisions:
+- the filesystem is read-only, and with ``read = "project"`` only the system's
+  own folders, the project and what is named are readable at all;
+- writable: the Job's worktree, what ``git commit`` there needs of the project's
+  git directory (objects, refs, logs, the worktree's admin folder), the agent's
+  own state, caches and ``sandbox.write``; the project's ``config``, ``hooks/``
+  and ``info/`` are laid read-only over that, so a planted hook or
+  ``core.fsmonitor`` is refused at the source;
+- hidden (empty): the well-known secrets of a home, Owl's own home (all but this
+  Job's worktree), the desktop's runtime folder and X11 sockets;
+- the environment keeps no display, no way back to Owl and no secret the agent
+  was not meant to have.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+MODES = ("auto", "required", "off")
+READS = ("home", "project")
+
+# Under every home the Run may see: hidden (an empty folder, or /dev/null for a file).
+HOME_SECRETS = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".netrc",
+    ".docker",
+    ".kube",
+    ".local/share/keyrings",
+    ".password-store",
+    ".pki",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/Code/User/globalStorage",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".pypirc",
+    ".npmrc",
+    ".config/hub",
+    ".vault-token",
+    ".bash_history",
+    ".zsh_history",
+)
+# Outside any home: the X11 sockets (the private /tmp hides them too; named for Seatbelt).
+SYSTEM_HIDDEN = ("/tmp/.X11-unix", "/tmp/.ICE-unix")
+
+# Caches a build or an installer writes; writable when they exist (`sandbox.caches`).
+DEFAULT_CACHES = (
+    "~/.cache",
+    "~/.npm",
+    "~/.cargo/registry",
+    "~/.cargo/git",
+    "~/.gradle/caches",
+    "~/.m2/repository",
+    "~/go/pkg/mod",
+    "~/.local/share/pnpm",
+    "~/.yarn",
+)
+# With read = "project": toolchains in the home the Run still needs to read.
+HOME_TOOLCHAINS = (
+    "~/.local/bin",
+    "~/.local/lib",
+    "~/.cargo/bin",
+    "~/.rustup",
+    "~/.nvm",
+    "~/.pyenv",
+    "~/.volta",
+    "~/.deno",
+    "~/.bun",
+    "~/go/bin",
+    "~/.gitconfig",
+    "~/.config/git",
+)
+# With read = "project": the system's own top-level folders that stay readable.
+SYSTEM_READ = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/var",
+    "/srv",
+    "/nix",
+    "/snap",
+    "/run",
+    "/sys",
+)
+
+# Variables that lead to the desktop or back to Owl: never passed in.
+DESKTOP_ENV = (
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "WAYLAND_SOCKET",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "XAUTHORITY",
+    "XDG_RUNTIME_DIR",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "OWL_HOME",
+    "OWL_INSTANCE",
+    "SESSION_MANAGER",
+    "GNOME_KEYRING_CONTROL",
+    "KRB5CCNAME",
+    "PULSE_SERVER",
+    "PIPEWIRE_REMOTE",
+)
+# Names of well-known secrets: fnmatch patterns over the variable's name (upper-cased).
+SECRET_ENV = (
+    "AWS_*",
+    "AZURE_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITLAB_TOKEN",
+    "NPM_TOKEN",
+    "PYPI_TOKEN",
+    "DOCKER_AUTH_CONFIG",
+    "VAULT_TOKEN",
+    "*_TOKEN",
+    "*_SECRET",
+    "*_SECRET_*",
+    "*_PASSWORD",
+    "*_PASSWD",
+    "*_API_KEY",
+    "*_ACCESS_KEY",
+    "*_PRIVATE_KEY",
+    "*_CREDENTIALS",
+    "*_AUTH",
+    "DATABASE_URL",
+)
+# The Run's own tags and facts, which no pattern drops.
+RUN_ENV = ("OWL_RUN_ID", "OWL_JOB_ID", "OWL_ATTEMPT", "OWL_BRANCH", "OWL_WORKTREE", "OWL_HANDOFF")
+
+
+@dataclass(frozen=True)
+class AgentState:
+    """What one agent needs of its own: state it writes, variables it keeps.
+
+    A path may be ``$VAR`` or ``$VAR/rest``: the agent's own variable when it is
+    set (Claude Code's ``CLAUDE_CONFIG_DIR``, Codex's ``CODEX_HOME``), else the
+    fallback after ``|``."""
+
+    state: tuple[str, ...] = ()
+    env_keep: tuple[str, ...] = ()
+    # Of `state`, the folders made before the Run when missing: a folder that
+    # is not there cannot be bound writable, and what the agent then wrote
+    # (its conversations, which the next Run resumes) would be lost with it.
+    folders: tuple[str, ...] = ()
+
+
+AGENTS: dict[str, AgentState] = {
+    "claude": AgentState(
+        state=(
+            "$CLAUDE_CONFIG_DIR|~/.claude",
+            "~/.claude.json",
+            "~/.claude.json.backup",
+            "~/.config/claude",
+        ),
+        env_keep=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+        folders=("$CLAUDE_CONFIG_DIR|~/.claude",),
+    ),
+    "codex": AgentState(
+        state=("$CODEX_HOME|~/.codex",),
+        env_keep=("OPENAI_API_KEY", "CODEX_API_KEY"),
+        folders=("$CODEX_HOME|~/.codex",),
+    ),
+    "gemini": AgentState(
+        state=("~/.gemini",),
+        env_keep=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        folders=("~/.gemini",),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``[sandbox]`` table as checked (see ``keys.py``), merged for one Run."""
+
+    mode: str = "auto"
+    read: str = "home"
+    read_also: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+    hide: tuple[str, ...] = ()
+    env_keep: tuple[str, ...] = ()
+    network: bool = True
+    caches: tuple[str, ...] = DEFAULT_CACHES
+    host_ports: tuple[int, ...] = ()
+
+    def narrowed(self, project: Mapping[str, object]) -> Settings:
+        """A project's ``.owl.toml`` ``[sandbox]``: it may only take away.
+
+        ``read = "project"`` narrows ``"home"``; ``hide`` adds; ``network =
+        false`` cuts; ``mode = "required"`` hardens ``"auto"``. Nothing it says
+        can widen what the person's config allows (``"off"`` stays off: the
+        person chose it)."""
+        out = self
+        if project.get("read") == "project":
+            out = _replace(out, read="project")
+        hide = project.get("hide")
+        if isinstance(hide, (list, tuple)):
+            out = _replace(out, hide=(*out.hide, *(str(h) for h in hide)))
+        if project.get("network") is False:
+            out = _replace(out, network=False)
+        if project.get("mode") == "required" and out.mode == "auto":
+            out = _replace(out, mode="required")
+        return out
+
+    def for_agent(self, table: Mapping[str, object]) -> Settings:
+        """``[agents.NAME.sandbox]``: the person's own words for one agent."""
+        out = self
+        for key in ("write", "hide", "env_keep", "read_also"):
+            more = table.get(key)
+            if isinstance(more, (list, tuple)):
+                out = _replace(out, **{key: (*getattr(out, key), *(str(m) for m in more))})
+        if isinstance(table.get("network"), bool):
+            out = _replace(out, network=bool(table["network"]))
+        if table.get("mode") in MODES:
+            out = _replace(out, mode=str(table["mode"]))
+        return out
+
+
+def _replace(s: Settings, **kw: object) -> Settings:
+    from dataclasses import replace
+
+    return replace(s, **kw)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Where things are for this Run; gathered by the caller (``contain.py``)."""
+
+    home: str  # HOME as the agent will see it
+    user_home: str  # the account's own home (may differ in tests)
+    worktree: str
+    git_common: str | None  # the project's git directory (…/.git)
+    git_admin: str | None  # the worktree's admin folder (…/.git/worktrees/NAME)
+    project: str
+    owl_home: tuple[str, ...]  # Owl's folders: config, data, state, logs
+    runtime_dir: str | None  # XDG_RUNTIME_DIR
+    env: Mapping[str, str] = field(default_factory=dict)  # the agent's environment
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One Run's reach, in the order the mounts must be laid."""
+
+    read_root: str  # "home": all of / read-only; "project": SYSTEM_READ
+    readable: tuple[str, ...]  # read-only binds over the root (project, homes...)
+    hidden: tuple[str, ...]  # empty folders / /dev/null files
+    writable: tuple[str, ...]  # read-write binds
+    readonly_over: tuple[str, ...]  # read-only binds laid over the writable ones
+    env_unset: tuple[str, ...]
+    env_set: tuple[tuple[str, str], ...]
+    network: str  # "own" (user-mode networking) | "none"
+    host_ports: tuple[int, ...]  # 127.0.0.1 ports of the host kept reachable
+    worktree: str = ""
+
+
+def expand(path: str, home: str, env: Mapping[str, str] | None = None) -> str:
+    """``~`` and ``$VAR|fallback`` in a path, made absolute and normal."""
+    if path.startswith("$"):
+        var, _, fallback = path[1:].partition("|")
+        name, slash, rest = var.partition("/")
+        value = (env or {}).get(name)
+        if value:
+            path = value + (slash + rest if slash else "")
+        elif fallback:
+            path = fallback
+        else:
+            return ""
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    return posixpath.normpath(path) if path.startswith("/") else ""
+
+
+def _unique(paths: Iterable[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for p in paths:
+        if p and p not in out:
+            out.append(p)
+    return tuple(out)
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a secret."""
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, pat) for pat in SECRET_ENV)
+
+
+_LOOPBACK_URL = re.compile(
+    r"^[a-z][a-z0-9+.-]*://(?:127\.\d+\.\d+\.\d+|localhost|\[::1\]):(\d+)", re.IGNORECASE
+)
+
+
+def loopback_ports(env: Mapping[str, str]) -> tuple[int, ...]:
+    """Ports of 127.0.0.1 URLs the agent is pointed at (a local model API, a
+    proxy): kept reachable from inside its own network namespace."""
+    ports = []
+    for value in env.values():
+        m = _LOOPBACK_URL.match(value)
+        if m and 0 < int(m.group(1)) < 65536 and int(m.group(1)) not in ports:
+            ports.append(int(m.group(1)))
+    return tuple(sorted(ports))
+
+
+def env_plan(
+    env: Mapping[str, str], settings: Settings, agent: AgentState, runtime_dir: str | None
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Which variables to drop, and which to set (TMPDIR and its kin)."""
+    keep = set(agent.env_keep) | set(settings.env_keep) | set(RUN_ENV)
+    drop = []
+    for name, value in env.items():
+        if name in keep:
+            continue
+        if (
+            name in DESKTOP_ENV
+            or secret_name(name)
+            or (runtime_dir and runtime_dir != "/" and value.startswith(runtime_dir))
+        ):
+            drop.append(name)
+    tmp = tuple((name, "/tmp") for name in ("TMPDIR", "TMP", "TEMP", "TEMPDIR"))
+    return tuple(sorted(drop)), tmp
+
+
+def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
+    """The Policy for one Run: see the module's docstring for its shape."""
+    homes = _unique((facts.home, facts.user_home))
+    env = facts.env
+
+    def ex(paths: Iterable[str]) -> tuple[str, ...]:
+        return _unique(expand(p, facts.home, env) for p in paths)
+
+    state = ex(agent.state)
+    caches = ex(settings.caches)
+    extra_write = ex(settings.write)
+    readable = (
+        [facts.project, *homes]
+        if settings.read == "home"
+        else [facts.project, *ex(HOME_TOOLCHAINS)]
+    )
+    readable += list(ex(settings.read_also))
+    if facts.git_common:
+        readable.append(facts.git_common)
+
+    hidden = [posixpath.join(h, s) for h in homes for s in HOME_SECRETS]
+    hidden += list(ex(settings.hide))
+    hidden += list(facts.owl_home)
+    if facts.runtime_dir:
+        hidden.append(facts.runtime_dir)
+    hidden += SYSTEM_HIDDEN
+    # Nothing the Run must write is hidden from it (a cache inside an Owl folder...).
+    writable = [facts.worktree]
+    readonly_over = []
+    if facts.git_common:
+        g = facts.git_common
+        writable += [posixpath.join(g, d) for d in ("objects", "refs", "logs")]
+        if facts.git_admin:
+            writable.append(facts.git_admin)
+        readonly_over += [posixpath.join(g, d) for d in ("config", "hooks", "info")]
+    writable += [*state, *caches, *extra_write]
+    hidden = [h for h in _unique(hidden) if h not in writable]
+
+    drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)
+    ports = _unique([str(p) for p in (*loopback_ports(env), *settings.host_ports)])
+    return Policy(
+        read_root=settings.read,
+        readable=_unique(readable),
+        hidden=tuple(hidden),
+        writable=_unique(writable),
+        readonly_over=_unique(readonly_over),
+        env_unset=drop,
+        env_set=set_,
+        network="own" if settings.network else "none",
+        host_ports=tuple(sorted(int(p) for p in ports)),
+        worktree=facts.worktree,
+    )

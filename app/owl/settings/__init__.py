@@ -1,0 +1,1 @@
+"""Configuration: the person's config.toml, a project's .owl.toml, and paths."""

@@ -1,0 +1,128 @@
+"""Where Owl keeps its files.
+
+`OWL_HOME=DIR` puts everything under DIR; without it the platform's own
+locations (platformdirs) are used. Folders are created private to the user
+(0700): prompts, logs and the socket are nobody else's business.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+# sun_path is 108 bytes on Linux and 104 on macOS, including the NUL.
+_SOCKET_PATH_MAX = 100
+
+
+class Paths(NamedTuple):
+    """Every place Owl reads or writes.
+
+    A NamedTuple rather than a dataclass: every `owl` call builds one, and
+    importing dataclasses (it pulls in inspect and ast) cost more than the
+    rest of the CLI's own imports."""
+
+    config: Path
+    db: Path
+    socket: Path
+    logs: Path
+    worktrees: Path
+    runtime: Path
+
+    @property
+    def pidfile(self) -> Path:
+        return self.runtime / "owl.pid"
+
+    @property
+    def reviews(self) -> Path:
+        """Review pages (`owl jobs review`), beside the database in the data folder."""
+        return self.db.parent / "reviews"
+
+    def ensure(self) -> None:
+        """Create every folder Owl writes to, mode 0700."""
+        for folder in {
+            self.config.parent,
+            self.db.parent,
+            self.logs,
+            self.worktrees,
+            self.runtime,
+            self.socket.parent,
+        }:
+            make_private_dir(folder)
+
+
+def make_private_dir(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        if folder.stat().st_mode & 0o077:
+            folder.chmod(0o700)
+    except PermissionError:
+        pass
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, sync: bool = False) -> None:
+    """Write `data` to `path` so that a reader (or a crash) sees the old file or
+    the new one, never half of one: a temp file in the same folder, renamed over
+    it. `sync` flushes it to disk first, for a file that must outlive a power cut."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def socket_in(runtime: Path) -> Path:
+    """The socket's path, short enough for sun_path.
+
+    A deep OWL_HOME would overflow the limit, so the socket then moves to a
+    short per-user folder, named by a hash of the intended path so that the
+    CLI computes the same place without asking anyone.
+    """
+    wanted = runtime / "owl.sock"
+    if len(os.fsencode(wanted)) <= _SOCKET_PATH_MAX:
+        return wanted
+    import hashlib  # only for deep homes: kept off the common path
+    import tempfile
+
+    digest = hashlib.sha256(os.fsencode(wanted)).hexdigest()[:16]
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
+    return base / f"owl-{os.getuid()}" / f"{digest}.sock"
+
+
+def get_paths() -> Paths:
+    home = os.environ.get("OWL_HOME")
+    if home:
+        root = Path(home).expanduser().absolute()
+        runtime = root / "run"
+        return Paths(
+            config=root / "config.toml",
+            db=root / "owl.db",
+            socket=socket_in(runtime),
+            logs=root / "logs",
+            worktrees=root / "worktrees",
+            runtime=runtime,
+        )
+    import platformdirs
+
+    dirs = platformdirs.PlatformDirs("owl", appauthor=False)
+    data = Path(dirs.user_data_dir)
+    runtime = Path(dirs.user_runtime_dir)
+    return Paths(
+        config=Path(dirs.user_config_dir) / "config.toml",
+        db=data / "owl.db",
+        socket=socket_in(runtime),
+        logs=Path(dirs.user_log_dir),
+        worktrees=data / "worktrees",
+        runtime=runtime,
+    )

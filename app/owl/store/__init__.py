@@ -1,0 +1,1 @@
+"""SQLite: Jobs, Runs, settings; the schema and its migrations; repair; disk room."""

@@ -1,0 +1,151 @@
+"""Start cost and freeze latency of a contained Run's command beside an uncontained one.
+
+    .venv/bin/python bench/sandbox.py [-n 30] [--trials 100]
+
+Start cost: the median wall time to start and finish `/bin/true` plainly,
+inside bwrap with the policy a Run gets (no network), and inside bwrap with
+its own network (pasta attached), in turns. Target: contained at most +50
+ms. bwrap makes its mounts while pasta starts (it waits only once they are
+made), so what pasta adds is its own start (IPv4 only: about 28 ms) and the
+network helper's (about 17 ms), both stretched by a busy machine.
+
+Freeze latency: the same 100-process tree (10 sessions of 10, the freeze
+bench's agent and trial, see bench/freeze.py) plainly and contained with its
+own network, frozen and thawed side by side; every process of the tree is
+counted, the sandbox's own (bwrap, pasta) too. Target: unchanged within noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
+
+from freeze import AGENT, pct, trial, until  # noqa: E402  the freeze bench's own
+
+from owl import tree  # noqa: E402
+from owl.sandbox import contain, policy  # noqa: E402
+
+SESSIONS, PER = 10, 10
+
+
+def medians_ms(rows: list[list[str]], n: int, env: dict[str, str]) -> list[float]:
+    """The median wall time of each command, run in turns (``n`` rounds, each
+    in a shuffled order), so that a machine's load changing meanwhile weighs
+    on every row alike."""
+    times: list[list[float]] = [[] for _ in rows]
+    for _ in range(n):
+        for i in random.sample(range(len(rows)), len(rows)):
+            t = time.perf_counter()
+            subprocess.run(rows[i], env=env, check=True, stdout=subprocess.DEVNULL)
+            times[i].append((time.perf_counter() - t) * 1000)
+    return [statistics.median(v) for v in times]
+
+
+def wrapped(command: list[str], settings: policy.Settings, wt: Path, env: dict[str, str]):
+    return contain.wrap(
+        command,
+        settings=settings,
+        agent="claude",
+        env=env,
+        worktree=str(wt),
+        project=str(wt),
+        owl_dirs=[],
+    )
+
+
+def start_cost(n: int, wt: Path, env: dict[str, str]) -> None:
+    rows = [("plain", ["/bin/true"])]
+    for label, s in (
+        ("bwrap, no network", policy.Settings(network=False)),
+        ("bwrap, own network (pasta)", policy.Settings()),
+    ):
+        w = wrapped(["/bin/true"], s, wt, env)
+        rows.append((f"{label} [{w.label}]", w.argv))
+    print(f"start cost ({n} runs each, in turns):")
+    figures = medians_ms([argv for _, argv in rows], n, env)
+    for (label, _), ms in zip(rows, figures):
+        print(f"  {label:70s} median {ms:6.1f} ms  (+{ms - figures[0]:.1f} ms)")
+
+
+def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[float]]:
+    """Freeze and thaw a 100-process tree ``trials`` times; the freeze bench's figures."""
+    tag = f"bench-{uuid.uuid4().hex[:8]}"
+    ready = wt / ("ready-contained" if contained else "ready-plain")
+    ready.mkdir()
+    env = dict(os.environ, OWL_RUN_ID=tag)
+    argv = [sys.executable, AGENT, "--ready", str(ready), "--fanout", str(SESSIONS), str(PER)]
+    if contained:
+        w = wrapped(argv, policy.Settings(), wt, env)
+        assert w.contained, w.label
+        argv = w.argv
+    popen = tree.spawn(argv, cwd=str(wt), env=env, stdout=None, stderr=None, nice=10)
+    run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
+    out: dict[str, list[float]] = {k: [] for k in KEYS}
+    try:
+        total = SESSIONS * PER
+        until(lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")]) >= total, 60)
+        pids = [p for p, _ in run.identities()]  # host pids, the sandbox's own among them
+        print(f"  {'contained' if contained else 'plain'}: {len(pids)} processes")
+        for _ in range(trials):
+            run.identities()  # the daemon's watch does this every second
+            trial(run, pids, out)
+    finally:
+        run.kill()
+        popen.wait(5)
+        run.close()
+        tree.reap_orphans(lambda pid: False)
+    return out
+
+
+KEYS = (
+    "freeze: CPU time of the call",
+    "freeze returned",
+    "freeze, all seen stopped",
+    "thaw returned",
+    "thaw, all seen running",
+)
+
+
+def side_by_side(plain: dict[str, list[float]], boxed: dict[str, list[float]]) -> None:
+    print(f"  {'':30} {'plain median/p99':>22} {'contained median/p99':>24}  ratio of medians")
+    for k in KEYS:
+        a = [v * 1000 for v in plain[k]]
+        b = [v * 1000 for v in boxed[k]]
+        ma, mb = statistics.median(a), statistics.median(b)
+        print(
+            f"  {k:30} {ma:8.2f} / {pct(a, 0.99):7.2f} ms   {mb:8.2f} / {pct(b, 0.99):7.2f} ms"
+            f"   {mb / ma if ma else float('nan'):5.2f}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=30, help="runs per start-cost figure")
+    ap.add_argument("--trials", type=int, default=100, help="freezes per tree")
+    args = ap.parse_args()
+    tree.become_subreaper()
+    with tempfile.TemporaryDirectory() as tmp:
+        wt = Path(tmp, "wt")
+        wt.mkdir()
+        start_cost(args.n, wt, dict(os.environ))
+        print(
+            f"freeze latency ({args.trials} trials each, {os.cpu_count()} cores, "
+            f"load average {os.getloadavg()[0]:.1f}):"
+        )
+        plain = freeze_figures(False, args.trials, wt)
+        boxed = freeze_figures(True, args.trials, wt)
+        side_by_side(plain, boxed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""An OpenAI chat-completions stub on 127.0.0.1 for the real aider (see `scripted_http`).
+
+aider 0.86 with `--model openai/stub-model` and OPENAI_API_BASE at this stub
+POSTs `{base}/chat/completions` through litellm (non-streamed with
+`--no-stream`, streamed otherwise; both are answered). Each of its chat
+requests takes the next turn: a `Say` is the model's whole reply, in which
+aider finds its edits (`whole` writes a file the way aider's "whole" edit
+format, its choice for a model it does not know, expects). aider's own
+commit-message request is not a turn: it is answered "Add FILE", FILE the
+first file of the diff it sends.
+
+aider runs no shell command of the model's under `--yes-always` (it asks
+with an explicit yes required), so there is no `Shell` turn here.
+
+    with ChatStub([Say(whole("hello.txt", "hello\\n"))]) as stub:
+        env = stub.env(home)      # also writes home/.aider.model.metadata.json
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from support.scripted_http import Fail, Handler, Request, Say, Stub, Turn
+
+__all__ = ["MODEL", "ChatStub", "Fail", "RateLimit", "Say", "ServerError", "whole"]
+
+MODEL = "stub-model"
+USAGE = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}
+# $ per token, so a Run's cost is a figure aider prints: 1234 in, 56 out = $0.0018
+PRICES = {"input_cost_per_token": 1e-6, "output_cost_per_token": 1e-5}
+COMMIT_PROMPT = "generates concise, one-line Git commit messages"
+
+
+def whole(path: str, content: str, say: str = "Here it is.") -> str:
+    """A reply in aider's "whole" edit format: the file's path, then all of it fenced."""
+    return f"{say}\n\n{path}\n```\n{content}```\n"
+
+
+def RateLimit(times: int = 1) -> Fail:
+    """OpenAI's per-day request limit, as its API words it (with a reset in 7m12s)."""
+    message = (
+        "Rate limit reached for stub-model in organization org-stub on requests per day "
+        "(RPD): Limit 200, Used 200, Requested 1. Please try again in 7m12s. Visit "
+        "https://platform.openai.com/account/rate-limits to learn more."
+    )
+    return Fail(
+        429,
+        {
+            "error": {
+                "message": message,
+                "type": "requests",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        times,
+    )
+
+
+def ServerError(times: int = 1) -> Fail:
+    return Fail(500, {"error": {"message": "stub failed", "type": "server_error"}}, times)
+
+
+def _is_commit_message(req: Request) -> bool:
+    body = req.body if isinstance(req.body, dict) else {}
+    first = (body.get("messages") or [{}])[0]
+    return isinstance(first, dict) and COMMIT_PROMPT in str(first.get("content"))
+
+
+def _is_turn(req: Request) -> bool:
+    return (
+        req.method == "POST"
+        and req.path.split("?")[0].endswith("/chat/completions")
+        and not _is_commit_message(req)
+    )
+
+
+def _answer(h: Handler, req: Request, text: str) -> None:
+    streamed = isinstance(req.body, dict) and bool(req.body.get("stream"))
+    made = int(time.time())
+    if not streamed:
+        h.send_json(
+            200,
+            {
+                "id": "chatcmpl-stub",
+                "object": "chat.completion",
+                "created": made,
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": USAGE,
+            },
+        )
+        return
+    base = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion.chunk",
+        "created": made,
+        "model": MODEL,
+    }
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": USAGE},
+    ]
+    h.send_sse([f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"])
+
+
+def _play(h: Handler, req: Request, turn: Turn) -> None:
+    assert isinstance(turn, Say), f"aider has no shell tool: {turn!r}"
+    _answer(h, req, turn.text)
+
+
+def _side(h: Handler, req: Request) -> None:
+    if _is_commit_message(req):
+        m = re.search(r"\+\+\+ b/(\S+)", req.text().replace("\\n", "\n"))
+        _answer(h, req, f"Add {m.group(1) if m else 'changes'}")
+    else:
+        h.send_json(404, {"error": {"message": "not here"}})
+
+
+class _ChatHandler(Handler):
+    is_turn = staticmethod(_is_turn)
+    side = staticmethod(_side)
+    play = staticmethod(_play)
+
+
+class ChatStub(Stub):
+    handler = _ChatHandler
+
+    def chats(self) -> list[Request]:
+        """aider's chat requests (the turns), oldest first."""
+        return self.turns()
+
+    def env(self, home: Path) -> dict[str, str]:
+        """What aider needs to talk to this stub, with `home` as HOME: the model
+        named, its key and base URL, and its context window and prices in
+        ~/.aider.model.metadata.json (so aider prints a cost, and never fetches
+        litellm's price list from the network)."""
+        home.mkdir(parents=True, exist_ok=True)
+        meta = {
+            f"openai/{MODEL}": {
+                "max_input_tokens": 128000,
+                "max_output_tokens": 8192,
+                "litellm_provider": "openai",
+                "mode": "chat",
+                **PRICES,
+            }
+        }
+        (home / ".aider.model.metadata.json").write_text(json.dumps(meta))
+        return {
+            "HOME": str(home),
+            "AIDER_MODEL": f"openai/{MODEL}",
+            "OPENAI_API_KEY": "test",
+            "OPENAI_API_BASE": f"{self.url}/v1",
+            "NO_COLOR": "1",
+        }

@@ -1,0 +1,131 @@
+"""A command agent contained in a real git worktree: it commits on its branch,
+and a hook or core.fsmonitor planted in the project's git directory is refused."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+from owl.sandbox import contain, policy
+from support.need import programs as need
+
+
+def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path):
+    need("bwrap", "git")
+    project, wt, owl = tmp_path / "proj", tmp_path / "owl" / "worktrees" / "job-1", tmp_path / "owl"
+    owl.mkdir()
+    (owl / "config.toml").write_text("x = 1\n")
+    g = lambda *a, cwd=project: (
+        subprocess.run(["git", *a], cwd=cwd, check=True, capture_output=True, text=True).stdout
+    )
+    project.mkdir()
+    g("init", "-q", "-b", "main")
+    (project / "README").write_text("x\n")
+    g("add", "README")
+    g("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "first")
+    g("worktree", "add", "-q", "-b", "owl/job-1", str(wt))
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "PATH": os.environ["PATH"],
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@b",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@b",
+        "OWL_HOME": str(owl),
+    }
+    (tmp_path / "home").mkdir()
+    script = (
+        "echo hi > hello.txt && git add hello.txt && git commit -qm hello && echo committed; "
+        "git config core.fsmonitor ./evil.sh || echo no-fsmonitor; "
+        f"echo evil > {project}/.git/hooks/pre-commit || echo no-hook; "
+        f"cat {owl}/config.toml || echo no-config"
+    )
+    w = contain.wrap(
+        ["sh", "-c", script],
+        settings=policy.Settings(),
+        agent="script",
+        env=env,
+        worktree=str(wt),
+        project=str(project),
+        owl_dirs=[str(owl)],
+    )
+    assert w.contained and w.label.startswith("contained: bwrap 0.")
+    done = subprocess.run(
+        check=False, args=w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60
+    )
+    out = done.stdout
+    assert "committed" in out, done.stderr
+    assert "no-fsmonitor" in out and "no-hook" in out and "no-config" in out
+    assert g("log", "--format=%s", "owl/job-1").split() == ["hello", "first"]
+    assert "fsmonitor" not in (project / ".git" / "config").read_text()
+    assert not (project / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_mode_off_is_not_contained_and_says_so():
+    w = contain.wrap(
+        [sys.executable, "-c", "pass"],
+        settings=policy.Settings(mode="off"),
+        agent="x",
+        env={},
+        worktree="/",
+        project="/",
+        owl_dirs=[],
+    )
+    assert not w.contained and w.label == 'not contained: sandbox.mode = "off"'
+
+
+def test_pasta_first_then_slirp4netns_when_no_host_port_must_be_kept():
+    found = {"pasta": "/usr/bin/pasta", "slirp4netns": "/usr/bin/slirp4netns"}
+    assert contain.user_net("-", found.get) == ("/usr/bin/pasta", "")
+    assert contain.user_net("4000", found.get) == ("/usr/bin/pasta", "")
+    only_slirp = {"slirp4netns": "/usr/bin/slirp4netns"}.get
+    assert contain.user_net("-", only_slirp) == ("/usr/bin/slirp4netns", "")
+    helper, why = contain.user_net("4000", only_slirp)
+    assert helper is None and "cannot forward the host's 127.0.0.1 ports (4000)" in why
+    helper, why = contain.user_net("-", {}.get)
+    assert helper is None and why == "no user-mode networking (sudo apt install passt)"
+
+
+def test_without_pasta_a_run_gets_its_own_network_from_slirp4netns(tmp_path):
+    need("bwrap", "slirp4netns")
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    env = {"HOME": str(tmp_path / "home"), "PATH": os.environ["PATH"]}
+    w = contain.wrap(
+        ["sh", "-c", "grep -o tap0 /proc/net/dev; exit 3"],
+        settings=policy.Settings(),
+        agent="script",
+        env=env,
+        worktree=str(wt),
+        project=str(wt),
+        owl_dirs=[],
+        which=lambda name: None if name == "pasta" else shutil.which(name),
+    )
+    assert w.label.endswith(", own network (slirp4netns)"), w.label
+    done = subprocess.run(w.argv, env=env, capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (3, "tap0\n"), done.stderr
+
+
+def test_an_agents_missing_state_folder_is_made_and_what_it_writes_there_is_kept(tmp_path):
+    """A person who never ran the agent has no ~/.claude: the folder is made (as
+    the agent would make it) so that it is bound writable, and the conversation
+    the agent keeps there outlives the Run for the next to resume."""
+    need("bwrap")
+    home, wt = tmp_path / "home", tmp_path / "wt"
+    home.mkdir()
+    wt.mkdir()
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    w = contain.wrap(
+        ["sh", "-c", "echo kept > $HOME/.claude/session.jsonl && echo wrote"],
+        settings=policy.Settings(network=False),
+        agent="claude",
+        env=env,
+        worktree=str(wt),
+        project=str(wt),
+        owl_dirs=[],
+    )
+    assert w.contained
+    done = subprocess.run(w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60)
+    assert "wrote" in done.stdout, done.stderr
+    assert (home / ".claude").stat().st_mode & 0o777 == 0o700
+    assert (home / ".claude" / "session.jsonl").read_text() == "kept\n"

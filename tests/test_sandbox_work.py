@@ -1,0 +1,138 @@
+"""Normal work inside a contained Run, through the real daemon: the agent makes
+a virtual environment in the worktree and installs the project's package into
+it, runs the project's tests with pytest and `npm test` (a local package in
+node_modules), writes its caches, commits on its branch, and the Job reaches
+review with its checks passed, the checks contained as the agent was (they
+run the tests the agent wrote)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from owlproc import ROOT, OwlDaemon, make_project
+from support.need import programs
+
+PACKAGE = "VALUE = 42\n"
+TEST = "import owlprobe\n\n\ndef test_value():\n    assert owlprobe.VALUE == 42\n"
+NPM = '{"name": "probe", "version": "1.0.0", "scripts": {"test": "node test.js"}}\n'
+JS_TEST = "const pad = require('padleft-local');\nconsole.log('npm tests passed: ' + pad('7'));\n"
+JS_PKG = '{"name": "padleft-local", "version": "1.0.0", "main": "index.js"}\n'
+JS_INDEX = "module.exports = (s) => s.padStart(3, '0');\n"
+
+# What the project's tests need of its venv, then pytest with this interpreter
+# (no index to install pytest from here): the venv's own site-packages on the path.
+PYTEST = (
+    'PYTHONPATH="$(.venv/bin/python -c \'import sysconfig; print(sysconfig.get_paths()["purelib"])\')" '
+    f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+)
+AGENT = f"""set -eu
+python3 -m venv .venv
+.venv/bin/pip install -q --no-index --disable-pip-version-check "$WHEEL"
+{PYTEST} > pytest.out
+npm install --offline --no-audit --no-fund --loglevel=error ./jspkg > /dev/null
+npm test > npm.out
+echo "$RANDOM" > "$HOME/.cache/owl-probe"
+git add pytest.out npm.out && git commit -qm "the Job's work, tested"
+"""
+
+
+def wheel(folder: Path) -> Path:
+    """A pure-Python wheel of `owlprobe`, built by hand: nothing to fetch."""
+    path = folder / "owlprobe-1.0-py3-none-any.whl"
+    files = {
+        "owlprobe/__init__.py": PACKAGE,
+        "owlprobe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: owlprobe\nVersion: 1.0\n",
+        "owlprobe-1.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            data = text.encode()
+            z.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            record.append(f"{name},sha256={digest.decode()},{len(data)}")
+        record.append("owlprobe-1.0.dist-info/RECORD,,")
+        z.writestr("owlprobe-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def committed(project: Path, branch: str, name: str) -> str:
+    """A file as the Job's branch holds it."""
+    return subprocess.run(
+        ["git", "-C", str(project), "show", f"{branch}:{name}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """Not under /tmp, which a contained Run sees as a private folder of its own."""
+    path = Path(tempfile.mkdtemp(prefix="owl-work-", dir="/var/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None:
+    programs("bwrap", "npm", "node")
+    home = base / "person"
+    for cache in (".cache", ".npm", ".ssh"):
+        (home / cache).mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    project = make_project(
+        base / "proj",
+        {
+            "tests/test_probe.py": TEST,
+            "package.json": NPM,
+            "test.js": JS_TEST,
+            "jspkg/package.json": JS_PKG,
+            "jspkg/index.js": JS_INDEX,
+            ".gitignore": ".venv/\nnode_modules/\npackage-lock.json\n",
+            ".owl.toml": (
+                f"[[checks]]\nname = 'tests'\nrun = '''{PYTEST}'''\n"
+                # the tests are the agent's to write: they run no freer than it did
+                "[[checks]]\nname = 'contained'\n"
+                "run = 'test ! -e \"$HOME/.ssh/id_ed25519\" && echo the key is out of reach'\n"
+            ),
+        },
+    )
+    (base / "agent.sh").write_text(AGENT)
+    d = OwlDaemon(
+        base / "owl",
+        {
+            # this checkout (the interpreter that runs pytest) readable wherever it lies
+            "sandbox": {"mode": "required", "read_also": [str(ROOT)]},
+            "agents": {"shell": {"command": ["bash", str(base / "agent.sh")]}},
+            "agent": {"default": "shell"},
+        },
+        env={"HOME": str(home), "AGENT_PIDS": "", "WHEEL": str(wheel(base))},
+    )
+    with d:
+        job = d.add("install, test and commit", project)
+        d.ok("start")
+        j = d.wait_job(job, "review", timeout=90)
+        [run] = j["runs"]
+        assert run["contained"].startswith("contained: bwrap "), run["contained"]
+        assert [(c["name"], c["passed"]) for c in run["checks"]] == [
+            ("tests", True),
+            ("contained", True),
+        ], run
+        assert "1 passed" in run["checks"][0]["output"]
+        assert "1 passed" in committed(project, j["branch"], "pytest.out")
+        assert "npm tests passed: 007" in committed(project, j["branch"], "npm.out")
+        assert (home / ".cache" / "owl-probe").read_text().strip().isdigit()

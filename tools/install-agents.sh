@@ -1,0 +1,109 @@
+#!/bin/sh
+# Install the Codex and Gemini CLIs from npm, and aider from PyPI, into the test
+# cache, for the test rig.
+#
+# Usage: tools/install-agents.sh     # prints "codex PATH", "gemini PATH", "aider PATH"
+#   OWL_AGENTS_PREFIX=DIR   where to install (default $HOME/.cache/owl-test)
+#   OWL_CODEX_VERSION=V     npm version of @openai/codex, or "latest" (default: pinned)
+#   OWL_GEMINI_VERSION=V    npm version of @google/gemini-cli, or "latest" (default: pinned)
+#   OWL_AIDER_VERSION=V     PyPI version of aider-chat, or "latest" (default: pinned)
+#   OWL_AIDER_PYTHON=EXE    the Python aider's venv is made with (default: the first
+#                           of python3.12, python3.11, python3.10, python3 that is
+#                           3.10 to 3.12, the versions aider-chat 0.86 accepts)
+#
+# Each goes into a prefix of its own (DIR/codex, DIR/gemini, DIR/aider: a
+# venv), like install-claude.sh: a call that finds the wanted version does
+# nothing; another version in the prefix is replaced, never silently reused.
+# aider's first install takes about 2 minutes (some 90 packages, 700 MB).
+set -eu
+
+CODEX_PINNED=0.171.0
+GEMINI_PINNED=0.61.0
+AIDER_PINNED=0.86.2
+
+root="${OWL_AGENTS_PREFIX:-${HOME}/.cache/owl-test}"
+
+installed() {
+    # "codex-cli 0.171.0" / "0.61.0" / "aider 0.86.2" -> the last word of the first line
+    [ -x "$1" ] && "$1" --version 2>/dev/null | awk 'NR == 1 { print $NF }' || true
+}
+
+install_one() {  # name package wanted
+    name=$1 package=$2 version=$3
+    prefix="$root/$name"
+    bin="$prefix/bin/$name"
+    if [ "$version" = latest ]; then
+        if ! version=$(npm view "$package" version 2>/dev/null) || [ -z "$version" ]; then
+            echo "install-agents.sh: npm could not say which version of $package is the latest" >&2
+            exit 1
+        fi
+    fi
+    have=$(installed "$bin")
+    if [ "$have" != "$version" ]; then
+        [ -n "$have" ] && echo "install-agents.sh: $bin is $have; installing $version" >&2
+        mkdir -p "$prefix"
+        npm install --global --prefix "$prefix" --no-audit --no-fund --loglevel=error \
+            "$package@$version" >&2
+        have=$(installed "$bin")
+        if [ "$have" != "$version" ]; then
+            echo "install-agents.sh: installed $version, but $bin --version says ${have:-nothing}" >&2
+            exit 1
+        fi
+    fi
+    echo "$name $bin"
+}
+
+aider_python() {  # the first Python aider accepts (3.10 to 3.12)
+    if [ -n "${OWL_AIDER_PYTHON:-}" ]; then
+        echo "$OWL_AIDER_PYTHON"
+        return
+    fi
+    for exe in python3.12 python3.11 python3.10 python3; do
+        if command -v "$exe" >/dev/null 2>&1 &&
+            "$exe" -c 'import sys, venv; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 12))' \
+                2>/dev/null; then
+            echo "$exe"
+            return
+        fi
+    done
+    echo "install-agents.sh: aider needs Python 3.10 to 3.12 (with venv); none found" >&2
+    exit 1
+}
+
+install_aider() {  # wanted
+    version=$1
+    prefix="$root/aider"
+    bin="$prefix/bin/aider"
+    # the venv's record, not `aider --version`, which takes seconds to start
+    have=$([ -x "$bin" ] && "$prefix/bin/python" -c \
+        'import importlib.metadata as m; print(m.version("aider-chat"))' 2>/dev/null || true)
+    if [ "$version" = latest ]; then
+        # "aider-chat (0.86.2)": ask the index through the venv's pip, or a new one's
+        [ -x "$prefix/bin/pip" ] || "$(aider_python)" -m venv "$prefix" >&2
+        version=$("$prefix/bin/pip" index versions aider-chat 2>/dev/null |
+            awk 'NR == 1 { gsub(/[()]/, "", $2); print $2 }')
+        if [ -z "$version" ]; then
+            echo "install-agents.sh: pip could not say which version of aider-chat is the latest" >&2
+            exit 1
+        fi
+    fi
+    if [ "$have" != "$version" ]; then
+        [ -n "$have" ] && echo "install-agents.sh: $bin is $have; installing $version" >&2
+        [ -x "$prefix/bin/pip" ] || "$(aider_python)" -m venv "$prefix" >&2
+        "$prefix/bin/pip" install --quiet --disable-pip-version-check "aider-chat==$version" >&2
+        have=$(installed "$bin")
+        if [ "$have" != "$version" ]; then
+            echo "install-agents.sh: installed $version, but $bin --version says ${have:-nothing}" >&2
+            exit 1
+        fi
+    fi
+    echo "aider $bin"
+}
+
+if ! command -v npm >/dev/null 2>&1; then
+    echo "install-agents.sh: npm is needed (install nodejs and npm)" >&2
+    exit 1
+fi
+install_one codex @openai/codex "${OWL_CODEX_VERSION:-$CODEX_PINNED}"
+install_one gemini @google/gemini-cli "${OWL_GEMINI_VERSION:-$GEMINI_PINNED}"
+install_aider "${OWL_AIDER_VERSION:-$AIDER_PINNED}"
