@@ -65,6 +65,26 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+class Unmet:
+    """A false answer to `wait_for` that carries what was seen, so a timeout
+    says it (`wait_for(lambda: ok or Unmet(seen))`)."""
+
+    def __init__(self, seen: object) -> None:
+        self.seen = seen
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"unmet: {self.seen!r}"
+
+
+def all_stopped(pids: list[int]) -> dict[int, str] | Unmet:
+    """Each of `pids` stopped: their states, or an `Unmet` with them."""
+    states = process_states(pids)
+    return states if states and set(states.values()) == {"stopped"} else Unmet(states)
+
+
 class OwlDaemon:
     """`owl daemon` in a home of its own, asked through the `owl` command."""
 

@@ -22,7 +22,15 @@ from typing import Iterator
 import psutil
 import pytest
 
-from owlproc import OwlDaemon, SocketOwl, freeze_a_run, make_project, process_states, wait_for
+from owlproc import (
+    OwlDaemon,
+    SocketOwl,
+    all_stopped,
+    freeze_a_run,
+    make_project,
+    process_states,
+    wait_for,
+)
 from support.smalldisk import fill, small_disk_fixture
 
 FINAL_OR_QUEUED = {"pending", "review", "exhausted", "blocked", "done", "cancelled"}
@@ -276,10 +284,7 @@ def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(
         # the live Run is still supervised: frozen and thawed
         d.machine("input")
         assert d.wait_run(first, "frozen")["id"] == run["id"]
-        wait_for(
-            lambda: set(process_states(d.agent_pids()).values()) == {"stopped"},
-            what="the agent stopped",
-        )
+        wait_for(lambda: all_stopped(d.agent_pids()), what="the agent stopped")
         d.machine("idle")
         d.wait_run(first, "running")
         go.touch()

@@ -22,7 +22,7 @@ import pytest
 
 from compositors import Compositor, compositor, require
 from display import _bus_name_owned, _stop, _wait_for
-from owlproc import OWL, wait_for
+from owlproc import OWL, Unmet, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -188,10 +188,15 @@ def test_tray_registers_a_status_notifier_item_and_exports_its_menu_with_no_x(
             menu = DBusAddress(
                 panel.prop(item, "Menu"), bus_name=service, interface="com.canonical.dbusmenu"
             )
-            _rev, layout = panel.call(menu, "GetLayout", "iias", (0, -1, []))
-            entries = labels(layout)
-            for want in ("Start", "Pause", "Work for 1 hour", "Stop", "Start at login", "Quit"):
-                assert want in entries, (want, sorted(entries))
+            wanted = ("Start", "Pause", "Work for 1 hour", "Stop", "Start at login", "Quit")
+
+            def menu_entries() -> dict[str, int] | Unmet:
+                # the menu is filled once the tray has first read the daemon
+                _rev, layout = panel.call(menu, "GetLayout", "iias", (0, -1, []))
+                entries = labels(layout)
+                return entries if all(w in entries for w in wanted) else Unmet(sorted(entries))
+
+            entries = wait_for(menu_entries, timeout=20, what="the menu's entries")
 
             # A click the way a panel sends it reaches the daemon: Owl pauses.
             panel.call(menu, "Event", "isvu", (entries["Pause"], "clicked", ("s", ""), 0))

@@ -11,6 +11,7 @@ for the `select` module's kqueue API.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -56,15 +57,32 @@ def tag() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
+class Strays(list[int]):
+    """Pids a test left behind, each kept with its process's identity: some
+    die during the test, and where a test moves the pid counter back, another
+    test's new process may take a dead one's pid before this one's clean-up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.procs: list[psutil.Process] = []
+
+    def append(self, pid: int) -> None:
+        super().append(pid)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self.procs.append(psutil.Process(pid))
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            # psutil checks the start time first: a pid taken since is left alone
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+
+
 @pytest.fixture
 def strays():
-    pids: list[int] = []
+    pids = Strays()
     yield pids
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    pids.kill()
 
 
 def tool_shell(tag: str, *, new_session: bool = True) -> subprocess.Popen:

@@ -40,6 +40,7 @@ wait
 def world():
     with second_user("u") as user:
         root = Path(tempfile.mkdtemp(prefix="owl-eperm-", dir="/tmp"))
+        helper = root / "become-root"
         try:
             root.chmod(0o755)
             shared = shared_install(root / "lib")
