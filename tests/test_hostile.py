@@ -25,7 +25,7 @@ from owl.settings import config as configmod
 from owl.control import client
 from owl.settings.paths import socket_in
 from owl.engine.loop import LOG_CAP
-from owlproc import OwlDaemon, process_states, wait_for
+from owlproc import OwlDaemon, Unmet, process_states, wait_for
 from support.need import programs
 
 AGENTS = Path(__file__).parent / "agents"
@@ -111,55 +111,77 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("sandbox", ["off", "required"])
-@pytest.mark.parametrize("case", list(CASES))
-def test_hostile_agent_is_frozen_and_killed_on_time(
-    tmp_path: Path, project: Path, case: str, sandbox: str
+#: The cases that churn little, fought side by side in one daemon, each both
+#: uncontained and in its sandbox (its own PID namespace); the fork bomb, which
+#: takes both cores, alone in each.
+SIDE_BY_SIDE = [
+    (case, mode) for case in CASES if case != "fork-bomb" for mode in ("off", "required")
+]
+
+
+@pytest.mark.parametrize(
+    "fights",
+    [SIDE_BY_SIDE, [("fork-bomb", "off")], [("fork-bomb", "required")]],
+    ids=["side-by-side", "fork-bomb-off", "fork-bomb-required"],
+)
+def test_hostile_agents_are_frozen_and_killed_on_time(
+    tmp_path: Path, project: Path, fights: list[tuple[str, str]]
 ) -> None:
-    """Uncontained, and in its sandbox (its own PID namespace): the same guarantee."""
-    if sandbox != "off":
+    """Uncontained, and in its sandbox: the same guarantee for every agent."""
+    if any(mode != "off" for _, mode in fights):
         programs("bwrap")
-    spec, prompt, n = CASES[case]
+    agents = {f"{case}-{mode}": (case, mode) for case, mode in fights}
     cfg = {
         "interruption": {"grace_window": f"{GRACE:g}s"},
-        "agents": {case: spec},
-        "sandbox": {"mode": sandbox},
+        "runs": {"max_parallel": len(agents)},
+        "agents": {
+            name: {**CASES[case][0], "sandbox": {"mode": mode}}
+            for name, (case, mode) in agents.items()
+        },
     }
     with OwlDaemon(tmp_path / "home", cfg) as d:
-        job = d.add(prompt, project, "--agent", case)
+        jobs = {
+            d.add(CASES[case][1], project, "--agent", name): name
+            for name, (case, _) in agents.items()
+        }
         d.machine("idle")
-        running = d.wait_run(job, "running")
-        assert (running.get("contained") or "").startswith("contained: bwrap") == (
-            sandbox != "off"
-        ), running
+        for job, name in jobs.items():
+            running = d.wait_run(job, "running")
+            contained = (running.get("contained") or "").startswith("contained: bwrap")
+            assert contained == (agents[name][1] != "off"), (name, running)
+        n = sum(CASES[case][2] for case, _ in fights)
         wait_for(lambda: len(live_pids(d)) >= n, timeout=15, what=f"{n} processes up")
-        time.sleep(0.3)  # let it churn, hop, fork
+        time.sleep(0.3)  # let them churn, hop, fork
         # From the person's return on, `owl status` must answer at once. (Before
         # it, a running fork bomb of 40 processes at nice 10 together outweighs
         # one interpreter starting at nice 0; nobody is there to wait then.)
         probe = StatusProbe(d).__enter__()
         d.machine("input")
-        frozen = wait_for(
-            lambda: (r := run_now(d, job)) and r["state"] == "frozen" and r,
-            timeout=15,
-            what="the Run frozen",
-        )
-        wait_for(lambda: all_stopped(d, frozen["pids"]), timeout=3, what="every process stopped")
-        # stays frozen: nothing it started gets to run
+
+        def frozen() -> list[dict] | Unmet:
+            runs = [run_now(d, job) for job in jobs]
+            return runs if all(r and r["state"] == "frozen" for r in runs) else Unmet(runs)
+
+        pids = [
+            pid for r in wait_for(frozen, timeout=15, what="every Run frozen") for pid in r["pids"]
+        ]
+        wait_for(lambda: all_stopped(d, pids), timeout=3, what="every process stopped")
+        # stays frozen: nothing they started gets to run
         time.sleep(0.3)
-        run = run_now(d, job)
-        assert run["state"] == "frozen", run  # still within the grace window
-        assert all_stopped(d, run["pids"])
+        runs = frozen()
+        assert runs, runs  # still within the grace window
+        assert all_stopped(d, [pid for r in runs for pid in r["pids"]])
         t0 = time.monotonic()
-        j = d.wait_job(job, "pending", timeout=GRACE + KILL_DELAY + 10)
-        took = time.monotonic() - t0
-        [r] = j["runs"]
-        assert r["outcome"] == "interrupted" and r["ended_by"] == "sigkill", r
-        assert took < GRACE + KILL_DELAY + 2.5, took
+        for job, name in jobs.items():
+            j = d.wait_job(job, "pending", timeout=GRACE + KILL_DELAY + 10)
+            took = time.monotonic() - t0
+            [r] = j["runs"]
+            assert r["outcome"] == "interrupted" and r["ended_by"] == "sigkill", (name, r)
+            assert took < GRACE + KILL_DELAY + 2.5, (name, took)
         assert live_pids(d) == []
         probe.__exit__()
     print(
-        f"{case}: frozen to killed {took:.2f} s; owl status max {max(probe.times):.3f} s, "
+        f"{', '.join(agents)}: frozen to killed {took:.2f} s; owl status max {max(probe.times):.3f} s, "
         f"daemon round trip max {max(probe.socket_times):.3f} s"
     )
     assert probe.failures == []

@@ -256,7 +256,6 @@ class _Slirp:
 def _slirp(slirp: str, pid: int) -> tuple[str | None, _Slirp | None]:
     """Attach slirp4netns to bwrap's child's namespaces (by open fds, as pasta):
     (why not or None, what ends it once the sandbox has)."""
-    _loopback_set(pid)
     fds: list[int] = []
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
@@ -298,10 +297,9 @@ def _slirp(slirp: str, pid: int) -> tuple[str | None, _Slirp | None]:
 
 
 def _loopback_set(pid: int) -> None:
-    """Wait (a few ms) until bwrap has brought up the namespace's loopback:
-    slirp4netns configuring the namespace at the same moment makes bwrap's
-    own set-up fail (measured: "loopback: Failed RTM_NEWADDR"). The
-    namespace's routes are readable from outside, by anyone, in /proc."""
+    """Wait (a few ms) until bwrap has brought up the namespace's loopback (see
+    `_attach`). The namespace's routes are readable from outside, by anyone,
+    in /proc."""
     deadline = time.monotonic() + READY_TIMEOUT
     pause = 0.0005
     while time.monotonic() < deadline:
@@ -330,7 +328,13 @@ class _Pasta:
 
 
 def _attach(helper: str, ports: str, pid: int) -> tuple[str | None, _Pasta | _Slirp | None]:
-    """The namespace's network, by whichever helper was named: (why not, its end)."""
+    """The namespace's network, by whichever helper was named: (why not, its end).
+
+    bwrap's child sets up the namespace's loopback as soon as bwrap has said
+    its pid (long before it reads the block fd), and either helper configuring
+    the namespace at that moment makes that set-up fail and the Run with it
+    (seen with both: "loopback: Failed RTM_NEWADDR"): they start once it is done."""
+    _loopback_set(pid)
     if os.path.basename(helper).startswith("slirp4netns"):
         return _slirp(helper, pid)
     why, fd = _pasta(helper, ports, pid)
