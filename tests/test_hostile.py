@@ -134,6 +134,8 @@ def test_hostile_agents_are_frozen_and_killed_on_time(
     cfg = {
         "interruption": {"grace_window": f"{GRACE:g}s"},
         "runs": {"max_parallel": len(agents)},
+        # each agent's own mode; the harness's pid file where a contained one can write
+        "sandbox": {"mode": "required" if any(m != "off" for _, m in fights) else "off"},
         "agents": {
             name: {**CASES[case][0], "sandbox": {"mode": mode}}
             for name, (case, mode) in agents.items()
