@@ -176,3 +176,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         have = {m.name for m in item.iter_markers()}
         for marker in sorted(needs(item) - have):
             item.add_marker(marker)
+    items[:] = slow_modules_first(items)
+
+
+def slow_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The modules that hold a slow test first, each kept whole and in its
+    order: the parallel run hands tests out in this order, so its longest
+    ones start early and the short ones fill the end, not the other way."""
+    slow = {item.path for item in items if any(item.get_closest_marker(m) for m in LONG)}
+    return sorted(items, key=lambda item: item.path not in slow)
+
+
+#: The markers of tests that take seconds each: a real agent CLI's turns, a
+#: user of its own, a wheel built, a soak.
+LONG = ("slow", "claude", "agent_clis")

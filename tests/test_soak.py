@@ -12,6 +12,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 _spec = importlib.util.spec_from_file_location(
     "owl_bench_soak", Path(__file__).resolve().parent.parent / "bench" / "soak.py"
 )
@@ -20,6 +22,7 @@ soak_mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(soak_mod)
 
 
+@pytest.mark.slow  # a minute by design
 def test_one_minute_soak(tmp_path: Path) -> None:
     figures = soak_mod.soak(minutes=1.0, jobs=80, workdir=tmp_path, seed=7)
     print(json.dumps(figures, indent=2))

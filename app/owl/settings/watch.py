@@ -19,7 +19,6 @@ before. Either way the mtime is what decides whether the file changed.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import select
@@ -60,7 +59,9 @@ def inotify_folder(folder: Path) -> int | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the process's own symbols, libc's among them: find_library would run
+        # `ldconfig -p` at every start to find the same library
+        libc = ctypes.CDLL(None, use_errno=True)
         fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
             return None
