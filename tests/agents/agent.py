@@ -50,7 +50,7 @@ def main(prompt: str) -> int:
                 + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if trap else "")
                 + f"time.sleep({float(arg)})\n"
             )
-            p = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+            p = subprocess.Popen([sys.executable, "-S", "-c", code], start_new_session=True)
             note_pid(p.pid)
         elif name == "tick":
             period = float(arg)
