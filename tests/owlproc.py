@@ -347,13 +347,29 @@ class OwlDaemon:
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.told_so_far(job_id)}") from None
 
+    def job_state(self, job_id: int) -> str | None:
+        """The Job's state as its record says it: one read of the database
+        (`jobs.list`), where `job` also runs git for the branch's facts (tens
+        of ms of the daemon's time, which a poll every 50 ms would keep busy)."""
+        jobs = self._asked("jobs.list", all=True)
+        return next((j["state"] for j in jobs if j["id"] == job_id), None)
+
     def wait_job(self, job_id: int, state: str, timeout: float = 20.0) -> dict:
+        """The Job's whole view once it is in `state`. Polled by its record;
+        the whole view, which also says what is not recorded yet (a full
+        disk), is asked for when the record agrees and once a second."""
+        polls = 0
+
+        def there() -> dict | None:
+            nonlocal polls
+            polls += 1
+            if self.job_state(job_id) != state and polls % 20:
+                return None
+            j = self.job(job_id)
+            return j if j["state"] == state else None
+
         try:
-            return wait_for(
-                lambda: (j := self.job(job_id))["state"] == state and j,
-                timeout,
-                what=f"job {job_id} to be {state}",
-            )
+            return wait_for(there, timeout, what=f"job {job_id} to be {state}")
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.told_so_far(job_id)}") from None
 
