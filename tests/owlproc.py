@@ -35,6 +35,8 @@ AGENT = str(ROOT / "tests" / "agents" / "agent.py")
 #: starts without `site` (a quarter of the time: the suite starts thousands).
 AGENT_PYTHON = [sys.executable, "-S"]
 OWL = [sys.executable, "-m", "owl"]
+#: What `OwlDaemon.add` passes over the socket; any other flag goes through `owl add`.
+ADD_FLAGS = {"--agent", "--attempts"}
 
 
 def make_project(path: Path, files: dict[str, str] | None = None) -> Path:
@@ -326,7 +328,22 @@ class OwlDaemon:
         return self._asked("jobs.show", id=job_id)
 
     def add(self, prompt: str, project: Path, *extra: str) -> int:
-        return int(self.ok("add", "--project", str(project), *extra, "--", prompt).strip())
+        """A Job queued, as `owl add --project PROJECT [--agent A] [--attempts N] PROMPT`
+        would: over the socket to the daemon this harness started (the command
+        starts an interpreter, which thousands of Jobs in the suite need not;
+        tests/test_cli*.py run it), else by the command itself."""
+        flags = dict(zip(extra[::2], extra[1::2]))
+        if self._died() or self.proc is None or len(extra) % 2 or set(flags) - ADD_FLAGS:
+            return int(self.ok("add", "--project", str(project), *extra, "--", prompt).strip())
+        attempts = flags.get("--attempts")
+        job = self._asked(
+            "add",
+            prompt=prompt,
+            project=str(project),
+            agent=flags.get("--agent"),
+            attempts=None if attempts is None else int(attempts),
+        )
+        return int(job["id"])
 
     def machine(self, event: str) -> None:
         self._asked("machine", event=event)
@@ -435,6 +452,31 @@ def freeze_a_run(d: OwlDaemon, project: Path, prompt: str) -> tuple[int, list[in
         what="the whole tree stopped",
     )
     return job, pids
+
+
+def processes(pids: list[int]) -> list[psutil.Process]:
+    """The processes these pids name now, each kept with its start time."""
+    out = []
+    for pid in pids:
+        try:
+            out.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def left_running(procs: list[psutil.Process]) -> list[int] | None:
+    """The pids of `procs` still running (zombies are not), or None: by each
+    process's identity, so that a pid another test's process took since (the
+    pid counter wraps here at 32,768) is not counted."""
+    left = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                left.append(proc.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return left or None
 
 
 def process_states(pids: list[int]) -> dict[int, str]:

@@ -21,7 +21,17 @@ import psutil
 import pytest
 
 from display import virtual_display
-from owlproc import OWL, ROOT, OwlDaemon, make_project, process_states, wait_for
+from owlproc import (
+    OWL,
+    ROOT,
+    OwlDaemon,
+    Unmet,
+    left_running,
+    make_project,
+    process_states,
+    processes,
+    wait_for,
+)
 from support.anthropic_stub import AnthropicStub, Bash, Text
 from support.claude import require_claude
 from support.need import programs
@@ -261,6 +271,7 @@ def test_a_contained_tree_is_frozen_on_input_and_killed_after_the_window(base, h
             what="the contained tree to start",
         )
         pids = [int(p) for p in run["pids"]]
+        procs = processes(pids)
         assert run["contained"].startswith("contained: bwrap")
         d.machine("input")
         wait_for(
@@ -272,7 +283,7 @@ def test_a_contained_tree_is_frozen_on_input_and_killed_after_the_window(base, h
         j = d.wait_job(job, "pending", timeout=20)
         assert j["runs"][-1]["outcome"] == "interrupted"
         wait_for(
-            lambda: set(process_states(pids).values()) <= {"gone"},
+            lambda: not (left := left_running(procs)) or Unmet(left),
             timeout=10,
             what="nothing of the contained Run left",
         )
@@ -347,6 +358,7 @@ def test_a_contained_agent_asked_to_stop_gets_its_time_before_the_kill(
             what="the Run's record to show its sandbox (bwrap out and in, and its network)",
         )
         sandbox = sandbox_processes(pids)
+        procs = processes(pids)
         assert run["contained"].startswith("contained: bwrap"), run["contained"]
         if how == "input":
             d.machine("input")  # frozen, then TERM and CONT when the window (1 s) passes
@@ -363,7 +375,7 @@ def test_a_contained_agent_asked_to_stop_gets_its_time_before_the_kill(
             what="the agent's own ending, inside its 5 s",
         )
         wait_for(
-            lambda: set(process_states(pids).values()) <= {"gone"},
+            lambda: not (left := left_running(procs)) or Unmet(left),
             timeout=5 + 3,
             what="nothing of the contained Run left",
         )

@@ -30,6 +30,11 @@ SUPERVISOR = AGENTS / "tree_supervisor.py"
 LINUX = sys.platform.startswith("linux")
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 
+#: A test that sets the machine's pid counter back runs alone (`isolated`): the
+#: pids it hands out next are ones other tests' processes had, and a test that
+#: checks that a pid it noted is gone would see a stranger there.
+ALONE = pytest.mark.isolated
+
 
 def can_set_last_pid() -> bool:
     """Whether this process may choose the next pid (root, or
@@ -268,6 +273,7 @@ def test_a_stale_identity_is_never_signalled(agents):
         stranger.wait()
 
 
+@ALONE
 @pytest.mark.skipif(not LINUX, reason="needs /proc/sys/kernel/ns_last_pid")
 def test_a_really_reused_pid_is_never_signalled(agents):
     """The tree saw process A; A dies and its pid goes to an unrelated B
@@ -339,7 +345,9 @@ def test_find_survivors_includes_untagged_descendants(agents):
     assert sleeper in found and popen.pid in found
 
 
-@pytest.mark.parametrize("history", ["one-sweep", "two-sweeps", "pids-wrapped"])
+@pytest.mark.parametrize(
+    "history", ["one-sweep", "two-sweeps", pytest.param("pids-wrapped", marks=ALONE)]
+)
 def test_a_process_that_changes_group_between_sweeps_is_caught(agents, history):
     """A process moves to a new group and starts a child in a new session
     after the tree was swept. With two full sweeps behind it, freeze reads

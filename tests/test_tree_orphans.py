@@ -29,7 +29,7 @@ import pytest
 
 from owl.tree import _platform, posix
 from owl.tree.process_tree import ProcessTree
-from test_tree import NS_LAST_PID, can_set_last_pid, gone, status, wait_for
+from test_tree import ALONE, NS_LAST_PID, can_set_last_pid, gone, status, wait_for
 
 HIDDEN = ("/bin/", "/usr/bin/")
 
@@ -296,6 +296,7 @@ def test_without_kqueue_there_is_no_fork_watch():
     kin.close()
 
 
+@ALONE
 def test_a_session_id_reused_by_a_new_leader_is_no_evidence(tag, strays):
     """A session id cannot be reused while anything lives in it; once the
     Run's session is wholly gone, the id may name a new, unrelated session

@@ -204,6 +204,12 @@ class UserOwl(OwlDaemon):
     def job(self, job_id: int) -> dict:
         return self.json("jobs", "show", str(job_id))
 
+    def job_state(self, job_id: int) -> str | None:
+        return self.job(job_id)["state"]
+
+    def add(self, prompt: str, project: Path, *extra: str) -> int:
+        return int(self.ok("add", "--project", str(project), *extra, "--", prompt).strip())
+
     def machine(self, event: str) -> None:
         self.ok("machine", event)
 
