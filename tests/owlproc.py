@@ -368,7 +368,9 @@ class OwlDaemon:
         """The Job's state as its record says it: one read of the database
         (`jobs.list`), where `job` also runs git for the branch's facts (tens
         of ms of the daemon's time, which a poll every 50 ms would keep busy)."""
-        jobs = self._asked("jobs.list", all=True)
+        # a page: read by the daemon's own connection (every Job, unpaged, opens
+        # one of its own, which a full disk slows down)
+        jobs = self._asked("jobs.list", all=True, limit=1000)["jobs"]
         return next((j["state"] for j in jobs if j["id"] == job_id), None)
 
     def wait_job(self, job_id: int, state: str, timeout: float = 20.0) -> dict:

@@ -98,3 +98,27 @@ def test_a_pipe_past_fd_1024_is_read(tmp_path: Path) -> None:
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_burst_past_what_memory_holds_loses_nothing_on_a_disk_that_takes_it(
+    tmp_path: Path,
+) -> None:
+    """9 MB at once, more than the reader holds in memory, to a disk that takes
+    each write in 50 ms: the agent waits on its pipe while the writer gets on,
+    and every byte reaches the log (before, the reader outran the writer and
+    dropped megabytes, even on a disk with room to spare)."""
+
+    class SteadyDisk(logpipe.Sink):
+        def _put_some(self, part):
+            time.sleep(0.05)
+            return super()._put_some(part)
+
+    log = tmp_path / "5.log"
+    sink = SteadyDisk(log, cap=8 << 20)
+    p = _run_into(sink, 9 * 1024 * 1024 // 100)
+    assert p.wait(60) == 0
+    sink.close()
+    assert sink.wait(20)
+    kept = sum(f.stat().st_size for f in (log, log.with_name(log.name + ".1")) if f.exists())
+    assert sink.dropped == 0 and kept == sink.received, (sink.dropped, kept, sink.received)
+    assert log.read_bytes().endswith(b"last\n")

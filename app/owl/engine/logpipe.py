@@ -14,8 +14,13 @@ file can be rotated without any space to spare:
 Two threads per Run, so that neither the engine nor the agent waits on the
 disk: a reader that only moves bytes from the pipe into memory (the agent
 blocks only while the pipe itself is full), and a writer that moves them from
-memory to the file. Memory is bounded: past MEMORY_CAP the oldest unwritten
-bytes are dropped, as the log's own cap would have dropped them.
+memory to the file. Memory is bounded: past MEMORY_CAP the reader waits for
+the writer to take what it holds (the agent then waits on its pipe, as it would
+writing a file of its own), but never on a full disk nor for longer than
+SLOW_DISK without the writer getting on; then the oldest unwritten bytes are
+dropped, as the log's own cap would have dropped them. (Without the wait, a
+burst of output on a healthy disk lost megabytes: the reader can take 4 MB
+before the writer's thread is next scheduled.)
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ READ_SIZE = 1 << 20
 PIPE_SIZE = 1 << 20  # asked of Linux; the agent writes this much unhindered
 DRAIN_AFTER_CLOSE = 2.0  # a writer left after the Run ended: how long it may hold on
 KEEP_TRYING = 30.0  # after the Run: how long output waits in memory for room
+SLOW_DISK = 1.0  # past MEMORY_CAP: how long the reader waits on a writer that gets nowhere
 
 
 class Sink:
@@ -53,6 +59,8 @@ class Sink:
         self._buffered = 0
         self._eof = False
         self._writing = False  # the writer holds bytes taken from _buf, not yet written
+        self._refused = False  # the disk refused the writer's last write (full)
+        self._progress = 0  # bytes the writer has put down
         self._closing = False
         self._cond = threading.Condition()
         self._file = self._open_new()
@@ -153,6 +161,7 @@ class Sink:
     def _take(self, chunk: bytes) -> None:
         with self._cond:
             self.received += len(chunk)
+            self._wait_for_room(len(chunk))
             self._buf.append(chunk)
             self._buffered += len(chunk)
             while self._buffered > MEMORY_CAP and len(self._buf) > 1:
@@ -160,6 +169,20 @@ class Sink:
                 self._buffered -= len(gone)
                 self.dropped += len(gone)
             self._cond.notify_all()
+
+    def _wait_for_room(self, more: int) -> None:
+        """Hold the reader (the lock held) while `more` bytes would take memory
+        past MEMORY_CAP and the writer is getting on with a disk that takes them."""
+        give_up = time.monotonic() + SLOW_DISK
+        while self._buf and self._buffered + more > MEMORY_CAP and not self._refused:
+            seen = self._progress
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.notify_all()
+            self._cond.wait(left)
+            if self._progress != seen:
+                give_up = time.monotonic() + SLOW_DISK
 
     # ----------------------------------------------------------- the writer
 
@@ -175,11 +198,14 @@ class Sink:
                     data = b"".join(self._buf)
                     self._buf, self._buffered = [], 0
                     self._writing = True
+                left = data
                 try:
                     left = self._write(data)
                 finally:
                     with self._cond:
                         self._writing = False
+                        self._refused = bool(left)
+                        self._progress += len(data) - len(left)
                         self._cond.notify_all()
                 if not left:
                     continue
