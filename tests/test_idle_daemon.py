@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -104,14 +105,35 @@ def x_killed(env: DisplayEnv) -> Iterator[None]:
     A killed Xvfb leaves its lock file; pointing it at this (live) process
     makes a new X server, e.g. another test's, pick another number, so the
     daemon cannot find "its" display back."""
-    lock = Path(f"/tmp/.X{env.display.lstrip(':')}-lock")
+    number = env.display.lstrip(":")
+    lock = Path(f"/tmp/.X{number}-lock")
     tmp = lock.with_name(lock.name + ".owl-test")
     tmp.write_text(f"{os.getpid():10d}\n")
     os.replace(tmp, lock)
     env.kill_x()
+    # An X server looking for a free number binds the display's abstract socket
+    # first and may take a number whose lock names a live process all the same
+    # (seen: another test's server on this display 5 s later): the socket is
+    # held here, and whoever connects to it is hung up on, as to no server.
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    held.bind(f"\0/tmp/.X11-unix/X{number}")
+    held.listen(16)
+    done = threading.Event()
+
+    def hang_up() -> None:
+        held.settimeout(0.2)
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                held.accept()[0].close()
+
+    t = threading.Thread(target=hang_up, daemon=True)
+    t.start()
     try:
         yield
     finally:
+        done.set()
+        t.join(2)
+        held.close()
         with contextlib.suppress(OSError):
             if lock.read_text().strip() == str(os.getpid()):
                 lock.unlink()
