@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from support import need
 
@@ -171,11 +172,20 @@ def test_lock_dies_with_a_crashed_daemon(home, project, logind, how):
         d.wait_run(job, "running")
         wait_for(lambda: len(d.agent_pids()) == 2, what="agent and its setsid child")
         logind.wait_held(1)
-        d.kill()
-        # The agents outlive the daemon (the next start cleans them up), yet the
-        # lock is gone: no agent inherited a copy of it.
-        logind.wait_held(0, timeout=2.0)
-        assert len(d.alive_agent_pids()) == 2
+        # The watchdog ends the agents as soon as the daemon is dead: held
+        # still meanwhile, so that they are seen to outlive the daemon.
+        [guard] = [
+            c for c in psutil.Process(d.proc.pid).children() if "owl.daemon.watchdog" in c.cmdline()
+        ]
+        guard.suspend()
+        try:
+            d.kill()
+            # The agents outlive the daemon, yet the lock is gone: no agent
+            # inherited a copy of it.
+            logind.wait_held(0, timeout=2.0)
+            assert len(d.alive_agent_pids()) == 2
+        finally:
+            guard.resume()
 
 
 def test_keep_awake_off_never_takes_the_lock(home, project, logind):
