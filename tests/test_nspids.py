@@ -13,6 +13,7 @@ import psutil
 
 from owlproc import ROOT, wait_for
 from support import nspids
+from support.bwrapped import HOST_READ_ONLY
 from support.need import programs
 
 NOTE = (
@@ -38,13 +39,7 @@ def test_a_contained_process_maps_to_its_host_pid_while_it_lives(tmp_path: Path)
             "bwrap",
             "--die-with-parent",
             "--unshare-pid",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
+            *HOST_READ_ONLY,
         ]
         + ["--tmpfs", "/tmp", "--ro-bind", str(ROOT), str(ROOT)]
         + ["--bind", str(tmp_path), str(tmp_path), "--", sys.executable]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from owl.sandbox import bwrap as B
 from owl.sandbox import policy as P
+from support.bwrapped import MINIMAL
 from support.need import programs as need
 
 
@@ -127,16 +128,7 @@ def test_own_network_cuts_abstract_sockets_but_keeps_the_named_host_port(tmp_pat
     shared = subprocess.run(
         check=False,
         args=[
-            "bwrap",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-pid",
-            "--",
+            *MINIMAL,
             *inner,
         ],
         capture_output=True,
@@ -154,16 +146,7 @@ def test_own_network_cuts_abstract_sockets_but_keeps_the_named_host_port(tmp_pat
             "pasta",
             str(port),
             "--",
-            "bwrap",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-pid",
-            "--",
+            *MINIMAL,
             *inner,
         ],
         capture_output=True,
@@ -204,16 +187,7 @@ def test_slirp4netns_gives_the_sandbox_a_network_of_its_own_and_leaves_with_it(t
             shutil.which("slirp4netns") or "slirp4netns",
             "-",
             "--",
-            "bwrap",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-pid",
-            "--",
+            *MINIMAL,
             sys.executable,
             "-I",
             "-c",
