@@ -286,9 +286,9 @@ class ProcessTree:
     def _settle(
         self, members: list[TreeMember], rows: dict[int, Any], late: set[TreeMember]
     ) -> list[TreeMember]:
-        """Check each member, then wait (briefly) until every live one has
-        stopped; returns the live ones. ``rows`` were read after the
-        members not in ``late`` were signalled: those need no new read.
+        """Wait (briefly) until every live member has stopped; returns the
+        live ones. ``rows`` were read after the members not in ``late`` were
+        signalled: those need no new read.
 
         SIGSTOP is acted on by the target itself when it is next scheduled,
         so right after the signals some are still 'running'. Convergence
@@ -296,26 +296,12 @@ class ProcessTree:
         so that a frozen tree is frozen when freeze() returns.
         """
         b = self._b
-        live: list[TreeMember] = []
-        pending: list[TreeMember] = []
-        for m in members:
-            row = None if m in late else rows.get(m.pid)
-            if row is None:
-                row = b.stat(m.pid)
-                if (
-                    row is None
-                    or not b.same_start(row.start, m.start)
-                    or (m.handle is not None and not m.handle.alive())
-                ):
-                    self._forget(m)
-                    continue
-            if row.state == b.DEAD:
-                continue
-            live.append(m)
-            if row.state == b.RUNNING and m.refused is None:
-                pending.append(m)  # a refused one would never stop for us
+        after = {m.pid: r for m in members if m not in late and (r := rows.get(m.pid)) is not None}
+        seen, gone = wait_stopped(b, members, after, _SETTLE_TIMEOUT)
+        for m in gone:
+            self._forget(m)
+        live = [m for m in members if m in seen and seen[m].state != b.DEAD]
         self._order = live
-        wait_stopped(b, pending, _SETTLE_TIMEOUT)
         return untouchable.ours(live)
 
     def thaw(self) -> int:
