@@ -10,6 +10,7 @@ the stubs and the few programs setup.sh needs, so no package manager is found.
 from __future__ import annotations
 
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -136,13 +137,30 @@ def test_owl_python_forces_the_interpreter(mac: dict) -> None:
     assert _calls(mac)[0] == f"{forced} -m venv .venv"
 
 
-def test_linux_keeps_the_system_site(mac: dict) -> None:
-    """The same script on Linux still sees the distribution's python3-gi."""
+def test_linux_reaches_the_distributions_packages_by_path(mac: dict) -> None:
+    """The same script on Linux still sees the distribution's python3-gi, as
+    paths in a .pth file of the venv rather than as a system site (whose own
+    .pth files would run at every interpreter start); a venv made with a
+    system site by an older set-up loses it."""
     (mac["stubs"] / "uname").write_text("#!/bin/sh\necho Linux\n")
+    for tool in ("mkdir", "grep", "sed"):
+        (mac["stubs"] / tool).symlink_to(shutil.which(tool))
     forced = _stub(mac["stubs"] / "python3", "3.11", mac["log"])
     out = _run(mac, OWL_PYTHON=str(forced))
     assert out.returncode == 0, out.stderr
-    assert _calls(mac)[0] == f"{forced} -m venv --system-site-packages .venv"
+    assert _calls(mac)[0] == f"{forced} -m venv .venv"
+    venv = mac["repo"] / ".venv"
+    pth = venv / "lib" / "python3.11" / "site-packages" / "owl-distribution-packages.pth"
+    # The stub runs this very interpreter's code: its site directories are listed.
+    want = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    assert want and pth.read_text().split() == want
+
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = true\n")
+    for stamp in venv.glob(".owl-setup*"):
+        stamp.unlink()
+    again = _run(mac, OWL_PYTHON=str(forced))
+    assert again.returncode == 0, again.stderr
+    assert (venv / "pyvenv.cfg").read_text().splitlines()[1] == "include-system-site-packages = false"
 
 
 def test_once_set_up_it_is_not_done_again_until_its_inputs_change(mac: dict) -> None:

@@ -84,17 +84,29 @@ if ! py_ok "$py"; then
   echo "setup.sh: $py is not Python 3.11 or newer" >&2
   exit 1
 fi
-# On Linux the venv sees the distribution's PyGObject (python3-gi) for the tray;
-# on macOS the tray needs PyObjC from PyPI, and a system site would only add 3.9's.
-venv_args=()
-[ "$(uname -s)" = Darwin ] || venv_args=(--system-site-packages)
 if [ -e .venv ] && ! py_ok .venv/bin/python; then
   step "rebuilding .venv: its Python is missing or older than 3.11"
   rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
   step "making the virtual environment .venv on $py"
-  "$py" -m venv ${venv_args[@]+"${venv_args[@]}"} .venv
+  "$py" -m venv .venv
+fi
+# On Linux the venv sees the distribution's packages, for its PyGObject (python3-gi,
+# the tray), after its own: as paths in a .pth file of the venv, not as a system site
+# (`venv --system-site-packages`), because a site directory's own .pth files run code
+# at every interpreter start, and Owl starts one for every command, daemon, watchdog
+# and Run. (On macOS the tray needs PyObjC from PyPI; a system site would add 3.9's.)
+if [ "$(uname -s)" != Darwin ]; then
+  ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  site_dir=".venv/lib/python$ver/site-packages"
+  mkdir -p "$site_dir"
+  "$py" -c 'import os, site; print("\n".join(p for p in site.getsitepackages() if os.path.isdir(p)))' \
+    > "$site_dir/owl-distribution-packages.pth"
+  # A venv made by an older set-up: its system site goes, the paths above stand in.
+  if [ -f .venv/pyvenv.cfg ] && grep -q '^include-system-site-packages = true' .venv/pyvenv.cfg; then
+    sed -i 's/^include-system-site-packages = true/include-system-site-packages = false/' .venv/pyvenv.cfg
+  fi
 fi
 step "installing Owl and its Python packages into .venv (pip)"
 if [ $want_test -eq 1 ]; then
