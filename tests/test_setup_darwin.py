@@ -160,7 +160,8 @@ def test_linux_reaches_the_distributions_packages_by_path(mac: dict) -> None:
         stamp.unlink()
     again = _run(mac, OWL_PYTHON=str(forced))
     assert again.returncode == 0, again.stderr
-    assert (venv / "pyvenv.cfg").read_text().splitlines()[1] == "include-system-site-packages = false"
+    cfg = (venv / "pyvenv.cfg").read_text().splitlines()
+    assert cfg[1] == "include-system-site-packages = false"
 
 
 def test_once_set_up_it_is_not_done_again_until_its_inputs_change(mac: dict) -> None:
