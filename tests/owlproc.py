@@ -175,6 +175,11 @@ class OwlDaemon:
             return True
         except (NoDaemon, OSError):
             return False
+        except client.DaemonError:
+            # Just after a daemon is killed, a child it was forking may still hold
+            # its listening socket until that child's exec: a ping queued there is
+            # dropped unanswered when the child execs. Not up yet; ask again.
+            return False
 
     def _spawn(self) -> None:
         """Start `owl <argv>` with its output going to the log."""
