@@ -173,12 +173,10 @@ class OwlDaemon:
         try:
             self.ask("ping")
             return True
-        except (NoDaemon, OSError):
-            return False
-        except client.DaemonError:
-            # Just after a daemon is killed, a child it was forking may still hold
-            # its listening socket until that child's exec: a ping queued there is
-            # dropped unanswered when the child execs. Not up yet; ask again.
+        except (NoDaemon, OSError, client.DaemonError):
+            # DaemonError: just after a daemon is killed, a child it was forking may
+            # hold its listening socket until that child's exec, and a ping queued
+            # there is dropped unanswered. Not up yet; ask again.
             return False
 
     def _spawn(self) -> None:

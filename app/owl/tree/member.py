@@ -59,7 +59,7 @@ def wait_stopped(
     the first, and one that finds its member running waits before it reads
     again: the last signalled is, as a rule, the last to stop, so while it
     runs the others need no read. Each member is then read about once,
-    mostly after it stopped, not once per pause: a read (about 13 us here)
+    mostly after it stopped, not once per pause: a read (about 13 us)
     is the daemon's CPU, taken from the very processes that must run to
     stop. A member the kernel refused our signal (`refused`) is read, not
     waited for.
