@@ -3,6 +3,14 @@
 pynput is imported only in `start`: importing it with no reachable X display
 raises ImportError, and nothing on the CLI's path may pay for it.
 
+Two of pynput's own names are used here, `_condition` and `_ready`: the
+readiness its public `wait()` waits on. That `wait()` takes no timeout and never
+returns for a listener whose thread died before it was ready (no X display, a
+refused grab), so the daemon's start would hang in it. Waiting on the same
+condition with a deadline, and marking a dead listener ready, is the only way
+to keep both promises. pynput 1.8 has these two names, and the
+hooks' tests under Xvfb (a dying X server included) would fail if they went.
+
 pynput's listener threads are wrapped so that their end is noticed: when the X
 server goes away a listener's thread dies with an exception (printed to
 stderr by default); here it becomes one log line and an `on_dead` call.
@@ -33,7 +41,8 @@ def _watched(listener_cls: type, on_end: Callable[[Any, BaseException | None], N
             except BaseException as exc:  # the thread is ending anyway; say why, once
                 error = exc
             finally:
-                # pynput's wait() would block forever on a listener that died early.
+                # pynput's wait() would block forever on a listener that died
+                # early: mark it ready (see the module's docstring).
                 with self._condition:
                     self._ready = True
                     self._condition.notify_all()
@@ -89,6 +98,7 @@ class PynputHooks:
         self._listeners = listeners
         for listener in listeners:
             listener.start()
+        # pynput's wait() with a deadline (see the module's docstring).
         deadline = time.monotonic() + READY_TIMEOUT
         for listener in listeners:
             with listener._condition:
