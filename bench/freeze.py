@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -31,49 +30,14 @@ import psutil
 
 from owl import tree
 
-AGENT = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "tests", "agents", "tree_agent.py"
-)
-
-
-def state(pid: int) -> str:
-    """One process's state letter, read straight from the kernel."""
-    if sys.platform.startswith("linux"):
-        try:
-            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-            try:
-                data = os.read(fd, 2048)
-            finally:
-                os.close(fd)
-        except OSError:
-            return "X"
-        return chr(data[data.rfind(b")") + 2])
-    try:
-        return "T" if psutil.Process(pid).status() == psutil.STATUS_STOPPED else "S"
-    except psutil.Error:
-        return "X"
-
-
-def until(cond, timeout: float = 5.0) -> float:
-    """Spin until cond() holds; the perf_counter time when it first did."""
-    deadline = time.perf_counter() + timeout
-    while not cond():
-        if time.perf_counter() > deadline:
-            raise SystemExit("timed out: a process did not change state")
-    return time.perf_counter()
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def report(name: str, values: list[float]) -> None:
-    ms = [v * 1000 for v in values]
-    print(
-        f"  {name:<30} median {statistics.median(ms):7.2f} ms   "
-        f"p99 {pct(ms, 0.99):7.2f} ms   max {max(ms):7.2f} ms"
-    )
+from figures import (
+    fanout_argv,
+    ready_pids,
+    report,
+    spawned_tree,
+    spin_until,
+    state,
+)  # the bench's folder is on the path
 
 
 def trial(run: tree.ProcessTree, pids: list[int], out: dict[str, list[float]]) -> None:
@@ -82,7 +46,7 @@ def trial(run: tree.ProcessTree, pids: list[int], out: dict[str, list[float]]) -
     frozen = run.freeze()
     t1 = time.perf_counter()
     c1 = time.thread_time()
-    t2 = until(lambda: all(state(p) == "T" for p in pids))
+    t2 = spin_until(lambda: all(state(p) == "T" for p in pids))
     assert frozen == len(pids), (frozen, len(pids))
     out["freeze: CPU time of the call"].append(c1 - c0)
     out["freeze returned"].append(t1 - t0)
@@ -91,10 +55,19 @@ def trial(run: tree.ProcessTree, pids: list[int], out: dict[str, list[float]]) -
     t0 = time.perf_counter()
     run.thaw()
     t1 = time.perf_counter()
-    t2 = until(lambda: all(state(p) != "T" for p in pids))
+    t2 = spin_until(lambda: all(state(p) != "T" for p in pids))
     out["thaw returned"].append(t1 - t0)
     out["thaw, all seen running"].append(t2 - t0)
     time.sleep(0.005)
+
+
+KEYS = (
+    "freeze: CPU time of the call",
+    "freeze returned",
+    "freeze, all seen stopped",
+    "thaw returned",
+    "thaw, all seen running",
+)
 
 
 def main() -> int:
@@ -109,28 +82,9 @@ def main() -> int:
     tag = f"bench-{uuid.uuid4().hex[:8]}"
     total = args.sessions * args.per
     with tempfile.TemporaryDirectory() as ready:
-        popen = tree.spawn(
-            [
-                sys.executable,
-                AGENT,
-                "--ready",
-                ready,
-                "--fanout",
-                str(args.sessions),
-                str(args.per),
-            ],
-            cwd=ready,
-            env=dict(os.environ, OWL_RUN_ID=tag),
-            stdout=None,
-            stderr=None,
-            nice=args.nice,
-        )
-        try:
-            until(
-                lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")]) >= total,
-                timeout=60,
-            )
-            pids = [int(n.rpartition("-")[2]) for n in os.listdir(ready)]
+        argv = fanout_argv(ready, args.sessions, args.per)
+        with spawned_tree(argv, tag, ready, dict(os.environ), nice=args.nice) as top:
+            pids = ready_pids(ready, total)
             sessions = {os.getsid(p) for p in pids}
             print(
                 f"tree: {len(pids)} processes in {len(sessions)} sessions at nice "
@@ -138,36 +92,21 @@ def main() -> int:
                 f"backend {tree.BACKEND}, {os.cpu_count()} cores, "
                 f"load average {os.getloadavg()[0]:.1f}"
             )
-
             for label, fresh in (("warm", False), ("cold", True)):
-                out: dict[str, list[float]] = {
-                    k: []
-                    for k in (
-                        "freeze: CPU time of the call",
-                        "freeze returned",
-                        "freeze, all seen stopped",
-                        "thaw returned",
-                        "thaw, all seen running",
-                    )
-                }
-                run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
+                out: dict[str, list[float]] = {k: [] for k in KEYS}
+                run = tree.ProcessTree(("OWL_RUN_ID", tag), top)
                 run.sweep()
                 for _ in range(args.trials):
                     if fresh:
                         run.close()
-                        run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
+                        run = tree.ProcessTree(("OWL_RUN_ID", tag), top)
                     else:
                         run.identities()  # the daemon's watch does this every second
                     trial(run, pids, out)
                 run.close()
                 print(f"{label} ({args.trials} trials):")
                 for name, values in out.items():
-                    report(name, values)
-        finally:
-            run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
-            run.kill()
-            popen.wait(5)
-            tree.reap_orphans(lambda pid: False)
+                    report(name, values, width=30)
     return 0
 
 

@@ -23,7 +23,6 @@ import argparse
 import os
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,44 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from display import virtual_display  # noqa: E402
+from figures import pct, report, spin_until, state  # noqa: E402
 from owlproc import OwlDaemon, make_project, wait_for  # noqa: E402
 
 TREE_AGENT = str(ROOT / "tests" / "agents" / "tree_agent.py")
-
-
-def state(pid: int) -> str:
-    """One process's state letter, read straight from the kernel."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
-        try:
-            data = os.read(fd, 2048)
-        finally:
-            os.close(fd)
-    except OSError:
-        return "X"
-    return chr(data[data.rfind(b")") + 2])
-
-
-def spin_until(cond, timeout: float) -> float:
-    """Spin (no sleep: the figure is the point) until cond(); perf_counter when it held."""
-    deadline = time.perf_counter() + timeout
-    while not cond():
-        if time.perf_counter() > deadline:
-            raise SystemExit("timed out: the Run's processes did not change state")
-    return time.perf_counter()
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def report(name: str, values: list[float]) -> None:
-    ms = [v * 1000 for v in values]
-    print(
-        f"  {name:<34} median {statistics.median(ms):7.1f} ms   p99 {pct(ms, 0.99):7.1f} ms"
-        f"   max {max(ms):7.1f} ms"
-    )
 
 
 def main() -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 import types
@@ -25,17 +24,7 @@ import psutil
 from owl import tree
 from owl.tree import posix
 
-AGENT = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "tests", "agents", "tree_agent.py"
-)
-
-
-def until(cond, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise SystemExit("timed out waiting for the tree")
-        time.sleep(0.01)
+from figures import fanout_argv, ready_pids, spawned_tree  # the bench folder is on the path
 
 
 def without_kin() -> types.ModuleType:
@@ -63,24 +52,9 @@ def main() -> int:
     tag = f"bench-{uuid.uuid4().hex[:8]}"
     total = args.sessions * args.per
     with tempfile.TemporaryDirectory() as ready:
-        popen = tree.spawn(
-            [
-                sys.executable,
-                AGENT,
-                "--ready",
-                ready,
-                "--fanout",
-                str(args.sessions),
-                str(args.per),
-            ],
-            cwd=ready,
-            env=dict(os.environ, OWL_RUN_ID=tag),
-            stdout=None,
-            stderr=None,
-            nice=10,
-        )
-        try:
-            until(lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")]) >= total)
+        argv = fanout_argv(ready, args.sessions, args.per)
+        with spawned_tree(argv, tag, ready, dict(os.environ)) as top:
+            ready_pids(ready, total)
             print(
                 f"tree: {total} processes in {args.sessions} sessions, "
                 f"{len(psutil.pids())} processes on the machine, {os.cpu_count()} cores, "
@@ -88,7 +62,7 @@ def main() -> int:
             )
             # Trials alternate between the two, so load drifts hit both alike.
             runs = {
-                label: tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid, backend=b)
+                label: tree.ProcessTree(("OWL_RUN_ID", tag), top, backend=b)
                 for label, b in (("posix without Kin", without_kin()), ("posix with Kin", posix))
             }
             times: dict[str, list[float]] = {label: [] for label in runs}
@@ -108,10 +82,6 @@ def main() -> int:
                 runs[label].close()
             extra = medians["posix with Kin"] / medians["posix without Kin"] - 1
             print(f"  Kin adds {extra * 100:+.1f} % to the median sweep (target <= 10 %)")
-        finally:
-            with tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid) as run:
-                run.kill()
-            popen.wait(10)
     return 0
 
 

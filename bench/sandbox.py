@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
-from freeze import AGENT, pct, trial, until  # noqa: E402  the freeze bench's own
+from figures import fanout_argv, pct, ready_pids  # noqa: E402
+from freeze import trial  # noqa: E402  the freeze bench's own
 
 from owl import tree  # noqa: E402
 from owl.sandbox import contain, policy  # noqa: E402
@@ -83,7 +84,7 @@ def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[flo
     ready = wt / ("ready-contained" if contained else "ready-plain")
     ready.mkdir()
     env = dict(os.environ, OWL_RUN_ID=tag)
-    argv = [sys.executable, AGENT, "--ready", str(ready), "--fanout", str(SESSIONS), str(PER)]
+    argv = fanout_argv(ready, SESSIONS, PER)
     if contained:
         w = wrapped(argv, policy.Settings(), wt, env)
         assert w.contained, w.label
@@ -92,8 +93,7 @@ def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[flo
     run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
     out: dict[str, list[float]] = {k: [] for k in KEYS}
     try:
-        total = SESSIONS * PER
-        until(lambda: len([n for n in os.listdir(ready) if not n.endswith(".tmp")]) >= total, 60)
+        ready_pids(ready, SESSIONS * PER)
         pids = [p for p, _ in run.identities()]  # host pids, the sandbox's own among them
         print(f"  {'contained' if contained else 'plain'}: {len(pids)} processes")
         for _ in range(trials):

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from compositors import compositor, missing  # noqa: E402
 from display import virtual_display  # noqa: E402
-from input_freeze import pct, report, state  # noqa: E402
+from figures import pct, report, state  # noqa: E402
 from owlproc import OwlDaemon, make_project, wait_for  # noqa: E402
 from quiet_cpu import TARGET as CPU_TARGET, measure_desktop  # noqa: E402
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
+from . import dbuscall
 from .base import BackendError, one_line
 from .eventthread import EventThread
 from .mutter import BUS_NAME, INTERFACE, OBJECT_PATH
-
-CALL_TIMEOUT = 2.0
 
 
 class MutterWatch(EventThread):
@@ -63,9 +62,9 @@ class MutterWatch(EventThread):
         try:
             for rule in (_rule(), _owner_rule()):
                 conn.filter(rule, queue=signals)  # kept for the connection's life
-                _call(conn, _bus_address(), "AddMatch", "s", (rule.serialise(),))
-            idle_id = _call(conn, _monitor(), "AddIdleWatch", "t", (self._after_ms,))[0]
-            active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
+                dbuscall.add_match(conn, rule)
+            idle_id = _call(conn, "AddIdleWatch", "t", (self._after_ms,))[0]
+            active_id = _call(conn, "AddUserActiveWatch")[0]
         except BackendError:
             conn.close()
             raise
@@ -103,20 +102,20 @@ class MutterWatch(EventThread):
                         # Idle now: the next input must be seen the moment it comes
                         # (the watch armed at start may still be waiting for it).
                         if active_id < 0:
-                            active_id = _call(conn, _monitor(), "AddUserActiveWatch")[0]
-                        idle_ms = _call(conn, _monitor(), "GetIdletime")[0]
+                            active_id = _call(conn, "AddUserActiveWatch")[0]
+                        idle_ms = _call(conn, "GetIdletime")[0]
                         if idle_ms < after_ms:  # input slipped in before the watch was armed
                             on_event()
                         if self._on_quiet is not None:
                             self._on_quiet()
                 if after_ms != self._after_ms:  # idle.after was edited
                     after_ms = self._after_ms
-                    _call(conn, _monitor(), "RemoveWatch", "u", (idle_id,))
-                    idle_id = _call(conn, _monitor(), "AddIdleWatch", "t", (after_ms,))[0]
+                    _call(conn, "RemoveWatch", "u", (idle_id,))
+                    idle_id = _call(conn, "AddIdleWatch", "t", (after_ms,))[0]
                 if signals:
                     continue
                 if self._wait(conn.sock):
-                    _drain(conn)
+                    dbuscall.drain(conn)
         except BackendError as exc:
             why = str(exc)
         except Exception as exc:  # the bus closed under us, or an answer made no sense
@@ -129,48 +128,12 @@ class MutterWatch(EventThread):
         self._ended(why, on_dead)
 
 
-def _drain(conn: Any) -> None:
-    """Read every message the socket holds now (filters sort them into queues)."""
-    while True:
-        try:
-            conn.recv_messages(timeout=0)
-        except TimeoutError:
-            return
-
-
-def _call(
-    conn: Any, address: Any, method: str, signature: str | None = None, body: tuple = ()
-) -> tuple:
-    """One method call; a D-Bus error or no answer becomes BackendError."""
-    from jeepney import MessageType, new_method_call
-    from jeepney.low_level import HeaderFields
-
-    try:
-        reply = conn.send_and_get_reply(
-            new_method_call(address, method, signature, body), timeout=CALL_TIMEOUT
-        )
-    except TimeoutError:
-        raise BackendError(f"GNOME's idle monitor did not answer {method}") from None
-    except OSError as exc:
-        raise BackendError(f"session D-Bus went away: {one_line(exc)}") from None
-    if reply.header.message_type is MessageType.error:
-        name = reply.header.fields.get(HeaderFields.error_name, "an error")
-        raise BackendError(f"GNOME's idle monitor is not there ({name})")
-    return tuple(reply.body)
-
-
-def _monitor() -> Any:
-    from jeepney import DBusAddress
-
-    return DBusAddress(OBJECT_PATH, bus_name=BUS_NAME, interface=INTERFACE)
-
-
-def _bus_address() -> Any:
-    from jeepney import DBusAddress
-
-    return DBusAddress(
-        "/org/freedesktop/DBus", bus_name="org.freedesktop.DBus", interface="org.freedesktop.DBus"
-    )
+def _call(conn: Any, method: str, signature: str | None = None, body: tuple = ()) -> tuple:
+    """One call on GNOME's idle monitor."""
+    return dbuscall.call(
+        conn, BUS_NAME, OBJECT_PATH, INTERFACE, method, signature, body,
+        who="GNOME's idle monitor",
+    )  # fmt: skip
 
 
 def _rule() -> Any:

@@ -30,10 +30,10 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
+from . import dbuscall
 from .base import BackendError, one_line
 from .eventthread import EventThread
 
-CALL_TIMEOUT = 2.0
 AUTH_TIMEOUT = 1.0
 
 #: The screensaver names on the session bus, and the object each answers on.
@@ -44,7 +44,6 @@ SCREENSAVERS = {
 LOGIND = "org.freedesktop.login1"
 SESSION_IFACE = "org.freedesktop.login1.Session"
 PROPS_IFACE = "org.freedesktop.DBus.Properties"
-_BUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
 
 
 class _Source(EventThread):
@@ -86,7 +85,7 @@ class _Source(EventThread):
                 while signals:
                     self._signal(conn, signals.popleft())
                 if self._wait(conn.sock):
-                    _drain(conn)
+                    dbuscall.drain(conn)
         except BackendError as exc:
             why = str(exc)
         except Exception as exc:  # the bus closed under us, or an answer made no sense
@@ -109,7 +108,9 @@ class _Source(EventThread):
     def _own(self, conn: Any, name: str) -> bool:
         """Learn who owns `name` now; False when nobody does."""
         try:
-            self._owners[name] = str(_call(conn, *_BUS, "GetNameOwner", "s", (name,))[0])
+            self._owners[name] = str(
+                dbuscall.call(conn, *dbuscall.BUS, "GetNameOwner", "s", (name,))[0]
+            )
             return True
         except BackendError:  # NameHasNoOwner
             self._owners.pop(name, None)
@@ -143,7 +144,7 @@ class ScreenSaverSource(_Source):
             ]
             for rule in rules:
                 conn.filter(rule, queue=signals)  # kept for the connection's life
-                _add_match(conn, rule)
+                dbuscall.add_match(conn, rule)
         for name in SCREENSAVERS:
             self._ask(conn, name)
 
@@ -153,7 +154,9 @@ class ScreenSaverSource(_Source):
         try:
             if not self._own(conn, name):
                 raise BackendError(f"nobody owns {name}")
-            (active,) = _call(conn, self._owners[name], SCREENSAVERS[name], name, "GetActive")
+            (active,) = dbuscall.call(
+                conn, self._owners[name], SCREENSAVERS[name], name, "GetActive"
+            )
         except BackendError:
             self._active.pop(name, None)
         else:
@@ -204,7 +207,7 @@ class LogindSource(_Source):
 
         if not self._own(conn, LOGIND):
             raise BackendError(f"no logind on the D-Bus {self.bus.lower()} bus")
-        (path,) = _call(
+        (path,) = dbuscall.call(
             conn, LOGIND, "/org/freedesktop/login1", LOGIND + ".Manager", "GetSession",
             "s", (self.session,),
         )  # fmt: skip
@@ -215,12 +218,12 @@ class LogindSource(_Source):
         rule.add_arg_condition(0, SESSION_IFACE)
         for r in (rule, _owner_rule(LOGIND)):
             conn.filter(r, queue=signals)
-            _add_match(conn, r)
+            dbuscall.add_match(conn, r)
         self._read(conn)
 
     def _read(self, conn: Any) -> None:
         assert self._path is not None
-        (value,) = _call(
+        (value,) = dbuscall.call(
             conn, LOGIND, self._path, PROPS_IFACE, "Get", "ss", (SESSION_IFACE, "LockedHint")
         )
         self._set(bool(value[1]))  # a variant: (signature, value)
@@ -286,52 +289,6 @@ class ScreenLock:
     def heard(self) -> list[str]:
         """The sources that say anything now (for `owl status`)."""
         return [s.name for s in self.sources if s.locked is not None]
-
-
-def _drain(conn: Any) -> None:
-    """Read every message the socket holds now (filters sort them into queues)."""
-    while True:
-        try:
-            conn.recv_messages(timeout=0)
-        except TimeoutError:
-            return
-
-
-def _add_match(conn: Any, rule: Any) -> None:
-    from jeepney.bus_messages import message_bus
-
-    try:
-        conn.send_and_get_reply(message_bus.AddMatch(rule), timeout=CALL_TIMEOUT)
-    except TimeoutError:
-        raise BackendError("the bus did not answer AddMatch") from None
-
-
-def _call(
-    conn: Any,
-    name: str,
-    path: str,
-    iface: str,
-    method: str,
-    signature: str | None = None,
-    body: tuple = (),
-) -> tuple:
-    """One method call; a D-Bus error or no answer becomes BackendError."""
-    from jeepney import DBusAddress, MessageType, new_method_call
-    from jeepney.low_level import HeaderFields
-
-    address = DBusAddress(path, bus_name=name, interface=iface)
-    try:
-        reply = conn.send_and_get_reply(
-            new_method_call(address, method, signature, body), timeout=CALL_TIMEOUT
-        )
-    except TimeoutError:
-        raise BackendError(f"{name} did not answer {method}") from None
-    except OSError as exc:
-        raise BackendError(f"the bus went away: {one_line(exc)}") from None
-    if reply.header.message_type is MessageType.error:
-        err = reply.header.fields.get(HeaderFields.error_name, "an error")
-        raise BackendError(f"{name} answered {method} with {err}")
-    return tuple(reply.body)
 
 
 def _owner_rule(name: str) -> Any:
