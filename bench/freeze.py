@@ -30,14 +30,8 @@ import psutil
 
 from owl import tree
 
-from figures import (
-    fanout_argv,
-    ready_pids,
-    report,
-    spawned_tree,
-    spin_until,
-    state,
-)  # the bench's folder is on the path
+# (the bench's folder is on the path: run as python bench/<name>.py)
+from figures import fanout_argv, ready_pids, report, spawned_tree, spin_until, state
 
 
 def trial(run: tree.ProcessTree, pids: list[int], out: dict[str, list[float]]) -> None:

@@ -24,7 +24,8 @@ import psutil
 from owl import tree
 from owl.tree import posix
 
-from figures import fanout_argv, ready_pids, spawned_tree  # the bench folder is on the path
+# (the bench's folder is on the path: run as python bench/<name>.py)
+from figures import fanout_argv, ready_pids, spawned_tree
 
 
 def without_kin() -> types.ModuleType:

@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
-from figures import fanout_argv, pct, ready_pids  # noqa: E402
-from freeze import trial  # noqa: E402  the freeze bench's own
+from figures import fanout_argv, pct, ready_pids, spawned_tree  # noqa: E402
+from freeze import KEYS, trial  # noqa: E402  the freeze bench's own
 
 from owl import tree  # noqa: E402
 from owl.sandbox import contain, policy  # noqa: E402
@@ -89,31 +89,18 @@ def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[flo
         w = wrapped(argv, policy.Settings(), wt, env)
         assert w.contained, w.label
         argv = w.argv
-    popen = tree.spawn(argv, cwd=str(wt), env=env, stdout=None, stderr=None, nice=10)
-    run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid)
     out: dict[str, list[float]] = {k: [] for k in KEYS}
-    try:
+    with (
+        spawned_tree(argv, tag, str(wt), env) as top,
+        tree.ProcessTree(("OWL_RUN_ID", tag), top) as run,
+    ):
         ready_pids(ready, SESSIONS * PER)
         pids = [p for p, _ in run.identities()]  # host pids, the sandbox's own among them
         print(f"  {'contained' if contained else 'plain'}: {len(pids)} processes")
         for _ in range(trials):
             run.identities()  # the daemon's watch does this every second
             trial(run, pids, out)
-    finally:
-        run.kill()
-        popen.wait(5)
-        run.close()
-        tree.reap_orphans(lambda pid: False)
     return out
-
-
-KEYS = (
-    "freeze: CPU time of the call",
-    "freeze returned",
-    "freeze, all seen stopped",
-    "thaw returned",
-    "thaw, all seen running",
-)
 
 
 def side_by_side(plain: dict[str, list[float]], boxed: dict[str, list[float]]) -> None:
