@@ -311,6 +311,35 @@ def test_the_backend_says_input_and_quiet_rearms_for_a_new_after_and_notices_the
             backend.stop()
 
 
+def test_input_between_an_edited_after_and_its_first_quiet_is_still_said() -> None:
+    """The engine may start a Run the moment `idle.after` shrinks (its own
+    GetIdletime read says the machine is already idle that long), before
+    Mutter's new idle watch fires: input from then on must still be said."""
+    from owl.idle.mutter import MutterReader
+    from owl.idle.mutter_watch import MutterWatch
+
+    with compositor("mutter") as c:
+        ev = Events()
+        reader = MutterReader(bus=c.env["DBUS_SESSION_BUS_ADDRESS"])
+        reader.open()
+        backend = MutterWatch(bus=c.env["DBUS_SESSION_BUS_ADDRESS"])
+        backend.watch_quiet(3600.0, ev.quiet)
+        backend.start(ev.input, ev.dead)
+        try:
+            c.move()
+            wait_for(lambda: ev.count("input") == 1, timeout=5, what="the first input")
+            # The one-shot input watch has fired; it is armed again on quiet,
+            # or when idle.after changes. Input now is Mutter's alone to know:
+            wait_for(lambda: reader.idle_seconds() > 0.3, timeout=5, what="a little quiet")
+            c.move()
+            wait_for(lambda: reader.idle_seconds() < 0.3, timeout=5, what="Mutter to see it")
+            backend.watch_quiet(1.0, ev.quiet)  # edited: a Run may start on it now
+            wait_for(lambda: ev.count("input") == 2, timeout=5, what="the input to be said")
+        finally:
+            backend.stop()
+            reader.close()
+
+
 def test_a_hung_compositor_is_named_within_seconds_not_waited_for() -> None:
     import os
     import signal

@@ -6,7 +6,9 @@ Mutter says when things happen rather than being asked about once a second:
   that long: the engine is woken (`on_quiet`) to start or thaw work on time;
 - `AddUserActiveWatch()` fires once on the next input, about 1 ms after it:
   that is the hook event that freezes a Run. It is one-shot, so it is armed
-  again each time the idle watch fires, i.e. whenever the machine is idle.
+  again each time the idle watch fires, i.e. whenever the machine is idle,
+  and when `idle.after` is edited (the engine may start a Run at once on
+  its own GetIdletime read, before the new idle watch fires).
 
 The connection lives on a thread of its own, blocked in select() on the bus
 socket and a wake pipe (for a changed `idle.after`, and for stop): while
@@ -101,17 +103,17 @@ class MutterWatch(EventThread):
                     elif fired == idle_id:
                         # Idle now: the next input must be seen the moment it comes
                         # (the watch armed at start may still be waiting for it).
-                        if active_id < 0:
-                            active_id = _call(conn, "AddUserActiveWatch")[0]
-                        idle_ms = _call(conn, "GetIdletime")[0]
-                        if idle_ms < after_ms:  # input slipped in before the watch was armed
-                            on_event()
+                        active_id = _arm_active(conn, active_id, after_ms, on_event)
                         if self._on_quiet is not None:
                             self._on_quiet()
                 if after_ms != self._after_ms:  # idle.after was edited
                     after_ms = self._after_ms
                     _call(conn, "RemoveWatch", "u", (idle_id,))
                     idle_id = _call(conn, "AddIdleWatch", "t", (after_ms,))[0]
+                    # The engine reads GetIdletime for itself and may start a Run
+                    # on the new value before the new watch fires: input from
+                    # now on must freeze it, so the active watch is armed now too.
+                    active_id = _arm_active(conn, active_id, after_ms, on_event)
                 if signals:
                     continue
                 if self._wait(conn.sock):
@@ -126,6 +128,21 @@ class MutterWatch(EventThread):
             except Exception:
                 pass
         self._ended(why, on_dead)
+
+
+def _arm_active(conn: Any, active_id: int, after_ms: int, on_event: Callable[..., None]) -> int:
+    """Arm the one-shot input watch if it is not armed; its id.
+
+    Input that came before the watch was armed is not reported by it, so
+    idle time under `after_ms` (input within `idle.after`: the machine is in
+    use) is said as an input at once.
+    """
+    if active_id >= 0:
+        return active_id
+    active_id = _call(conn, "AddUserActiveWatch")[0]
+    if _call(conn, "GetIdletime")[0] < after_ms:
+        on_event()
+    return active_id
 
 
 def _call(conn: Any, method: str, signature: str | None = None, body: tuple = ()) -> tuple:
