@@ -5,9 +5,9 @@ the machine (input, idle, power), from the agents (exit, output, tree gone),
 from the clock (deadlines) and from people (verbs through the control socket
 or the tray, queued as calls with a reply). The core decides; this module
 signals process trees, starts agents and checks, and writes the store. The
-verbs themselves are in `verbs.py` and what people read in `views.py` (from a
-`views.Snapshot` this thread hands over). The parts with rules of their own
-are functions of the engine in modules beside it, run on this thread: which
+verbs themselves are in `verbs.py` and what people read in `views.py` and
+`statusdoc.py` (from a `statusdoc.Snapshot` this thread hands over). The parts
+with rules of their own are functions of the engine in modules beside it, run on this thread: which
 Jobs start (`starting.py`), a Run's start, checks, watch and end (`runstart.py`,
 `runchecks.py`, `runwatch.py`, `runend.py`), the machine under the idle policy
 (`machineread.py`) and Shifts (`shiftwork.py`).
@@ -44,7 +44,7 @@ from owl.settings import config as configmod
 from owl.store import diskroom
 from owl.rules import lifecycle
 from owl.rules import shifts
-from owl.verbs import views
+from owl.verbs import statusdoc, views
 from owl.settings.watch import ConfigWatch, mtime as config_mtime
 from owl.power.base import Inhibitor
 from owl.power.keeper import AwakeKeeper
@@ -105,7 +105,7 @@ class Engine:
         )
         self.machine = machine
         self.inhibitor = inhibitor
-        self.awake = AwakeKeeper(self, views.AWAKE_WHY)
+        self.awake = AwakeKeeper(self, statusdoc.AWAKE_WHY)
         self.instance = instance
         self.clock = clock
         self.sleep_watch = SleepWatch(awake=clock, total=None if clock is time.monotonic else clock)
@@ -456,9 +456,9 @@ class Engine:
         view[verbwork.LATER] = lambda v: views.add_git_facts(v, job)
         return view
 
-    def snapshot(self) -> views.Snapshot:
-        """What `views` may read, taken here on this thread."""
-        return views.Snapshot(
+    def snapshot(self) -> statusdoc.Snapshot:
+        """What `statusdoc` may read, taken here on this thread."""
+        return statusdoc.Snapshot(
             now=self.clock(),
             reading=self.reading,
             cfg=self.cfg,
@@ -476,4 +476,4 @@ class Engine:
         )
 
     def status(self) -> dict[str, Any]:
-        return views.status(self.snapshot())
+        return statusdoc.status(self.snapshot())

@@ -1,8 +1,8 @@
-"""What people read: the status document and a Job's history, from the engine's state.
+"""What people read of Jobs: a Job's history and the lists of `owl jobs`.
 
-Built on the engine thread from a `Snapshot` the engine hands over
-(`Engine.status`, `Engine.job_view`), and, for `job_view`, by the CLI from the
-database when no daemon runs. Pure reading: nothing here changes state.
+Built on the engine thread (`Engine.job_view`) and, when no daemon runs, by
+the CLI from the database. Pure reading: nothing here changes state. The
+status document, from the engine's snapshot, is `statusdoc`.
 
 The CLI imports this module, so it imports nothing that starts or signals
 processes: what runs git (`add_git_facts`) or knows the checks and the agents'
@@ -12,259 +12,13 @@ records imports them when it is called.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from owl.idle import state as idle_policy
 from owl.review.text import last_message
 from owl.rules.attempts import attempt_numbers
 from owl.store.db import Store
 from owl.rules.jobtable import ENDED, NEEDS_YOU, QUEUED, STATES, State
-
-if TYPE_CHECKING:  # types only: the CLI imports this module
-    from owl.engine.runend import Unrecorded
-    from owl.engine.runstart import Live
-    from owl.idle.machine import Reading
-    from owl.power.base import Inhibitor
-    from owl.rules.jobrules import Wait
-    from owl.rules.lifecycle import Core
-    from owl.settings.config import Config
-
-AWAKE_WHY = "an agent is working"
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What the status document is made of, handed over by the engine on its
-    thread: its public state, read there and then, so this module never reaches
-    into the engine's own fields."""
-
-    now: float  # the engine's clock
-    reading: Reading  # the machine's last Reading
-    cfg: Config  # the Config in force
-    core: Core  # the lifecycle core: phases, windows, pause
-    live: dict[int, Live]  # run id -> the engine's Live record
-    store: Store
-    inhibitor: Inhibitor[Any] | None  # the keep-awake backend, or None
-    working: list[int]  # live Runs whose agents do work (hold the machine awake)
-    shift: dict[str, Any] | None  # the Shift's view
-    waits: dict[str, Wait]  # agents waiting out a usage limit, by agent
-    waiting: str | None  # why the head of the queue waits; None with no queue
-    config_problem: str | None
-    unrecorded: list[Unrecorded]  # Runs ended while the disk was full, not yet written
-    notify: dict | None = None  # the channels, presence and the briefing (owl.notify.service)
-
-
-def status(e: Snapshot) -> dict:
-    """The `owl status --json` document, built on the engine thread."""
-    from owl.engine import carryon
-
-    now = e.now
-    r = e.reading
-    cfg = e.cfg
-    idle_in = None
-    after = idle_policy.quiet_enough(cfg.idle_after, r.locked)
-    if r.idle_for is not None and r.idle_for < after:
-        idle_in = after - r.idle_for
-    machine_reason = None
-    if e.core.on_battery:
-        machine_reason = "on battery"
-    elif r.problem:
-        machine_reason = f"input cannot be read: {r.problem}"
-    elif e.core.in_use:
-        machine_reason = "in use"
-    elif cfg.require_ac_power and r.on_ac is None:
-        machine_reason = "power unknown"
-    runs = []
-    for run in e.core.runs.values():
-        lv = e.live.get(run.id)
-        if lv is None:
-            continue
-        runs.append(
-            {
-                "id": run.id,
-                "job_id": lv.job_id,
-                "title": lv.title,
-                "state": run.state,
-                "check": run.checks[run.check][0] if run.check is not None else None,
-                "frozen_by": run.frozen_by,
-                "grace_left_s": run.grace_left(now),
-                "grace_window_s": e.cfg.grace_window,
-                "running_for_s": round(run.active_time(now), 1),
-                "pids": lv.pids,
-                "exempt": run.exempt,
-                "log": str(lv.log_path),
-                "agent": getattr(lv.driver, "name", None),
-                "contained": lv.contained,
-                "untouchable": list(getattr(lv, "untouchable", [])),
-            }
-        )
-    runs += _unrecorded_runs(e)
-    queue_ = [
-        {
-            "id": j["id"],
-            "position": j["position"],
-            "state": j["state"],
-            "title": j["title"],
-            "project": j["project"],
-            "worktree": j["worktree"],
-        }
-        for j in e.store.jobs(QUEUED, limit=50)
-    ]
-    recent = []
-    for row in e.store.recent_runs(5):
-        job = e.store.job(row["job_id"])
-        recent.append(
-            {
-                "run_id": row["id"],
-                "job_id": row["job_id"],
-                "title": job["title"] if job else "",
-                "outcome": row["outcome"],
-                "ended_by": row["ended_by"],
-                "reason": row["reason"],
-                "ended_at": iso(row["ended_at"]),
-                "log": row["log"],
-                "untouchable": _still_there(row.get("untouchable")),
-                "message": _run_message(e.store, row),
-                "outside": outside_lines(row.get("outside")),
-                "agent": row.get("agent"),
-            }
-        )
-    review = [
-        {
-            "id": j["id"],
-            "title": j["title"],
-            "branch": j["branch"],
-            "worktree": j["worktree"],
-            "base_branch": j.get("base_branch"),
-            **_last_run_of(e.store, j["id"]),
-        }
-        for j in e.store.jobs(("review",), limit=50)
-    ]
-    stuck = [
-        {
-            "id": j["id"],
-            "state": j["state"],
-            "title": j["title"],
-            "reason": j["reason"],
-            "worktree": j["worktree"],
-            **_last_run_of(e.store, j["id"]),
-        }
-        for j in e.store.jobs(("blocked", "exhausted"), limit=20)
-    ]
-    attention = None
-    waiting_ids = {j["id"] for j in stuck}
-    if r.problem:
-        attention = f"the machine cannot be read: {r.problem}"
-    elif recent and recent[0]["outcome"] == "failed" and recent[0]["job_id"] in waiting_ids:
-        # said only while its Job waits for the person: a failed Run whose Job
-        # runs again, or went to review since, is no longer news
-        attention = f"job {recent[0]['job_id']} failed: {recent[0]['reason']}"
-    elif recent and recent[0]["ended_by"] == "sigkill":
-        attention = f"job {recent[0]['job_id']}'s agent was killed"
-    if any(run.get("unrecorded") for run in runs):
-        first = next(run for run in runs if run.get("unrecorded"))
-        attention = (
-            f"run {first['id']} of job {first['job_id']} ended at {first['ended_at']}; "
-            "the disk is full, so its end is written when there is room"
-        )
-    awake: dict[str, Any] = {
-        "enabled": cfg.keep_awake,
-        "held": False,
-        "backend": "none",
-        "problem": None,
-        "why": None,
-        "runs": [],
-    }
-    if e.inhibitor is not None and cfg.keep_awake:
-        held = e.inhibitor.held
-        working = list(e.working) if held else []
-        awake.update(
-            held=held,
-            backend=e.inhibitor.backend,
-            problem=e.inhibitor.problem,
-            runs=working,
-            why=_awake_why(working) if held else None,
-        )
-    from owl import __version__
-
-    return {
-        "version": __version__,
-        "machine": {
-            "idle": not e.core.in_use and not e.core.on_battery,
-            "idle_for_s": None if r.idle_for is None else round(min(r.idle_for, 1e7), 1),
-            "on_ac_power": r.on_ac,
-            "reason": machine_reason,
-            "idle_in_s": None if idle_in is None else round(idle_in, 1),
-            "detectors": r.backends,
-            "problem": r.problem,
-            "screen_locked": r.locked,
-            "lock_sources": r.lock_sources,
-        },
-        "paused": e.core.paused,
-        "shift": e.shift,
-        "awake": awake,
-        "runs": runs,
-        "limits": carryon.limits_view(e.waits, time.time()),
-        "queue": queue_,
-        "queue_length": e.store.queue_length(),
-        "waiting": e.waiting,
-        "recent": recent,
-        "review": review,
-        "stuck": stuck,  # blocked and exhausted Jobs: they wait for the person
-        "attention": attention,
-        "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
-        "config_problem": e.config_problem,
-        "notify": e.notify,
-        "sandbox": sandbox_view(cfg),
-    }
-
-
-def sandbox_view(cfg: Config) -> dict:
-    """Whether Runs are contained here, and if not why and what fixes it (asked of
-    bwrap once at the daemon's start: no process here)."""
-    from owl.sandbox import bwrap
-
-    mode = str((cfg.sandbox or {}).get("mode", "auto"))
-    why = None if mode == "off" else bwrap.probe()
-    return {"mode": mode, "contained": mode != "off" and why is None, "problem": why}
-
-
-def _last_run_of(store: Any, job_id: int) -> dict:
-    """The latest Run of a Job waiting for the person: its id and why it ended."""
-    run = store.last_run(job_id)
-    if run is None:
-        return {"run_id": None, "run_reason": None}
-    return {"run_id": run["id"], "run_reason": run["reason"]}
-
-
-def _unrecorded_runs(e: Snapshot) -> list[dict]:
-    """Runs that ended while the disk was full, not yet written: `ending`, as the
-    database says while their record waits, so `owl status` and `owl jobs` agree."""
-    out = []
-    for args, _spent, info in e.unrecorded:
-        out.append(
-            {
-                "id": args[0],
-                "job_id": info["job_id"],
-                "title": info["title"],
-                "state": "ending",
-                "unrecorded": True,
-                "outcome": args[1],
-                "ended_at": iso(args[5]),
-                "check": None,
-                "frozen_by": None,
-                "grace_left_s": None,
-                "grace_window_s": e.cfg.grace_window,
-                "running_for_s": None,
-                "pids": [],
-                "exempt": False,
-                "log": info["log"],
-                "untouchable": [],
-            }
-        )
-    return out
 
 
 def with_unrecorded(unrecorded: list, view: dict) -> dict:
@@ -276,31 +30,6 @@ def with_unrecorded(unrecorded: list, view: dict) -> dict:
         if args is not None:
             run.update(state="ending", unrecorded=True, ended_at=iso(args[5]))
     return view
-
-
-def _still_there(procs: list[dict] | None) -> list[dict]:
-    """Of the processes a finished Run left behind because Owl may not signal
-    them, those still running (while the pid still runs the same command)."""
-    import psutil
-
-    out = []
-    for p in procs or []:
-        try:
-            line = " ".join(psutil.Process(int(p["pid"])).cmdline())
-        except (psutil.Error, ValueError, KeyError):
-            continue
-        if line and (p.get("command") or "")[:100] == line[:100]:
-            out.append(p)
-    return out
-
-
-def _awake_why(run_ids: list[int]) -> str:
-    """Why the machine is kept awake, in words, for `owl status`."""
-    if not run_ids:
-        return AWAKE_WHY
-    if len(run_ids) == 1:
-        return f"run {run_ids[0]} is working"
-    return f"runs {', '.join(map(str, run_ids))} are working"
 
 
 def iso(ts: float | None) -> str | None:
@@ -521,13 +250,3 @@ def outside_lines(found: list | None) -> list[str]:
     from owl.git.outside import describe
 
     return [describe(c) for c in found or [] if isinstance(c, dict)]
-
-
-def _run_message(store: Store, run: dict) -> str | None:
-    """What a finished Run means to the person, in one line (the tray's notice)."""
-    from owl.engine import checks as checksmod
-
-    if run["outcome"] != "succeeded":
-        return None
-    passed = sum(1 for c in store.checks(run["id"]) if c["outcome"] == "passed")
-    return checksmod.review_message(run["job_id"], passed)
