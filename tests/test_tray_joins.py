@@ -70,7 +70,10 @@ def test_plain_owl_joins_the_running_daemon_and_quits_alone(
             job = d.add("sleep=30", project)
             pick(desk, menu_keys(d.status(), ["Start"], owns_daemon=False))
             run = d.wait_run(job, "running")
-            # and opened right as the Run starts, Stop is there (not greyed)
+            # and opened as soon as the tray has heard of the Run (within a
+            # blink: an event, not the next poll), Stop is there, not greyed
+            took = hover(desk, f"Owl: Working on job {job}")
+            assert took < 1.0, took
             pick(desk, menu_keys(d.status(), ["Stop"], owns_daemon=False))
             wait_for(
                 lambda: d.job(job)["runs"][0]["outcome"] == "interrupted",
