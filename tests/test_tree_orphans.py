@@ -367,6 +367,10 @@ def test_work_handed_to_launchd_is_named_never_claimed(tag, strays, tmp_path, mo
         p = subprocess.Popen(argv, env={}, start_new_session=new_session)
         strays.append(p.pid)
         under_launchd.add(p.pid)
+        # Popen returns once exec has closed the child's fds, a moment before
+        # the kernel has laid out the new argv: until then cmdline reads empty.
+        # launchd's work is seen long after its start; wait for the argv here.
+        wait_for(lambda: psutil.Process(p.pid).cmdline(), what="the new command line")
         return p.pid
 
     before = start([str(tool), "300"])
