@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
+import psutil
 from owlproc import OWL, OwlDaemon, make_project, wait_for
 from support.slowgit import SlowGit
 from test_setup import sleepers
@@ -37,9 +38,11 @@ def _job_in_review(d: OwlDaemon, project: Path) -> tuple[int, dict, str]:
     return job, row, git(project, "rev-parse", row["branch"])
 
 
-def _kill_during(d: OwlDaemon, slow: SlowGit, on: str, *verb: str) -> None:
-    """Run the verb, hold it right after its git `on`, and kill -9 the daemon there.
-    The git it was running must be gone with the daemon."""
+def _kill_during(d: OwlDaemon, slow: SlowGit, on: str, *verb: str, guard_too: bool = False) -> None:
+    """Run the verb, hold it right after its git `on`, and kill -9 the daemon there
+    (with `guard_too`, its watchdog first, as a power cut takes both and the
+    git with them, so that nothing recovers until the next start). The git it
+    was running must be gone with the daemon."""
     slow.slow(60, on=on)
     client = subprocess.Popen(
         [*OWL, *verb], env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -47,7 +50,16 @@ def _kill_during(d: OwlDaemon, slow: SlowGit, on: str, *verb: str) -> None:
     try:
         wait_for(lambda: sleepers(slow.folder), timeout=20, what=f"the verb held after {on}")
         slow.slow(None)  # recovery's own git runs at full speed
+        if guard_too:
+            assert d.proc is not None
+            for child in psutil.Process(d.proc.pid).children():
+                if "owl.daemon.watchdog" in child.cmdline():
+                    # Pending once kill() returns: it runs no more of its code.
+                    child.kill()
         d.kill()
+        if guard_too:  # the watchdog ends the verb's git; here the power cut does
+            for p in sleepers(slow.folder):
+                p.kill()
         wait_for(
             lambda: not sleepers(slow.folder),
             timeout=5,
@@ -70,16 +82,22 @@ class Crash(NamedTuple):
 
 
 @contextlib.contextmanager
-def verb_killed(tmp_path: Path, verb: str, *flags: str, on: str) -> Iterator[Crash]:
+def verb_killed(
+    tmp_path: Path, verb: str, *flags: str, on: str, guard_too: bool = False
+) -> Iterator[Crash]:
     """`owl jobs VERB JOB FLAGS` on a Job in review, the daemon killed -9 right
-    after the verb's git `on`; the test starts it again when it is ready."""
+    after the verb's git `on`; the test starts it again when it is ready.
+
+    The daemon's watchdog finishes the verb as soon as the daemon is dead; a
+    test that changes the worktree before the next start kills it too
+    (`guard_too`), or the two race."""
     slow = SlowGit(tmp_path / "bin")
     project = make_project(tmp_path / "proj")
     d = OwlDaemon(tmp_path / "home", env={"PATH": slow.path()})
     with d:
         job, row, tip = _job_in_review(d, project)
         base = git(project, "rev-parse", "main")
-        _kill_during(d, slow, on, "jobs", verb, str(job), *flags)
+        _kill_during(d, slow, on, "jobs", verb, str(job), *flags, guard_too=guard_too)
         yield Crash(d, project, job, row, tip, base)
 
 
@@ -103,7 +121,7 @@ def test_drop_killed_after_the_worktree_went_is_finished_with_the_branch_kept(tm
 
 def test_drop_killed_before_the_worktree_went_cleans_a_half_removed_one(tmp_path):
     # the first update-ref is the keeping of the branch's tip
-    with verb_killed(tmp_path, "drop", "--force", on="update-ref") as c:
+    with verb_killed(tmp_path, "drop", "--force", on="update-ref", guard_too=True) as c:
         assert (
             git(
                 c.project,
