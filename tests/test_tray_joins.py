@@ -65,9 +65,18 @@ def test_plain_owl_joins_the_running_daemon_and_quits_alone(
             hover(desk, "Owl: Nothing to do")
             assert f"joining the daemon already running (pid {pid})" in log.read_text()
             # The menu follows the daemon's changes at once, not at the next poll:
-            # opened right after `owl add`, Start is there to pick (a stale menu
-            # would have it greyed, and the same keys would pick Pause).
+            # opened as soon as the tray has heard of the `owl add` (within a
+            # blink), Start is there to pick (a stale menu would have it greyed,
+            # and the same keys would pick Pause).
             job = d.add("sleep=30", project)
+            t0 = time.monotonic()
+            wait_for(
+                lambda: not icon_text(desk).startswith("Owl: Nothing to do"),
+                10,
+                interval=0.01,
+                what="the tray to hear of the Job",
+            )
+            assert time.monotonic() - t0 < 1.0
             pick(desk, menu_keys(d.status(), ["Start"], owns_daemon=False))
             run = d.wait_run(job, "running")
             # and opened as soon as the tray has heard of the Run (within a
