@@ -20,6 +20,28 @@ AGENT = Path(__file__).parent / "agents" / "tree_agent.py"
 LINUX = sys.platform.startswith("linux")
 
 
+def autogroup_nice(pid: int) -> int | None:
+    """The niceness of the session group `pid` is in ("/autogroup-7 nice 10"),
+    or None where the kernel has no autogroups or `pid` is in none: a
+    process whose session was never begun by setsid since boot (a
+    container's first process and what it starts) reads an empty file, being
+    in the kernel's root group, which has no weight of its own to write."""
+    try:
+        text = Path(f"/proc/{pid}/autogroup").read_text().split()
+    except FileNotFoundError:
+        return None
+    return int(text[-1]) if text else None
+
+
+def autogroups_on() -> bool:
+    """Whether this kernel groups sessions; under CI a Linux kernel must, so
+    a kernel without them cannot pass unseen."""
+    have = Path("/proc/self/autogroup").exists()
+    if os.environ.get("CI") == "true" and LINUX:
+        assert have, "this kernel has no autogroups"
+    return have
+
+
 def wait_for(cond, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -55,10 +77,19 @@ def test_every_process_of_the_tree_runs_at_the_configured_priority(tmp_path, tag
             if n.startswith("sleeper")
         )
         wait_for(lambda: psutil.Process(sleeper).name() == "sleep")
-        procs = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid).sweep()
+        own_group = autogroup_nice(os.getpid())
+        pt = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid, nice=nice)
+        procs = pt.sweep()
         assert len(procs) == 5
         assert len({os.getsid(p.pid) for p in procs}) == 3
         assert {p.pid: p.nice() for p in procs} == {p.pid: nice for p in procs}
+        if autogroups_on():
+            # each of the three sessions weighs as one process at `nice`,
+            # the ones the agent made itself as well; ours is left as it was
+            groups = {p.pid: autogroup_nice(p.pid) for p in procs}
+            assert groups == {p.pid: nice for p in procs}
+            assert autogroup_nice(os.getpid()) == own_group
+
         if LINUX:
             idle = psutil.IOPRIO_CLASS_IDLE
             assert {p.pid: p.ionice().ioclass for p in procs} == {p.pid: idle for p in procs}
@@ -69,6 +100,30 @@ def test_every_process_of_the_tree_runs_at_the_configured_priority(tmp_path, tag
     finally:
         popen.kill()
         popen.wait()
+
+
+@pytest.mark.skipif(not LINUX, reason="autogroups are Linux's")
+def test_a_session_is_weighed_only_through_the_process_seen_and_never_ours(tmp_path):
+    from owl.tree import linux
+
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    inner = subprocess.Popen(["sleep", "60"])  # in our own session: never to be lowered
+    try:
+        row = linux.stat(child.pid)
+        mine = linux.stat(inner.pid)
+        assert row is not None and mine is not None
+        own_group = autogroup_nice(os.getpid())
+        assert not linux.set_session_nice(child.pid, row.start + 1, 12)  # a reused pid
+        assert not linux.set_session_nice(inner.pid, mine.start, 12)  # in our session
+        assert autogroup_nice(os.getpid()) == own_group
+        if autogroups_on():
+            assert linux.set_session_nice(child.pid, row.start, 12)
+            assert autogroup_nice(child.pid) == 12
+            assert autogroup_nice(os.getpid()) == own_group
+    finally:
+        for p in (child, inner):
+            p.kill()
+            p.wait()
 
 
 def test_argv_is_passed_as_is_never_through_a_shell(tmp_path):

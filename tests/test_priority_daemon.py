@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from owlproc import OwlDaemon, make_project, wait_for
+from test_priority import autogroup_nice, autogroups_on
 
 LINUX = sys.platform.startswith("linux")
 
@@ -67,6 +68,10 @@ def assert_low_priority(
         lambda: sorted(d.run_of(job)["pids"]) == sorted(p.pid for p in procs),
         what="the daemon to list the same pids",
     )
+    if autogroups_on():
+        # and each session weighs as one process at `nice` against the
+        # person's, the one the agent made for its child too
+        assert {p.pid: autogroup_nice(p.pid) for p in procs} == {p.pid: nice for p in procs}
     return procs
 
 
@@ -77,12 +82,16 @@ def test_every_process_of_a_run_is_at_the_configured_priority(home, project, nic
     with OwlDaemon(home, config) as d:
         daemon = psutil.Process(d.proc.pid)
         before = (daemon.nice(), daemon.ionice().ioclass if LINUX else None)
+        group = autogroup_nice(daemon.pid)
         job = d.add("setsid-child=60 sleep=60", project)
         d.machine("idle")
         assert_low_priority(d, job, expected)
         # Only the Run is lowered: the daemon answers the person at its own priority.
         assert (daemon.nice(), daemon.ionice().ioclass if LINUX else None) == before
         assert daemon.nice() == os.getpriority(os.PRIO_PROCESS, 0)
+        # nor is its session's weight (None where it is in the root group)
+        assert group in (0, None)
+        assert autogroup_nice(daemon.pid) == group
 
 
 def test_a_new_nice_applies_to_the_next_run(home, project, tmp_path):

@@ -156,7 +156,7 @@ class CheckProcess:
             self.sink.close()
             raise
         self.sink.started()
-        self.tree = tree.ProcessTree(tag, self.popen.pid)
+        self.tree = tree.ProcessTree(tag, self.popen.pid, nice=nice)
 
     def settle(self) -> None:
         """Wait (on the check's own thread) until its output so far is in the log."""

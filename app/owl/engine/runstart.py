@@ -156,7 +156,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         )
         return None
     sink.started()
-    pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg)
+    pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg, nice=eng.cfg.nice)
     lv = Live(
         run_id=run_id,
         job_id=job_id,
@@ -274,7 +274,9 @@ def fall_back(eng: Engine, lv: Live) -> bool:
     lv.sink.started()
     lv.popen, lv.tree = (
         popen,
-        tree.ProcessTree(("OWL_RUN_ID", str(lv.run_id)), popen.pid, cgroup=lv.cgroup),
+        tree.ProcessTree(
+            ("OWL_RUN_ID", str(lv.run_id)), popen.pid, cgroup=lv.cgroup, nice=eng.cfg.nice
+        ),
     )
     eng.note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
     threading.Thread(

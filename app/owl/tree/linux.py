@@ -225,6 +225,51 @@ def become_subreaper() -> bool:
         return False
 
 
+def set_session_nice(pid: int, start: int, nice: int) -> bool:
+    """Give the session of process ``pid`` (started at ``start``) niceness
+    ``nice`` as a whole; False if that process is gone, is in our own
+    session, or the kernel has no autogroups.
+
+    Why: with autogroup on (``kernel.sched_autogroup_enabled``, the default
+    of most desktop kernels), the CPU is shared first between sessions, each
+    weighted as one process at the session's niceness (0 unless written),
+    and a process's own niceness only orders it within its session. An
+    agent at nice 10 in a session of its own would get as much CPU as the
+    person's whole desktop; writing the session's ``/proc/PID/autogroup``
+    makes the session itself weigh as a nice-10 process. Any value from 0
+    up needs no privilege, so it can be raised back as well. Every session
+    an agent starts (setsid) is a new group at 0. Where the process sits in
+    a cgroup with the cpu controller on, the cgroup's weight rules instead
+    and this changes nothing.
+
+    Open-then-check, as for pidfds: the /proc directory is opened first and
+    the start time read through it, so a PID reused since the sweep is never
+    the one written to (the directory fd names one process for good).
+    """
+    try:
+        folder = os.open(f"{_PROC}/{pid}", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fd = os.open("stat", os.O_RDONLY, dir_fd=folder)
+        try:
+            row = _parse(os.read(fd, 2048))
+        finally:
+            os.close(fd)
+        if row is None or row.start != start or row.sid == os.getsid(0):
+            return False
+        fd = os.open("autogroup", os.O_WRONLY, dir_fd=folder)
+        try:
+            os.write(fd, str(nice).encode())
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(folder)
+
+
 def priority_prefix(nice: int) -> list[str]:
     """``nice -n K ionice -c 3 -t --``: low CPU priority and the idle I/O
     class, both inherited by every process the program starts.

@@ -27,6 +27,7 @@ from .posix import (  # noqa: F401  (the backend interface, re-exported)
     create_time,
     environ,
     last_pid,
+    set_session_nice,
     matches,
     open_handle,
     same_start,

@@ -364,6 +364,13 @@ def priority_prefix(nice: int) -> list[str]:
     return nice_prefix(nice)
 
 
+def set_session_nice(pid: int, start: float, nice: int) -> bool:
+    """Where sessions share the CPU as groups (Linux's autogroup), give the
+    session of ``pid`` niceness ``nice``; here niceness alone orders the
+    CPU, so there is nothing to do."""
+    return False
+
+
 def nice_prefix(nice: int) -> list[str]:
     increment = nice - os.getpriority(os.PRIO_PROCESS, 0)
     tool = shutil.which("nice")
@@ -394,6 +401,7 @@ __all__ = [
     "environ",
     "become_subreaper",
     "priority_prefix",
+    "set_session_nice",
     "Kin",
     "ForkWatch",
     "sweeper",

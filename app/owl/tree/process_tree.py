@@ -50,7 +50,13 @@ class ProcessTree:
 
     ``tag`` is the (name, value) environment variable every process of the
     Run carries (``("OWL_RUN_ID", "42")``); ``None`` means: only what
-    descends from the leaders. Methods are thread-safe.
+    descends from the leaders. With ``nice``, every session of the Run
+    weighs as one process at that niceness (see the backend's
+    ``set_session_nice``): where sessions share the CPU as groups, a
+    process's own niceness does not reach beyond its session. (Raising the
+    weight back while a freeze takes hold, so that the processes run into
+    their stop sooner, was measured and changed nothing: a woken process
+    is placed by its lag, not its weight.) Methods are thread-safe.
     """
 
     def __init__(
@@ -60,8 +66,11 @@ class ProcessTree:
         *,
         backend: ModuleType | None = None,
         cgroup: Any = None,
+        nice: int | None = None,
     ) -> None:
         self._cgroup = cgroup  # a cgroup.RunGroup, or None
+        self._nice = nice  # each session of the Run weighs as a process at this
+        self._weighed: set[int] = set()  # the sessions (sids) given it
         self._b = backend or _platform.backend
         self._lock = threading.RLock()
         self._members: dict[int, TreeMember] = {}
@@ -95,7 +104,8 @@ class ProcessTree:
         if create_time is not None and not self._b.matches(row.start, create_time):
             return
         with self._lock:
-            self._remember(pid, row.start)
+            m = self._remember(pid, row.start)
+            self._weigh(m, row.sid)
             if self._kin is not None:
                 self._kin.note([pid])
             self._mark = None  # its descendants: the next sweep reads all
@@ -186,6 +196,7 @@ class ProcessTree:
                 m = self._remember(pid, row.start)
                 if row.state != b.DEAD:
                     live.append(m)
+                    self._weigh(m, row.sid)
             for child in children.get(pid, ()):
                 crow = rows[child]
                 # A child cannot start before its parent: such an edge is a
@@ -194,9 +205,22 @@ class ProcessTree:
                     queue.append((child, crow.start))
         self._order = live
         self._rows = rows
+        if not partial and self._weighed:  # forget the sessions that ended
+            self._weighed &= {row.sid for row in rows.values()}
         if self._kin is not None:
             self._kin.note(m.pid for m in live)
         return live
+
+    # -- the sessions' weight ----------------------------------------------
+
+    def _weigh(self, m: TreeMember, sid: int) -> None:
+        """Give the session of ``m`` the Run's niceness, once per session
+        (tried once: where the kernel has no such groups, a sweep must not
+        pay a write per process)."""
+        if self._nice is None or sid in self._weighed:
+            return
+        self._weighed.add(sid)
+        self._b.set_session_nice(m.pid, m.start, self._nice)
 
     # -- signals ------------------------------------------------------------
 
@@ -411,6 +435,7 @@ class ProcessTree:
             for m in list(self._members.values()):
                 self._forget(m)
             self._order = []
+            self._weighed = set()
             self._mark = None
             self._full_marks = []
 
