@@ -440,6 +440,8 @@ def test_status_reads_at_a_glance_and_its_json_carries_the_fields(tmp_path):
         text = d.ok("status")
         assert "machine:    idle for" in text
         assert f"job {first} · running" in text and f"next: job {second}" in text
+        # A Run is running from its reaper's start; its agent is a fork later.
+        wait_for(lambda: d.agent_pids(), what="the agent to note its pid")
         d.machine("input")
         d.wait_run(first, "frozen")
         st = d.status()

@@ -275,6 +275,7 @@ def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(
         first, *rest = [d.add(f"until={go} exit=0 job{i}", project) for i in range(3)]
         d.machine("idle")
         run = d.wait_run(first, "running")
+        wait_for(d.agent_pids, what="the agent's pid")  # noted before it is frozen
         filler = fill(small_disk)
         # a new Job is refused, in one line that says why and where
         p = d.owl("add", "--project", str(project), "sleep=1")

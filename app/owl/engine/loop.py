@@ -58,14 +58,8 @@ from owl.settings.paths import Paths
 from owl.power.policy import should_hold
 from owl.store.db import Store
 from owl.verbs.engine_side import Verbs, disk_full, job_row
-from owl.engine import oninput
-from owl.engine import machineread
-from owl.engine import runchecks
-from owl.engine import runend
-from owl.engine import runstart
-from owl.engine import runwatch
-from owl.engine import shiftwork
-from owl.engine import starting
+from owl.engine import machineread, oninput, runchecks, runend, runstart, runwatch
+from owl.engine import shiftwork, starting
 from owl.engine.runstart import LOG_CAP, Live  # noqa: F401  (LOG_CAP is read from here too)
 
 log = logging.getLogger("owl.engine")
@@ -341,6 +335,7 @@ class Engine:
                     else ""
                 )
                 log.info("run %s frozen by %s%s", lv.run_id, r.frozen_by, how)
+                runwatch.record_pids(self, lv)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
                 self.note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)

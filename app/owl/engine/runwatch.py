@@ -32,12 +32,19 @@ def watch(eng: Engine, now: float) -> None:
             if r is not None and r.check is not None and not r.check_live:
                 lv.exited, lv.waiting = False, True  # frozen before its check began
             continue
-        reaper = getattr(lv.popen, "reaper_pid", None)  # the Run's own, not the agent's
-        pids = sorted(p for p, _ in lv.tree.identities() if p != reaper)
-        if pids != lv.pids and eng.core.runs.get(lv.run_id) is not None:
-            lv.pids = pids
-            eng.note(lv.run_id, pids=lv.tree.identities())
+        record_pids(eng, lv)
         runend.note_untouchable(eng, lv)  # e.g. work handed to launchd, as soon as seen
+
+
+def record_pids(eng: Engine, lv: Live) -> None:
+    """Record the Run's processes as its tree knows them, where they changed:
+    on every pass, and at once after a freeze, whose sweep may be the first
+    to meet an agent frozen as soon as it started."""
+    reaper = getattr(lv.popen, "reaper_pid", None)  # the Run's own, not the agent's
+    pids = sorted(p for p, _ in lv.tree.identities() if p != reaper)
+    if pids != lv.pids and eng.core.runs.get(lv.run_id) is not None:
+        lv.pids = pids
+        eng.note(lv.run_id, pids=lv.tree.identities())
 
 
 def owned(eng: Engine, pid: int) -> bool:
