@@ -42,6 +42,7 @@ def home(tmp_path: Path) -> Path:
 # tiers (`tools/test --fast`, the parallel run, the serial `isolated` one)
 # need no list kept by hand.
 
+import functools  # noqa: E402
 import inspect  # noqa: E402
 import types  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
@@ -76,10 +77,18 @@ SLOW_TIMEOUT = 120
 
 def _is_test_code(obj: Any) -> bool:
     try:
-        where = Path(inspect.getfile(obj)).resolve()
-        return where.is_relative_to(TESTS) or where.is_relative_to(BENCH)
+        return _in_tests(inspect.getfile(obj))
     except (TypeError, OSError):
         return False
+
+
+@functools.cache
+def _in_tests(file: str) -> bool:
+    """Whether a source file is the tests' or the benches' (once per file: a
+    path resolved for every function reached was most of the collection's
+    time, which every worker of every tier pays)."""
+    where = Path(file).resolve()
+    return where.is_relative_to(TESTS) or where.is_relative_to(BENCH)
 
 
 def _codes(code: types.CodeType) -> Iterator[types.CodeType]:

@@ -494,6 +494,34 @@ def process_states(pids: list[int]) -> dict[int, str]:
     return out
 
 
+#: SIGSTOP's bit in /proc/PID/status's pending masks.
+_SIGSTOP_BIT = 1 << (signal.SIGSTOP - 1)
+
+
+def frozen_states(pids: list[int]) -> dict[int, str]:
+    """`process_states`, where a process blocked in the kernel with a SIGSTOP
+    pending reads "stop pending": it acts on the stop before it runs again.
+    Such is a parent waiting out its vfork child (pasta forking into the
+    background, a `subprocess` start), which the kernel shows as disk-sleep
+    until the child, stopped itself, execs or exits."""
+    states = process_states(pids)
+    for pid, state in states.items():
+        if state == psutil.STATUS_DISK_SLEEP and _stop_pending(pid):
+            states[pid] = "stop pending"
+    return states
+
+
+def _stop_pending(pid: int) -> bool:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return False
+    return any(
+        line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & _SIGSTOP_BIT
+        for line in lines
+    )
+
+
 def stop_daemons(home: Path, timeout: float = 15.0) -> None:
     """Stop every `owl daemon` serving OWL_HOME=home (ones the owl command
     started in the background), so a test leaves none behind."""
