@@ -16,7 +16,10 @@ again. How the input is sent, and so where t0 is:
 
 With --load N a second phase runs the same trials under N busy loops at
 nice 10 (what an agent compiling or running tests puts on the cores at the
-moment the person comes back), printed beside the quiet phase; the daemon's
+moment the person comes back), printed beside the quiet phase. They are
+started as Owl starts a Run's processes, each in a session of its own that
+the daemon lowers as a whole (--load-as run); --load-as plain starts them in
+this bench's session with `nice` alone, as a tool outside Owl would; the daemon's
 log says for each freeze how long after its hook heard the input the freeze
 was done, and how much of that the input waited for the engine thread, so a
 slow trial shows whether the time went before the daemon heard the input
@@ -54,6 +57,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from compositors import compositor, missing  # noqa: E402
 from display import virtual_display  # noqa: E402
 from figures import pct, report, state  # noqa: E402
+from owl import tree  # noqa: E402
 from owlproc import OwlDaemon, make_project, wait_for  # noqa: E402
 from quiet_cpu import TARGET as CPU_TARGET, measure_desktop  # noqa: E402
 
@@ -188,12 +192,33 @@ def until_all(pids: list[int], reached: Callable[[int], bool]) -> Callable[[], b
     return check
 
 
+# Where the busy loops run: "run" starts each as Owl starts a Run's process
+# (tree.spawn at runs.nice, its session lowered as the daemon's sweep lowers
+# every session of a Run), "plain" in this bench's own session with `nice`
+# alone, which on a kernel with autogroups weighs no less than the desktop.
+LOAD_AS = "run"
+
+
 @contextlib.contextmanager
 def busy_loops(n: int) -> Iterator[None]:
     """`n` busy loops at nice 10, what an agent compiling or running tests puts on the cores."""
-    procs = [
-        subprocess.Popen(["nice", "-n", "10", "sh", "-c", "while :; do :; done"]) for _ in range(n)
-    ]
+    loop = ["sh", "-c", "while :; do :; done"]
+    if LOAD_AS == "run":
+        procs = [
+            tree.spawn(
+                loop,
+                cwd="/",
+                env=dict(os.environ),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                nice=10,
+            )
+            for _ in range(n)
+        ]
+        for p in procs:
+            tree.ProcessTree(None, p.pid, nice=10).close()
+    else:
+        procs = [subprocess.Popen(["nice", "-n", "10", *loop]) for _ in range(n)]
     try:
         time.sleep(0.5)  # let the scheduler see them before the first trial
         yield
@@ -253,6 +278,12 @@ def main() -> int:
     ap.add_argument(
         "--load", type=int, default=0, help="busy loops at nice 10 for a second phase (0: none)"
     )
+    ap.add_argument(
+        "--load-as",
+        choices=("run", "plain"),
+        default="run",
+        help="busy loops started as a Run's processes are (default), or plainly in this session",
+    )
     ap.add_argument("--runs", type=int, default=1, help="how many times to run it all")
     ap.add_argument(
         "--quiet",
@@ -261,6 +292,8 @@ def main() -> int:
         help="seconds of quiet per CPU phase under mutter (0: skip)",
     )
     args = ap.parse_args()
+    global LOAD_AS
+    LOAD_AS = args.load_as
     # Stopped with a signal, it still ends what it started (the busy loops, the
     # compositors, the daemons): their `finally` blocks run on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -268,6 +301,7 @@ def main() -> int:
     print(
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
         f"{args.trials} trials each; idle.after {args.after}; busy loops {args.load}"
+        + (f" ({args.load_as})" if args.load else "")
     )
     table: list[tuple[int, str, str, Phase]] = []
     for run_no in range(1, args.runs + 1):
