@@ -78,6 +78,18 @@ HEAVY = (
     "selectors",
 )
 
+# Not heavy for every verb, but more than `owl status` or `owl add` may pay
+# for finding the socket: typing, pathlib (with urllib) and tempfile came to
+# 10 ms of a call whose interpreter starts in 9, platformdirs brings them all.
+PATH_MACHINERY = (
+    "typing",
+    "pathlib",
+    "tempfile",
+    "shutil",
+    "platformdirs",
+    "owl.settings.paths",
+)
+
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory):
@@ -108,7 +120,7 @@ def heavy(names: list[str], allowed: set[str] = frozenset()) -> list[str]:  # ty
     return sorted(
         n
         for n in names
-        if any(n == h or n.startswith(h + ".") for h in HEAVY)
+        if any(n == h or n.startswith(h + ".") for h in HEAVY + PATH_MACHINERY)
         or (n in VERB_MODULES and n not in allowed)
     )
 
@@ -146,3 +158,33 @@ def test_the_check_sees_a_heavy_import(daemon: OwlDaemon) -> None:
     # `owl db check` reads the database itself: it must show up as heavy here
     names = imported(daemon, "db", "check")
     assert "sqlite3" in heavy(names, {"owl.cli.db"})
+
+
+def test_status_finds_the_default_socket_without_platformdirs(tmp_path: Path) -> None:
+    """No OWL_HOME: the daemon at platformdirs' places, and `owl status`
+    reaching it through a private XDG_RUNTIME_DIR without importing them."""
+    home, runtime = tmp_path / "h", tmp_path / "rt"
+    home.mkdir()
+    runtime.mkdir(mode=0o700)
+    d = OwlDaemon(tmp_path / "unused")
+    env = {k: v for k, v in d.env.items() if k != "OWL_HOME" and not k.startswith("XDG_")}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime))
+    owl = [sys.executable, "-m", "owl"]
+    up = subprocess.run([*owl, "daemon", "--detach"], env=env, capture_output=True, timeout=60)
+    assert up.returncode == 0, up.stderr
+    try:
+        assert (runtime / "owl" / "owl.sock").is_socket()
+        p = subprocess.run(
+            [sys.executable, "-c", PROBE, "status", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout.splitlines()[-1])
+        assert out["code"] in (0, None)
+        assert heavy(out["imported"], {"owl.cli.status", "owl.cli.carry"}) == []
+    finally:
+        down = subprocess.run([*owl, "daemon", "stop"], env=env, capture_output=True, timeout=60)
+        assert down.returncode == 0, down.stderr

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import _socket
 import json
+import os
 import time
-from pathlib import Path
-from typing import Any
 
 from owl.control import protocol
 from owl.errors import NoDaemon, Refused
+
+# Not typing.TYPE_CHECKING: importing typing costs each `owl` call ~2 ms;
+# type checkers read a TYPE_CHECKING of our own alike.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class DaemonError(Exception):
@@ -28,7 +33,7 @@ class DaemonError(Exception):
         self.exit_code = exit_code
 
 
-def _connect(s: _socket.socket, sock_path: Path, timeout: float) -> None:
+def _connect(s: _socket.socket, sock_path: str | os.PathLike[str], timeout: float) -> None:
     """Connect, waiting out a full listen queue for up to `timeout` seconds.
 
     With a timeout set the socket is non-blocking underneath, and a Unix
@@ -40,7 +45,7 @@ def _connect(s: _socket.socket, sock_path: Path, timeout: float) -> None:
     pause = 0.005
     while True:
         try:
-            s.connect(str(sock_path))
+            s.connect(os.fspath(sock_path))
             return
         except BlockingIOError:
             if time.monotonic() + pause > deadline:
@@ -52,7 +57,10 @@ def _connect(s: _socket.socket, sock_path: Path, timeout: float) -> None:
 
 
 def ask(
-    sock_path: Path, verb: str, args: dict[str, Any] | None = None, timeout: float = 60.0
+    sock_path: str | os.PathLike[str],
+    verb: str,
+    args: dict[str, Any] | None = None,
+    timeout: float = 60.0,
 ) -> Any:
     """Send one request; return the reply's data, or raise Refused / NoDaemon / DaemonError."""
     data = protocol.request(verb, args)

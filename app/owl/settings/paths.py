@@ -12,8 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
-# sun_path is 108 bytes on Linux and 104 on macOS, including the NUL.
-_SOCKET_PATH_MAX = 100
+from owl.settings import socketpath
 
 
 class Paths(NamedTuple):
@@ -83,28 +82,15 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, sync: bool = Fal
 
 
 def socket_in(runtime: Path) -> Path:
-    """The socket's path, short enough for sun_path.
-
-    A deep OWL_HOME would overflow the limit, so the socket then moves to a
-    short per-user folder, named by a hash of the intended path so that the
-    CLI computes the same place without asking anyone.
-    """
-    wanted = runtime / "owl.sock"
-    if len(os.fsencode(wanted)) <= _SOCKET_PATH_MAX:
-        return wanted
-    import hashlib  # only for deep homes: kept off the common path
-    import tempfile
-
-    digest = hashlib.sha256(os.fsencode(wanted)).hexdigest()[:16]
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
-    return base / f"owl-{os.getuid()}" / f"{digest}.sock"
+    """The socket's path under `runtime` (see `socketpath.socket_in`)."""
+    return Path(socketpath.socket_in(str(runtime)))
 
 
 def get_paths() -> Paths:
     home = os.environ.get("OWL_HOME")
     if home:
-        root = Path(home).expanduser().absolute()
-        runtime = root / "run"
+        root = Path(socketpath.home_root(home))
+        runtime = Path(socketpath.runtime_in(str(root)))
         return Paths(
             config=root / "config.toml",
             db=root / "owl.db",
