@@ -85,6 +85,7 @@ from owl.rules import timefmt
 KILL_DELAY = 5.0  # TERM+CONT, then KILL this long after: the guarantee behind the window
 GRACE_DEFAULT = 900.0  # interruption.grace_window when the config says nothing (15 min)
 STALL_DEFAULT = 900.0  # runs.stall when the config says nothing
+TIMEOUT_DEFAULT = 4 * 3600.0  # runs.timeout when the config says nothing
 
 
 def shown_outcome(outcome: str | None, ended_by: str | None) -> str:
@@ -181,7 +182,7 @@ class Refusal(Exception):
 @dataclass
 class Timing:
     grace: float = GRACE_DEFAULT
-    timeout: float = 4 * 3600.0
+    timeout: float = TIMEOUT_DEFAULT
     stall: float = STALL_DEFAULT
 
 

@@ -68,7 +68,7 @@ class Config:
     require_ac_power: bool = True
     grace_window: float = lifecycle.GRACE_DEFAULT
     max_parallel: int = 1
-    timeout: float = 4 * 3600.0
+    timeout: float = lifecycle.TIMEOUT_DEFAULT
     stall: float = lifecycle.STALL_DEFAULT
     nice: int = 10
     keep_awake: bool = True

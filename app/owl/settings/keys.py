@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from owl.rules import bounds
+from owl.rules import bounds, lifecycle
+from owl.rules.timefmt import spell
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,20 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "require_ac_power": Key("bool", True),
     },
     "interruption": {
-        "grace_window": Key("duration", "15m", bounds.duration_check(bounds.MAX_GRACE_S)),
+        "grace_window": Key(
+            "duration", spell(lifecycle.GRACE_DEFAULT), bounds.duration_check(bounds.MAX_GRACE_S)
+        ),
     },
     "runs": {
         "max_parallel": Key("int", 1, _parallel),
-        "timeout": Key("duration", "4h", bounds.duration_check(bounds.MAX_RUN_TIMEOUT_S)),
-        "stall": Key("duration", "15m", bounds.duration_check(bounds.MAX_STALL_S)),
+        "timeout": Key(
+            "duration",
+            spell(lifecycle.TIMEOUT_DEFAULT),
+            bounds.duration_check(bounds.MAX_RUN_TIMEOUT_S),
+        ),
+        "stall": Key(
+            "duration", spell(lifecycle.STALL_DEFAULT), bounds.duration_check(bounds.MAX_STALL_S)
+        ),
         "nice": Key("int", 10, _nice),
     },
     "power": {
