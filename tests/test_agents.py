@@ -30,31 +30,12 @@ from owl.agents import (
 )
 from owl.agents.command import expand, parse_element
 from owl.agents.render import render_line
+from support.plaingit import git
 
 ECHO_AGENT = Path(__file__).parent / "agents" / "script_echo_args.py"
 SAMPLE = Path(__file__).parent / "support" / "stream_json_sample.jsonl"
 
 NASTY = "fix \"the\" bug; $(rm -rf ~) `id` 'single' --help -rf\nsecond line\t{not a placeholder}"
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(cwd), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **GIT_ENV},
-        check=True,
-    )
-    return out.stdout.strip()
 
 
 @pytest.fixture

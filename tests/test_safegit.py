@@ -18,26 +18,7 @@ import pytest
 
 from owl.git import safegit
 from owl.git import workspace
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def sh(cwd: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(cwd), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **GIT_ENV},
-        check=True,
-    )
-    return out.stdout.strip()
+from support.plaingit import GIT_ENV, git as sh
 
 
 def payload(tmp: Path, name: str) -> tuple[Path, Path]:
