@@ -65,3 +65,18 @@ def drain(conn: Any) -> None:
             conn.recv_messages(timeout=0)
         except TimeoutError:
             return
+
+
+def owner_rule(name: str) -> Any:
+    """A match rule for the bus telling that `name` got a new owner or lost
+    it: how a watcher hears its service restart (or go) and re-arms."""
+    from jeepney import MatchRule
+
+    rule = MatchRule(
+        type="signal",
+        sender="org.freedesktop.DBus",
+        interface="org.freedesktop.DBus",
+        member="NameOwnerChanged",
+    )
+    rule.add_arg_condition(0, name)
+    return rule

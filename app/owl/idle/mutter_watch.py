@@ -62,7 +62,7 @@ class MutterWatch(EventThread):
             raise BackendError(f"no session D-Bus: {one_line(exc)}") from None
         signals: deque = deque()
         try:
-            for rule in (_rule(), _owner_rule()):
+            for rule in (_rule(), dbuscall.owner_rule(BUS_NAME)):
                 conn.filter(rule, queue=signals)  # kept for the connection's life
                 dbuscall.add_match(conn, rule)
             idle_id = _call(conn, "AddIdleWatch", "t", (self._after_ms,))[0]
@@ -157,16 +157,3 @@ def _rule() -> Any:
     from jeepney import MatchRule
 
     return MatchRule(type="signal", interface=INTERFACE, member="WatchFired", path=OBJECT_PATH)
-
-
-def _owner_rule() -> Any:
-    from jeepney import MatchRule
-
-    rule = MatchRule(
-        type="signal",
-        sender="org.freedesktop.DBus",
-        interface="org.freedesktop.DBus",
-        member="NameOwnerChanged",
-    )
-    rule.add_arg_condition(0, BUS_NAME)
-    return rule

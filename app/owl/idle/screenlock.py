@@ -140,7 +140,7 @@ class ScreenSaverSource(_Source):
         for name in SCREENSAVERS:
             rules = [
                 MatchRule(type="signal", interface=name, member="ActiveChanged"),
-                _owner_rule(name),
+                dbuscall.owner_rule(name),
             ]
             for rule in rules:
                 conn.filter(rule, queue=signals)  # kept for the connection's life
@@ -216,7 +216,7 @@ class LogindSource(_Source):
             type="signal", interface=PROPS_IFACE, member="PropertiesChanged", path=self._path
         )
         rule.add_arg_condition(0, SESSION_IFACE)
-        for r in (rule, _owner_rule(LOGIND)):
+        for r in (rule, dbuscall.owner_rule(LOGIND)):
             conn.filter(r, queue=signals)
             dbuscall.add_match(conn, r)
         self._read(conn)
@@ -289,16 +289,3 @@ class ScreenLock:
     def heard(self) -> list[str]:
         """The sources that say anything now (for `owl status`)."""
         return [s.name for s in self.sources if s.locked is not None]
-
-
-def _owner_rule(name: str) -> Any:
-    from jeepney import MatchRule
-
-    rule = MatchRule(
-        type="signal",
-        sender="org.freedesktop.DBus",
-        interface="org.freedesktop.DBus",
-        member="NameOwnerChanged",
-    )
-    rule.add_arg_condition(0, name)
-    return rule
