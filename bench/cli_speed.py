@@ -9,6 +9,10 @@ apart. Then shows what the CLI imports (python -X importtime): nothing that
 needs a display (pynput, pystray, GTK, Xlib, Pillow), nor sqlite3 or psutil,
 may be on its path.
 
+Owl runs at the platform's own places (platformdirs, under a throw-away HOME
+and a private XDG_RUNTIME_DIR), as people run it; --owl-home keeps
+everything under OWL_HOME instead, as the tests do.
+
 The Jobs are written straight into the database before the daemon starts,
 in one transaction; the daemon then runs with the machine driven by hand
 and in use, so nothing starts.
@@ -22,7 +26,7 @@ Targets (medians, over the bare interpreter's median in the same run):
 (a page: 20 Jobs, as a pipe gets) 100 ms in all, its socket share 30 ms.
 Exits 1 when a target is missed.
 
-    python bench/cli_speed.py [--jobs 10000] [--runs 20]
+    python bench/cli_speed.py [--jobs 10000] [--runs 20] [--owl-home]
 """
 
 from __future__ import annotations
@@ -169,33 +173,63 @@ def import_report(env: dict[str, str]) -> list[str]:
     return bad + sorted({"psutil", "sqlite3"} & names)
 
 
+def places(tmp: Path, owl_home: bool) -> tuple[dict[str, str], str]:
+    """The environment the commands run in, and a line saying which places it uses."""
+    env = {k: v for k, v in os.environ.items() if k != "OWL_HOME" and not k.startswith("XDG_")}
+    if owl_home:
+        (tmp / "home").mkdir()
+        return dict(env, OWL_HOME=str(tmp / "home")), "everything under OWL_HOME"
+    runtime = tmp / "rt"
+    runtime.mkdir(mode=0o700)
+    (tmp / "user").mkdir()
+    env.update(HOME=str(tmp / "user"), XDG_RUNTIME_DIR=str(runtime))
+    return env, "the platform's own places (no OWL_HOME), a private XDG_RUNTIME_DIR"
+
+
+def owl_paths(env: dict[str, str]) -> tuple[Path, Path, Path]:
+    """(config, database, socket) where Owl puts them in `env`, as it says itself."""
+    code = "from owl.settings.paths import get_paths as g; p = g(); print(p.config, p.db, p.socket)"
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    config, db, sock = out.stdout.split()
+    return Path(config), Path(db), Path(sock)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument(
+        "--owl-home",
+        action="store_true",
+        help="keep everything under OWL_HOME (default: the platform's own places, "
+        "under a throw-away HOME and a private XDG_RUNTIME_DIR, as people run Owl)",
+    )
     a = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="owl-cli-bench-"))
     daemon = None
     missed: list[str] = ["the run"]  # until the figures are in
     try:
-        home = tmp / "home"
-        home.mkdir()
+        env, where = places(tmp, a.owl_home)
+        env.update(OWL_MACHINE="manual", PYTHONPYCACHEPREFIX=str(tmp / "pycache"))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        config, db, sock = owl_paths(env)
+        config.parent.mkdir(parents=True, exist_ok=True)
+        db.parent.mkdir(parents=True, exist_ok=True)
         agent = ROOT / "tests" / "agents" / "agent.py"
-        (home / "config.toml").write_text(
+        config.write_text(
             f'[agents.script]\ncommand = ["{sys.executable}", "{agent}", "{{prompt}}"]\n'
             '[agent]\ndefault = "script"\n'
         )
         project = make_project(tmp / "proj")
-        env = dict(
-            os.environ,
-            OWL_HOME=str(home),
-            OWL_MACHINE="manual",
-            PYTHONPYCACHEPREFIX=str(tmp / "pycache"),
-        )
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        took = fill(home / "owl.db", project, a.jobs)
-        print(f"{a.jobs:,} Jobs written in {took:.2f} s")
+        took = fill(db, project, a.jobs)
+        print(f"{a.jobs:,} Jobs written in {took:.2f} s; {where}")
 
         log = open(tmp / "daemon.log", "wb")
         daemon = subprocess.Popen(
@@ -212,9 +246,8 @@ def main() -> int:
         load = os.getloadavg()[0]
         print(f"daemon up (pid {daemon.pid}); load average {load:.2f} on {os.cpu_count()} cores\n")
 
-        nocache = dict(
-            os.environ, OWL_HOME=str(home), OWL_MACHINE="manual", PYTHONDONTWRITEBYTECODE="1"
-        )
+        nocache = dict(env, PYTHONDONTWRITEBYTECODE="1")
+        nocache.pop("PYTHONPYCACHEPREFIX")
         t, cpu = interleaved(
             {
                 "status": ([*OWL, "status", "--json"], env),
@@ -230,11 +263,8 @@ def main() -> int:
         cpu_med = {k: statistics.median(v) * 1000 for k, v in cpu.items()}
 
         sys.path.insert(0, str(ROOT / "app"))
-        os.environ["OWL_HOME"] = str(home)
         from owl.control.client import ask
-        from owl.settings.paths import get_paths
 
-        sock = get_paths().socket
         inproc_st, inproc_add, inproc_page, inproc_list = [], [], [], []
         for _ in range(a.runs):
             t0 = time.perf_counter()
