@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import uuid
 from pathlib import Path
 
 import psutil
@@ -52,7 +53,15 @@ def engine_in(tmp: Path, grace: float) -> Engine:
         },
         "test",
     )
-    return Engine(store=Store(paths.db), paths=paths, cfg=cfg, machine=ManualMachine())
+    # An instance of its own, as every daemon has: engines of tests running
+    # side by side must not share a Run's cgroup (owl-<instance>/run-<id>).
+    return Engine(
+        store=Store(paths.db),
+        paths=paths,
+        cfg=cfg,
+        machine=ManualMachine(),
+        instance=uuid.uuid4().hex,
+    )
 
 
 def test_a_run_frozen_before_a_long_sleep_is_ended_on_wake_never_thawed(tmp_path, caplog):

@@ -24,28 +24,38 @@ def _running_run(e: Engine, tmp_path) -> list[psutil.Process]:
     e.call(lambda: e.verbs.add_prepared(prep, None))
     e.call(lambda: e.machine_event("idle"))
     procs = wait_for(
-        lambda: len(p := _alive(e)) >= 2 and p,
+        lambda: _agent_and_grandchild(e),
         timeout=15,
         what="a running Run with its session's grandchild",
     )
-    # the engine has renewed its standing order since the Run's tree was read
+    # the engine has renewed its standing order since the Run's tree was read:
+    # a call is answered during a round, and the order renewed at its end, so
+    # the second call's answer comes after the first's round ended
+    e.call(lambda: None)
     e.call(lambda: None)
     return procs
 
 
-def _alive(e: Engine) -> list[psutil.Process]:
-    """The agent and its grandchild, of the Run's processes (the sandbox's
-    own helpers come and go while it is set up)."""
-    out = []
+def _agent_and_grandchild(e: Engine) -> list[psutil.Process]:
+    """The agent and the grandchild it started in a session of its own, once
+    the Run's tree lists both; nothing while the sandbox is still being set
+    up. (Its helpers, bwrap and the network helper, carry the agent's command
+    line too: taken for the agent, one that exits meanwhile reads as a
+    zombie, never stopped.)"""
     for r in e.call(lambda: e.status()["runs"]):
-        for pid in r["pids"]:
+        pids = set(r["pids"])
+        for pid in pids:
             try:
-                p = psutil.Process(pid)
-                if any("agent.py" in a or "time.sleep" in a for a in p.cmdline()):
-                    out.append(p)
+                child = psutil.Process(pid)
+                argv = child.cmdline()
+                if argv[-2:-1] != ["-c"] or "time.sleep" not in argv[-1]:
+                    continue
+                agent = child.parent()
+                if agent is not None and agent.pid in pids:
+                    return [agent, child]
             except psutil.Error:
                 pass
-    return out
+    return []
 
 
 @contextmanager
