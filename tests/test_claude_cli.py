@@ -26,26 +26,9 @@ from support.claude import require_claude
 
 from owl.agents import ClaudeDriver, RunContext, build_prompt, contract
 from owl.agents.render import render_line
+from support.plaingit import GIT_ENV, git
 
 pytestmark = pytest.mark.claude
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Owl Test",
-    "GIT_AUTHOR_EMAIL": "owl@example.com",
-    "GIT_COMMITTER_NAME": "Owl Test",
-    "GIT_COMMITTER_EMAIL": "owl@example.com",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(cwd), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull},
-        check=True,
-    )
-    return out.stdout.strip()
 
 
 T = TypeVar("T")

@@ -210,15 +210,13 @@ def ask(verb_name: str, args: dict[str, Any] | None = None) -> Any:
     if home is not None:
         return _ask(home, verb_name, args)
     guess = socketpath.likely_default()
-    exact = None
     if guess is not None:
         try:
             return _ask(guess, verb_name, args)
-        except NoDaemon:
-            exact = str(paths().socket)
-            if exact == guess:
+        except NoDaemon:  # raised before anything was sent: asking again is safe
+            if str(paths().socket) == guess:
                 raise
-    return _ask(exact or str(paths().socket), verb_name, args)
+    return _ask(str(paths().socket), verb_name, args)
 
 
 def print_json(data: Any) -> None:
