@@ -95,17 +95,18 @@ def for_checks(
     worktree: Path,
     project: Path,
     narrowed: Mapping[str, object] | None = None,
-) -> Callable[[list[str], dict[str, str]], list[str]]:
-    """How a check's command starts: contained as the Run's agent is, by the
+) -> Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]:
+    """How a check's command starts (its argv and environment): contained as the Run's agent is, by the
     person's `[sandbox]` (and the project's narrowing), with no agent's own
     state. A check runs the project's tests, and the agent wrote them: what
     they do is the agent's doing, and reaches no further than the agent did.
     Raises OSError, which fails the check saying why, when it must be
     contained and cannot be."""
 
-    def contain(argv: list[str], env: dict[str, str]) -> list[str]:
+    def contain(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         try:
-            return wrap(cfg, paths, CHECK, argv, env, worktree, project, narrowed).argv
+            w = wrap(cfg, paths, CHECK, argv, env, worktree, project, narrowed)
+            return w.argv, w.env
         except Refusal as e:
             raise OSError(str(e)) from None
 

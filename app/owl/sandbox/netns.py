@@ -177,8 +177,9 @@ def _pasta(pasta: str, ports: str, pid: int) -> tuple[str | None, int | None]:
     try:
         net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
         fds.append(net)
-        if os.getuid() == 0:
-            # As root bwrap makes no user namespace; pasta would drop to nobody.
+        if not _own_userns(pid):
+            # bwrap made no user namespace (root, where none could be made);
+            # pasta would drop to nobody.
             argv += ["--runas", "0"]
         else:
             user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
@@ -208,6 +209,15 @@ def _pasta(pasta: str, ports: str, pid: int) -> tuple[str | None, int | None]:
         lines = [ln for ln in err.splitlines() if "syslog" not in ln]
         return (lines[-1] if lines else f"exit {code}"), None
     return None, _pidfd(int(said), pasta) if said.isdigit() else None
+
+
+def _own_userns(pid: int) -> bool:
+    """Whether bwrap's child ``pid`` is in a user namespace other than ours
+    (always, but for root where none could be made): the helper must join it."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
+    except OSError:
+        return os.getuid() != 0
 
 
 def _ipv4_default() -> bool:
@@ -271,7 +281,7 @@ def _slirp(slirp: str, pid: int) -> tuple[str | None, _Slirp | None]:
             f"--exit-fd={exit_r}",
             "--netns-type=path",
         ]
-        if os.getuid() != 0:
+        if _own_userns(pid):
             user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
             fds.append(user)
             argv.append(f"--userns-path=/proc/self/fd/{user}")
