@@ -113,8 +113,6 @@ def argv(
         if exists(path):
             out += ["--ro-bind", path, path]
     for path in policy.hidden:
-        if any(_within(path, p) for p in policy.private):
-            continue  # in a folder the Run sees empty already
         k = exists(path)
         if k == "dir":
             out += ["--tmpfs", path]
@@ -138,10 +136,6 @@ def argv(
     if term_env is not None:
         command = [term_env, "--default-signal=TERM", "--", *command]
     return [*out, "--", *command]
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def sized(version: str) -> bool:
