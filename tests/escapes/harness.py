@@ -61,6 +61,7 @@ def daemon(
     env: Mapping[str, str] = {},
     sandbox: Mapping[str, object] = {},
     agents: Mapping[str, dict] = {},
+    config: Mapping[str, dict] = {},
 ) -> OwlDaemon:
     """A daemon whose Runs must be contained, its default agent `bash` running
     ``script`` (with ``known``, what an attacker knows or guesses, written at
@@ -76,6 +77,7 @@ def daemon(
             "agents": {"shell": {"command": command}}
             | {name: {"command": command, **more} for name, more in agents.items()},
             "agent": {"default": "shell"},
+            **config,
         },
         env={"HOME": str(home), "AGENT_PIDS": "", **env},
     )
@@ -85,8 +87,10 @@ def project(base: Path, files: dict[str, str] | None = None) -> Path:
     return make_project(base / "proj", files)
 
 
-def done(d: OwlDaemon, job: int, timeout: float = 120) -> tuple[dict, str]:
-    """The Job's view once at review (its Run over) and the Run's log."""
+def done(d: OwlDaemon, job: int, timeout: float = 300) -> tuple[dict, str]:
+    """The Job's view once at review (its Run over) and the Run's log. (A
+    contained Run starts in well under a second; a machine loaded by a
+    parallel test run has stretched one to a minute.)"""
     j = d.wait_job(job, "review", timeout=timeout)
     return j, Path(j["runs"][-1]["log"]).read_text(errors="replace")
 
