@@ -90,9 +90,9 @@ def base() -> Iterator[Path]:
 
 def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None:
     programs("bwrap", "npm", "node")
+    # a fresh home: no ~/.cache, no ~/.npm yet (made before they are bound)
     home = base / "person"
-    for cache in (".cache", ".npm", ".ssh"):
-        (home / cache).mkdir(parents=True)
+    (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
     project = make_project(
         base / "proj",
