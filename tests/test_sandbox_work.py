@@ -1,7 +1,8 @@
 """Normal work inside a contained Run, through the real daemon: the agent makes
 a virtual environment in the worktree and installs the project's package into
 it, runs the project's tests with pytest and `npm test` (a local package in
-node_modules), writes its caches, commits on its branch, and the Job reaches
+node_modules), writes its caches (a fresh home has none: they are made before
+they are bound), commits on its branch, and the Job reaches
 review with its checks passed, the checks contained as the agent was (they
 run the tests the agent wrote)."""
 
