@@ -80,3 +80,4 @@ def test_no_link_out_of_the_worktree_reaches_a_secret_or_writes_a_read_only_file
         [*git, "log", "-1", "--format=%G?", j["branch"]], capture_output=True, text=True
     ).stdout.strip()
     assert signed == "N", signed
+    assert "; commits unsigned (commit.gpgsign" in j["runs"][-1]["contained"]

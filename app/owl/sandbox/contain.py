@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import stat
 import sys
@@ -101,6 +102,8 @@ def wrap(
     )
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
+    if signing(common, home):
+        opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
     if pol.network == "none":
         return Wrapped(
             bwrap.ignoring_term(argv, env_path),
@@ -125,6 +128,25 @@ def wrap(
         True,
         inside,
     )
+
+
+_SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def signing(common: str | None, home: str) -> bool:
+    """Whether the project's or the person's git config asks for signed
+    commits (read as text, includes not followed: only for saying so)."""
+    files = [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")]
+    if common:
+        files.append(os.path.join(common, "config"))
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                if _SIGNS.search(f.read(1 << 16)):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 # Files the Run reads through a path that may lead into /run: the resolver's.
