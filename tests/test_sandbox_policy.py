@@ -248,3 +248,25 @@ def test_the_hosts_bound_sockets_are_read_from_its_table(tmp_path):
             "0000: 00000003 00000000 00000000 0001 03 5\n"
         )
         assert contain.host_sockets(str(table)) == (f"{tmp_path}/a b.sock",)
+
+
+def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_path):
+    from owl.sandbox import netns
+
+    (tmp_path / "here.sock").write_text("")
+    argv = ["bwrap", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
+    argv += ["--ro-bind", "/dev/null", str(tmp_path / "here.sock"), "--tmpfs", "/x"]
+    argv += ["--", "sh", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
+    assert netns._present(argv) == [
+        "bwrap",
+        "--ro-bind",
+        "/dev/null",
+        str(tmp_path / "here.sock"),
+        "--tmpfs",
+        "/x",
+        "--",
+        "sh",
+        "--ro-bind",
+        "/dev/null",
+        str(tmp_path / "gone.sock"),
+    ]
