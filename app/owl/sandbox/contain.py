@@ -9,6 +9,7 @@ few ms at most) and the top of ``/run``; runs no git.
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
@@ -85,7 +86,7 @@ def wrap(
         private=private,
         private_links=links,
         private_files=files,
-        host_sockets=host_sockets(),
+        host_sockets=host_sockets(skip=(*private, "/tmp", "/dev/shm")),
     )
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
@@ -174,10 +175,18 @@ def private_system() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tupl
     return tuple(private), tuple(links), tuple(files)
 
 
-def host_sockets(table: str = "/proc/net/unix", most: int = 4096) -> tuple[str, ...]:
+def host_sockets(
+    table: str = "/proc/net/unix", most: int = 4096, skip: Sequence[str] = ()
+) -> tuple[str, ...]:
     """The paths (resolved) of the unix sockets bound on this host: in the
     daemon's network namespace, which is where a socket another program
-    listens on is listed. A few hundred lines on a desktop; ``most`` paths."""
+    listens on is listed. A few hundred lines on a desktop; ``most`` paths.
+    Those written under a folder of ``skip`` (the Run's own /tmp, the private
+    /run) are left out before their paths are resolved, which is most of the
+    time this takes (/var/run's lead there too: it is resolved once)."""
+    cover = tuple(skip)
+    if any(os.path.realpath("/var/run") == c for c in cover):
+        cover += ("/var/run",)
     try:
         with open(table, "rb") as f:
             rows = f.read(4 << 20).splitlines()[1:]
@@ -192,7 +201,10 @@ def host_sockets(table: str = "/proc/net/unix", most: int = 4096) -> tuple[str, 
                 break
     out: list[str] = []
     for raw in sorted(paths):
-        real = os.path.realpath(os.fsdecode(raw))
+        written = os.fsdecode(raw)
+        if any(policy.under(written, c) for c in cover):
+            continue
+        real = os.path.realpath(written)
         try:
             if stat.S_ISSOCK(os.stat(real).st_mode):
                 out.append(real)
@@ -236,9 +248,17 @@ def make_caches(caches: Sequence[str], home: str, env: Mapping[str, str]) -> Non
     wanted = [
         c
         for c in caches
-        if c not in CACHE_TOOLS or any(shutil.which(t, path=path) for t in CACHE_TOOLS[c])
+        if not os.path.isdir(policy.expand(c, home, env))
+        and (c not in CACHE_TOOLS or any(_on_path(t, path) for t in CACHE_TOOLS[c]))
     ]
     make_folders(wanted, home, env)
+
+
+@functools.lru_cache(maxsize=64)
+def _on_path(tool: str, path: str) -> bool:
+    """Whether ``tool`` is on ``path`` (asked once per PATH: a scan of every
+    folder on it for each missing cache would be most of a Run's wrapping)."""
+    return shutil.which(tool, path=path) is not None
 
 
 def user_net(
