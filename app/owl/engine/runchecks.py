@@ -41,7 +41,7 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
             tag=("OWL_RUN_ID", str(lv.run_id)),
             nice=eng.cfg.nice,
             contain=containing.for_checks(
-                eng.cfg, eng.paths, lv.worktree, Path(lv.project), lv.sandbox
+                eng.cfg, eng.paths, lv.worktree, Path(lv.project), lv.sandbox, lv.places
             ),
         )
     except OSError as e:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 from owl.engine import carryon
 from owl.store import diskroom
 from owl.git import guards
+from owl.git import jobstore, storing
 from owl.rules import jobrules, lifecycle
 from owl.git import outside
 from owl.git import outsidekeep
@@ -192,13 +193,17 @@ def broken_workspace(eng: Engine, lv: Live) -> str | None:
 
 
 def outside_after(eng: Engine, lv: Live) -> None:
-    """Compare the project's refs, config and hooks with the Run's start,
-    on a thread of its own (it runs git), and record what changed."""
-    before = lv.outside_before
-    if before is None:
+    """On a thread of its own (it runs git): check the worktree's git files
+    against what Owl made (put back, and the Job blocked, when they differ),
+    bring the Job's branch from its store into the project, and compare the
+    project's refs, config and hooks (and the store's refs) with the Run's
+    start; record what changed."""
+    before, places = lv.outside_before, lv.places
+    if before is None and places is None:
         return
     job = eng.store.job(lv.job_id) or {}
-    known = outside.owned_ref(job.get("branch"), eng.store.branches(lv.project))
+    branch = job.get("branch")
+    known = outside.owned_ref(branch, eng.store.branches(lv.project))
     making = eng.setups.branches_made  # asked when compared: a setup may begin meanwhile
 
     def ignore(name: str) -> bool:
@@ -210,19 +215,58 @@ def outside_after(eng: Engine, lv: Live) -> None:
     # The person worked beside this Run (owl start, a Shift): what changed may be theirs.
     beside = lv.exempt or run_id in eng.shift_runs
 
-    def compare() -> list[dict[str, Any]] | None:
-        found = outside.changes(before, outside.take(project), ignore_ref=ignore)
-        return outside.shared(found) if beside else found
+    def compare() -> tuple[list[dict[str, Any]] | None, str | None]:
+        files, problem = _git_files(job_id, places)
+        problem = _land(project, places, branch) or problem
+        found = None
+        if before is not None:
+            after = outside.take(project, places.store if places else None)
+            found = outside.changes(before, after, ignore_ref=ignore)
+            found = outside.shared(found) if beside else found
+        if files:
+            found = [*(found or []), *files]
+        return found, problem
 
     if eng.stopping:  # no later pass of the loop would record it
-        record_outside(eng, run_id, job_id, compare())
+        found, problem = compare()
+        record_outside(eng, run_id, job_id, found, problem)
         return
 
     def work() -> None:
-        found = compare()
-        eng.post(lambda: record_outside(eng, run_id, job_id, found))
+        try:
+            found, problem = compare()
+        except Exception as e:  # a bug or git failing: still an answer
+            log.exception("run %s: its end's git could not be done", run_id)
+            found, problem = [outside.unknown(f"{project}: {e}")], f"Owl could not end it: {e}"
+        eng.post(lambda: record_outside(eng, run_id, job_id, found, problem))
 
     threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
+
+
+def _git_files(
+    job_id: int, places: jobstore.Places | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The worktree's git files a Run changed (put back), and the Job's reason."""
+    if places is None:
+        return [], None
+    files: list[dict[str, Any]] = list(jobstore.verify(places))
+    if not files:
+        return [], None
+    failed = jobstore.restore(places, files)
+    return files, jobstore.tampered_reason(job_id, files, failed)
+
+
+def _land(project: Path, places: jobstore.Places | None, branch: str | None) -> str | None:
+    """Bring the Job's branch into the project; why it could not be, or None."""
+    if places is None or not branch:
+        return None
+    try:
+        said = storing.land(project, places, branch)
+    except jobstore.StoreError as e:
+        return f"{e} (the commits are safe in the Job's store {places.store})"
+    if said:
+        log.info("%s: %s", branch, said)
+    return None
 
 
 def own_ref_moves(
@@ -238,10 +282,21 @@ def own_ref_moves(
 
 
 def record_outside(
-    eng: Engine, run_id: int, job_id: int, found: list[dict[str, Any]] | None
+    eng: Engine,
+    run_id: int,
+    job_id: int,
+    found: list[dict[str, Any]] | None,
+    problem: str | None = None,
 ) -> None:
     """Write what the Run changed outside its branch, then drop the start's
-    snapshot kept on disk (kept should the write fail: the next start compares it)."""
+    snapshot kept on disk (kept should the write fail: the next start compares it).
+    `problem`: why the Job cannot go on (its git files were changed, its
+    branch could not be brought in): it is blocked with it."""
+    if problem is not None:
+        job = eng.store.job(job_id)
+        if job is not None and jobtable.allows(jobtable.Event.BROKEN, job["state"]):
+            eng.store.apply(job_id, jobtable.Event.BROKEN, reason=problem)
+        log.warning("job %s blocked: %s", job_id, problem)
     if found is None:
         log.warning(
             "job %s run %s: the project's refs, config and hooks could not be "

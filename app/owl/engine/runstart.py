@@ -30,7 +30,7 @@ from owl import tree
 from owl.agents import argfit
 from owl.engine import carryon, containing
 from owl.engine import logpipe
-from owl.git import outsidekeep
+from owl.git import jobstore, outsidekeep
 from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
@@ -75,6 +75,7 @@ class Live:
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
+    places: jobstore.Places | None = None  # where its git lives, from Owl's records
 
 
 def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
@@ -125,6 +126,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             ws.worktree,
             project,
             settings.sandbox,
+            ready.places,
         )
     except containing.Refusal as e:
         outsidekeep.forget(eng.paths.logs, run_id)
@@ -177,6 +179,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         exempt=exempt,
         contained=wrapped.label,
         sandbox=settings.sandbox,
+        places=ready.places,
     )
     eng.live[run_id] = lv
     threading.Thread(
@@ -257,6 +260,7 @@ def fall_back(eng: Engine, lv: Live) -> bool:
             Path(lv.worktree or lv.project),
             Path(lv.project),
             lv.sandbox,
+            lv.places,
         ).argv
         popen = tree.spawn(
             argv,

@@ -205,13 +205,16 @@ def overrides(keys: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def environment(settings: list[tuple[str, str]]) -> dict[str, str]:
+def environment(
+    settings: list[tuple[str, str]], extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The daemon's environment without GIT_*, plus `settings` as GIT_CONFIG_* pairs.
 
     The pairs go through GIT_CONFIG_COUNT/KEY/VALUE rather than `-c`: a
     driver's name may hold `=`, which `-c` would split on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(_ENV)
+    env.update(extra or {})
     env["GIT_CONFIG_COUNT"] = str(len(settings))
     for i, (key, value) in enumerate(settings):
         env[f"GIT_CONFIG_KEY_{i}"] = key
@@ -229,14 +232,25 @@ def argv(cwd: Path | str, args: tuple[str, ...]) -> list[str]:
     return ["git", "--no-pager", "-C", str(cwd), *rest]
 
 
-def run(cwd: Path | str, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+def run(
+    cwd: Path | str,
+    *args: str,
+    timeout: float = TIMEOUT,
+    config: tuple[tuple[str, str], ...] = (),
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run git ARGS in `cwd` as the module docstring says; never raises on git's exit status.
 
-    Raises OSError if git cannot be started, GitTimeout if it runs past `timeout`."""
+    `config`: settings for this call alone, given after the fixed ones (a
+    fetch from a Job's store allows the file transport); `env`: variables for
+    it alone. Raises OSError if git cannot be started, GitTimeout if it runs
+    past `timeout`."""
     _refuse_if_forbidden(args)
     if _objects_only(args):
-        return _spawn(argv(cwd, args), environment(list(FIXED)), timeout, swept=False)
-    return _spawn(argv(cwd, args), environment(overrides(configured(cwd, timeout))), timeout)
+        settings = [*FIXED, *config]
+        return _spawn(argv(cwd, args), environment(settings, env), timeout, swept=False)
+    settings = [*overrides(configured(cwd, timeout)), *config]
+    return _spawn(argv(cwd, args), environment(settings, env), timeout)
 
 
 # Commands that read or write refs and objects only: no filter or merge driver

@@ -8,13 +8,13 @@ into a macOS profile, so both read the same decisions.
 The shape of the decisions:
 - the filesystem is read-only, and with ``read = "project"`` only the system's
   own folders, the project and what is named are readable at all;
-- writable: the Job's worktree, what ``git commit`` there needs of the project's
-  git directory (objects, refs, logs, the worktree's admin folder), the agent's
-  own state, caches and ``sandbox.write``; the project's ``config``, ``hooks/``
-  and ``info/`` are laid read-only over that, so a planted hook or
-  ``core.fsmonitor`` is refused at the source;
+- writable: the Job's worktree, what ``git commit`` there needs of the Job's own
+  git store (``owl.git.jobstore``: its objects, refs, logs, the worktree's admin
+  folder), the agent's own state, caches and ``sandbox.write``; the store's top
+  (``config``, ``hooks/``, ``info/``, ``packed-refs``) is read-only, and so is
+  the whole of the project's own git folder: its history is out of reach;
 - hidden (empty): the well-known secrets of a home, Owl's own home (all but this
-  Job's worktree), the desktop's runtime folder and X11 sockets;
+  Job's worktree and its store), the desktop's runtime folder and X11 sockets;
 - the environment keeps no display, no way back to Owl and no secret the agent
   was not meant to have.
 """
@@ -254,12 +254,13 @@ class Facts:
     home: str  # HOME as the agent will see it
     user_home: str  # the account's own home (may differ in tests)
     worktree: str
-    git_common: str | None  # the project's git directory (…/.git)
-    git_admin: str | None  # the worktree's admin folder (…/.git/worktrees/NAME)
+    git_common: str | None  # the Job's own git store (worktrees/job-N.git), from Owl's records
+    git_admin: str | None  # the worktree's admin folder (…/job-N.git/worktrees/job-N)
     project: str
     owl_home: tuple[str, ...]  # Owl's folders: config, data, state, logs
     runtime_dir: str | None  # XDG_RUNTIME_DIR
     env: Mapping[str, str] = field(default_factory=dict)  # the agent's environment
+    project_git: str | None = None  # the project's own git folder: read only
 
 
 @dataclass(frozen=True)
@@ -276,6 +277,9 @@ class Policy:
     network: str  # "own" (user-mode networking) | "none"
     host_ports: tuple[int, ...]  # 127.0.0.1 ports of the host kept reachable
     worktree: str = ""
+    # read-only binds laid after the hidden ones and before the writable: the
+    # Job's git store, which lies in Owl's hidden folder
+    revealed: tuple[str, ...] = ()
 
 
 def expand(path: str, home: str, env: Mapping[str, str] | None = None) -> str:
@@ -365,8 +369,8 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         else [facts.project, *ex(HOME_TOOLCHAINS)]
     )
     readable += list(ex(settings.read_also))
-    if facts.git_common:
-        readable.append(facts.git_common)
+    if facts.project_git:
+        readable.append(facts.project_git)
 
     hidden = [posixpath.join(h, s) for h in homes for s in HOME_SECRETS]
     hidden += list(ex(settings.hide))
@@ -376,15 +380,16 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     hidden += SYSTEM_HIDDEN
     # Nothing the Run must write is hidden from it (a cache inside an Owl folder...).
     writable = [facts.worktree]
-    readonly_over = []
+    readonly_over: list[str] = []
+    revealed: list[str] = []
     if facts.git_common:
         g = facts.git_common
+        revealed.append(g)
         writable += [posixpath.join(g, d) for d in ("objects", "refs", "logs")]
         if facts.git_admin:
             writable.append(facts.git_admin)
-        readonly_over += [posixpath.join(g, d) for d in ("config", "hooks", "info")]
     writable += [*state, *caches, *extra_write]
-    hidden = [h for h in _unique(hidden) if h not in writable]
+    hidden = [h for h in _unique(hidden) if h not in writable and h not in revealed]
 
     drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)
     ports = _unique([str(p) for p in (*loopback_ports(env), *settings.host_ports)])
@@ -399,4 +404,5 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         network="own" if settings.network else "none",
         host_ports=tuple(sorted(int(p) for p in ports)),
         worktree=facts.worktree,
+        revealed=_unique(revealed),
     )
