@@ -183,7 +183,15 @@ def broken_workspace(eng: Engine, lv: Live) -> str | None:
     what the person can do; None when it can."""
     if lv.worktree is None:
         return None
-    problem = workspace.reach_problem(Path(lv.project), lv.worktree)
+    if lv.places is not None and lv.places.store is not None:
+        # What the worktree's git files say is the agent's to write: they are
+        # compared with what Owl made after the Run (`outside_after`), never
+        # followed here. Only what Owl's records name must still be there.
+        problem = workspace.project_problem(Path(lv.project))
+        if problem is None and not Path(lv.places.store, "HEAD").is_file():
+            problem = f"the Job's git store {lv.places.store} is gone"
+    else:
+        problem = workspace.reach_problem(Path(lv.project), lv.worktree)
     if problem is None and not (lv.worktree / ".git").exists():
         problem = f"the worktree {lv.worktree} lost its .git during the Run"
     if problem is None:
