@@ -1,12 +1,14 @@
 """What a Run changed outside its branch: refs, git config, hooks.
 
-A Job's worktree shares its `.git` with the person's checkout, so the agent
-can move `main`, plant a hook, or set `core.fsmonitor` for the person's next
-`git status`. Owl cannot forbid that (the agent runs as the person), but it
-can see it: a `Snapshot` of the project's refs, its config file (and the
-person's `~/.gitconfig`) and its hooks folder is taken before a Run starts
-and after it ends, and `changes()` lists what differs, as the JSON list kept
-in `runs.outside`:
+A contained Run commits into its Job's own store (`owl.git.jobstore`) and
+cannot write the project's `.git`; an uncontained one (`sandbox.mode =
+"off"`, or a Mac) still can: move `main`, plant a hook, or set
+`core.fsmonitor` for the person's next `git status`. Either way Owl looks: a
+`Snapshot` of the project's refs, its config file (and the person's
+`~/.gitconfig`), its hooks folder and the refs of the Job's own store is
+taken before a Run starts and after it ends, and `changes()` lists what
+differs, as the JSON list kept in `runs.outside` (a move in the store is
+reported as `store-ref`: attempted, never brought into the project):
 
     [{"kind": "ref", "name": "refs/heads/main", "from": "a1b2…", "to": "e4f5…"},
      {"kind": "config", "name": "core.fsmonitor", "from": null, "to": "./payload.sh"},
@@ -14,8 +16,10 @@ in `runs.outside`:
 
 `from`/`to` are null where the thing did not exist. Kinds: `ref`, `config`
 (the project's `.git/config`), `global-config` (`~/.gitconfig` and
-`$XDG_CONFIG_HOME/git/config`), `hook`, and `unknown` (nothing could be
-compared; `to` says why).
+`$XDG_CONFIG_HOME/git/config`), `hook`, `store-ref` (a ref of the Job's own
+store), `git-file` (a worktree's git file found changed after the Run:
+`from` is what Owl wrote), and `unknown` (nothing could be compared; `to`
+says why).
 
 `take()` only reads files (no git runs), yet a project with thousands of
 loose refs makes that a walk of thousands of files, so the start's snapshot
@@ -320,11 +324,12 @@ def changes(
                 dict(kind=kind, name=n, **d) for n, d in _diff(settings(a), settings(b)).items()
             ]
     out += [dict(kind="hook", name=n, **d) for n, d in _diff(before.hooks, after.hooks).items()]
-    out += [
-        dict(kind="store-ref", name=n, **d)
-        for n, d in _diff(before.store_refs, after.store_refs).items()
-        if not ignore_ref(n)
-    ]
+    if before.store_refs:  # a Job with a store of its own when the Run began
+        out += [
+            dict(kind="store-ref", name=n, **d)
+            for n, d in _diff(before.store_refs, after.store_refs).items()
+            if not ignore_ref(n)
+        ]
     return out
 
 
