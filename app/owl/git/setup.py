@@ -212,6 +212,8 @@ class Setups:
                 storing.land(project, places, ws.branch)
             except jobstore.StoreError as e:
                 raise workspace.WorkspaceError(str(e)) from None
+            if places.store is not None:
+                storing.mirror(project, places.store, ws.branch)
             settings = projectmod.load(project, ws.base) if ws.base else projectmod.load(project)
             made = _made_from(project, job)
             commits = branch_log(ws.worktree, ws.base) if job["branch"] and ws.base else ""

@@ -189,6 +189,7 @@ def create(project: Path, worktree: Path, branch: str) -> jobstore.Places:
     if store.exists() or store.is_symlink():
         shutil.rmtree(store) if jobstore.real_dir(store) else store.unlink()
     _init(store, project_git, branch, head)
+    mirror(project, store, branch)
     workspace.git(store, "worktree", "add", "--no-checkout", str(wt), branch)
     p = jobstore.places(project, wt)
     if p.admin is None or not jobstore.real_dir(p.admin):
@@ -223,6 +224,32 @@ def _init(store: Path, project_git: Path, branch: str, head: str) -> None:
     jobstore.write_file(str(store), "HEAD", f"ref: refs/heads/{branch}\n")
 
 
+MIRRORED = ("refs/heads/", "refs/tags/", "refs/remotes/")
+
+
+def mirror(project: Path, store: Path | str, branch: str) -> None:
+    """The project's branches, tags and remote branches as the store's
+    packed-refs (all but the Job's own branch, which the store keeps loose):
+    the agent sees `main` and `origin/main` as they are when its Run starts.
+    The store's top is Owl's alone, so this file is never the agent's; a ref
+    the agent moves in its store is a loose one over it, reported, and never
+    brought into the project."""
+    out = workspace.git(
+        project,
+        "for-each-ref",
+        "--format=%(objectname) %(refname) %(*objectname)",
+        *MIRRORED,
+    ).stdout
+    lines = []
+    for row in sorted(out.splitlines(), key=lambda r: r.split(" ")[1].encode()):
+        sha, name, peeled = (row.split(" ") + ["", ""])[:3]
+        if name == f"refs/heads/{branch}" or not sha:
+            continue
+        lines.append(f"{sha} {name}\n" + (f"^{peeled}\n" if peeled else ""))
+    text = "# pack-refs with: peeled fully-peeled sorted \n" + "".join(lines)
+    jobstore.write_file(str(store), "packed-refs", text)
+
+
 def _quoted(path: str) -> str:
     return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -242,6 +269,7 @@ def convert(project: Path, worktree: Path, branch: str) -> jobstore.Places:
     if store.exists() or store.is_symlink():
         shutil.rmtree(store) if jobstore.real_dir(store) else store.unlink()
     _init(store, project_git, branch, head)
+    mirror(project, store, branch)
     name = wt.name
     admin = f"worktrees/{name}"
     jobstore.write_file(str(store), f"{admin}/HEAD", f"ref: refs/heads/{branch}\n")
