@@ -266,8 +266,8 @@ def _git_files(
 
 def _land(project: Path, places: jobstore.Places | None, branch: str | None) -> str | None:
     """Bring the Job's branch into the project; why it could not be, or None."""
-    if places is None or not branch:
-        return None
+    if places is None or not branch or workspace.project_problem(project):
+        return None  # a project gone is the Job's reason already; its next setup lands it
     try:
         said = storing.land(project, places, branch)
     except jobstore.StoreError as e:
