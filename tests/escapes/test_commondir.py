@@ -44,7 +44,8 @@ fi
 
 def test_a_planted_commondir_blocks_the_job_and_the_next_run_reaches_nothing_of_it(base):
     programs("bwrap", "git")
-    p = make_project(base / "proj")
+    checks = '[[checks]]\nname = "unit"\nrun = "git status --porcelain"\n'
+    p = make_project(base / "proj", {"README": "a project\n", ".owl.toml": checks})
     other = make_project(base / "person" / "code" / "other")
     before = git(other, "for-each-ref")
     known = {"OTHER_GIT": other / ".git", "OWL_LOGS": base / "owl" / "logs"}
@@ -54,6 +55,9 @@ def test_a_planted_commondir_blocks_the_job_and_the_next_run_reaches_nothing_of_
         j = d.wait_job(job, "blocked", timeout=120)
         log = run_log(j)
         assert "planted" in log and "committed" in log, log
+        # its check, checked for first, never started in a worktree so steered
+        [check] = j["runs"][0]["checks"]
+        assert check["outcome"] == "failed" and "git files were changed" in check["output"]
         assert "commondir" in j["reason"] and "put them back" in j["reason"], j["reason"]
         report = outside_of(d, job)
         assert any("git file commondir" in line for line in report), report
@@ -65,6 +69,7 @@ def test_a_planted_commondir_blocks_the_job_and_the_next_run_reaches_nothing_of_
         d.ok("jobs", "extend", str(job))
         d.ok("start")
         j = d.wait_job(job, "review", timeout=120)
+        assert [c["outcome"] for c in j["runs"][-1]["checks"]] == ["passed"]
         refused(
             run_log(j),
             "write the other repository's refs through git",

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
@@ -166,8 +166,10 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
         passed = sum(1 for r in lv.results if r.passed)
         log.info("%s", checksmod.review_message(lv.job_id, passed))
     del eng.live[lv.run_id]
-    telling.run_ended(eng, lv, new_state, wait)
-    outside_after(eng, lv)
+    # Told once the Run's branch is in the project and its git files checked
+    # (a few git calls, off this thread): "ready for review" then names what
+    # the review shows, and a Job blocked for its git files is told as blocked.
+    outside_after(eng, lv, lambda blocked: telling.run_ended(eng, lv, blocked or new_state, wait))
     log.info(
         "run %s %s (%s); job %s is %s",
         lv.run_id,
@@ -200,14 +202,18 @@ def broken_workspace(eng: Engine, lv: Live) -> str | None:
     return guards.broken_reason(lv.job_id, job.get("branch"), problem)
 
 
-def outside_after(eng: Engine, lv: Live) -> None:
+def outside_after(
+    eng: Engine, lv: Live, told: Callable[[str | None], None] = lambda state: None
+) -> None:
     """On a thread of its own (it runs git): check the worktree's git files
     against what Owl made (put back, and the Job blocked, when they differ),
     bring the Job's branch from its store into the project, and compare the
     project's refs, config and hooks (and the store's refs) with the Run's
-    start; record what changed."""
+    start; record what changed. `told(state)` follows, on the engine thread
+    (`state`: "blocked" when this blocked the Job, else None)."""
     before, places = lv.outside_before, lv.places
     if before is None and places is None:
+        told(None)
         return
     job = eng.store.job(lv.job_id) or {}
     branch = job.get("branch")
@@ -237,7 +243,7 @@ def outside_after(eng: Engine, lv: Live) -> None:
 
     if eng.stopping:  # no later pass of the loop would record it
         found, problem = compare()
-        record_outside(eng, run_id, job_id, found, problem)
+        told(record_outside(eng, run_id, job_id, found, problem))
         return
 
     def work() -> None:
@@ -246,7 +252,15 @@ def outside_after(eng: Engine, lv: Live) -> None:
         except Exception as e:  # a bug or git failing: still an answer
             log.exception("run %s: its end's git could not be done", run_id)
             found, problem = [outside.unknown(f"{project}: {e}")], f"Owl could not end it: {e}"
-        eng.post(lambda: record_outside(eng, run_id, job_id, found, problem))
+
+        def back() -> None:
+            state = None
+            try:
+                state = record_outside(eng, run_id, job_id, found, problem)
+            finally:
+                told(state)
+
+        eng.post(back)
 
     threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
 
@@ -295,15 +309,17 @@ def record_outside(
     job_id: int,
     found: list[dict[str, Any]] | None,
     problem: str | None = None,
-) -> None:
+) -> str | None:
     """Write what the Run changed outside its branch, then drop the start's
     snapshot kept on disk (kept should the write fail: the next start compares it).
     `problem`: why the Job cannot go on (its git files were changed, its
-    branch could not be brought in): it is blocked with it."""
+    branch could not be brought in): it is blocked with it. Returns the Job's
+    new state when this changed it."""
+    state = None
     if problem is not None:
         job = eng.store.job(job_id)
         if job is not None and jobtable.allows(jobtable.Event.BROKEN, job["state"]):
-            eng.store.apply(job_id, jobtable.Event.BROKEN, reason=problem)
+            state = eng.store.apply(job_id, jobtable.Event.BROKEN, reason=problem)
         log.warning("job %s blocked: %s", job_id, problem)
     if found is None:
         log.warning(
@@ -313,7 +329,7 @@ def record_outside(
             run_id,
         )
         outsidekeep.forget(eng.paths.logs, run_id)
-        return
+        return state
     try:
         eng.store.set_run(run_id, outside=json.dumps(found))
     except sqlite3.OperationalError as e:
@@ -329,6 +345,7 @@ def record_outside(
         log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
     if eng.on_change is not None:
         eng.on_change()
+    return state
 
 
 def record_pending_finishes(eng: Engine) -> None:

@@ -76,6 +76,9 @@ class Live:
     contained: str | None = None  # how its sandbox was made, as the views say it
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
     places: jobstore.Places | None = None  # where its git lives, from Owl's records
+    # its worktree's git files as its last process left them (checked on that
+    # process's waiting thread): changed, no check starts (runchecks)
+    git_changed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
@@ -219,7 +222,19 @@ def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
     code, lv.report = carryon.watch_agent(
         popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
     )
+    note_git_files(lv)
     eng.agent_exited(lv.run_id, code, popen)
+
+
+def note_git_files(lv: Live) -> None:
+    """Off the engine thread, as a process of the Run exits: whether the
+    worktree's git files still say what Owl wrote (a check does not start
+    otherwise; the Run's end puts them back and blocks the Job)."""
+    if lv.places is not None:
+        try:
+            lv.git_changed = jobstore.verify(lv.places)
+        except Exception:  # noqa: BLE001 - the Run's end checks again
+            log.exception("run %s: its git files could not be checked", lv.run_id)
 
 
 def fall_back(eng: Engine, lv: Live) -> bool:
@@ -299,9 +314,15 @@ def fall_back(eng: Engine, lv: Live) -> bool:
 
 
 def wait_proc(
-    eng: Engine, run_id: int, popen: Any, settle: Callable[[], Any] | None = None
+    eng: Engine,
+    run_id: int,
+    popen: Any,
+    settle: Callable[[], Any] | None = None,
+    lv: Live | None = None,
 ) -> None:
     code = popen.wait()
     if settle is not None:
         settle()  # its output reaches the log before its result is read
+    if lv is not None:
+        note_git_files(lv)
     eng.agent_exited(run_id, code, popen)
