@@ -1,10 +1,12 @@
 """Owl's own git, which never runs a command the repository names.
 
-An agent works as the person, in a worktree whose `.git` is the person's: it
-can write the repository's config (`core.fsmonitor = ./payload.sh`), its
-hooks folder, `info/attributes`, even `~/.gitconfig`. Any git Owl runs in
-that repository would then run the agent's code inside the daemon, unfrozen
-and untagged. So every git call Owl makes goes through `run()`, which:
+An agent works as the person. Contained, it writes only its Job's own store
+(`owl.git.jobstore`: objects and refs, never its config or hooks); uncontained
+(`sandbox.mode = "off"`, a Mac) it can write the repository's config
+(`core.fsmonitor = ./payload.sh`), its hooks folder, `info/attributes`, even
+`~/.gitconfig`; and a `.gitattributes` is the agent's either way. Any git Owl
+runs in that repository would then run the agent's code inside the daemon,
+unfrozen and untagged. So every git call Owl makes goes through `run()`, which:
 
 - turns off every setting that makes git start a program: hooks
   (`core.hooksPath=/dev/null`), fsmonitor, editors, pagers, askpass and
