@@ -186,8 +186,8 @@ def create(project: Path, worktree: Path, branch: str) -> jobstore.Places:
     head = workspace.branch_tip(project, branch)
     if head is None:
         raise jobstore.StoreError(f"the project has no branch {branch}")
-    if store.exists() or store.is_symlink():
-        shutil.rmtree(store) if jobstore.real_dir(store) else store.unlink()
+    if os.path.lexists(store):  # never another Job's: ensure brings a left store in first
+        raise jobstore.StoreError(f"{store} is in the way of the Job's store")
     _init(store, project_git, branch, head)
     mirror(project, store, branch)
     workspace.git(store, "worktree", "add", "--no-checkout", str(wt), branch)
@@ -266,8 +266,8 @@ def convert(project: Path, worktree: Path, branch: str) -> jobstore.Places:
     if head is None:
         raise jobstore.StoreError(f"the project has no branch {branch}")
     store = jobstore.store_path(wt)
-    if store.exists() or store.is_symlink():
-        shutil.rmtree(store) if jobstore.real_dir(store) else store.unlink()
+    if os.path.lexists(store):  # never another Job's: ensure brings a left store in first
+        raise jobstore.StoreError(f"{store} is in the way of the Job's store")
     _init(store, project_git, branch, head)
     mirror(project, store, branch)
     name = wt.name

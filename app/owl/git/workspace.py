@@ -118,7 +118,7 @@ def fresh_names(project: Path, job_id: int, prefix: str, worktrees: Path) -> tup
             ).returncode
             == 0
         )
-        if not taken and not path.exists():
+        if not taken and not path.exists() and not os.path.lexists(store_path(path)):
             return branch, path
         n += 1
 
