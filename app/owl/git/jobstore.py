@@ -114,7 +114,7 @@ def places(project: Path | str, worktree: Path | str) -> Places:
     the project's `.git`, which no Run may write; nothing in the worktree)."""
     wt = os.path.realpath(worktree)
     try:
-        project_git: str | None = str(common_dir(Path(project)))
+        project_git: str | None = os.path.realpath(common_dir(Path(project)))
     except OSError:
         project_git = None
     store = store_path(wt)

@@ -182,7 +182,7 @@ def create(project: Path, worktree: Path, branch: str) -> jobstore.Places:
     branch at the project's `branch`, and the worktree checked out from it."""
     wt = Path(os.path.realpath(worktree))
     store = jobstore.store_path(wt)
-    project_git = common_dir(project)
+    project_git = Path(os.path.realpath(common_dir(project)))
     head = workspace.branch_tip(project, branch)
     if head is None:
         raise jobstore.StoreError(f"the project has no branch {branch}")
@@ -260,7 +260,7 @@ def convert(project: Path, worktree: Path, branch: str) -> jobstore.Places:
     admin folder for it is removed. Nothing committed moves: the branch is the
     project's, and the store starts at its tip."""
     wt = Path(os.path.realpath(worktree))
-    project_git = common_dir(project)
+    project_git = Path(os.path.realpath(common_dir(project)))
     old_admin = _old_admin(project_git, wt)
     head = workspace.branch_tip(project, branch)
     if head is None:
