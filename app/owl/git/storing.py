@@ -152,6 +152,10 @@ FETCH_CONFIG = (
     ("fetch.recurseSubmodules", "false"),
     ("fetch.prune", "false"),
     ("core.commitGraph", "false"),
+    # the store's objects/ is the agent's to write: its indexes beside the
+    # packs are not read (only the packs and their .idx, which git checks)
+    ("core.multiPackIndex", "false"),
+    ("pack.useBitmaps", "false"),
 )
 FETCH_ENV = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
 
