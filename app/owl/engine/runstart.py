@@ -30,7 +30,7 @@ from owl import tree
 from owl.agents import argfit
 from owl.engine import carryon, containing
 from owl.engine import logpipe
-from owl.git import jobstore, outsidekeep
+from owl.git import jobstore, outsidekeep, storing, workspace
 from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
@@ -223,19 +223,26 @@ def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
     code, lv.report = carryon.watch_agent(
         popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
     )
-    note_git_files(lv)
+    note_git_files(lv, land=True)
     eng.agent_exited(lv.run_id, code, popen)
 
 
-def note_git_files(lv: Live) -> None:
+def note_git_files(lv: Live, land: bool = False) -> None:
     """Off the engine thread, as a process of the Run exits: whether the
     worktree's git files still say what Owl wrote (a check does not start
-    otherwise; the Run's end puts them back and blocks the Job)."""
-    if lv.places is not None:
-        try:
-            lv.git_changed = jobstore.verify(lv.places)
-        except Exception:  # noqa: BLE001 - the Run's end checks again
-            log.exception("run %s: its git files could not be checked", lv.run_id)
+    otherwise; the Run's end puts them back and blocks the Job), and, as the
+    agent exits, its branch brought into the project: by the time its Job is
+    in review the branch there is what the agent committed (the Run's end
+    brings in what its checks may have added)."""
+    if lv.places is None:
+        return
+    try:
+        lv.git_changed = jobstore.verify(lv.places)
+        branch = lv.ctx.branch if lv.ctx is not None else None
+        if land and branch and not workspace.project_problem(Path(lv.project)):
+            storing.land(Path(lv.project), lv.places, branch)
+    except Exception as e:  # noqa: BLE001 - the Run's end checks and brings in again
+        log.warning("run %s: its git could not be read as it ended: %s", lv.run_id, e)
 
 
 def fall_back(eng: Engine, lv: Live) -> bool:

@@ -202,7 +202,8 @@ def _remove(project: Path, worktree: Path | None, force: bool) -> None:
 def _remove_with_store(worktree: Path, force: bool) -> None:
     """A worktree of the Job's own store: looked at as `_remove` does, then the
     worktree and its store deleted (a link inside is removed, never followed).
-    No git runs in the worktree to remove it."""
+    git removes the worktree from the store (`--force`: Owl looked already), or,
+    should it refuse, the folder goes as it is."""
     if not force and is_dirty(worktree):
         raise Refused(f"{worktree} has uncommitted changes (use --force to discard them)")
     if not force and _submodules_in(worktree):
@@ -210,7 +211,13 @@ def _remove_with_store(worktree: Path, force: bool) -> None:
             f"{worktree} holds submodules ({', '.join(_submodules_in(worktree))}), "
             "which Owl does not look inside; remove it yourself, or use --force"
         )
-    shutil.rmtree(worktree)
+    store = store_path(worktree.resolve())
+    try:
+        git(store, "worktree", "remove", "--force", "--force", str(worktree))
+    except WorkspaceError:
+        pass
+    if worktree.exists():
+        shutil.rmtree(worktree)
     _remove_store(worktree)
 
 
