@@ -25,7 +25,7 @@ try "delete a loose object" "rm $LOOSE"
 try "add an alternate" "mkdir -p $PROJECT_GIT/objects/info && echo /var/tmp >> $PROJECT_GIT/objects/info/alternates"
 try "repack the project" "git -C $PROJECT repack -a -d -q"
 # through git in the worktree: its own store takes it, the project never sees it
-git update-ref refs/heads/main "$SHA" && git tag planted-by-agent && echo "moved its own"
+git update-ref refs/heads/main "$SHA~1" && git tag planted-by-agent && echo "moved its own"
 """
 
 
