@@ -10,10 +10,12 @@ objects is the project's object folder, named as a read-only alternate; the
 worktree is a linked worktree of that store. A Run may write the store's
 objects, refs, logs and the worktree's own admin folder, and nothing else of
 git: the store's top (its `config`, `hooks`, `info`, `packed-refs`) and the
-whole of the project's `.git` are read-only inside. After each Run (and
-before the next, and at accept and drop) Owl brings the Job's branch into the
-project with its own safe git (`land`): a `git fetch` from the store into the
-project's `refs/heads/<branch>` and nothing else.
+whole of the project's `.git` are read-only inside. As each Run's agent
+exits, at the Run's end, before the next Run, after a crash, and at accept and
+drop, Owl brings the Job's branch into the project with its own safe git
+(`owl.git.storing.land`): a `git fetch` from the store into the project's
+`refs/heads/<branch>` and nothing else. This module says where a store lies
+and checks its files (no git runs); `owl.git.storing` makes it and fetches.
 
 Rejected: a per-Job object folder with the project as a linked worktree, as
 before. The branch's ref lives in the project's shared `refs/`, beside `main`
