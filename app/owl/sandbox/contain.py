@@ -2,9 +2,10 @@
 
 The glue between the facts of a Run (its worktree, its project's git directory,
 Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``.
-Reads two small files of the worktree (``.git`` and the admin folder's
-``commondir``), the host's list of bound unix sockets (``/proc/net/unix``, a
-few ms at most) and the top of ``/run``; runs no git.
+The git places come from Owl's records (``GitPlaces``): no file of the worktree
+is read, since the agent writes them. Reads the host's list of bound unix
+sockets (``/proc/net/unix``, a few ms at most) and the top of ``/run``; runs
+no git.
 """
 
 from __future__ import annotations
@@ -34,20 +35,16 @@ class Wrapped:
     env: dict[str, str]
 
 
-def git_dirs(worktree: str) -> tuple[str | None, str | None]:
-    """(the project's git directory, the worktree's admin folder) from the files."""
-    try:
-        text = Path(worktree, ".git").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, None
-    if not text.startswith("gitdir:"):
-        return None, None
-    admin = os.path.normpath(os.path.join(worktree, text[7:].strip()))
-    try:
-        common = Path(admin, "commondir").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, admin
-    return os.path.normpath(os.path.join(admin, common)), admin
+@dataclass(frozen=True)
+class GitPlaces:
+    """Where the Run's git lives, as Owl recorded it (``owl.git.jobstore.Places``):
+    the Job's store and the worktree's admin folder in it (writable parts), and
+    the project's own git folder (read only). Never read from the worktree's
+    files, which the agent writes."""
+
+    store: str | None = None
+    admin: str | None = None
+    project_git: str | None = None
 
 
 def wrap(
@@ -59,6 +56,7 @@ def wrap(
     worktree: str,
     project: str,
     owl_dirs: Sequence[str],
+    git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
@@ -69,15 +67,15 @@ def wrap(
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
-    common, admin = git_dirs(worktree)
+    git = git or GitPlaces()
     private, links, files = private_system()
     home = env.get("HOME") or os.path.expanduser("~")
     facts = policy.Facts(
         home=home,
         user_home=pwd.getpwuid(os.getuid()).pw_dir,
         worktree=worktree,
-        git_common=common,
-        git_admin=admin,
+        git_common=git.store,
+        git_admin=git.admin,
         project=project,
         owl_home=tuple(owl_dirs),
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
@@ -86,6 +84,7 @@ def wrap(
         private_links=links,
         private_files=files,
         host_sockets=host_sockets(),
+        project_git=git.project_git,
     )
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
@@ -102,7 +101,7 @@ def wrap(
     )
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
-    if signing(common, home):
+    if signing(git.project_git, home):
         opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
     if pol.network == "none":
         return Wrapped(
