@@ -84,6 +84,8 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
     exempt = ready.exempt
     project = Path(job["project"])
+    if containing.hold(eng, job_id, driver.name, settings.sandbox):
+        return None  # it waits for a sandbox, as it is: no Run, nothing spent
     before = ready.outside_before  # taken by the setup, off this thread
     plan, replies = carryon.plan_for(eng.store, job, driver, ws.worktree)
     run_id = eng.store.start_run(job_id)
@@ -127,12 +129,17 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             settings.sandbox,
         )
     except containing.Refusal as e:
+        # found out only now (no answer was at hand before): the Job waits, as above
         outsidekeep.forget(eng.paths.logs, run_id)
-        eng.store.finish_run(run_id, "failed", None, str(e), None)
-        eng.store.apply(job_id, jobtable.Event.BROKEN, reason=str(e))
+        eng.store.finish_run(run_id, "interrupted", None, str(e), None)
+        eng.store.apply(job_id, jobtable.Event.INTERRUPTED)
+        containing.learned(eng, e.problem)
+        containing.hold(eng, job_id, driver.name, settings.sandbox)
         return None
     eng.store.set_run(run_id, contained=wrapped.label)
     sink = logpipe.Sink(log_path, LOG_CAP)
+    if not wrapped.contained:  # said in the Run's own log too, before the agent speaks
+        os.write(sink.fd, f"owl: {wrapped.label}\n".encode())
     cg = tree.RunGroup.make(eng.instance, str(run_id))
     try:
         popen = tree.spawn(

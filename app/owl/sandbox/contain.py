@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import bwrap, policy
+from . import bwrap, policy, ready
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -59,7 +59,7 @@ def wrap(
     ``which`` finds the network helpers (pasta, slirp4netns)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False)
-    why = bwrap.probe()
+    why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False)
     path, version = bwrap.find()

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .policy import DEFAULT_CACHES, MODES, READS, Settings, expand
+from .policy import DEFAULT_CACHES, DEFAULT_MODE, MODES, READS, Settings, expand
 
 LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches")
 KEYS = ("mode", "read", *LIST_KEYS, "network", "host_ports")
@@ -82,7 +82,7 @@ def _writable(dotted: str, given: str, path: str) -> None:
 def settings_from(table: Mapping[str, Any]) -> Settings:
     """The Settings a checked ``[sandbox]`` table gives (defaults for the rest)."""
     return Settings(
-        mode=str(table.get("mode", "auto")),
+        mode=str(table.get("mode", DEFAULT_MODE)),
         read=str(table.get("read", "home")),
         read_also=tuple(table.get("read_also", ())),
         write=tuple(table.get("write", ())),

@@ -24,10 +24,15 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 MODES = ("auto", "required", "off")
+# On Linux a Run that cannot be contained does not start unless the person
+# wrote otherwise ("auto" falls back, "off" never contains); on macOS, where
+# the Seatbelt profile has not run yet, Runs start uncontained, saying so.
+DEFAULT_MODE = "required" if sys.platform.startswith("linux") else "auto"
 READS = ("home", "project")
 
 # Under every home the Run may see: hidden (an empty folder, or /dev/null for a file).
@@ -198,7 +203,7 @@ AGENTS: dict[str, AgentState] = {
 class Settings:
     """The ``[sandbox]`` table as checked (see ``keys.py``), merged for one Run."""
 
-    mode: str = "auto"
+    mode: str = DEFAULT_MODE
     read: str = "home"
     read_also: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
