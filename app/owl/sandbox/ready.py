@@ -127,7 +127,7 @@ def explain(why: str, host: Host) -> str:
 def waiting_words(problem: str) -> str:
     """The one line Jobs held for their sandbox wait with: why, and what fixes it."""
     return (
-        f"Runs cannot be contained here: {problem}; they wait until they can "
+        f"Runs cannot be contained: {problem}; they wait until they can "
         '(sandbox.mode = "auto" runs them uncontained)'
     )
 
