@@ -13,10 +13,10 @@ import pwd
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import bwrap, policy, ready
+from . import agentconf, bwrap, policy, ready
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -78,6 +78,12 @@ def wrap(
     )
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
     pol = policy.compute(settings, own, facts)
     env_path = bwrap.term_env()
     argv = bwrap.argv(pol, list(command), bwrap=path or "bwrap", term_env=env_path)
