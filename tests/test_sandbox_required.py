@@ -155,3 +155,33 @@ def test_the_real_bwrap_here_is_asked_afresh():
     answer = ready.last()
     assert answer is not None and answer.problem is None
     assert subprocess.run(["bwrap", "--version"], capture_output=True).returncode == 0
+
+
+# pasta where /dev/net/tun cannot be opened (a container without it)
+NO_TUN = """#!/bin/sh
+echo "Failed to open() /dev/net/tun: No such file or directory" >&2
+exit 1
+"""
+
+
+def test_a_run_whose_network_helper_failed_is_labelled_with_no_network(tmp_path):
+    """The label says what the Run's network is, not what was asked: pasta
+    failing leaves the Run without a network (never the host's), and says why."""
+    programs("bwrap")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pasta = bin_dir / "pasta"
+    pasta.write_text(NO_TUN)
+    pasta.chmod(0o755)
+    project = make_project(tmp_path / "proj")
+    with daemon(tmp_path, bin_dir, {"mode": "required"}) as d:
+        job = d.add("do the work", project)
+        d.machine("idle")
+        j = d.wait_job(job, "review", timeout=30)
+        label = j["runs"][0]["contained"]
+        assert label.startswith("contained: bwrap "), label
+        assert label.endswith(
+            ", no network: pasta: Failed to open() /dev/net/tun: No such file or directory"
+        ), label
+        assert label in d.ok("jobs", "show", str(job))
+        assert not list((d.home / "logs").glob("*.net"))

@@ -124,6 +124,27 @@ def learned(eng: Engine, problem: str | None) -> None:
     w.next_at = eng.clock() + min(REASK_MAX, REASK_FIRST * 2 ** min(w.strikes - 1, 16))
 
 
+NET_SAID_MAX = 1024
+
+
+def network_said(label: str, report: Path) -> tuple[str, bool]:
+    """The Run's label as its network came out, from the helper's `report`
+    (a small file of Owl's logs folder), and whether the helper has spoken:
+    "contained: bwrap 0.8, own network" stays; a helper that failed makes it
+    "contained: bwrap 0.8, no network: pasta: Failed to open() /dev/net/tun: …"."""
+    try:
+        with open(report, "rb") as f:
+            said = f.read(NET_SAID_MAX).decode("utf-8", "replace").strip()
+    except FileNotFoundError:
+        return label, False
+    except OSError:
+        return label, True
+    if not said:
+        return label, True
+    head = label.split(", own network", 1)[0]
+    return f"{head}, no network: {' '.join(said.split())}", True
+
+
 def hold(eng: Engine, job_id: int, agent: str, narrowed: Mapping[str, object] | None) -> bool:
     """At a Run's launch: whether it must wait for a sandbox (its project's
     `.owl.toml` may require one where the config does not); the Job then sits
@@ -171,9 +192,11 @@ def wrap(
     worktree: Path,
     project: Path,
     narrowed: Mapping[str, object] | None = None,
+    net_report: Path | None = None,
 ) -> contain.Wrapped:
     """`argv` as the Run starts it; Refusal when it must be contained and cannot be.
-    `narrowed`: the project's `.owl.toml` `[sandbox]`."""
+    `narrowed`: the project's `.owl.toml` `[sandbox]`; `net_report`: where the
+    network helper says whether the Run got its network (`network_said`)."""
     settings = settings_for(cfg, agent, narrowed)
     w = contain.wrap(
         argv,
@@ -183,6 +206,7 @@ def wrap(
         worktree=str(worktree),
         project=str(project),
         owl_dirs=owl_dirs(paths),
+        net_report=str(net_report) if net_report is not None else None,
     )
     if settings.mode == "required" and not w.contained:
         raise Refusal(w.label.removeprefix("not contained: "))

@@ -28,7 +28,7 @@ from owl.git import outside
 from owl.git import outsidekeep
 from owl.git import workspace
 from owl.engine import checks as checksmod
-from owl.engine import telling
+from owl.engine import runstart, telling
 from owl.engine.runstart import Live
 from owl.rules import jobtable
 
@@ -127,6 +127,7 @@ def _judge(
 
 def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     lv.sink.close()
+    runstart.note_network(eng, lv)  # a Run too short for the watch to have read it
     f, unread, wait, block = _judge(eng, lv, f)
     reason = f.reason
     failed = [r for r in lv.results if r.outcome == "failed"]

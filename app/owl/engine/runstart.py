@@ -74,6 +74,7 @@ class Live:
     cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
+    net_report: Path | None = None  # where its network helper says how that went
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
 
 
@@ -117,6 +118,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     env = carryon.agent_env(os.environ)
     env.update(driver.env(ctx))
     env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id), "OWL_INSTANCE": eng.instance})
+    net_report = eng.paths.logs / f"{run_id}.net"
     try:
         wrapped = containing.wrap(
             eng.cfg,
@@ -127,6 +129,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             ws.worktree,
             project,
             settings.sandbox,
+            net_report,
         )
     except containing.Refusal as e:
         # found out only now (no answer was at hand before): the Job waits, as above
@@ -183,6 +186,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         cgroup=cg,
         exempt=exempt,
         contained=wrapped.label,
+        net_report=net_report if "own network" in wrapped.label else None,
         sandbox=settings.sandbox,
     )
     eng.live[run_id] = lv
@@ -200,6 +204,25 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         )
     )
     return run_id
+
+
+def note_network(eng: Engine, lv: Live) -> None:
+    """Once the Run's network helper has said how its network came out: the
+    Run's label says so where it has none (pasta failed), not "own network"."""
+    if lv.net_report is None or lv.contained is None:
+        return
+    label, spoke = containing.network_said(lv.contained, lv.net_report)
+    if not spoke:
+        return
+    try:
+        lv.net_report.unlink()
+    except OSError:
+        pass
+    lv.net_report = None
+    if label != lv.contained:
+        lv.contained = label
+        eng.note(lv.run_id, contained=label)
+        log.warning("run %s: %s", lv.run_id, label)
 
 
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
@@ -264,6 +287,7 @@ def fall_back(eng: Engine, lv: Live) -> bool:
             Path(lv.worktree or lv.project),
             Path(lv.project),
             lv.sandbox,
+            lv.net_report,
         ).argv
         popen = tree.spawn(
             argv,

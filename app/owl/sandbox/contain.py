@@ -54,9 +54,11 @@ def wrap(
     project: str,
     owl_dirs: Sequence[str],
     which: Callable[[str], str | None] = shutil.which,
+    net_report: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
-    ``which`` finds the network helpers (pasta, slirp4netns)."""
+    ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
+    file the network helper says in whether the Run got its network (see netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False)
     why = ready.problem()  # the last probe's answer, with what fixes it
@@ -101,8 +103,9 @@ def wrap(
             True,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
+    report = ["--report", net_report] if net_report else []
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
         f"contained: bwrap {version}, own network{how}",
         True,
     )
