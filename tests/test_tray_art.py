@@ -545,3 +545,13 @@ def test_quit_of_a_joined_tray_says_it_quits_the_tray_only() -> None:
     assert "Quit" in labels(build_menu(doc()))
     joined = labels(build_menu(doc(), owns_daemon=False))
     assert "Quit tray (the daemon goes on)" in joined and "Quit" not in joined
+
+
+def test_runs_that_cannot_be_contained_show_on_the_icon_and_its_tooltip() -> None:
+    line = (
+        "Runs cannot be contained: bubblewrap is not installed (sudo apt install "
+        'bubblewrap); they wait until they can (sandbox.mode = "auto" runs them uncontained)'
+    )
+    status = doc(attention=line)
+    assert icon_state(status)[0] == "attention"
+    assert tooltip(status).splitlines()[1] == line
