@@ -91,6 +91,12 @@ def held_agents(eng: Engine, job_agents: Iterable[str]) -> frozenset[str]:
     return frozenset(n for n in names if needs_sandbox(eng.cfg, n))
 
 
+def wake_at(eng: Engine, now: float) -> list[float]:
+    """When the engine should wake to ask the sandbox again (Jobs wait for it)."""
+    w = eng.containment
+    return [w.next_at] if w.problem and eng.has_pending and w.next_at > now else []
+
+
 def reask(eng: Engine, force: bool = False) -> None:
     """Probe the sandbox again on a thread of its own, when due (or `force`)."""
     w = eng.containment

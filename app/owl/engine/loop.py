@@ -269,9 +269,7 @@ class Engine:
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self.has_pending:
             moments.append(now + min(ends) + 0.05)  # a limit resets: its Jobs may start
-        again = self.containment.next_at
-        if self.containment.problem and self.has_pending and again > now:
-            moments.append(again)  # the sandbox may be asked again: its Jobs may start
+        moments += containing.wake_at(self, now)  # the sandbox asked again: its Jobs may start
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
