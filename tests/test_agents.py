@@ -509,6 +509,7 @@ def test_render_shortens_and_summarises_tools() -> None:
             "could not connect to 127.0.0.1:8080",
         ),
         ("bwrap: execvp my-agent: No such file or directory", "my-agent was not found"),
+        ("/usr/bin/env: ‘/w/my-agent’: No such file or directory", "/w/my-agent was not found"),
         ("Connection refused: api.example.com:443", None),  # a remote service: not setup
         ("all good", None),
     ],

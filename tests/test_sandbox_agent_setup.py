@@ -103,3 +103,25 @@ def test_a_command_agent_refused_by_its_local_port_is_blocked_with_the_hint(tmp_
         assert "sandbox.host_ports = [11434]" in j["reason"]
         shown = d.ok("jobs", "show", str(job))
         assert "sandbox.host_ports = [11434]" in shown
+
+
+@pytest.mark.parametrize("mode", ["off", "required"])
+def test_an_agent_program_that_is_not_there_is_blocked_once_spending_nothing(tmp_path, mode):
+    if mode == "required":
+        programs("bwrap")
+    project = make_project(tmp_path / "proj")
+    with OwlDaemon(
+        tmp_path / "owl",
+        {
+            "agents": {"mine": {"command": ["{worktree}/no-such-agent", "{prompt}"]}},
+            "agent": {"default": "mine"},
+            "sandbox": {"mode": mode},
+        },
+        env={"AGENT_PIDS": ""},
+    ) as d:
+        job = d.add("Say done.", project)
+        d.machine("idle")
+        j = d.wait_job(job, "blocked", timeout=30)
+        assert j["attempts_left"] == 3 and len(j["runs"]) == 1, j
+        assert "no-such-agent" in j["reason"]
+        assert "install it, or check agents.mine.path or its command" in j["reason"]

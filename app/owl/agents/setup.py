@@ -45,6 +45,10 @@ _NO_PROGRAM = re.compile(
     r"(?:\[Errno 2\] )?No such file or directory",
     re.IGNORECASE,
 )
+# coreutils' env, which starts a contained agent: "/usr/bin/env: ‘/x/agent’: No such file or directory"
+_NO_PROGRAM_ENV = re.compile(
+    r"^(?:/usr)?/?(?:bin/)?env: [‘'\"]([^’'\"]{1,200})[’'\"]: No such file or directory"
+)
 
 
 def problem(lines: list[str]) -> str | None:
@@ -56,7 +60,7 @@ def problem(lines: list[str]) -> str | None:
         m = _REFUSED.search(line) or _REFUSED_AFTER.search(line)
         if m and 0 < int(m.group(1)) < 65536:
             return f"could not connect to 127.0.0.1:{int(m.group(1))}"
-        m = _NO_PROGRAM.search(line)
+        m = _NO_PROGRAM.search(line) or _NO_PROGRAM_ENV.search(line)
         if m:
             return f"{m.group(1)[:WORDS_MAX]} was not found"
     return None

@@ -35,7 +35,7 @@ from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
-from owl.rules import jobtable
+from owl.rules import jobrules, jobtable
 
 log = logging.getLogger("owl.engine")
 
@@ -161,10 +161,13 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         outsidekeep.forget(eng.paths.logs, run_id)
         if cg is not None:
             cg.remove()
-        eng.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}", None)
-        eng.store.apply(
-            job_id, jobtable.Event.BROKEN, reason=f"the agent could not be started: {e}"
+        # a setup problem (its program is not there): blocked once, no attempt spent
+        why = (
+            f"the agent could not be started: {e}; "
+            f"{jobrules.setup_hint(driver.name, 'its program was not found')}"
         )
+        eng.store.finish_run(run_id, "interrupted", None, why, None)
+        eng.store.apply(job_id, jobtable.Event.BROKEN, reason=why)
         return None
     sink.started()
     pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg, nice=eng.cfg.nice)
