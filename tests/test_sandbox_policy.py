@@ -63,6 +63,8 @@ def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_part
         "/home/me/code/api/.git/config",
         "/home/me/code/api/.git/hooks",
         "/home/me/code/api/.git/info",
+        # Claude's own settings, which Owl reads for its provider: no Run changes them
+        "/home/me/.claude/settings.json",
     }
     assert "/home/me/code/api/.git" not in pol.writable
 

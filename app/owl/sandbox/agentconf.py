@@ -12,13 +12,19 @@ what its config names is what the person already chose to give it.
 
 The files are read as data: bounded, never executed, and a file that is
 missing, too large or broken gives nothing (the agent then says what is wrong,
-as it would outside).
+as it would outside). They live in the agent's own state, which a Run may
+write, so what a Run writes there must not decide the next Run's reach: each
+is laid read-only over that state (`policy.AgentState.fixed`), made first
+when missing (`make_fixed`: an empty file, `{}` for JSON, what the agent reads
+as no settings), and one that is not a regular file — a symlink, which a Run
+could have planted — is neither read nor bound.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,13 +42,42 @@ class Needs:
 
 
 def _read(path: str) -> bytes | None:
+    """A regular file's bytes (never through a symlink, never past READ_MAX)."""
     try:
-        if not os.path.isfile(path) or os.path.getsize(path) > READ_MAX:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > READ_MAX:
             return None
-        with open(path, "rb") as f:
+        with os.fdopen(os.dup(fd), "rb") as f:
             return f.read(READ_MAX)
     except OSError:
         return None
+    finally:
+        os.close(fd)
+
+
+def make_fixed(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Of the agent's own config files (expanded paths), those that are regular
+    files, each made first when missing (so a Run cannot make it for the next):
+    the ones to lay read-only over its state."""
+    out = []
+    for path in paths:
+        if not os.path.lexists(path):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except OSError:
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write("{}\n" if path.endswith(".json") else "")
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                out.append(path)
+        except OSError:
+            continue
+    return tuple(out)
 
 
 def _env_name(value: object) -> str | None:

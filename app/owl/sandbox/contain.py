@@ -80,6 +80,8 @@ def wrap(
     )
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
     said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
     settings = replace(
         settings,

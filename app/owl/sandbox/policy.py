@@ -173,6 +173,9 @@ class AgentState:
     # is not there cannot be bound writable, and what the agent then wrote
     # (its conversations, which the next Run resumes) would be lost with it.
     folders: tuple[str, ...] = ()
+    # The agent's own config files Owl reads to give it its provider's port and
+    # key (`agentconf`): read-only inside, so no Run widens the next one's reach.
+    fixed: tuple[str, ...] = ()
 
 
 AGENTS: dict[str, AgentState] = {
@@ -185,11 +188,13 @@ AGENTS: dict[str, AgentState] = {
         ),
         env_keep=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
         folders=("$CLAUDE_CONFIG_DIR|~/.claude",),
+        fixed=("$CLAUDE_CONFIG_DIR/settings.json|~/.claude/settings.json",),
     ),
     "codex": AgentState(
         state=("$CODEX_HOME|~/.codex",),
         env_keep=("OPENAI_API_KEY", "CODEX_API_KEY"),
         folders=("$CODEX_HOME|~/.codex",),
+        fixed=("$CODEX_HOME/config.toml|~/.codex/config.toml",),
     ),
     "gemini": AgentState(
         state=("~/.gemini",),
@@ -389,6 +394,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
             writable.append(facts.git_admin)
         readonly_over += [posixpath.join(g, d) for d in ("config", "hooks", "info")]
     writable += [*state, *caches, *extra_write]
+    readonly_over += list(ex(agent.fixed))
     hidden = [h for h in _unique(hidden) if h not in writable]
 
     drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)
