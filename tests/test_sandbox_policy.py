@@ -68,6 +68,8 @@ def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_part
     # nothing of the project's own git folder is writable: it is read only
     assert not [p for p in pol.writable if p.startswith("/home/me/code/api")]
     assert "/home/me/code/api/.git" in pol.readable
+    # Claude's own settings, which Owl reads for its provider: no Run changes them
+    assert "/home/me/.claude/settings.json" in pol.readonly_over
 
 
 def test_the_environment_loses_display_owl_and_secrets_but_keeps_the_agents_key():

@@ -17,10 +17,10 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import bwrap, policy
+from . import agentconf, bwrap, policy, ready
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -58,12 +58,14 @@ def wrap(
     owl_dirs: Sequence[str],
     git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
+    net_report: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
-    ``which`` finds the network helpers (pasta, slirp4netns)."""
+    ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
+    file the network helper says in whether the Run got its network (see netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
-    why = bwrap.probe()
+    why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
@@ -89,6 +91,14 @@ def wrap(
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
     make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
     pol = policy.compute(settings, own, facts)
     env_path = bwrap.term_env()
     argv = bwrap.argv(
@@ -121,8 +131,9 @@ def wrap(
             inside,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
+    report = ["--report", net_report] if net_report else []
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
         f"contained: bwrap {version}, own network{how}{opened}",
         True,
         inside,

@@ -29,10 +29,15 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 MODES = ("auto", "required", "off")
+# On Linux a Run that cannot be contained does not start unless the person
+# wrote otherwise ("auto" falls back, "off" never contains); on macOS, where
+# the Seatbelt profile has not run yet, Runs start uncontained, saying so.
+DEFAULT_MODE = "required" if sys.platform.startswith("linux") else "auto"
 READS = ("home", "project")
 
 # Under every home the Run may see: hidden (an empty folder, or /dev/null for a file).
@@ -195,6 +200,9 @@ class AgentState:
     # is not there cannot be bound writable, and what the agent then wrote
     # (its conversations, which the next Run resumes) would be lost with it.
     folders: tuple[str, ...] = ()
+    # The agent's own config files Owl reads to give it its provider's port and
+    # key (`agentconf`): read-only inside, so no Run widens the next one's reach.
+    fixed: tuple[str, ...] = ()
 
 
 AGENTS: dict[str, AgentState] = {
@@ -207,11 +215,13 @@ AGENTS: dict[str, AgentState] = {
         ),
         env_keep=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
         folders=("$CLAUDE_CONFIG_DIR|~/.claude",),
+        fixed=("$CLAUDE_CONFIG_DIR/settings.json|~/.claude/settings.json",),
     ),
     "codex": AgentState(
         state=("$CODEX_HOME|~/.codex",),
         env_keep=("OPENAI_API_KEY", "CODEX_API_KEY"),
         folders=("$CODEX_HOME|~/.codex",),
+        fixed=("$CODEX_HOME/config.toml|~/.codex/config.toml",),
     ),
     "gemini": AgentState(
         state=("~/.gemini",),
@@ -225,7 +235,7 @@ AGENTS: dict[str, AgentState] = {
 class Settings:
     """The ``[sandbox]`` table as checked (see ``keys.py``), merged for one Run."""
 
-    mode: str = "auto"
+    mode: str = DEFAULT_MODE
     read: str = "home"
     read_also: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
@@ -467,6 +477,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         if facts.git_admin:
             writable.append(facts.git_admin)
     writable += [*state, *caches, *extra_write]
+    readonly_over += list(ex(agent.fixed))
     hidden = [h for h in _unique(hidden) if h not in writable and h not in revealed]
 
     drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)
