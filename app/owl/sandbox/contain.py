@@ -2,9 +2,10 @@
 
 The glue between the facts of a Run (its worktree, its project's git directory,
 Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``.
-Reads two small files of the worktree (``.git`` and the admin folder's
-``commondir``), the host's list of bound unix sockets (``/proc/net/unix``, a
-few ms at most) and the top of ``/run``; runs no git.
+The git places come from Owl's records (``GitPlaces``): no file of the worktree
+is read, since the agent writes them. Reads the host's list of bound unix
+sockets (``/proc/net/unix``, a few ms at most) and the top of ``/run``; runs
+no git.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import bwrap, policy
+from . import agentconf, bwrap, policy, ready
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -35,20 +36,16 @@ class Wrapped:
     env: dict[str, str]
 
 
-def git_dirs(worktree: str) -> tuple[str | None, str | None]:
-    """(the project's git directory, the worktree's admin folder) from the files."""
-    try:
-        text = Path(worktree, ".git").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, None
-    if not text.startswith("gitdir:"):
-        return None, None
-    admin = os.path.normpath(os.path.join(worktree, text[7:].strip()))
-    try:
-        common = Path(admin, "commondir").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, admin
-    return os.path.normpath(os.path.join(admin, common)), admin
+@dataclass(frozen=True)
+class GitPlaces:
+    """Where the Run's git lives, as Owl recorded it (``owl.git.jobstore.Places``):
+    the Job's store and the worktree's admin folder in it (writable parts), and
+    the project's own git folder (read only). Never read from the worktree's
+    files, which the agent writes."""
+
+    store: str | None = None
+    admin: str | None = None
+    project_git: str | None = None
 
 
 def wrap(
@@ -60,25 +57,28 @@ def wrap(
     worktree: str,
     project: str,
     owl_dirs: Sequence[str],
+    git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
+    net_report: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
-    ``which`` finds the network helpers (pasta, slirp4netns)."""
+    ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
+    file the network helper says in whether the Run got its network (see netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
-    why = bwrap.probe()
+    why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
-    common, admin = git_dirs(worktree)
+    git = git or GitPlaces()
     private, links, files = private_system()
     home = env.get("HOME") or os.path.expanduser("~")
     facts = policy.Facts(
         home=home,
         user_home=pwd.getpwuid(os.getuid()).pw_dir,
         worktree=worktree,
-        git_common=common,
-        git_admin=admin,
+        git_common=git.store,
+        git_admin=git.admin,
         project=project,
         owl_home=tuple(owl_dirs),
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
@@ -87,10 +87,19 @@ def wrap(
         private_links=links,
         private_files=files,
         host_sockets=host_sockets(skip=(*private, "/tmp", "/dev/shm")),
+        project_git=git.project_git,
     )
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
     make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
     pol = policy.compute(settings, own, facts)
     env_path = bwrap.term_env()
     argv = bwrap.argv(
@@ -103,7 +112,7 @@ def wrap(
     )
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
-    if signing(common, home):
+    if signing(git.project_git, home):
         opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
     if pol.network == "none":
         return Wrapped(
@@ -123,8 +132,9 @@ def wrap(
             inside,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
+    report = ["--report", net_report] if net_report else []
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
         f"contained: bwrap {version}, own network{how}{opened}",
         True,
         inside,
