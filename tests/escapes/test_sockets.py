@@ -61,6 +61,7 @@ def servers(*paths: str) -> Iterator[None]:
         yield
     finally:
         for s, path in zip(socks, paths):
+            s.shutdown(socket.SHUT_RDWR)  # wakes its accept(): the name is let go
             s.close()
             if not path.startswith("\0"):
                 with contextlib.suppress(FileNotFoundError):
@@ -88,7 +89,7 @@ def test_no_host_socket_answers_but_the_one_opened_on_purpose(base: Path) -> Non
     home = person(base)
     (home / ".local" / "share" / "app").mkdir(parents=True)
     (base / "var" / "lib" / "service").mkdir(parents=True)
-    tag = f"owl-test-{os.getpid()}"
+    tag = f"owl-escape-{os.getpid()}"
     paths = {
         "IN_RUN": f"/run/{tag}.sock",
         "IN_HOME": str(home / ".local" / "share" / "app" / "app.sock"),
