@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from owl.sandbox import bwrap, contain, keys, policy
+from owl.sandbox import contain, keys, policy
 from owl.settings.config import Config
 from owl.settings.paths import Paths
 
@@ -27,9 +27,9 @@ class Refusal(Exception):
 
 
 def warm() -> str | None:
-    """Ask once, before the engine starts, whether bwrap works here (a process):
-    None when it does, else why not."""
-    return bwrap.probe()
+    """Ask once, before the engine starts, whether Runs can be contained here
+    (bwrap, or Seatbelt on macOS: a process): None when they can, else why not."""
+    return contain.probe()
 
 
 def settings_for(
@@ -83,8 +83,8 @@ def wrap(
     if settings.mode == "required" and not w.contained:
         raise Refusal(
             f'sandbox.mode is "required" and this Run cannot be contained '
-            f"({w.label.removeprefix('not contained: ')}); install bubblewrap "
-            '(sudo apt install bubblewrap), or set sandbox.mode = "auto"'
+            f"({w.label.removeprefix('not contained: ')}); {contain.fix()}, "
+            'or set sandbox.mode = "auto"'
         )
     return w
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import bwrap, policy
+from . import bwrap, policy, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -59,6 +59,8 @@ def wrap(
     ``which`` finds the network helpers (pasta, slirp4netns)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False)
+    if sys.platform == "darwin":
+        return wrap_darwin(command, settings, agent, env, worktree, project, owl_dirs)
     why = bwrap.probe()
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False)
@@ -133,3 +135,48 @@ def user_net(
             "(sudo apt install passt)"
         )
     return slirp, ""
+
+
+def probe() -> str | None:
+    """None when Runs can be contained on this platform, else why not (asked once)."""
+    return seatbelt.probe() if sys.platform == "darwin" else bwrap.probe()
+
+
+def fix() -> str:
+    """What makes Runs containable here, in this platform's words."""
+    if sys.platform == "darwin":
+        return "sandbox-exec is part of macOS: a Mac without it cannot contain Runs"
+    return f"install bubblewrap ({bwrap.INSTALL_HINT})"
+
+
+def wrap_darwin(
+    command: Sequence[str],
+    settings: policy.Settings,
+    agent: str,
+    env: Mapping[str, str],
+    worktree: str,
+    project: str,
+    owl_dirs: Sequence[str],
+) -> Wrapped:
+    """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``."""
+    why = seatbelt.probe()
+    if why is not None:
+        return Wrapped(list(command), f"not contained: {why}", False)
+    common, admin = git_dirs(worktree)
+    home = env.get("HOME") or os.path.expanduser("~")
+    facts = policy.Facts(
+        home=home,
+        user_home=pwd.getpwuid(os.getuid()).pw_dir,
+        worktree=os.path.realpath(worktree),
+        git_common=common and os.path.realpath(common),
+        git_admin=admin and os.path.realpath(admin),
+        project=os.path.realpath(project),
+        owl_home=tuple(os.path.realpath(d) for d in owl_dirs),
+        runtime_dir=None,  # macOS has none; its per-user folders are under the home
+        env=env,
+    )
+    own = policy.AGENTS.get(agent, policy.AgentState())
+    make_folders(own.folders, home, env)
+    pol = policy.compute(settings, own, facts)
+    keychain = agent in seatbelt.KEYCHAIN_AGENTS
+    return Wrapped(seatbelt.argv(pol, command, keychain=keychain), seatbelt.label(pol), True)

@@ -249,11 +249,11 @@ def awake(e: Snapshot) -> dict:
 
 def sandbox_view(cfg: Config) -> dict:
     """Whether Runs are contained here, and if not why and what fixes it (asked of
-    bwrap once at the daemon's start: no process here)."""
-    from owl.sandbox import bwrap
+    bwrap, or Seatbelt on macOS, once at the daemon's start: no process here)."""
+    from owl.sandbox import contain
 
     mode = str((cfg.sandbox or {}).get("mode", "auto"))
-    why = None if mode == "off" else bwrap.probe()
+    why = None if mode == "off" else contain.probe()
     return {"mode": mode, "contained": mode != "off" and why is None, "problem": why}
 
 
