@@ -138,3 +138,15 @@ def test_inside_a_bundle_only_the_bundles_two_variables_reach_the_interpreter(tm
                         "/x/sweeper.py", "42", "git"]  # fmt: skip
     assert sorted(k for k in env if k.startswith("PYTHON")) == ["PYTHONHOME", "PYTHONPATH"]
     assert env["PATH"] == "/usr/bin" and env["PYTHONPATH"] != "/mine"
+
+
+def test_the_bundles_own_variables_do_not_reach_the_runs(monkeypatch):
+    """What the stub set for the bundle's interpreter is dropped at its entry:
+    a Run's environment (made from the daemon's) carries none of it."""
+    from owl.cli import bundled
+
+    for name in bundled.BUNDLE_ENV:
+        monkeypatch.setenv(name, "/Applications/Owl.app/Contents/Resources")
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    assert bundled.entry(["-m", "owl.textsafe"]) == 0
+    assert not [name for name in bundled.BUNDLE_ENV if name in os.environ]

@@ -57,16 +57,14 @@ def in_bundle(executable: str | None = None) -> bool:
     return _inside[exe]
 
 
-def bundle_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """PYTHONHOME and PYTHONPATH as this bundle's interpreter needs them: the
-    ones it was given, else its own prefix and the folders it imports from."""
-    env = os.environ if environ is None else environ
-    home = env.get("PYTHONHOME") or (
-        sys.prefix
-        if sys.prefix == sys.exec_prefix
-        else f"{sys.prefix}{os.pathsep}{sys.exec_prefix}"
-    )
-    path = env.get("PYTHONPATH") or os.pathsep.join(p for p in sys.path if os.path.isabs(p))
+def bundle_env() -> dict[str, str]:
+    """PYTHONHOME and PYTHONPATH as this bundle's interpreter needs them: where
+    this very process found its library (its prefix, the folders it imports
+    from), whatever its stub set and whether or not that is still in os.environ."""
+    home = sys.prefix
+    if sys.exec_prefix != sys.prefix:
+        home += os.pathsep + sys.exec_prefix
+    path = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
     return {"PYTHONHOME": home, "PYTHONPATH": path}
 
 
