@@ -190,7 +190,8 @@ def _status_text(st: dict) -> str:
 
     sh = st.get("shift")
     shift_on = isinstance(sh, dict) and not sh.get("ended")
-    lines = [
+    lines = [_line("permission", p) for p in [st["machine"].get("permission")] if p]
+    lines += [
         _line("machine", _machine(st["machine"], shift_on)),
         _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no"),
     ]
@@ -242,7 +243,8 @@ def _status_text(st: dict) -> str:
     lines += _notify_lines(st)
     lines += _sandbox_lines(st)
     note = st.get("attention")
-    if note and not note.startswith("the machine cannot be read"):  # the machine line says it
+    said = ("the machine cannot be read", st["machine"].get("permission") or "\0")
+    if note and not note.startswith(said):  # the machine's or the permission's line says it
         lines.append(_line("note", note))
     if st.get("config_problem"):
         lines.append(_line("config", st["config_problem"]))
@@ -269,6 +271,8 @@ def _machine(m: dict, shift_on: bool) -> str:
     if m.get("screen_locked"):
         text = f"screen locked · {text}"
     det = ", ".join(m["detectors"]) or "none"
+    if m.get("missing"):
+        det += f" (missing: {m['missing']}, keys only through the idle time)"
     return f"{text} · detectors: {det}"
 
 

@@ -100,6 +100,8 @@ def machine(e: Snapshot) -> dict:
         "idle_in_s": None if idle_in is None else round(idle_in, 1),
         "detectors": r.backends,
         "problem": r.problem,
+        "missing": r.missing,  # a permission the input hooks lack ("Input Monitoring")
+        "permission": r.permission,  # ...and where to grant it, to whom
         "screen_locked": r.locked,
         "lock_sources": r.lock_sources,
     }
@@ -212,6 +214,8 @@ def attention(r: Reading, runs: list[dict], recent: list[dict], stuck: list[dict
         )
     if r.problem:
         return f"the machine cannot be read: {r.problem}"
+    if r.permission:
+        return r.permission
     last = recent[0] if recent else None
     if last is None:
         return None
