@@ -80,6 +80,23 @@ def _sandbox_lines(st: dict) -> list[str]:
     return [_line("sandbox", f"Runs are not contained: {sb.get('problem')}")]
 
 
+def _login_path_lines(lp: dict | None) -> list[str]:
+    """The login shell's PATH could not be read: what was tried, why, what it printed."""
+    if not lp:
+        return []
+    said = " | ".join(ln.strip() for ln in textsafe.lines(lp.get("said") or "") if ln.strip())
+    out = [
+        _line(
+            "PATH",
+            f"the login shell's could not be read ({lp.get('why')}), so agents are looked up "
+            f"on {lp.get('path') or 'none'}; tried: {lp.get('tried')}",
+        )
+    ]
+    if said:
+        out.append(_line("", f"it printed: {said[-300:]}"))
+    return out
+
+
 def _notify_lines(st: dict) -> list[str]:
     """The channels (masked) and each one's last send; the reply channel."""
     n = st.get("notify") or {}
@@ -191,6 +208,7 @@ def _status_text(st: dict) -> str:
     sh = st.get("shift")
     shift_on = isinstance(sh, dict) and not sh.get("ended")
     lines = [_line("permission", p) for p in [st["machine"].get("permission")] if p]
+    lines += _login_path_lines(st.get("login_path"))
     lines += [
         _line("machine", _machine(st["machine"], shift_on)),
         _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no"),

@@ -82,6 +82,27 @@ def status(e: Snapshot) -> dict:
         "config_problem": e.config_problem,
         "notify": e.notify,
         "sandbox": sandbox_view(e.cfg),
+        "login_path": login_path_view(),
+    }
+
+
+def login_path_view() -> dict | None:
+    """When the daemon's start asked the login shell for PATH and got none
+    (Owl.app opened from Finder: launchd's PATH finds no agent): what was
+    tried, why it failed, the PATH used instead and the end of what the shell
+    printed. None when not asked, or when it answered."""
+    import os
+
+    from owl.autostart.launchd import path_read
+
+    read = path_read()
+    if read is None or read.path is not None:
+        return None
+    return {
+        "tried": read.tried,
+        "why": read.why,
+        "path": os.environ.get("PATH", ""),
+        "said": read.said,
     }
 
 
