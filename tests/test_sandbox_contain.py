@@ -51,7 +51,7 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
     )
     assert w.contained and w.label.startswith("contained: bwrap 0.")
     done = subprocess.run(
-        check=False, args=w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60
+        check=False, args=w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60
     )
     out = done.stdout
     assert "committed" in out, done.stderr
@@ -102,7 +102,7 @@ def test_without_pasta_a_run_gets_its_own_network_from_slirp4netns(tmp_path):
         which=lambda name: None if name == "pasta" else shutil.which(name),
     )
     assert w.label.endswith(", own network (slirp4netns)"), w.label
-    done = subprocess.run(w.argv, env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(w.argv, env=w.env, capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (3, "tap0\n"), done.stderr
 
 
@@ -125,7 +125,7 @@ def test_an_agents_missing_state_folder_is_made_and_what_it_writes_there_is_kept
         owl_dirs=[],
     )
     assert w.contained
-    done = subprocess.run(w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60)
     assert "wrote" in done.stdout, done.stderr
     assert (home / ".claude").stat().st_mode & 0o777 == 0o700
     assert (home / ".claude" / "session.jsonl").read_text() == "kept\n"

@@ -254,6 +254,9 @@ def test_the_network_as_on_linux():
     ):
         assert not allowed(text, "network-outbound", remote_unix=sock), sock
     assert allowed(text, "network-outbound", remote_unix=f"{WT}/.s.sock")
+    opened = make(policy.Settings(sockets=(f"{HOME}/.colima/default/docker.sock",)))
+    assert allowed(opened, "network-outbound", remote_unix=f"{HOME}/.colima/default/docker.sock")
+    assert not allowed(opened, "network-outbound", remote_unix=f"{HOME}/.docker/run/docker.sock")
     ported = make(policy.Settings(host_ports=(11434,)))
     assert allowed(ported, "network-outbound", remote_ip=("localhost", 11434))
     off = make(policy.Settings(network=False))

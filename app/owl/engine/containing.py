@@ -5,7 +5,9 @@ config's `[sandbox]`, then the agent's own `[agents.NAME.sandbox]`), which of
 Owl's folders the agent must not see, and the command as it starts inside
 its sandbox with the label the views show. Fast: `sandbox.bwrap.probe` was
 asked once at the daemon's start (`warm`), so nothing here starts a process;
-two small files of the worktree are read to find the project's git folder.
+two small files of the worktree are read to find the project's git folder,
+and the host's list of bound unix sockets (`/proc/net/unix`) and the top of
+`/run`, each a fraction of a millisecond (`bench/sandbox.py` times it).
 
 `mode = "required"` and no sandbox to be had: the Run does not start
 (`Refusal`), and its Job is blocked with the reason and the command that
@@ -95,17 +97,18 @@ def for_checks(
     worktree: Path,
     project: Path,
     narrowed: Mapping[str, object] | None = None,
-) -> Callable[[list[str], dict[str, str]], list[str]]:
-    """How a check's command starts: contained as the Run's agent is, by the
+) -> Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]:
+    """How a check's command starts (its argv and environment): contained as the Run's agent is, by the
     person's `[sandbox]` (and the project's narrowing), with no agent's own
     state. A check runs the project's tests, and the agent wrote them: what
     they do is the agent's doing, and reaches no further than the agent did.
     Raises OSError, which fails the check saying why, when it must be
     contained and cannot be."""
 
-    def contain(argv: list[str], env: dict[str, str]) -> list[str]:
+    def contain(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         try:
-            return wrap(cfg, paths, CHECK, argv, env, worktree, project, narrowed).argv
+            w = wrap(cfg, paths, CHECK, argv, env, worktree, project, narrowed)
+            return w.argv, w.env
         except Refusal as e:
             raise OSError(str(e)) from None
 

@@ -139,7 +139,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         popen = tree.spawn(
             wrapped.argv,
             cwd=str(ws.worktree),
-            env=env,
+            env=wrapped.env,
             stdout=sink.fd,
             stderr=sink.fd,
             nice=eng.cfg.nice,
@@ -249,7 +249,7 @@ def fall_back(eng: Engine, lv: Live) -> bool:
     )
     lv.tree.kill()  # anything the refused process left (before the
     try:  # fresh one starts: the sweep finds the Run's tag)
-        argv = containing.wrap(
+        wrapped = containing.wrap(
             eng.cfg,
             eng.paths,
             lv.driver.name,
@@ -258,11 +258,11 @@ def fall_back(eng: Engine, lv: Live) -> bool:
             Path(lv.worktree or lv.project),
             Path(lv.project),
             lv.sandbox,
-        ).argv
+        )
         popen = tree.spawn(
-            argv,
+            wrapped.argv,
             cwd=str(lv.worktree),
-            env=lv.env,
+            env=wrapped.env,
             stdout=lv.sink.fd,
             stderr=lv.sink.fd,
             nice=eng.cfg.nice,

@@ -259,6 +259,12 @@ def _network(policy: Policy) -> list[str]:
         "; and its own, in its own folders",
         *own,
     ]
+    if policy.sockets:
+        out.append("; the host's sockets opened on purpose (sandbox.sockets)")
+        out += [
+            f"(allow network-outbound (remote unix-socket (literal {_q(real(p))})))"
+            for p in policy.sockets
+        ]
     return out
 
 
