@@ -20,7 +20,12 @@ refused). The order below is what makes it say what bwrap's mounts say:
    path the rules no longer name would be readable);
 6. the network: allowed, as a contained Linux Run's own network is; the host's
    loopback only on the Policy's ports; no unix socket of the host but the
-   resolver's; ``network = false``: none.
+   resolver's and ``sandbox.sockets``; ``network = false``: none. What Seatbelt
+   cannot say: which 127.0.0.1 port is the Run's own server (one it starts
+   is reached only on the Policy's ports too); addresses other than
+   127.0.0.1 and ::1 that lead to the host (another 127.x, the Mac's LAN
+   address); where a server the Run starts listens (binding is left
+   alone: a QUIC client binds 0.0.0.0 too).
 
 Modelled on Anthropic's sandbox-runtime profile for macOS (its process,
 sysctl, mach-lookup, IPC, ioctl and pty rules), narrowed where Owl's Policy
