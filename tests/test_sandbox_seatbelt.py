@@ -338,3 +338,27 @@ def test_without_sandbox_exec_macos_words_and_no_apt(tmp_path, monkeypatch):
     with pytest.raises(containing.Refusal) as refused:
         containing.wrap(cfg, paths, "claude", ["/bin/true"], {}, tmp_path, tmp_path)
     assert "sandbox-exec" in str(refused.value) and "apt" not in str(refused.value)
+
+
+def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, monkeypatch):
+    """A check runs the project's tests, which the agent wrote: contained as the
+    agent is, with no agent's state and no Keychain."""
+    from owl.engine import containing
+    from owl.settings import config
+    from owl.settings.paths import Paths
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda: None)
+    o = tmp_path / "owl"
+    paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
+    wt = o / "wt" / "job-1"
+    wt.mkdir(parents=True)
+    check = containing.for_checks(config.from_dict({}, "c.toml"), paths, wt, tmp_path)
+    argv, env = check(["make", "test"], {"HOME": str(tmp_path), "GITHUB_TOKEN": "t"})
+    assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[-2:] == ["make", "test"]
+    assert "GITHUB_TOKEN" not in env
+    text = argv[2]
+    assert allowed(text, "file-write-data", path=seatbelt.real(f"{wt}/build.o"))
+    assert not allowed(text, "file-read-data", path=seatbelt.real(f"{o}/owl.db"))
+    assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")
+    assert "/.claude" not in text  # no agent's state (the home here is under /tmp: shared)
