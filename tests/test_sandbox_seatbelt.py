@@ -362,3 +362,10 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
     assert not allowed(text, "file-read-data", path=seatbelt.real(f"{o}/owl.db"))
     assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")
     assert "/.claude" not in text  # no agent's state (the home here is under /tmp: shared)
+
+
+def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    contain.make_caches(policy.DEFAULT_CACHES, str(home), {"PATH": "/usr/bin:/bin"})
+    assert not (home / "Library").exists()

@@ -228,6 +228,7 @@ CACHE_TOOLS = {
     "~/go/pkg/mod": ("go",),
     "~/.local/share/pnpm": ("pnpm",),
     "~/.yarn": ("yarn",),
+    "~/Library/Caches": ("sw_vers",),  # macOS's own (sw_vers is too): never made elsewhere
 }
 
 
