@@ -10,8 +10,9 @@ def facts(**kw):
         "home": "/home/me",
         "user_home": "/home/me",
         "worktree": "/home/me/.local/share/owl/worktrees/job-1",
-        "git_common": "/home/me/code/api/.git",
-        "git_admin": "/home/me/code/api/.git/worktrees/job-1",
+        "git_common": "/home/me/.local/share/owl/worktrees/job-1.git",
+        "git_admin": "/home/me/.local/share/owl/worktrees/job-1.git/worktrees/job-1",
+        "project_git": "/home/me/code/api/.git",
         "project": "/home/me/code/api",
         "owl_home": ("/home/me/.local/share/owl", "/home/me/.config/owl"),
         "runtime_dir": "/run/user/1000",
@@ -50,21 +51,25 @@ def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_part
     ):
         assert path in pol.hidden
     assert pol.writable[0] == "/home/me/.local/share/owl/worktrees/job-1"
+    store = "/home/me/.local/share/owl/worktrees/job-1.git"
     for path in (
-        "/home/me/code/api/.git/objects",
-        "/home/me/code/api/.git/refs",
-        "/home/me/code/api/.git/worktrees/job-1",
+        f"{store}/objects",
+        f"{store}/refs",
+        f"{store}/logs",
+        f"{store}/worktrees/job-1",
         "/home/me/.claude",
         "/home/me/.claude.json",
         "/home/me/.cache",
     ):
         assert path in pol.writable
-    assert set(pol.readonly_over) == {
-        "/home/me/code/api/.git/config",
-        "/home/me/code/api/.git/hooks",
-        "/home/me/code/api/.git/info",
-    }
-    assert "/home/me/code/api/.git" not in pol.writable
+    # the Job's store is read only but for those parts, laid after Owl's hidden folder
+    assert pol.revealed == (store,)
+    assert store not in pol.hidden and store not in pol.writable
+    # nothing of the project's own git folder is writable: it is read only
+    assert not [p for p in pol.writable if p.startswith("/home/me/code/api")]
+    assert "/home/me/code/api/.git" in pol.readable
+    # Claude's own settings, which Owl reads for its provider: no Run changes them
+    assert "/home/me/.claude/settings.json" in pol.readonly_over
 
 
 def test_the_environment_loses_display_owl_and_secrets_but_keeps_the_agents_key():

@@ -19,6 +19,7 @@ OWL = f"{HOME}/Library/Application Support/owl"
 WT = f"{OWL}/worktrees/job-1"
 RUNTIME = f"{HOME}/Library/Caches/TemporaryItems/owl"
 PROJECT = f"{HOME}/code/api"
+STORE = f"{OWL}/worktrees/job-1.git"  # the Job's own git store, beside its worktree
 
 
 def facts(**kw: object) -> policy.Facts:
@@ -26,8 +27,9 @@ def facts(**kw: object) -> policy.Facts:
         "home": HOME,
         "user_home": HOME,
         "worktree": WT,
-        "git_common": f"{PROJECT}/.git",
-        "git_admin": f"{PROJECT}/.git/worktrees/job-1",
+        "git_common": STORE,
+        "git_admin": f"{STORE}/worktrees/job-1",
+        "project_git": f"{PROJECT}/.git",
         "project": PROJECT,
         "owl_home": (OWL, f"{HOME}/Library/Logs/owl", RUNTIME),
         "runtime_dir": None,
@@ -79,18 +81,28 @@ def test_the_worktree_is_readable_and_writable_though_owls_folder_around_it_is_h
 
 
 def test_what_a_commit_needs_is_writable_and_git_config_hooks_info_are_read_only():
+    """The Job's own store, inside Owl's hidden folder: its objects, refs, logs
+    and the worktree's admin folder writable, the rest of it read only; the
+    project's own git folder read only; another Job's store hidden."""
     text = make()
-    git = f"{PROJECT}/.git"
     for path in (
-        f"{git}/objects/ab/cdef",
-        f"{git}/refs/heads/owl/job-1",
-        f"{git}/logs/HEAD",
-        f"{git}/worktrees/job-1/index",
+        f"{STORE}/objects/ab/cdef",
+        f"{STORE}/refs/heads/owl/job-1",
+        f"{STORE}/logs/HEAD",
+        f"{STORE}/worktrees/job-1/index",
     ):
         assert can_write(text, path), path
-    for path in (f"{git}/config", f"{git}/hooks/pre-commit", f"{git}/info/exclude"):
+    for path in (
+        f"{STORE}/config",
+        f"{STORE}/hooks/pre-commit",
+        f"{STORE}/info/exclude",
+        f"{STORE}/packed-refs",
+        f"{PROJECT}/.git/config",
+        f"{PROJECT}/.git/refs/heads/main",
+        f"{PROJECT}/.git/objects/ab/cdef",
+    ):
         assert can_read(text, path) and not can_write(text, path), path
-    assert not can_write(text, f"{git}/HEAD")  # the project's checkout's HEAD: not the Run's
+    assert not can_read(text, f"{OWL}/worktrees/job-2.git/config")
 
 
 def test_the_agents_state_and_caches_are_writable_and_the_rest_read_only():
@@ -172,8 +184,11 @@ def test_order_sensitive_rules_come_in_the_right_order():
                 ln.split('"')[1].rstrip("/") + "/"
             )
             assert not covers or i < deny, (ln, secret)
-    assert first(f'(deny file-write* (subpath "{PROJECT}/.git/config"))') > first(
-        f'(allow file-read* file-write* (subpath "{PROJECT}/.git/objects"))'
+    # the store is revealed (read) after Owl's folder is hidden, its parts to
+    # write after that
+    assert first(f'(allow file-read* (subpath "{STORE}"))') > first(f'(subpath "{OWL}"))')
+    assert first(f'(allow file-read* file-write* (subpath "{STORE}/refs"))') > first(
+        f'(allow file-read* (subpath "{STORE}"))'
     )
 
 
@@ -289,7 +304,7 @@ def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
 
 def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda: None)
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
     wt = tmp_path / "wt"
     wt.mkdir()
     w = contain.wrap(
@@ -309,12 +324,25 @@ def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
     assert not allowed(w.argv[2], "mach-lookup", mach="com.apple.SecurityServer")  # codex
 
 
-def test_without_sandbox_exec_macos_words_and_no_apt(tmp_path, monkeypatch):
+@pytest.fixture
+def fresh_answer(monkeypatch):
+    """The sandbox's last answer asked again once this test's stand-ins are gone
+    (it is kept for the whole process)."""
+    from owl.sandbox import ready
+
+    yield
+    monkeypatch.undo()
+    ready.ask()
+
+
+def test_without_sandbox_exec_macos_words_and_no_apt(tmp_path, monkeypatch, fresh_answer):
     why = seatbelt.probe(str(tmp_path / "sandbox-exec"))
     assert why and "sandbox-exec" in why and "part of macOS" in why and "apt" not in why
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda: why)
-    assert contain.probe() == why and "apt" not in contain.fix()
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: why)
+    from owl.sandbox import ready
+
+    assert ready.ask() == why and ready.problem() == why
     w = contain.wrap(
         ["/bin/true"],
         settings=policy.Settings(),
@@ -330,8 +358,8 @@ def test_without_sandbox_exec_macos_words_and_no_apt(tmp_path, monkeypatch):
     from owl.settings.paths import Paths
     from owl.verbs.statusdoc import sandbox_view
 
-    view = sandbox_view(config.from_dict({}, "c.toml"))
-    assert view == {"mode": "auto", "contained": False, "problem": why}
+    view = sandbox_view(config.from_dict({"sandbox": {"mode": "auto"}}, "c.toml"))
+    assert view["problem"] == why and not view["contained"] and "apt" not in view["line"]
     cfg = config.from_dict({"sandbox": {"mode": "required"}}, "c.toml")
     o = tmp_path / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
@@ -348,7 +376,7 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda: None)
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
     o = tmp_path / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     wt = o / "wt" / "job-1"

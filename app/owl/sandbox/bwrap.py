@@ -3,12 +3,13 @@
 The argv is laid in the order mounts must be made: the read-only root, the
 private /dev, /proc, /tmp and /dev/shm, what must stay readable under a hidden
 or private folder, the hidden paths (an empty tmpfs for a folder, /dev/null for
-a file: a tmpfs target must exist), the writable binds, and the read-only binds
-laid over them (the project's git config, hooks, info), the host sockets
-opened on purpose, and /dev/null over every other host socket still in sight
-(``/run`` and ``/var/run`` are the Run's own, empty but for their symlinks and
-the resolver's file). ``/tmp`` and ``/dev/shm`` are bounded (``--size``): a
-full one is ENOSPC for the agent, not a machine out of memory. ``--unshare-pid`` gives
+a file: a tmpfs target must exist), the Job's git store read-only (it lies in
+Owl's hidden folder), the writable binds, and the read-only binds laid over
+them (the project's git folder, the store's top), the host sockets opened on
+purpose, and /dev/null over every other host socket still in sight (``/run``
+and ``/var/run`` are the Run's own, empty but for their symlinks and the
+resolver's file). ``/tmp`` and ``/dev/shm`` are bounded (``--size``): a full
+one is ENOSPC for the agent, not a machine out of memory. ``--unshare-pid`` gives
 the Run its own PID namespace while its processes keep their host pids seen
 from outside, so the reaper, the cgroup and the daemon's sweeps work as before.
 
@@ -118,6 +119,9 @@ def argv(
             out += ["--tmpfs", path]
         elif k == "file":
             out += ["--ro-bind", "/dev/null", path]
+    for path in policy.revealed:
+        if exists(path):
+            out += ["--ro-bind", path, path]
     for path in policy.writable:
         if exists(path):
             out += ["--bind", path, path]
@@ -153,9 +157,9 @@ def ignoring_term(argv: list[str], term_env: str | None) -> list[str]:
 _found: dict[str, tuple[str | None, str]] = {}
 
 
-def find() -> tuple[str | None, str]:
-    """(path of bwrap, "0.8") or (None, why not); asked once."""
-    if "bwrap" not in _found:
+def find(fresh: bool = False) -> tuple[str | None, str]:
+    """(path of bwrap, "0.8") or (None, why not); asked once, or again when ``fresh``."""
+    if fresh or "bwrap" not in _found:
         path = shutil.which("bwrap")
         if path is None:
             _found["bwrap"] = (None, f"bubblewrap is not installed ({INSTALL_HINT})")
@@ -201,11 +205,12 @@ def term_env() -> str | None:
 _probed: dict[str, str | None] = {}
 
 
-def probe() -> str | None:
-    """None when a sandbox can be made here, else why not (asked once, cached)."""
+def probe(fresh: bool = False) -> str | None:
+    """None when a sandbox can be made here, else why not (asked once, cached;
+    ``fresh``: asked again, as ``owl.sandbox.ready`` does while it does not work)."""
     term_env()  # asked here too, so that wrapping a Run starts no process
-    if "works" not in _probed:
-        path, detail = find()
+    if fresh or "works" not in _probed:
+        path, detail = find(fresh)
         if path is None:
             _probed["works"] = detail
         else:

@@ -2,9 +2,10 @@
 
 The glue between the facts of a Run (its worktree, its project's git directory,
 Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``.
-Reads two small files of the worktree (``.git`` and the admin folder's
-``commondir``), the host's list of bound unix sockets (``/proc/net/unix``, a
-few ms at most) and the top of ``/run``; runs no git.
+The git places come from Owl's records (``GitPlaces``): no file of the worktree
+is read, since the agent writes them. Reads the host's list of bound unix
+sockets (``/proc/net/unix``, a few ms at most) and the top of ``/run``; runs
+no git.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import bwrap, policy, seatbelt
+from . import agentconf, bwrap, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -34,20 +35,16 @@ class Wrapped:
     env: dict[str, str]
 
 
-def git_dirs(worktree: str) -> tuple[str | None, str | None]:
-    """(the project's git directory, the worktree's admin folder) from the files."""
-    try:
-        text = Path(worktree, ".git").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, None
-    if not text.startswith("gitdir:"):
-        return None, None
-    admin = os.path.normpath(os.path.join(worktree, text[7:].strip()))
-    try:
-        common = Path(admin, "commondir").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, admin
-    return os.path.normpath(os.path.join(admin, common)), admin
+@dataclass(frozen=True)
+class GitPlaces:
+    """Where the Run's git lives, as Owl recorded it (``owl.git.jobstore.Places``):
+    the Job's store and the worktree's admin folder in it (writable parts), and
+    the project's own git folder (read only). Never read from the worktree's
+    files, which the agent writes."""
+
+    store: str | None = None
+    admin: str | None = None
+    project_git: str | None = None
 
 
 def wrap(
@@ -59,27 +56,30 @@ def wrap(
     worktree: str,
     project: str,
     owl_dirs: Sequence[str],
+    git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
+    net_report: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
-    ``which`` finds the network helpers (pasta, slirp4netns)."""
+    ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
+    file the network helper says in whether the Run got its network (see netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
     if sys.platform == "darwin":
-        return wrap_darwin(command, settings, agent, env, worktree, project, owl_dirs)
-    why = bwrap.probe()
+        return wrap_darwin(command, settings, agent, env, worktree, project, owl_dirs, git)
+    why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
-    common, admin = git_dirs(worktree)
+    git = git or GitPlaces()
     private, links, files = private_system()
     home = env.get("HOME") or os.path.expanduser("~")
     facts = policy.Facts(
         home=home,
         user_home=pwd.getpwuid(os.getuid()).pw_dir,
         worktree=worktree,
-        git_common=common,
-        git_admin=admin,
+        git_common=git.store,
+        git_admin=git.admin,
         project=project,
         owl_home=tuple(owl_dirs),
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
@@ -88,10 +88,19 @@ def wrap(
         private_links=links,
         private_files=files,
         host_sockets=host_sockets(),
+        project_git=git.project_git,
     )
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
     make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
     pol = policy.compute(settings, own, facts)
     env_path = bwrap.term_env()
     argv = bwrap.argv(
@@ -104,7 +113,7 @@ def wrap(
     )
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
-    if signing(common, home):
+    if signing(git.project_git, home):
         opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
     if pol.network == "none":
         return Wrapped(
@@ -124,8 +133,9 @@ def wrap(
             inside,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
+    report = ["--report", net_report] if net_report else []
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
         f"contained: bwrap {version}, own network{how}{opened}",
         True,
         inside,
@@ -264,18 +274,6 @@ def user_net(
     return slirp, ""
 
 
-def probe() -> str | None:
-    """None when Runs can be contained on this platform, else why not (asked once)."""
-    return seatbelt.probe() if sys.platform == "darwin" else bwrap.probe()
-
-
-def fix() -> str:
-    """What makes Runs containable here, in this platform's words."""
-    if sys.platform == "darwin":
-        return "sandbox-exec is part of macOS: a Mac without it cannot contain Runs"
-    return f"install bubblewrap ({bwrap.INSTALL_HINT})"
-
-
 def wrap_darwin(
     command: Sequence[str],
     settings: policy.Settings,
@@ -284,27 +282,42 @@ def wrap_darwin(
     worktree: str,
     project: str,
     owl_dirs: Sequence[str],
+    git: GitPlaces | None = None,
 ) -> Wrapped:
-    """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``."""
+    """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``
+    (the facts gathered as for bwrap, real paths: Seatbelt matches those)."""
     why = seatbelt.probe()
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
-    common, admin = git_dirs(worktree)
+    git = git or GitPlaces()
     home = env.get("HOME") or os.path.expanduser("~")
+
+    def real(path: str | None) -> str | None:
+        return os.path.realpath(path) if path else None
+
     facts = policy.Facts(
         home=home,
         user_home=pwd.getpwuid(os.getuid()).pw_dir,
         worktree=os.path.realpath(worktree),
-        git_common=common and os.path.realpath(common),
-        git_admin=admin and os.path.realpath(admin),
+        git_common=real(git.store),
+        git_admin=real(git.admin),
         project=os.path.realpath(project),
         owl_home=tuple(os.path.realpath(d) for d in owl_dirs),
         runtime_dir=None,  # macOS has none; its per-user folders are under the home
         env=env,
+        project_git=real(git.project_git),
     )
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
     make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
     pol = policy.compute(settings, own, facts)
     keychain = agent in seatbelt.KEYCHAIN_AGENTS
     argv = seatbelt.argv(pol, command, keychain=keychain)

@@ -8,13 +8,13 @@ into a macOS profile, so both read the same decisions.
 The shape of the decisions:
 - the filesystem is read-only, and with ``read = "project"`` only the system's
   own folders, the project and what is named are readable at all;
-- writable: the Job's worktree, what ``git commit`` there needs of the project's
-  git directory (objects, refs, logs, the worktree's admin folder), the agent's
-  own state, caches and ``sandbox.write``; the project's ``config``, ``hooks/``
-  and ``info/`` are laid read-only over that, so a planted hook or
-  ``core.fsmonitor`` is refused at the source;
+- writable: the Job's worktree, what ``git commit`` there needs of the Job's own
+  git store (``owl.git.jobstore``: its objects, refs, logs, the worktree's admin
+  folder), the agent's own state, caches and ``sandbox.write``; the store's top
+  (``config``, ``hooks/``, ``info/``, ``packed-refs``) is read-only, and so is
+  the whole of the project's own git folder: its history is out of reach;
 - hidden (empty): the well-known secrets of a home, Owl's own home (all but this
-  Job's worktree), the desktop's runtime folder and X11 sockets;
+  Job's worktree and its store), the desktop's runtime folder and X11 sockets;
 - no host unix socket answers: ``/run`` (and ``/var/run``) are empty folders
   of the Run's own, keeping only their symlinks and the resolver's file, and
   every other socket the host has bound where the Run could see it is covered
@@ -29,10 +29,15 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 MODES = ("auto", "required", "off")
+# On Linux a Run that cannot be contained does not start unless the person
+# wrote otherwise ("auto" falls back, "off" never contains); on macOS, where
+# the Seatbelt profile has not run yet, Runs start uncontained, saying so.
+DEFAULT_MODE = "required" if sys.platform.startswith("linux") else "auto"
 READS = ("home", "project")
 
 # Under every home the Run may see: hidden (an empty folder, or /dev/null for a file).
@@ -221,6 +226,9 @@ class AgentState:
     # is not there cannot be bound writable, and what the agent then wrote
     # (its conversations, which the next Run resumes) would be lost with it.
     folders: tuple[str, ...] = ()
+    # The agent's own config files Owl reads to give it its provider's port and
+    # key (`agentconf`): read-only inside, so no Run widens the next one's reach.
+    fixed: tuple[str, ...] = ()
 
 
 AGENTS: dict[str, AgentState] = {
@@ -233,11 +241,13 @@ AGENTS: dict[str, AgentState] = {
         ),
         env_keep=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
         folders=("$CLAUDE_CONFIG_DIR|~/.claude",),
+        fixed=("$CLAUDE_CONFIG_DIR/settings.json|~/.claude/settings.json",),
     ),
     "codex": AgentState(
         state=("$CODEX_HOME|~/.codex",),
         env_keep=("OPENAI_API_KEY", "CODEX_API_KEY"),
         folders=("$CODEX_HOME|~/.codex",),
+        fixed=("$CODEX_HOME/config.toml|~/.codex/config.toml",),
     ),
     "gemini": AgentState(
         state=("~/.gemini",),
@@ -251,7 +261,7 @@ AGENTS: dict[str, AgentState] = {
 class Settings:
     """The ``[sandbox]`` table as checked (see ``keys.py``), merged for one Run."""
 
-    mode: str = "auto"
+    mode: str = DEFAULT_MODE
     read: str = "home"
     read_also: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
@@ -309,8 +319,8 @@ class Facts:
     home: str  # HOME as the agent will see it
     user_home: str  # the account's own home (may differ in tests)
     worktree: str
-    git_common: str | None  # the project's git directory (…/.git)
-    git_admin: str | None  # the worktree's admin folder (…/.git/worktrees/NAME)
+    git_common: str | None  # the Job's own git store (worktrees/job-N.git), from Owl's records
+    git_admin: str | None  # the worktree's admin folder (…/job-N.git/worktrees/job-N)
     project: str
     owl_home: tuple[str, ...]  # Owl's folders: config, data, state, logs
     runtime_dir: str | None  # XDG_RUNTIME_DIR
@@ -325,6 +335,7 @@ class Facts:
     private_files: tuple[str, ...] = ()
     # The host's bound unix sockets (their paths resolved), from /proc/net/unix.
     host_sockets: tuple[str, ...] = ()
+    project_git: str | None = None  # the project's own git folder: read only
 
 
 @dataclass(frozen=True)
@@ -347,6 +358,9 @@ class Policy:
     masked: tuple[str, ...] = ()  # host sockets out of reach: /dev/null laid over each
     sockets: tuple[str, ...] = ()  # host sockets opened on purpose (`sandbox.sockets`)
     tmp_size: int = DEFAULT_TMP_SIZE
+    # read-only binds laid after the hidden ones and before the writable: the
+    # Job's git store, which lies in Owl's hidden folder
+    revealed: tuple[str, ...] = ()
 
 
 def expand(path: str, home: str, env: Mapping[str, str] | None = None) -> str:
@@ -469,8 +483,8 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         else [facts.project, *ex(HOME_TOOLCHAINS)]
     )
     readable += list(ex(settings.read_also))
-    if facts.git_common:
-        readable.append(facts.git_common)
+    if facts.project_git:
+        readable.append(facts.project_git)
 
     hidden = [posixpath.join(h, s) for h in homes for s in (*HOME_SECRETS, *MACOS_HOME_SECRETS)]
     hidden += list(ex(settings.hide))
@@ -480,15 +494,17 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     hidden += SYSTEM_HIDDEN
     # Nothing the Run must write is hidden from it (a cache inside an Owl folder...).
     writable = [facts.worktree]
-    readonly_over = []
+    readonly_over: list[str] = []
+    revealed: list[str] = []
     if facts.git_common:
         g = facts.git_common
+        revealed.append(g)
         writable += [posixpath.join(g, d) for d in ("objects", "refs", "logs")]
         if facts.git_admin:
             writable.append(facts.git_admin)
-        readonly_over += [posixpath.join(g, d) for d in ("config", "hooks", "info")]
     writable += [*state, *caches, *extra_write]
-    hidden = [h for h in _unique(hidden) if h not in writable]
+    readonly_over += list(ex(agent.fixed))
+    hidden = [h for h in _unique(hidden) if h not in writable and h not in revealed]
 
     drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)
     ports = _unique([str(p) for p in (*loopback_ports(env), *settings.host_ports)])
@@ -511,4 +527,5 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         masked=masked_sockets(facts.host_sockets, covered, sockets),
         sockets=sockets,
         tmp_size=settings.tmp_size,
+        revealed=_unique(revealed),
     )

@@ -199,7 +199,11 @@ def _layers(policy: Policy) -> list[str]:
     writable = [*SHARED_TMP, *(real(p) for p in policy.writable)]
     out = ["; hidden (denied) and writable (allowed) paths, the deeper one last: it wins"]
     out += _deepest_last(
-        policy, "(deny file-read* file-write* {})", "(allow file-read* file-write* {})", SHARED_TMP
+        policy,
+        "(deny file-read* file-write* {})",
+        "(allow file-read* file-write* {})",
+        SHARED_TMP,
+        read="(allow file-read* {})",
     )
     out.append(f'(deny file-read* file-write* (regex #"{LAUNCHD_LISTENERS}"))')
     # realpath(3) and git stat every folder above the worktree, some of them hidden
@@ -212,19 +216,26 @@ def _layers(policy: Policy) -> list[str]:
     return out
 
 
-def _deepest_last(policy: Policy, deny: str, allow: str, more: Sequence[str] = ()) -> list[str]:
-    """A rule per hidden and writable path (``{}``: its ``subpath``), shallower
-    first: on a path under both, the longer one's rule is the last that matches."""
-    layers = [(real(p), False) for p in policy.hidden]
-    layers += [(p, True) for p in (*more, *(real(p) for p in policy.writable))]
+def _deepest_last(
+    policy: Policy, deny: str, allow: str, more: Sequence[str] = (), read: str | None = None
+) -> list[str]:
+    """A rule per hidden and writable path (``{}``: its ``subpath``), and with
+    ``read`` per revealed one (read only inside a hidden folder: the Job's git
+    store), shallower first: on a path under several, the longest one's rule
+    is the last that matches."""
+    layers = [(real(p), 0) for p in policy.hidden]
+    if read is not None:
+        layers += [(real(p), 1) for p in policy.revealed]
+    layers += [(p, 2) for p in (*more, *(real(p) for p in policy.writable))]
     layers.sort(key=lambda item: (_depth(item[0]), item[1]))
-    return [(allow if ok else deny).format(f"(subpath {_q(path)})") for path, ok in layers]
+    rules = (deny, read or deny, allow)
+    return [rules[kind].format(f"(subpath {_q(path)})") for path, kind in layers]
 
 
 def _over(policy: Policy) -> list[str]:
     out = []
     if policy.readonly_over:
-        out.append("; the project's git config, hooks and info: read only, over what is writable")
+        out.append("; read only over what is writable (the agent's own config Owl reads)")
         out += [f"(deny file-write* (subpath {_q(real(p))}))" for p in policy.readonly_over]
     # (what is inside a hidden path is denied writing already, unlink included)
     hidden = [real(p) for p in policy.hidden]
@@ -315,10 +326,10 @@ INSTALL_HINT = (
 _probed: dict[str, str | None] = {}
 
 
-def probe(sandbox_exec: str = SANDBOX_EXEC) -> str | None:
+def probe(sandbox_exec: str = SANDBOX_EXEC, fresh: bool = False) -> str | None:
     """None when ``sandbox-exec`` runs a profile here, else why not, in macOS's
-    words (asked once, cached)."""
-    if sandbox_exec not in _probed:
+    words (asked once, cached; ``fresh``: asked again)."""
+    if fresh or sandbox_exec not in _probed:
         if not os.access(sandbox_exec, os.X_OK):
             _probed[sandbox_exec] = f"{sandbox_exec} is not there ({INSTALL_HINT})"
         else:
