@@ -125,6 +125,10 @@ def test_the_agents_state_and_caches_are_writable_and_the_rest_read_only():
     ):
         assert can_read(text, path) and not can_write(text, path), path
     assert not can_write(text, f"{HOME}/.codex/config.toml")  # another agent's state
+    # the agent's own config, which Owl reads: read only, not renamed away either
+    settings = f"{HOME}/.claude/settings.json"
+    assert can_read(text, settings) and not can_write(text, settings)
+    assert not allowed(text, "file-write-unlink", path=settings)
 
 
 @pytest.mark.parametrize(
