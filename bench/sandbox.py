@@ -107,7 +107,7 @@ def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[flo
     tag = f"bench-{uuid.uuid4().hex[:8]}"
     ready = wt / ("ready-contained" if contained else "ready-plain")
     ready.mkdir()
-    env = dict(os.environ, OWL_RUN_ID=tag)
+    env = dict(os.environ, OWL_RUN_ID=tag, HOME=str(wt.parent / "home"))
     argv = fanout_argv(ready, SESSIONS, PER)
     if contained:
         w = wrapped(argv, policy.Settings(), wt, env)
@@ -149,7 +149,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wt = Path(tmp, "wt")
         wt.mkdir()
-        start_cost(args.n, wt, dict(os.environ))
+        # a home of its own: the agent's state folders a Run's start makes are made there
+        Path(tmp, "home").mkdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME")}
+        start_cost(args.n, wt, dict(env, HOME=str(Path(tmp, "home"))))
         if args.start_only:
             return
         print(
