@@ -17,7 +17,7 @@ from owl.cli.common import (
     print_json,
     verb,
 )
-from owl.errors import NoDaemon, Refused, StoreError
+from owl.errors import NoDaemon, Refused, StoreError, Unreachable
 
 # Not typing.TYPE_CHECKING: importing typing costs each `owl` call ~2 ms;
 # type checkers read a TYPE_CHECKING of our own alike.
@@ -41,8 +41,8 @@ def register(sub: Any) -> None:
 def cmd_status(a: argparse.Namespace) -> int:
     try:
         st = ask("status")
-    except NoDaemon:
-        return _status_offline(a)
+    except NoDaemon as nobody:
+        return _status_offline(a, nobody)
     if getattr(a, "since_away", False):
         return _since_away(a, st)
     if a.json:
@@ -114,8 +114,9 @@ def _notify_lines(st: dict) -> list[str]:
     return out
 
 
-def _status_offline(a: argparse.Namespace) -> int:
-    """No daemon: say what the database holds (read-only), then exit 3."""
+def _status_offline(a: argparse.Namespace, nobody: NoDaemon) -> int:
+    """No daemon answers: say what the database holds (read-only), then exit 3.
+    `nobody` says why (none runs, or one holds the home and does not answer)."""
     from owl.cli.carry import offline_limit_facts
     from owl.rules.jobtable import QUEUED
 
@@ -149,6 +150,7 @@ def _status_offline(a: argparse.Namespace) -> int:
                 "open_runs": open_runs,
                 "head": head[0]["id"] if head else None,
                 "problem": problem,
+                **({"unreachable": str(nobody)} if isinstance(nobody, Unreachable) else {}),
             }
         )
     else:
@@ -156,7 +158,12 @@ def _status_offline(a: argparse.Namespace) -> int:
         parts += [f"{counts[s]} {s}" for s in ("review", "blocked", "exhausted") if counts.get(s)]
         if paused:
             parts.append("paused")
-        print("no daemon is running · " + " · ".join(parts))
+        said = (
+            "the daemon does not answer"
+            if isinstance(nobody, Unreachable)
+            else "no daemon is running"
+        )
+        print(f"{said} · " + " · ".join(parts))
         if head:
             print(_line("next", f"job {head[0]['id']} {textsafe.line(head[0]['title'])!r}"))
         if open_runs:
@@ -171,7 +178,7 @@ def _status_offline(a: argparse.Namespace) -> int:
             print(_line(*fact))
         if problem:
             print(_line("database", problem))
-    print("owl: no Owl daemon is running (start one with: owl daemon --detach)", file=sys.stderr)
+    print(f"owl: {nobody}", file=sys.stderr)
     return EXIT_NO_DAEMON
 
 
