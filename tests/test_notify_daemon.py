@@ -205,6 +205,23 @@ def test_replies_through_the_ntfy_stream_move_the_job(tmp_path: Path) -> None:
                 what="the second Run",
             )
             assert j["runs"][1]["outcome"] == "succeeded"
+            # the return to review is told as the first was, and the person hears back
+            reviews = ntfy.wait(
+                lambda: (
+                    (
+                        told := [
+                            m
+                            for m in ntfy.on(topic)
+                            if m.get("title") == f"Owl: Job {job} ready for review"
+                        ]
+                    )
+                    and len(told) == 2
+                    and told
+                )
+            )
+            for m in reviews:  # the agent's last line, and what may be answered
+                assert "“done commit=one”" in m["message"], m["message"]
+                assert f"Reply '{job} accept', '{job} drop'" in m["message"]
             ntfy.publish(topic, "what now?")
             assert ack("Owl understands")
             ntfy.publish(topic, f"{job} accept")

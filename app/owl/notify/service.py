@@ -44,7 +44,13 @@ def local_minute(t: float) -> int:
 
 
 def rules_of(n: NotifyConfig) -> Rules:
-    return Rules(batch=n.batch, limit_after=n.limit_after, quiet=n.quiet, urgent=n.urgent)
+    return Rules(
+        batch=n.batch,
+        limit_after=n.limit_after,
+        quiet=n.quiet,
+        urgent=n.urgent,
+        replies=bool(n.reply),
+    )
 
 
 class Notifier:
@@ -172,8 +178,11 @@ class Notifier:
                 if ended is not None:
                     self._briefing = briefmod.view(ended, e.since, ended=e.since)
             return
-        if isinstance(e, ev.RunEnded) and e.state == "review" and self.router.away:
-            stamp.extra["diffstat"] = diffstat(e)
+        if isinstance(e, ev.RunEnded) and self.router.away:
+            if e.state == "review":
+                stamp.extra["diffstat"] = diffstat(e)
+            if not e.last_message and e.log:
+                stamp.extra["log_tail"] = log_tail(e.log)
         if isinstance(e, ev.LimitWait):
             # dated when not today: a weekly limit must not read as this evening
             stamp.extra["until_hhmm"] = timefmt.ahead(e.until, stamp.at)
@@ -272,6 +281,20 @@ def status_line(st: Any) -> str:
     for w in st.get("limits") or []:
         bits.append(f"{w.get('agent')} waits until {str(w.get('until') or '')[11:16]}")
     return " · ".join(bits)
+
+
+LOG_TAIL = 4096  # the last line of a Run's log is in its last bytes
+
+
+def log_tail(path: str) -> str | None:
+    """The end of a Run's log (a command agent's last line), or None."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - LOG_TAIL))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
 
 
 def diffstat(e: ev.RunEnded) -> str | None:
