@@ -163,6 +163,38 @@ def test_notify_test_says_what_each_channel_answered(tmp_path: Path) -> None:
         assert "[notify]" in shown and "secret" not in shown
 
 
+def test_config_check_and_status_say_which_channel_apprise_cannot_use(tmp_path: Path) -> None:
+    """Read as Apprise reads a URL to send, and nothing sent."""
+    home = tmp_path / "home"
+    with Receiver() as rx:
+        good, typo = rx.url("hook-secret"), f"jsn://127.0.0.1:{rx.port}/my-secret-topic"
+        (home).mkdir()
+        (home / "config.toml").write_text(f'[notify]\naway = ["{good}", "{typo}"]\n')
+        env = dict(os.environ, OWL_HOME=str(home))
+        p = subprocess.run(
+            [*OWL, "config", "check"], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert p.returncode == 1 and p.stdout == "", p
+        assert p.stderr == (
+            f"owl: {home / 'config.toml'}: notify.away[2] = "
+            f"'jsn://127.0.0.1:{rx.port}/my…': not a URL Apprise knows\n"
+        )
+        with OwlDaemon(home, config={"notify": {"away": [good, typo]}}) as d:
+            chans = wait_for(
+                lambda: (c := d.status()["notify"]["channels"])[1]["problem"] and c,
+                what="the channels read",
+            )
+            assert chans[0]["problem"] is None
+            assert chans[1]["problem"] == "not a URL Apprise knows"
+            text = d.ok("status")
+            assert (
+                f"channel:    jsn://127.0.0.1:{rx.port}/my… · cannot be used: "
+                "not a URL Apprise knows · nothing sent yet"
+            ) in text
+            assert f"json://127.0.0.1:{rx.port}/ho… · nothing sent yet" in text
+        assert rx.got == []  # nothing was sent to find out
+
+
 def test_replies_through_the_ntfy_stream_move_the_job(tmp_path: Path) -> None:
     project = make_project(tmp_path / "p")
     with NtfyServer() as ntfy:

@@ -95,6 +95,8 @@ def _notify_lines(st: dict) -> list[str]:
                 + ("" if last["ok"] else f" ({last['answer']})")
             )
         )
+        if ch.get("problem"):
+            said = f"cannot be used: {ch['problem']} · " + said
         if ch.get("retry_at"):
             said += (
                 f" · trying again at {time.strftime('%H:%M:%S', time.localtime(ch['retry_at']))}"
