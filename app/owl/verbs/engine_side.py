@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from owl.engine import shiftwork
 from owl.rules import jobrules
 from owl.rules import lifecycle
 from owl.rules import shifts
@@ -338,10 +339,4 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             return {"on": False, "already": True, "message": "no Shift is on"}
         self.engine.store.set_setting("shift", None)
         self.engine.set_shift(None)
-        # shift_view() is None once no Run of the Shift is left to finish
-        view = self.engine.shift_view() or {"on": False, "ended": True, "finishing": 0}
-        n = view.get("finishing", 0)
-        view["message"] = "Shift ended" + (
-            f", {n} Run{'s' if n != 1 else ''} finishing" if n else ""
-        )
-        return view
+        return shiftwork.ended(self.engine)
