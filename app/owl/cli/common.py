@@ -180,7 +180,7 @@ def id_number(text: str) -> int:
     from owl.rules.bounds import SQLITE_INT_MAX, digits
 
     value = digits(text)
-    if value is None:
+    if value is None or value < 1:  # 0 and abc alike: the same words, exit 2
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a whole number of 1 or more written with the digits 0-9"
         )

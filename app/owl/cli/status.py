@@ -222,13 +222,16 @@ def _status_text(st: dict) -> str:
         lines.append(_line("runs", "none live"))
     for r in st["runs"]:
         state = r["state"]
+        worked = f"worked {duration(r['running_for_s'])}"
         if state == "frozen":
-            state = f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} left"
+            state = (
+                f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} of its grace "
+                "window left"
+            )
         lines.append(
             _line(
                 f"run {r['id']}",
-                f"job {r['job_id']} · {state} · "
-                f"{duration(r['running_for_s'])} · {r['title']} · owl logs "
+                f"job {r['job_id']} · {state} · {worked} · {r['title']} · owl logs "
                 f"{r['job_id']} -f",
             )
         )
@@ -298,11 +301,16 @@ def _awake(aw: dict, any_runs: bool) -> str | None:
 
 
 def _queue(st: dict) -> str:
+    """What waits for a Run; the Jobs working now are the runs' lines."""
     n = st.get("queue_length", len(st["queue"]))
+    waiting = st.get("queue_pending", n)
     if not n:
         return "empty"
+    working = n - waiting
+    if not waiting:
+        return f"nothing waiting ({working} job{'s' if working != 1 else ''} working)"
     head = next((q for q in st["queue"] if q["state"] == "pending"), None)
-    text = f"{n} job{'s' if n != 1 else ''}"
+    text = f"{waiting} job{'s' if waiting != 1 else ''} waiting"
     if head:
         text += f" · next: job {head['id']} {head['title']!r}"
         if st.get("waiting"):

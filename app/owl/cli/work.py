@@ -221,6 +221,8 @@ def cmd_shift_start(a: argparse.Namespace) -> int:
         length = parse_duration(a.length)
         if length > MAX_SHIFT_S:
             raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
+        if length <= 0:
+            raise ValueError(f"{a.length!r} is no time at all (a Shift lasts more than 0s)")
     except ValueError as e:
         a.parser.error(f"--for: {e}")
     from owl.cli import spawn

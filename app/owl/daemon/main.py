@@ -216,6 +216,7 @@ class Daemon:
         return self.engine.wait_stopped(timeout)
 
     def close(self) -> None:
+        held = self._lock_fd is not None  # this daemon ran: its stop is said once
         if self.engine is not None and not self.engine.stopped:
             self.engine.stop()
         if self.notifier is not None:
@@ -238,6 +239,8 @@ class Daemon:
         if self._no_nap is not None:
             self._no_nap.end()
             self._no_nap = None
+        if held and self.engine is not None:
+            log.info("owl daemon %s stopped (pid %s)", self.engine.instance[:8], os.getpid())
 
     # -------------------------------------------------------------- interface
 

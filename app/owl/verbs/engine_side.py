@@ -130,7 +130,14 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         decision = self.engine.decide(asked=True)
         if decision.job is None:
             for job_id in self.engine.setups.jobs():
-                raise Refused(f"job {job_id} is being set up; try again in a moment")
+                # its Run starts when the setup is done, as `owl start` starts it
+                self.engine.start_asked.add(job_id)
+                return {
+                    "run_id": None,
+                    "job_id": job_id,
+                    "message": f"job {job_id} is being set up; its Run starts when it is "
+                    "ready, and input will not freeze it",
+                }
             head = self.engine.store.first_pending()
             if head is not None:
                 agent = (self.engine.store.job(head[0]) or {}).get("agent")

@@ -72,7 +72,8 @@ def status(e: Snapshot) -> dict:
         "runs": runs,
         "limits": carryon.limits_view(e.waits, time.time()),
         "queue": queue(e.store),
-        "queue_length": e.store.queue_length(),
+        "queue_length": e.store.queue_length(),  # waiting and working
+        "queue_pending": e.store.pending_count(),  # waiting for a Run
         "waiting": e.waiting,
         "recent": recent,
         "review": review_jobs(e.store),
