@@ -309,3 +309,24 @@ def test_telegram_replies_and_an_unknown_chat(tmp_path: Path) -> None:
                 what="the second Run",
             )
             assert j["state"] == "review"  # the stranger's accept did nothing
+
+
+def test_the_briefing_and_recent_runs_forget_a_dropped_job(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    with OwlDaemon(tmp_path / "home") as d:
+        d.machine("idle")
+        kept = d.add("write=a commit=one exit=0", project)
+        gone = d.add("write=b commit=two exit=0", project)
+        d.wait_job(kept, "review")
+        d.wait_job(gone, "review")
+        d.machine("input")
+        brief = wait_for(lambda: d.status()["notify"]["briefing"], what="the briefing")
+        assert f"job {gone} ready for review" in brief["text"], brief
+        assert brief["review"] == gone
+        d.ok("jobs", "drop", "--force", str(gone))
+        st = d.status()
+        brief = st["notify"]["briefing"]
+        assert f"job {gone} " not in brief["text"] and f"job {kept} ready" in brief["text"]
+        assert brief["review"] == kept and "2 Runs" in brief["text"]  # they did happen
+        assert [r["job_id"] for r in st["recent"]] == [kept]
+        assert f"job {gone}" not in d.ok("status", "--since-away")

@@ -369,3 +369,17 @@ def test_the_briefing_tops_the_menu_and_is_announced_once() -> None:
     said = notices.update(status)
     assert [(n[0], n[1], n.review) for n in said] == [("Welcome back", brief["text"], 12)]
     assert notices.update(status) == []
+
+
+def test_a_dropped_job_is_no_news_and_the_spell_forgets_it() -> None:
+    r = away_router(batch=60)
+    r.event(at(ended(1, "review"), T0 + 1))
+    r.event(at(ended(2, "blocked", reason="check unit failed"), T0 + 2))
+    r.event(at(ev.JobGone(2), T0 + 3))  # dropped within the batch: not sent
+    [m] = r.tick(T0 + 61, NOON)
+    assert m.title == "Owl: Job 1 ready for review"
+    ended_spell = r.presence(False, T0 + 70)
+    assert ended_spell is not None and "job 2" not in summary(ended_spell, T0 + 70)
+    r.event(at(ev.JobGone(1), T0 + 80))  # after the spell: the briefing forgets it too
+    assert summary(ended_spell, T0 + 70).endswith("(1m): 2 Runs")
+    assert ended_spell.newest_review() is None

@@ -78,6 +78,11 @@ def verified(eng: Engine, job: dict[str, Any], checks: list[tuple[str, bool]]) -
     )
 
 
+def job_gone(eng: Engine, job_id: int) -> None:
+    """The person dropped or accepted a Job: what was said of it is no news."""
+    _emit(eng, ev.JobGone(job_id))
+
+
 def untouchable(eng: Engine, lv: Live, procs: list[dict[str, Any]]) -> None:
     for p in procs:
         _emit(

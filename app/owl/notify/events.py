@@ -64,6 +64,14 @@ class DiskFull:
 
 
 @dataclass(frozen=True)
+class JobGone:
+    """The person dropped a Job, or accepted it: what an away spell said of it
+    ("ready for review") is no longer news, and the briefing forgets it."""
+
+    job_id: int
+
+
+@dataclass(frozen=True)
 class Presence:
     """The person's presence changed: `away` since `since` (epoch), or back at `since`."""
 
@@ -71,7 +79,7 @@ class Presence:
     since: float
 
 
-Event = RunEnded | LimitWait | Untouchable | DiskFull | Presence
+Event = RunEnded | LimitWait | Untouchable | DiskFull | JobGone | Presence
 
 
 @dataclass

@@ -220,6 +220,14 @@ class Router:
             return
         if self.spell is not None:
             self.spell.add(e)
+        if isinstance(e, ev.JobGone):
+            # what waits to be told of it is no news now; a later Run of it is
+            self._batch = [it for it in self._batch if it.job_id != e.job_id]
+            self._held = [it for it in self._held if it.job_id != e.job_id]
+            self._states.pop(e.job_id, None)
+            if self.last_spell is not None:
+                self.last_spell[0].forget(e.job_id)
+            return
         news = True
         if isinstance(e, ev.RunEnded):
             news = self._states.get(e.job_id) != (e.state, e.run_id)

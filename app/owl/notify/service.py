@@ -77,7 +77,7 @@ class Notifier:
         self.listener: Listener | None = None
         self._away = False  # as last told (the engine thread's)
         self._told: NotifyConfig = self.cfg  # the config last handed over (the engine's)
-        self._briefing: dict | None = None
+        self._briefing: tuple[briefmod.Spell, float] | None = None  # the spell, and when it ended
         self._thread = threading.Thread(target=self._main, daemon=True, name="owl-notify")
 
     # ------------------------------------------------ the engine's side (never waits)
@@ -176,7 +176,7 @@ class Notifier:
             with self._lock:
                 ended = self.router.presence(e.away, e.since)
                 if ended is not None:
-                    self._briefing = briefmod.view(ended, e.since, ended=e.since)
+                    self._briefing = (ended, e.since)
             return
         if isinstance(e, ev.RunEnded) and self.router.away:
             if e.state == "review":
@@ -188,6 +188,8 @@ class Notifier:
             stamp.extra["until_hhmm"] = timefmt.ahead(e.until, stamp.at)
         with self._lock:
             self.router.event(stamp)
+            if isinstance(e, ev.JobGone) and self._briefing is not None:
+                self._briefing[0].forget(e.job_id)
 
     def _tick(self) -> None:
         now = self._clock()
@@ -239,7 +241,12 @@ class Notifier:
             since_away = current or (
                 briefmod.view(last[0], last[1], ended=last[1]) if last else None
             )
-            brief = dict(self._briefing) if self._briefing else None
+            # made afresh at each look: a Job dropped since is forgotten (JobGone)
+            brief = (
+                briefmod.view(*self._briefing, ended=self._briefing[1]) if self._briefing else None
+            )
+            if brief is not None and not brief["text"]:
+                brief = None
         if brief is not None:
             brief["age_s"] = round(max(0.0, now - (brief.get("back_at") or now)), 1)
             brief["id"] = brief.get("back_at")

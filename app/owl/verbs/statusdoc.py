@@ -156,10 +156,15 @@ def queue(store: Store) -> list[dict]:
 
 
 def recent_runs(store: Store) -> list[dict]:
-    """The last five Runs that ended, newest first, with what they mean."""
-    out = []
-    for row in store.recent_runs(5):
+    """The last five Runs that ended, newest first, with what they mean; the
+    Runs of a dropped Job are forgotten (its work is gone: nothing to look at)."""
+    out: list[dict] = []
+    for row in store.recent_runs(20):
         job = store.job(row["job_id"])
+        if job is None or job["state"] == "cancelled":
+            continue  # dropped: the person is done with it
+        if len(out) == 5:
+            break
         out.append(
             {
                 "run_id": row["id"],
