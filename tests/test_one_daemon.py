@@ -132,11 +132,14 @@ def test_a_second_daemon_under_another_runtime_folder_is_refused(box: Box, tmp_p
 
 @pytest.mark.parametrize("box", ["platform"], indirect=True)
 def test_without_xdg_runtime_dir_no_warning_and_a_private_runtime_folder(box: Box) -> None:
-    """ssh, su, a headless box: platformdirs falls back to TMPDIR/runtime-UID."""
+    """ssh, su, a headless box: platformdirs falls back to TMPDIR/runtime-UID
+    (here one an earlier Owl left 0755)."""
+    runtime = box.tmpdir / f"runtime-{os.getuid()}"
+    runtime.mkdir()
+    runtime.chmod(0o755)
     for args in (("status",), ("daemon", "--detach"), ("daemon", "status"), ("status",)):
         p = box.owl(None, *args)
         no_warning(p)
-    runtime = box.tmpdir / f"runtime-{os.getuid()}"
     assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
     assert stat.S_IMODE((runtime / "owl").stat().st_mode) == 0o700
     # and a shell that has XDG_RUNTIME_DIR now finds the same daemon, and starts none

@@ -56,6 +56,9 @@ class Paths(NamedTuple):
             self.socket.parent,
         }:
             make_private_dir(folder)
+        fallback = self.runtime.parent  # platformdirs' TMPDIR/runtime-UID, without XDG_RUNTIME_DIR
+        if fallback.name == f"runtime-{os.getuid()}" and fallback.stat().st_uid == os.getuid():
+            make_private_dir(fallback)  # an earlier Owl may have made it 0755
 
 
 def make_private_dir(folder: Path) -> None:
