@@ -351,8 +351,7 @@ class Engine:
                 lv.tree.term()
                 lv.not_stopped = []
                 self.note(lv.run_id, state="ending", frozen_by=None)
-                ending = self.core.runs.get(action.run)  # after an exit: what it left, quietly
-                quiet = ending is not None and ending.ended_by is lifecycle.EndedBy.EXIT
+                quiet = getattr(self.core.runs.get(action.run), "ended_by", None) == "exit"
                 log.log(logging.DEBUG if quiet else logging.INFO, "run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):
                 # One round of SIGKILLs, no waiting for the kernel to reap: the
