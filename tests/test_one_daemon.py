@@ -175,3 +175,25 @@ def test_a_daemon_holding_the_home_without_answering_is_said_and_none_started(
     # gone, its lock with it: the next add starts one
     add = box.owl(box.b, "add", "--project", str(project), "x")
     assert add.returncode == 0 and "started the daemon" in add.stderr, add
+
+
+def test_the_log_says_a_daemon_stopped_and_not_that_a_run_that_finished_was_asked_to(
+    tmp_path: Path,
+) -> None:
+    from owlproc import OwlDaemon
+
+    project = make_project(tmp_path / "proj")
+    with OwlDaemon(tmp_path / "home") as d:
+        assert d.proc is not None
+        pid = d.proc.pid
+        job = d.add("write=a commit=one exit=0", project)
+        d.machine("idle")
+        d.wait_job(job, "review")
+        stopping = d.add("sleep=60", project)
+        d.wait_run(stopping, "running")
+        d.ok("stop", "--force")
+        d.wait_job(stopping, "pending")
+        assert d.stop() == 0
+    log = d.log_text()
+    assert log.count("asked to stop") == 1, log  # the Run that was stopped, only
+    assert f"stopped (pid {pid})" in log, log

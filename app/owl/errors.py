@@ -11,7 +11,8 @@ class NoDaemon(Exception):
 
 class Unreachable(NoDaemon):
     """A daemon holds this home's lock, yet its socket does not answer: no
-    other may be started beside it. `starting` while it has not listened yet."""
+    other may be started beside it. `starting` while it has not listened yet
+    (or is stopping): a moment's wait, not a refusal."""
 
     def __init__(self, message: str, starting: bool = False) -> None:
         super().__init__(message)

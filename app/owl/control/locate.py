@@ -66,9 +66,9 @@ def through_lock(
             return _ask(holder.socket, verb, args, timeout)
         except NoDaemon:
             pass
-    if holder.state == daemonlock.STARTING:
-        raise Unreachable(
-            f"the Owl daemon of this home is starting ({holder.naming()})", starting=True
+    if holder.state in (daemonlock.STARTING, daemonlock.STOPPING):
+        raise Unreachable(  # a moment, either way: worth waiting for
+            f"the Owl daemon of this home is {holder.state} ({holder.naming()})", starting=True
         )
     raise Unreachable(
         f"an Owl daemon holds this home ({holder.naming()}) but does not answer there; "

@@ -216,7 +216,10 @@ class Daemon:
         return self.engine.wait_stopped(timeout)
 
     def close(self) -> None:
-        held = self._lock_fd is not None  # this daemon ran: its stop is said once
+        fd = self._lock_fd
+        held = fd is not None  # this daemon ran: its stop is said once
+        if fd is not None:  # a command meanwhile waits for it to be gone, rather than refuse
+            daemonlock.record(fd, os.getpid(), str(self.paths.socket), daemonlock.STOPPING)
         if self.engine is not None and not self.engine.stopped:
             self.engine.stop()
         if self.notifier is not None:

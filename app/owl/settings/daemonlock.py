@@ -6,7 +6,7 @@ folder moves with XDG_RUNTIME_DIR, TMPDIR and the desktop. Two shells of one
 person that see different runtime folders still meet at the same lock.
 
 The daemon holds it (flock) for as long as it runs and writes three lines in
-it: its pid, the socket it listens on, and `starting` or `ready`. A command
+it: its pid, the socket it listens on, and `starting`, `ready` or `stopping`. A command
 whose own idea of the socket finds nobody reads those lines to find the
 daemon that does run (`owl.control.locate`). Light on purpose: every `owl`
 call that finds no daemon reads it.
@@ -18,7 +18,7 @@ import fcntl
 import os
 
 LOCK_NAME = "owl.lock"
-STARTING, READY = "starting", "ready"
+STARTING, READY, STOPPING = "starting", "ready", "stopping"
 
 
 def path_in(data_dir: str) -> str:
