@@ -330,3 +330,31 @@ def test_the_briefing_and_recent_runs_forget_a_dropped_job(tmp_path: Path) -> No
         assert brief["review"] == kept and "2 Runs" in brief["text"]  # they did happen
         assert [r["job_id"] for r in st["recent"]] == [kept]
         assert f"job {gone}" not in d.ok("status", "--since-away")
+
+
+def test_a_verify_that_sends_a_job_to_review_is_told_and_no_reply_hint_without_replies(
+    tmp_path: Path,
+) -> None:
+    project = make_project(tmp_path / "p", dict([FAILING_CHECK, ("README", "x\n")]))
+    with (
+        Receiver() as rx,
+        OwlDaemon(tmp_path / "home", config={"notify": {"away": [rx.url()], "batch": "0s"}}) as d,
+    ):
+        d.machine("idle")
+        job = d.add("write=b commit=two exit=0", project, "--attempts", "1")
+        d.wait_job(job, "blocked")
+        wait_for(lambda: rx.got, timeout=15, what="the blocked message")
+        blocked = rx.got[0]["body"]
+        assert blocked["title"] == f"Owl: Job {job} blocked"
+        assert "Reply '" not in blocked["message"] and "reply '" not in blocked["message"]
+        assert f"owl jobs reply {job} '<what to do>'" in blocked["message"]
+        assert "“done commit=two”" in blocked["message"]  # the agent's last line
+        # the check was wrong: fixed on main, the Job's checks run again from there
+        (project / ".owl.toml").write_text("[[checks]]\nname = 'unit'\nrun = 'true'\n")
+        subprocess.run(["git", "-C", str(project), "commit", "-qam", "fix"], check=True)
+        d.ok("jobs", "verify", str(job), "--checks-from", "main")
+        d.wait_job(job, "review")
+        wait_for(lambda: len(rx.got) == 2, timeout=15, what="the review message")
+        review = rx.got[1]["body"]
+        assert review["title"] == f"Owl: Job {job} ready for review", review
+        assert "unit passed" in review["message"] and "Reply '" not in review["message"]
