@@ -121,7 +121,6 @@ class Engine:
         self.has_pending = store.first_pending() is not None
         self.shift: shifts.Shift | None = None
         self.shift_runs: set[int] = set()  # live Runs that a Shift let run
-        self.start_asked: set[int] = set()  # Jobs being set up that `owl start` asked for
         self.set_aside: set[int] = set()  # Jobs stopped by the person, this spell
         self.settings_cache: dict[str, tuple[float, Any]] = {}
         self.settings_reading: set[str] = set()  # projects whose settings are being read
@@ -353,8 +352,7 @@ class Engine:
                 lv.tree.term()
                 lv.not_stopped = []
                 self.note(lv.run_id, state="ending", frozen_by=None)
-                quiet = getattr(self.core.runs.get(action.run), "ended_by", None) == "exit"
-                log.log(logging.DEBUG if quiet else logging.INFO, "run %s asked to stop", lv.run_id)
+                log.log(runend.term_level(self, action.run), "run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):
                 # One round of SIGKILLs, no waiting for the kernel to reap: the
                 # watch sees the tree go, and the core asks again if it is wedged.

@@ -215,10 +215,10 @@ def setup_done(eng: Engine, result: setupmod.Result) -> None:
     """A setup came back: start the agent, block the Job, or leave it waiting."""
     job_id = result.job_id
     eng.setups.done(job_id)
-    if job_id in eng.start_asked and isinstance(result, (setupmod.Ready, setupmod.Failed)):
+    if job_id in eng.setups.asked and isinstance(result, (setupmod.Ready, setupmod.Failed)):
         # `owl start` came while the machine's own start was setting it up
         result = dataclasses.replace(result, exempt=True)
-    eng.start_asked.discard(job_id)
+    eng.setups.asked.discard(job_id)
     pending = dict(eng.store.setting(setupmod.SETTING, {}) or {})
     fresh = pending.pop(str(job_id), None)
     if isinstance(result, setupmod.Cancelled):

@@ -131,7 +131,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         if decision.job is None:
             for job_id in self.engine.setups.jobs():
                 # its Run starts when the setup is done, as `owl start` starts it
-                self.engine.start_asked.add(job_id)
+                self.engine.setups.asked.add(job_id)
                 return {
                     "run_id": None,
                     "job_id": job_id,
