@@ -471,7 +471,8 @@ def test_status_reads_at_a_glance_and_its_json_carries_the_fields(tmp_path):
         ]
         text = d.ok("status")
         assert re.search(
-            rf"job {first} · frozen by machine · (\d+s|1m) of its grace window left · worked ",
+            rf"job {first} · frozen by machine · (\d+s|1m) of its grace window left"
+            rf"( · not contained)? · worked ",
             text,
         ), text
         assert f"queue:      1 job waiting · next: job {second}" in text

@@ -81,6 +81,23 @@ def _sandbox_lines(st: dict) -> list[str]:
     return [_line("sandbox", sb.get("line") or f"Runs are not contained: {sb.get('problem')}")]
 
 
+def _login_path_lines(lp: dict | None) -> list[str]:
+    """The login shell's PATH could not be read: what was tried, why, what it printed."""
+    if not lp:
+        return []
+    said = " | ".join(ln.strip() for ln in textsafe.lines(lp.get("said") or "") if ln.strip())
+    out = [
+        _line(
+            "PATH",
+            f"the login shell's could not be read ({lp.get('why')}), so agents are looked up "
+            f"on {lp.get('path') or 'none'}; tried: {lp.get('tried')}",
+        )
+    ]
+    if said:
+        out.append(_line("", f"it printed: {said[-300:]}"))
+    return out
+
+
 def _notify_lines(st: dict) -> list[str]:
     """The channels (masked) and each one's last send; the reply channel."""
     n = st.get("notify") or {}
@@ -202,7 +219,9 @@ def _status_text(st: dict) -> str:
     shift_on = isinstance(sh, dict) and not sh.get("ended")
     sandbox = _sandbox_lines(st)
     off = (st.get("sandbox") or {}).get("mode") == "off"
-    lines = [
+    lines = [_line("permission", p) for p in [st["machine"].get("permission")] if p]
+    lines += _login_path_lines(st.get("login_path"))
+    lines += [
         *([] if off else sandbox),  # first: Runs cannot be contained here
         _line("machine", _machine(st["machine"], shift_on)),
         _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no"),
@@ -259,9 +278,9 @@ def _status_text(st: dict) -> str:
     lines += _notify_lines(st)
     lines += sandbox if off else []
     note = st.get("attention")
-    said = (st.get("sandbox") or {}).get("line")
-    if note and not note.startswith("the machine cannot be read") and note != said:
-        # (the machine line says the first; the sandbox line the second)
+    said = ("the machine cannot be read", st["machine"].get("permission") or "\0")
+    if note and not note.startswith(said) and note != (st.get("sandbox") or {}).get("line"):
+        # (the machine's, the permission's and the sandbox's own lines say those)
         lines.append(_line("note", note))
     if st.get("config_problem"):
         lines.append(_line("config", st["config_problem"]))
@@ -288,6 +307,8 @@ def _machine(m: dict, shift_on: bool) -> str:
     if m.get("screen_locked"):
         text = f"screen locked · {text}"
     det = ", ".join(m["detectors"]) or "none"
+    if m.get("missing"):
+        det += f" (missing: {m['missing']}, keys only through the idle time)"
     return f"{text} · detectors: {det}"
 
 

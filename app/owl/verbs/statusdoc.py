@@ -84,6 +84,27 @@ def status(e: Snapshot) -> dict:
         "config_problem": e.config_problem,
         "notify": e.notify,
         "sandbox": sandbox,
+        "login_path": login_path_view(),
+    }
+
+
+def login_path_view() -> dict | None:
+    """When the daemon's start asked the login shell for PATH and got none
+    (Owl.app opened from Finder: launchd's PATH finds no agent): what was
+    tried, why it failed, the PATH used instead and the end of what the shell
+    printed. None when not asked, or when it answered."""
+    import os
+
+    from owl.autostart.launchd import path_read
+
+    read = path_read()
+    if read is None or read.path is not None:
+        return None
+    return {
+        "tried": read.tried,
+        "why": read.why,
+        "path": os.environ.get("PATH", ""),
+        "said": read.said,
     }
 
 
@@ -102,6 +123,8 @@ def machine(e: Snapshot) -> dict:
         "idle_in_s": None if idle_in is None else round(idle_in, 1),
         "detectors": r.backends,
         "problem": r.problem,
+        "missing": r.missing,  # a permission the input hooks lack ("Input Monitoring")
+        "permission": r.permission,  # ...and where to grant it, to whom
         "screen_locked": r.locked,
         "lock_sources": r.lock_sources,
     }
@@ -227,6 +250,8 @@ def attention(
         return str(sandbox["line"])
     if r.problem:
         return f"the machine cannot be read: {r.problem}"
+    if r.permission:
+        return r.permission
     last = recent[0] if recent else None
     if last is None:
         return None
