@@ -214,7 +214,7 @@ def test_a_run_cannot_rewrite_the_agent_config_owl_reads_for_the_next_run(tmp_pa
         )
         assert w.contained, w.label
         return subprocess.run(
-            w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60, check=False
+            w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60, check=False
         ).stdout
 
     out = run()  # no config.toml yet: made empty, then laid read-only
