@@ -203,25 +203,27 @@ def ask(verb_name: str, args: dict[str, Any] | None = None) -> Any:
     (pathlib, platformdirs) otherwise, or when that first place has no
     daemon: the two could differ only where platformdirs sees further. When
     nobody answers there either, the home's lock names the socket of the
-    daemon that runs (`owl.control.locate`)."""
-    from owl.control import locate
+    daemon that runs (`owl.control.locate`, imported only then: a daemon
+    that answers costs the hot verbs nothing more)."""
     from owl.control.client import ask as _ask
     from owl.errors import NoDaemon
     from owl.settings import socketpath
 
     home = socketpath.under_home()
-    if home is not None:
-        return locate.ask(home, socketpath.home_lock, verb_name, args)
-    guess = socketpath.likely_default()
-    nobody = None
-    if guess is not None:
+    where = home or socketpath.likely_default()
+    nobody: NoDaemon | None = None
+    if where is not None:
         try:
-            return _ask(guess, verb_name, args)
+            return _ask(where, verb_name, args)
         except NoDaemon as e:  # raised before anything was sent: asking again is safe
             nobody = e
+    from owl.control import locate
+
+    if home is not None and nobody is not None:
+        return locate.through_lock(socketpath.home_lock(), home, verb_name, args, 60.0, nobody)
     p = paths()
-    if nobody is not None and str(p.socket) == guess:
-        return locate.through_lock(str(p.lock), guess, verb_name, args, 60.0, nobody)
+    if where is not None and nobody is not None and str(p.socket) == where:
+        return locate.through_lock(str(p.lock), where, verb_name, args, 60.0, nobody)
     return locate.ask(str(p.socket), lambda: str(p.lock), verb_name, args)
 
 
