@@ -71,11 +71,15 @@ def _since_away(a: argparse.Namespace, st: dict) -> int:
 
 
 def _sandbox_lines(st: dict) -> list[str]:
-    """Said only when Runs are not contained: the mode, why, and what fixes it.
-    Where they cannot be (not the person's "off"), `owl status` leads with it."""
+    """Whether Runs are contained, in the first lines: where they cannot be (not
+    the person's "off"), `owl status` leads with why and what fixes it."""
     sb = st.get("sandbox") or {}
-    if not sb or sb.get("contained"):
+    if not sb:
         return []
+    if sb.get("contained"):
+        return [
+            _line("sandbox", "Runs are contained (bubblewrap; owl jobs show says how each was)")
+        ]
     if sb.get("mode") == "off":
         return [_line("sandbox", 'off: Runs are not contained (sandbox.mode = "off")')]
     return [_line("sandbox", sb.get("line") or f"Runs are not contained: {sb.get('problem')}")]
@@ -222,7 +226,7 @@ def _status_text(st: dict) -> str:
     lines = [_line("permission", p) for p in [st["machine"].get("permission")] if p]
     lines += _login_path_lines(st.get("login_path"))
     lines += [
-        *([] if off else sandbox),  # first: Runs cannot be contained here
+        *([] if off else sandbox),  # first: whether Runs are contained here
         _line("machine", _machine(st["machine"], shift_on)),
         _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no"),
     ]
