@@ -17,6 +17,12 @@ it (never on the engine thread), as measured with Claude Code 2.1.332:
   `error: server_error` and no status), after the CLI's own retries.
 - `result`: `duration_ms`, `num_turns`, `usage`, `total_cost_usd`, and the
   final message in `result`.
+- A subscription's windows, on ordinary answers too: `rate_limit_event` whose
+  `rate_limit_info.unifiedWindows` is `{five_hour: {utilization, resetsAt,
+  status}, seven_day: {...}}` (status `allowed`, `allowed_warning`), from the
+  API's `anthropic-ratelimit-unified-{5h,7d}-{utilization,reset,status}`
+  headers; an API key's answers carry none. `windows_in` reads them from one
+  line as the Run goes (`owl.rules.budget` decides what they mean).
 - `--resume` of a conversation the CLI cannot find (another directory, a
   transcript gone): a `result` with `errors: ["No conversation found with
   session ID: ..."]`, no `init`, and the same line on stderr.
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from owl.agents.resets import reset_time, reset_words
+from owl.rules.budget import FIVE_HOUR, SEVEN_DAY, Reading
 from owl.rules.jobrules import Report
 
 HEAD = 256 * 1024  # the init event is within the first lines
@@ -115,6 +122,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
     said: str | None = None
     usage: dict | None = None
     texts: list[str] = []
+    windows: list[Reading] = []
     init = False
     for line in lines:
         event = _event(line) if isinstance(line, str) else None
@@ -128,6 +136,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
             sessions.saw(event.get("session_id"))
         elif kind == "rate_limit_event":
             info = event.get("rate_limit_info")
+            windows += _windows(info, now)
             if isinstance(info, dict) and info.get("status") == "rejected":
                 limit = _kind(info.get("rateLimitType")) or "usage"
                 resets, said = _resets_at(info, resets, said)
@@ -181,7 +190,44 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
         last_message=last,
         reset_said=said,
         sessions_ignored=tuple(sessions.ignored),
+        windows=tuple(windows[-8:]),
     )
+
+
+def windows_in(line: str, now: float) -> list[Reading]:
+    """The windows one line of the live stream reports (a `rate_limit_event`),
+    or none. Never raises; the values are as claude gave them (a string or a
+    huge number becomes NaN, which `budget.insane` refuses)."""
+    if '"rate_limit_event"' not in line or len(line) > 64 * 1024:
+        return []
+    event = _event(line)
+    if event is None or event.get("type") != "rate_limit_event":
+        return []
+    return _windows(event.get("rate_limit_info"), now)
+
+
+_WINDOW_KEYS = {"five_hour": FIVE_HOUR, "seven_day": SEVEN_DAY}
+
+
+def _windows(info: Any, now: float) -> list[Reading]:
+    unified = info.get("unifiedWindows") if isinstance(info, dict) else None
+    if not isinstance(unified, dict):
+        return []
+    out = []
+    for key, window in _WINDOW_KEYS.items():
+        w = unified.get(key)
+        if not isinstance(w, dict):
+            continue
+        used, reset = _num(w.get("utilization")), _num(w.get("resetsAt"))
+        out.append(
+            Reading(
+                window,
+                float(used) if used is not None and abs(used) < 1e300 else math.nan,
+                float(reset) if reset is not None and abs(reset) < 1e300 else math.nan,
+                now,
+            )
+        )
+    return out
 
 
 def _resets_at(

@@ -59,7 +59,7 @@ from owl.power.policy import should_hold
 from owl.store.db import Store
 from owl.verbs.engine_side import Verbs, disk_full, job_row
 from owl.engine import machineread, oninput, runchecks, runend, runstart, runwatch
-from owl.engine import shiftwork, starting
+from owl.engine import budgeting, shiftwork, starting
 from owl.engine.runstart import LOG_CAP, Live  # noqa: F401  (LOG_CAP is read from here too)
 
 log = logging.getLogger("owl.engine")
@@ -135,6 +135,7 @@ class Engine:
         self.verifications: dict[int, checksmod.Verification] = {}  # `owl jobs verify`'s
         self.held: dict[int, str] = {}  # Jobs a verb's git holds (owl.verbs.engine_side.hold)
         self.waits = carryon.load_waits(store, cfg.max_wait)  # agents waiting out a usage limit
+        self.books = budgeting.load(store)  # the agents' windows, the day's spending
         self.after_run: dict[int, Callable[[], None]] = {}  # once a Run's tree is gone
         # Worktree setups run off this thread and come back as ("setup", result).
         self.setups = setupmod.Setups(
@@ -268,6 +269,9 @@ class Engine:
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self.has_pending:
             moments.append(now + min(ends) + 0.05)  # a limit resets: its Jobs may start
+        day = self.books.day_held
+        if day is not None and self.has_pending:
+            moments.append(now + max(0.0, day.until - time.time()) + 0.05)  # the day turns
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
@@ -428,6 +432,7 @@ class Engine:
         self.config_problem = None
         self.core.timing = _timing(cfg)
         carryon.bound_waits(self.store, self.waits, cfg.max_wait)  # a lower max_wait holds now
+        budgeting.settle_all(self)  # the lines kept may have moved
         log.info("config reloaded")
 
     # ---------------------------------------- what verbs and the daemon call by name
@@ -468,6 +473,7 @@ class Engine:
             config_problem=self.config_problem,
             unrecorded=list(self.unrecorded),
             notify=self.notifier.view() if self.notifier is not None else None,
+            budget=budgeting.view(self),
         )
 
     def status(self) -> dict[str, Any]:

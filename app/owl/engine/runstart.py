@@ -30,6 +30,7 @@ from owl import tree
 from owl.agents import argfit
 from owl.engine import carryon, containing
 from owl.engine import logpipe
+from owl.engine.meter import Meter
 from owl.git import outsidekeep
 from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
@@ -75,6 +76,7 @@ class Live:
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
+    meter: Meter | None = None  # the windows its agent reports as it runs (owl.engine.meter)
 
 
 def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
@@ -132,7 +134,8 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         eng.store.apply(job_id, jobtable.Event.BROKEN, reason=str(e))
         return None
     eng.store.set_run(run_id, contained=wrapped.label)
-    sink = logpipe.Sink(log_path, LOG_CAP)
+    meter = meter_for(driver)
+    sink = logpipe.Sink(log_path, LOG_CAP, tap=meter.feed if meter is not None else None)
     cg = tree.RunGroup.make(eng.instance, str(run_id))
     try:
         popen = tree.spawn(
@@ -177,6 +180,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         exempt=exempt,
         contained=wrapped.label,
         sandbox=settings.sandbox,
+        meter=meter,
     )
     eng.live[run_id] = lv
     threading.Thread(
@@ -193,6 +197,13 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         )
     )
     return run_id
+
+
+def meter_for(driver: Any) -> Meter | None:
+    """A live meter for a driver that reads windows from its agent's output."""
+    from owl.agents.base import LiveWindows
+
+    return Meter(driver.windows_in) if isinstance(driver, LiveWindows) else None
 
 
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
@@ -239,7 +250,8 @@ def fall_back(eng: Engine, lv: Live) -> bool:
     lv.ctx = replace(lv.ctx, resume=None, message=None)
     lv.sink.settle()
     offset = lv.log_path.stat().st_size if lv.log_path.exists() else 0
-    old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP)  # appends to the same log
+    tap = lv.meter.feed if lv.meter is not None else None
+    old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP, tap=tap)  # appends to the same log
     old.close()
     os.write(
         lv.sink.fd,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import carryon
+from owl.engine import budgeting, carryon
 from owl.rules import scheduler
 from owl.engine import runend
 from owl.engine import runstart
@@ -42,6 +42,10 @@ def maybe_start(eng: Engine, now: float) -> None:
         was, eng.waiting = eng.waiting, full.split(": no new Jobs")[0]
         if was != eng.waiting:  # told once as it begins, not at every look
             telling.disk_full(eng, str(eng.paths.db.parent), full)
+        return
+    day = budgeting.day_hold(eng)
+    if day is not None:
+        eng.waiting = day.reason
         return
     ok, why = eng.core.may_start()
     if not ok:

@@ -51,6 +51,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from datetime import datetime, tzinfo
 
+from owl.rules.budget import Reading
+
 BACKOFF_FIRST = 300.0
 BACKOFF_MAX = 3600.0
 MAX_WAIT = 8 * 86400.0  # the longest wait an agent's own words may set (limits.max_wait)
@@ -86,6 +88,9 @@ class Report:
     # session ids the stream announced but that were not taken: not the shape
     # of one, or a different one after the first (kept for the log, never obeyed)
     sessions_ignored: tuple[str, ...] = ()
+    # the usage windows the agent reported (a subscription's share used, and
+    # when each resets), as read: `budget.insane` says which to believe
+    windows: tuple[Reading, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ class Snapshot:
     config_problem: str | None
     unrecorded: list[Unrecorded]  # Runs ended while the disk was full, not yet written
     notify: dict | None = None  # the channels, presence and the briefing (owl.notify.service)
+    budget: dict | None = None  # the windows, the day's spending, its hold (owl.engine.budgeting)
 
 
 def status(e: Snapshot) -> dict:
@@ -82,6 +83,7 @@ def status(e: Snapshot) -> dict:
         "config_problem": e.config_problem,
         "notify": e.notify,
         "sandbox": sandbox_view(e.cfg),
+        "budget": e.budget,
     }
 
 
