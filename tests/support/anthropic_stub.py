@@ -188,7 +188,8 @@ class _State:
     next_turn: int = 0
     repeats: int = 0  # how often the current error turn was answered
     ids: Any = field(default_factory=lambda: itertools.count(1))
-    headers: tuple[tuple[str, str], ...] = ()  # sent on every answer (Windows)
+    # sent on every answer (Windows); or made for each from the moment it came
+    headers: Any = ()
     output_tokens: int = 5  # each answer's output tokens: what the CLI's cost is counted from
 
 
@@ -359,6 +360,8 @@ class _Handler(BaseHTTPRequestHandler):
                 turn = Text("ok")
             req.turn = turn
             always, tokens = self.state.headers, self.state.output_tokens
+            if callable(always):
+                always = always(req.at)
         model = body.get("model") or MODEL
         if isinstance(turn, ApiError):
             message, headers = turn.message, turn.headers
@@ -418,10 +421,9 @@ class AnthropicStub:
             if r.path.split("?")[0].endswith("/v1/messages") and r.has_tools
         ]
 
-    def answer_with(
-        self, headers: tuple[tuple[str, str], ...] | None = None, output_tokens: int | None = None
-    ) -> None:
-        """From now on every answer carries `headers` (see `Windows`) and counts
+    def answer_with(self, headers: Any = None, output_tokens: int | None = None) -> None:
+        """From now on every answer carries `headers` (see `Windows`; or a function
+        of the request's arrival, epoch seconds, that makes them) and counts
         `output_tokens` (what the CLI's `total_cost_usd` is worked out from)."""
         with self._state.lock:
             if headers is not None:

@@ -221,11 +221,7 @@ def run_ended(eng: Engine, lv: Live, verdict: jobrules.Verdict) -> jobrules.Verd
             log.warning(
                 "run %s: %s reported %s; not counted", lv.run_id, agent, budget.cost_insane(cost)
             )
-    row = eng.store.run(lv.run_id) or {}
-    try:
-        usage = json.loads(row.get("usage") or "null")
-    except ValueError:
-        usage = None
+    usage = (eng.store.run(lv.run_id) or {}).get("usage")  # the Run's own, as recorded
     spent = spent_of(usage if isinstance(usage, dict) else None)
     roll_day(eng.store, eng.books, now)
     eng.books.today = eng.books.today.plus(spent)
