@@ -84,15 +84,16 @@ def test_a_job_is_held_at_the_line_and_carries_on_by_itself_after_the_reset(tmp_
 def test_a_hostile_reading_is_logged_and_never_acted_on(tmp_path):
     project = make_project(tmp_path / "proj")
     with AnthropicStub([Text("Done.")]) as stub, claude_daemon(tmp_path, stub, oauth=True) as d:
-        stub.answer_with(Windows((0.99, time.time() - 3600), (7.5, time.time() + 86400)))
+        # 2.1.332 drops a window whose reset is past, and passes these on
+        stub.answer_with(Windows((0.9, time.time() + 3 * 365 * 86400), (7.5, time.time() + 86400)))
         job = d.add("Say done.", project, "--attempts", "1")
         d.machine("idle")
-        j = d.wait_job(job, "review", timeout=40)
+        j = d.wait_job(job, "review", timeout=120)
         assert [r["outcome"] for r in j["runs"]] == ["succeeded"]
         st = d.status()
         assert st["limits"] == [] and st["budget"]["windows"] == []
         log = d.log_text()
-        assert "claude reported a reset at" in log and "which is not to come" in log
+        assert "claude reported a reset at" in log and "more than 8 days away" in log
         assert "claude reported a utilization of 7.5, not between 0 and 1.5" in log
 
 
@@ -117,8 +118,8 @@ def test_an_api_key_reaching_daily_usd_holds_the_third_job_until_midnight(tmp_pa
         with d:
             jobs = [d.add(f"Say {n}.", project, "--attempts", "1") for n in ("one", "two", "three")]
             d.machine("idle")
-            d.wait_job(jobs[0], "review", timeout=40)
-            d.wait_job(jobs[1], "review", timeout=40)
+            d.wait_job(jobs[0], "review", timeout=120)
+            d.wait_job(jobs[1], "review", timeout=120)
             assert time.time() < midnight - 5, "the two Runs took too long for this test"
             st = wait_for(
                 lambda: (s := d.status())["budget"]["held"] and s, 10, what="the day's hold"
@@ -141,7 +142,8 @@ def test_an_api_key_reaching_daily_usd_holds_the_third_job_until_midnight(tmp_pa
             assert all(d.job(j)["attempts_left"] == 1 for j in jobs[:2])
             # the day turns: the third carries on by itself, and the day starts at $0
             j = d.wait_job(jobs[2], "review", timeout=max(10, midnight - time.time() + 40))
-            assert j["runs"][0]["started_at"] >= midnight - 1
+            assert time.time() >= midnight
+            assert j["runs"][0]["started_at"][11:13] == "00"  # the daemon's new day
             st = d.status()
             assert st["budget"]["held"] is None
             assert st["budget"]["today"]["usd"] == pytest.approx(
@@ -156,13 +158,13 @@ def test_a_run_over_run_usd_failed_its_bound_and_spends_an_attempt(tmp_path):
         with claude_daemon(tmp_path, stub, {"budget": {"run_usd": 0.5}}) as d:
             job = d.add("Say costly.", project, "--attempts", "2")
             d.machine("idle")
-            j = first_ended(d, job)
+            j = first_ended(d, job, timeout=120)
             first = j["runs"][0]
             cost = first["usage"]["total_cost_usd"]
             assert first["outcome"] == "failed"
             assert first["reason"] == f"the Run cost ${cost:.2f}, over budget.run_usd ($0.50)"
             stub.answer_with(output_tokens=5)
-            j = d.wait_job(job, "review", timeout=40)
+            j = d.wait_job(job, "review", timeout=120)
             assert [r["outcome"] for r in j["runs"]] == ["failed", "succeeded"]
             assert j["attempts_left"] == 1
 
@@ -177,7 +179,7 @@ def test_finish_run_lets_the_run_finish_and_holds_the_next(tmp_path: Path):
             job = d.add("Add a hello file and commit it.", project, "--attempts", "1")
             later = d.add("Say done.", project, "--attempts", "1")
             d.machine("idle")
-            j = d.wait_job(job, "review", timeout=40)
+            j = d.wait_job(job, "review", timeout=120)
             assert [r["outcome"] for r in j["runs"]] == ["succeeded"]
             words = "claude: keeping 20% of your five-hour window for you — 90% used, resets "
             [w] = d.status()["limits"]
@@ -187,4 +189,4 @@ def test_finish_run_lets_the_run_finish_and_holds_the_next(tmp_path: Path):
             out = d.ok("shift", "start", "--for", "10m", "--spend")
             assert "spending the agents' windows past the headroom kept" in out
             assert "spending past the headroom kept" in d.ok("status")
-            assert d.wait_job(later, "review", timeout=40)["runs"][0]["outcome"] == "succeeded"
+            assert d.wait_job(later, "review", timeout=120)["runs"][0]["outcome"] == "succeeded"

@@ -16,7 +16,9 @@ it (never on the engine thread), as measured with Claude Code 2.1.332:
   connection error ("API Error: Connection refused ... (ECONNREFUSED)", with
   `error: server_error` and no status), after the CLI's own retries.
 - `result`: `duration_ms`, `num_turns`, `usage`, `total_cost_usd`, and the
-  final message in `result`.
+  final message in `result`. `total_cost_usd` is the whole conversation's: a
+  resumed one counts its earlier Runs again; `model_usage_since_last_result`
+  {model: {costUSD, ...}} is this Run's own.
 - A subscription's windows, on ordinary answers too: `rate_limit_event` whose
   `rate_limit_info.unifiedWindows` is `{five_hour: {utilization, resetsAt,
   status}, seven_day: {...}}` (status `allowed`, `allowed_warning`), from the
@@ -210,24 +212,31 @@ _WINDOW_KEYS = {"five_hour": FIVE_HOUR, "seven_day": SEVEN_DAY}
 
 
 def _windows(info: Any, now: float) -> list[Reading]:
-    unified = info.get("unifiedWindows") if isinstance(info, dict) else None
-    if not isinstance(unified, dict):
+    """The windows of one `rate_limit_info`: its `unifiedWindows`, and the one
+    it names itself (`rateLimitType` with `utilization`: 2.1.332 puts a window
+    there, not in `unifiedWindows`, when its reset is far off)."""
+    if not isinstance(info, dict):
         return []
     out = []
+    own = _WINDOW_KEYS.get(info.get("rateLimitType"))  # type: ignore[arg-type]
+    if own is not None and "utilization" in info:
+        out.append(_reading(own, info, now))
+    unified = info.get("unifiedWindows")
     for key, window in _WINDOW_KEYS.items():
-        w = unified.get(key)
-        if not isinstance(w, dict):
-            continue
-        used, reset = _num(w.get("utilization")), _num(w.get("resetsAt"))
-        out.append(
-            Reading(
-                window,
-                float(used) if used is not None and abs(used) < 1e300 else math.nan,
-                float(reset) if reset is not None and abs(reset) < 1e300 else math.nan,
-                now,
-            )
-        )
+        w = unified.get(key) if isinstance(unified, dict) else None
+        if isinstance(w, dict):
+            out.append(_reading(window, w, now))
     return out
+
+
+def _reading(window: str, w: dict[str, Any], now: float) -> Reading:
+    used, reset = _num(w.get("utilization")), _num(w.get("resetsAt"))
+    return Reading(
+        window,
+        float(used) if used is not None and abs(used) < 1e300 else math.nan,
+        float(reset) if reset is not None and abs(reset) < 1e300 else math.nan,
+        now,
+    )
 
 
 def _resets_at(
@@ -290,8 +299,28 @@ def _usage(event: dict[str, Any]) -> dict[str, Any]:
     }
     for key in USAGE_KEYS:
         out[key] = _count(u.get(key))
-    out["total_cost_usd"] = _count(event.get("total_cost_usd"))
+    # `total_cost_usd` counts the whole conversation: a resumed one's earlier
+    # Runs too (measured with 2.1.332). `model_usage_since_last_result` is
+    # this process's own, per model; where it is given, it is the Run's cost.
+    session = _count(event.get("total_cost_usd"))
+    own = _own_cost(event.get("model_usage_since_last_result"))
+    out["total_cost_usd"] = own if own is not None else session
+    if own is not None and session is not None and session != own:
+        out["session_cost_usd"] = session
     return out
+
+
+def _own_cost(models: Any) -> float | None:
+    """The sum of `costUSD` over the models of `model_usage_since_last_result`, or None."""
+    if not isinstance(models, dict) or not models:
+        return None
+    total = 0.0
+    for m in list(models.values())[:50]:
+        cost = _count(m.get("costUSD")) if isinstance(m, dict) else None
+        if cost is None:
+            return None
+        total += cost
+    return total
 
 
 # Only lines that carry one of these are parsed: a long Run's log is mostly
