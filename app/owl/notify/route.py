@@ -221,11 +221,9 @@ class Router:
             return []
         ready: list[Item] = []
         quiet = in_quiet(minute, self.rules.quiet)
-        if self._held and not quiet:
+        morning = bool(self._held) and not quiet  # what waited out the quiet goes now
+        if morning:
             ready, self._held = self._held, []
-            night = spent(self.spell) if self.spell is not None else ""
-            if night:  # the morning's digest says what the night cost
-                ready.append(Item("spent", "What the night cost", night))
         if self._batch_at is not None and now >= self._batch_at:
             for it in self._batch:
                 if quiet and it.kind not in self.rules.urgent:
@@ -233,6 +231,9 @@ class Router:
                 else:
                     ready.append(it)
             self._batch, self._batch_at = [], None
+        night = spent(self.spell) if morning and self.spell is not None else ""
+        if night:  # the morning's digest says what the night cost
+            ready.append(Item("spent", "What the night cost", night))
         return [digest(ready)] if ready else []
 
     def next_wake(self, now: float) -> float | None:
