@@ -206,3 +206,53 @@ def test_the_budget_section_is_checked_where_it_is_read():
         "daily_usd": 5.0,
         "run_tokens": 1000,
     }
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values, json_values)
+def test_the_window_readers_take_any_value_and_only_readings_come_out(info, windows_value):
+    import json as jsonmod
+
+    from owl.agents import codex_rollout
+
+    event = {"type": "rate_limit_event", "rate_limit_info": info}
+    if isinstance(info, dict):
+        info["unifiedWindows"] = windows_value
+    for r in windows_in(jsonmod.dumps(event), NOW):
+        assert isinstance(r, Reading) and r.window in (FIVE_HOUR, SEVEN_DAY)
+    limits = {"primary": info, "secondary": windows_value}
+    for r in codex_rollout._readings(limits, NOW):
+        assert isinstance(r, Reading) and r.window in (FIVE_HOUR, SEVEN_DAY)
+
+
+def test_codexs_rollout_is_read_as_data_and_a_link_is_not_followed(tmp_path):
+    from owl.agents import codex_rollout
+
+    thread = "01a247b8-a71f-7b52-8319-54b16d68f57b"
+    day = tmp_path / "sessions" / "2026" / "12" / "05"
+    day.mkdir(parents=True)
+    line = (
+        '{"type":"event_msg","payload":{"type":"token_count","rate_limits":{"primary":'
+        '{"used_percent":85.0,"window_minutes":300,"resets_at":1796503211},"secondary":'
+        '{"used_percent":42.0,"window_minutes":10080,"resets_at":1796758811}}}}'
+    )
+    rollout = day / f"rollout-2026-12-05T19-40-13-{thread}.jsonl"
+    rollout.write_text("not json\n" + line + "\n")
+    assert codex_rollout.windows(tmp_path, thread, NOW) == [
+        Reading(FIVE_HOUR, 0.85, 1796503211.0, NOW),
+        Reading(SEVEN_DAY, 0.42, 1796758811.0, NOW),
+    ]
+    assert codex_rollout.windows(tmp_path, "../../etc", NOW) == []
+    secret = tmp_path / "secret.jsonl"
+    rollout.rename(secret)
+    rollout.symlink_to(secret)
+    assert codex_rollout.windows(tmp_path, thread, NOW) == []

@@ -218,7 +218,8 @@ def _windows(info: Any, now: float) -> list[Reading]:
     if not isinstance(info, dict):
         return []
     out = []
-    own = _WINDOW_KEYS.get(info.get("rateLimitType"))  # type: ignore[arg-type]
+    kind = info.get("rateLimitType")
+    own = _WINDOW_KEYS.get(kind) if isinstance(kind, str) else None
     if own is not None and "utilization" in info:
         out.append(_reading(own, info, now))
     unified = info.get("unifiedWindows")

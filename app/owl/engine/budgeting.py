@@ -258,6 +258,14 @@ def day_hold(eng: Engine, now: float | None = None) -> budget.Hold | None:
     return hold
 
 
+def wakes(eng: Engine, now: float) -> list[float]:
+    """When the engine (its clock `now`) must look again: the day's hold ends."""
+    day = eng.books.day_held
+    if day is None or not eng.has_pending:
+        return []
+    return [now + max(0.0, day.until - time.time()) + 0.05]
+
+
 def view(eng: Engine, now: float | None = None) -> dict[str, Any]:
     """The budget as `owl status --json` gives it."""
     now = time.time() if now is None else now

@@ -269,9 +269,7 @@ class Engine:
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self.has_pending:
             moments.append(now + min(ends) + 0.05)  # a limit resets: its Jobs may start
-        day = self.books.day_held
-        if day is not None and self.has_pending:
-            moments.append(now + max(0.0, day.until - time.time()) + 0.05)  # the day turns
+        moments += budgeting.wakes(self, now)  # the day turns: the queue may go on
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
