@@ -33,8 +33,18 @@ def watch(eng: Engine, now: float) -> None:
             if r is not None and r.check is not None and not r.check_live:
                 lv.exited, lv.waiting = False, True  # frozen before its check began
             continue
+        refreeze(eng, lv)
         record_pids(eng, lv)
         runend.note_untouchable(eng, lv)  # e.g. work handed to launchd, as soon as seen
+
+
+def refreeze(eng: Engine, lv: Live) -> None:
+    """A frozen Run whose freeze left some of it running is frozen again, on
+    every pass, until all of it is stopped."""
+    r = eng.core.runs.get(lv.run_id)
+    if lv.not_stopped and r is not None and r.state == "frozen":
+        lv.tree.freeze()
+        runend.note_not_stopped(eng, lv)
 
 
 def record_pids(eng: Engine, lv: Live) -> None:

@@ -19,7 +19,7 @@ import psutil
 class TreeMember:
     """One process start seen in the Run, and the open handle to signal it."""
 
-    __slots__ = ("pid", "start", "handle", "proc", "refused")
+    __slots__ = ("pid", "start", "handle", "proc", "refused", "failed")
 
     def __init__(self, pid: int, start: Any) -> None:
         self.pid = pid
@@ -30,6 +30,10 @@ class TreeMember:
         # process is left alone and not waited for; the rest goes on
         # (see untouchable.py).
         self.refused: str | None = None
+        # Why our last signal could not even be sent (out of file
+        # descriptors, say), or None: retried by the freeze and, while it
+        # lasts, named as a process Owl could not stop.
+        self.failed: str | None = None
 
     def process(self, b: ModuleType) -> psutil.Process | None:
         """This very process as psutil sees it (its start checked with the

@@ -133,6 +133,7 @@ class Handle:
     """
 
     __slots__ = ("proc",)
+    holds_fd = False  # psutil opens and closes what it reads
 
     def __init__(self, proc: psutil.Process) -> None:
         self.proc = proc
