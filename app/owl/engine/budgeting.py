@@ -169,6 +169,13 @@ def settle(eng: Engine, agent: str, now: float | None = None) -> None:
     end_live(eng, agent, hold.reason)
 
 
+def forget(eng: Engine, agent: str) -> None:
+    """`owl agents wake` ended the agent's hold: its readings are dropped, so
+    that the next one it gives decides, not the one the person just overrode."""
+    if eng.books.windows.pop(agent, None) is not None:
+        store_windows(eng)
+
+
 def settle_all(eng: Engine) -> None:
     """Every agent's hold again: a Shift began or ended, the config changed."""
     agents = set(eng.books.windows) | {
@@ -238,6 +245,8 @@ def day_hold(eng: Engine, now: float | None = None) -> budget.Hold | None:
     now = time.time() if now is None else now
     roll_day(eng.store, eng.books, now)
     hold = budget.day_hold(eng.books.today, eng.cfg.budget, now)
+    if hold is not None:  # the engine looks again as the day turns
+        eng.recheck_at = min(eng.recheck_at, eng.clock() + max(0.05, hold.until - now + 0.05))
     was = eng.books.day_held
     if (hold is None) != (was is None) or (hold and was and hold.until != was.until):
         eng.books.day_held = hold
@@ -256,14 +265,6 @@ def day_hold(eng: Engine, now: float | None = None) -> budget.Hold | None:
         else:
             log.info("the day's budget holds no more; work goes on")
     return hold
-
-
-def wakes(eng: Engine, now: float) -> list[float]:
-    """When the engine (its clock `now`) must look again: the day's hold ends."""
-    day = eng.books.day_held
-    if day is None or not eng.has_pending:
-        return []
-    return [now + max(0.0, day.until - time.time()) + 0.05]
 
 
 def view(eng: Engine, now: float | None = None) -> dict[str, Any]:

@@ -269,7 +269,6 @@ class Engine:
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self.has_pending:
             moments.append(now + min(ends) + 0.05)  # a limit resets: its Jobs may start
-        moments += budgeting.wakes(self, now)  # the day turns: the queue may go on
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
@@ -433,7 +432,6 @@ class Engine:
         self.config_problem = None
         self.core.timing = _timing(cfg)
         carryon.bound_waits(self.store, self.waits, cfg.max_wait)  # a lower max_wait holds now
-        budgeting.settle_all(self)  # the lines kept may have moved
         log.info("config reloaded")
 
     # ---------------------------------------- what verbs and the daemon call by name

@@ -32,6 +32,7 @@ log = logging.getLogger("owl.engine")
 
 def maybe_start(eng: Engine, now: float) -> None:
     runend.record_pending_finishes(eng)
+    budgeting.settle_all(eng)  # a reset passed, or the config moved the lines
     head = eng.store.first_pending()
     eng.has_pending = head is not None
     if head is None:

@@ -286,6 +286,10 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             }
         e.store.clear_limit(name)
         e.waits.pop(name, None)
+        if w.kind.startswith("budget:"):  # the headroom: its next reading decides again
+            from owl.engine import budgeting
+
+            budgeting.forget(e, name)
         e.note_queued()
         log.info("%s's wait (%s) was ended by the person", name, w.reason)
         return {
