@@ -256,3 +256,19 @@ def test_codexs_rollout_is_read_as_data_and_a_link_is_not_followed(tmp_path):
     rollout.rename(secret)
     rollout.symlink_to(secret)
     assert codex_rollout.windows(tmp_path, thread, NOW) == []
+
+
+def test_what_each_agent_reports_is_what_the_caps_count():
+    from owl.engine.budgeting import spent_of
+
+    claude = {"input_tokens": 20, "output_tokens": 10, "total_cost_usd": 0.00014}
+    codex = {"input_tokens": 200, "cache_read_input_tokens": 40, "output_tokens": 20}
+    gemini = {"input_tokens": 300, "output_tokens": 7, "total_tokens": 307, "total_cost_usd": None}
+    aider = {"input_tokens": 1200, "output_tokens": 80, "total_cost_usd": 0.02}
+    assert spent_of(claude) == Spent(0.00014, 30)
+    assert spent_of({**codex, "total_cost_usd": None}) == Spent(0.0, 220)
+    assert spent_of(gemini) == Spent(0.0, 307)
+    assert spent_of(aider) == Spent(0.02, 1280)
+    # a cost or a count out of bounds counts nothing
+    assert spent_of({"total_cost_usd": -5, "input_tokens": 1e300, "output_tokens": "9"}) == Spent()
+    assert spent_of(None) == Spent()
