@@ -156,7 +156,8 @@ def curve(size: int, path: str, trials: int, nice: int) -> None:
         run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid, cgroup=group, nice=nice)  # type: ignore[attr-defined]
         stopped, held, signals = [], [], []
         for _ in range(trials):
-            run.identities()  # the daemon's watch, every second
+            run.identities()  # the daemon's watch, every second, and after it
+            run.prepare()
             time.sleep(0.05)
             m0, t0 = time.monotonic(), time.perf_counter()
             run.freeze()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -280,3 +281,54 @@ def test_the_daemon_freezes_and_kills_a_run_of_1200_at_a_desktops_file_limit(
             text=True,
         ).stdout.split("\n")
         assert "kept" in branch, branch
+
+
+MOVER = (
+    "import os, signal, time\n"
+    "signal.signal(signal.SIGUSR1, lambda *a: os.setpgid(0, 0))\n"
+    "while True:\n"
+    "    time.sleep(0.01)\n"
+)
+
+
+def test_a_process_that_left_its_group_after_the_sweep_is_stopped_all_the_same(
+    tmp_path: Path,
+) -> None:
+    """The freeze stops a whole process group with one signal (through its
+    leader's pidfd); a member that moved to a group of its own since the
+    tree was last read missed it, and is stopped on its own."""
+    from owl import tree
+
+    tag = ("OWL_RUN_ID", uuid.uuid4().hex)
+    script = (
+        f'{sys.executable} -S -c "$0" & {sys.executable} -S -c "$0" & '
+        "sleep 600 & sleep 600 & sleep 600 & wait"
+    )
+    popen = tree.spawn(
+        ["sh", "-c", script, MOVER],
+        cwd=str(tmp_path),
+        env=dict(os.environ, OWL_RUN_ID=tag[1]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with tree.ProcessTree(tag, popen.pid) as run:
+            wait_for(lambda: len(run.sweep()) == 6, what="the shell and its five")
+            run.prepare()  # as the daemon's watch does after its sweep
+            movers = [p for p in run.sweep() if p.name().startswith("python")]
+            assert len(movers) == 2
+            for p in movers:
+                p.send_signal(signal.SIGUSR1)
+            wait_for(
+                lambda: all(os.getpgid(p.pid) == p.pid for p in movers),
+                what="both in groups of their own",
+            )
+            assert run.freeze() == 6
+            assert run.not_stopped() == []
+            states = {p.pid: p.status() for p in run.sweep()}
+            assert set(states.values()) == {psutil.STATUS_STOPPED}, states
+            run.thaw()
+            assert psutil.STATUS_STOPPED not in {p.status() for p in run.sweep()}
+            run.kill()
+    finally:
+        popen.wait(10)

@@ -53,6 +53,7 @@ def record_pids(eng: Engine, lv: Live) -> None:
     to meet an agent frozen as soon as it started."""
     reaper = getattr(lv.popen, "reaper_pid", None)  # the Run's own, not the agent's
     pids = sorted(p for p, _ in lv.tree.identities() if p != reaper)
+    lv.tree.prepare()  # the next freeze's handles, opened now rather than then
     if pids != lv.pids and eng.core.runs.get(lv.run_id) is not None:
         lv.pids = pids
         eng.note(lv.run_id, pids=lv.tree.identities())

@@ -44,7 +44,13 @@ def _parse(data: bytes) -> Stat | None:
     fields = data[close + 2 :].split(b" ", 20)
     if len(fields) < 20:
         return None
-    return Stat(int(fields[1]), int(fields[19]), _STATE.get(fields[0][0], RUNNING), int(fields[3]))
+    return Stat(
+        int(fields[1]),
+        int(fields[19]),
+        _STATE.get(fields[0][0], RUNNING),
+        int(fields[3]),
+        int(fields[2]),
+    )
 
 
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
@@ -156,6 +162,22 @@ class Handle:
         except ProcessLookupError:
             return False
 
+    def send_group(self, sig: int) -> bool:
+        """Signal the process group this process leads, all of it at once
+        (see groups.py); False where that cannot be done (Linux before 6.9,
+        no such group any more, or none of it may be signalled): the caller
+        then signals each process."""
+        global _group_signals
+        if self.fd < 0 or not _group_signals:
+            return False
+        try:
+            signal.pidfd_send_signal(self.fd, sig, None, _PIDFD_SIGNAL_PROCESS_GROUP)
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                _group_signals = False  # the kernel has no such flag
+            return False
+
     def alive(self) -> bool:
         """Whether the very process this fd was opened on still exists
         (a zombie counts): exact, unlike a start time in clock ticks."""
@@ -176,6 +198,9 @@ class Handle:
 
 
 _pidfds = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
+# pidfd_send_signal's flag for "the process group this pidfd's process leads" (Linux 6.9).
+_PIDFD_SIGNAL_PROCESS_GROUP = 4
+_group_signals = True
 
 
 def open_handle(pid: int, start: int) -> Handle | posix.Handle | None:

@@ -46,6 +46,7 @@ class Stat(NamedTuple):
     start: float
     state: str
     sid: int
+    pgid: int = -1  # the process group (where the backend reads it)
 
 
 _STATUS = {

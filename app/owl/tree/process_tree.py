@@ -30,7 +30,7 @@ from typing import Any
 
 import psutil
 
-from . import _platform, cgroup_bracket, escaped, handles, untouchable
+from . import _platform, cgroup_bracket, escaped, groups, handles, untouchable
 from .member import TreeMember, wait_stopped
 from .orphans import Orphans
 from owl.rules.lifecycle import KILL_DELAY
@@ -82,6 +82,8 @@ class ProcessTree:
         self._mark: int | None = None  # last_pid() at the last sweep
         self._full_marks: list[int] = []  # ... at the last two full ones
         self._me = os.getpid()
+        self._my_sid = os.getsid(0)
+        self._grouped: dict[TreeMember, int] = {}  # stopped with their group, by the last freeze
         # When the last freeze had signalled every process it knew (monotonic):
         # what follows is sweeping for new ones and the kernel stopping them.
         self.signalled_at: float | None = None
@@ -196,6 +198,7 @@ class ProcessTree:
                     continue
                 seen.add(pid)
                 m = self._remember(pid, row.start)
+                m.pgid, m.sid = row.pgid, row.sid
                 if row.state != b.DEAD:
                     live.append(m)
                     self._weigh(m, row.sid)
@@ -280,8 +283,7 @@ class ProcessTree:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            for m in self._order:
-                self._send(m, signal.SIGSTOP)
+            self._stop_known()
             self.stopped_first_at = time.monotonic()
             return True
         finally:
@@ -303,10 +305,7 @@ class ProcessTree:
         yet visible, across both full sweeps could hide below it.) A tree
         not read in full twice yet is read in full each time.
         """
-        sent: set[TreeMember] = set()
-        for m in self._order:
-            self._send(m, signal.SIGSTOP)
-            sent.add(m)
+        sent = self._stop_known()
         self.signalled_at = time.monotonic()
         since = self._full_marks[0] if len(self._full_marks) == 2 else None
         live: list[TreeMember] = []
@@ -324,6 +323,15 @@ class ProcessTree:
                 sent.add(m)
                 late.add(m)
         return live, first_rows, late
+
+    def _stop_known(self) -> set[TreeMember]:
+        """SIGSTOP every member the last sweep knew: a whole process group
+        at a time where that is safe (see groups.py), the rest one by one."""
+        self._grouped = groups.stop(self._order, self._my_sid, signal.SIGSTOP)
+        for m in self._order:
+            if m not in self._grouped:
+                self._send(m, signal.SIGSTOP)
+        return set(self._order)
 
     def _retry_failed(self, live: list[TreeMember], sig: int) -> set[TreeMember]:
         """Send ``sig`` again to the members it could not reach (out of file
@@ -355,7 +363,15 @@ class ProcessTree:
         """
         b = self._b
         after = {m.pid: r for m in members if m not in late and (r := rows.get(m.pid)) is not None}
-        seen, gone = wait_stopped(b, members, after, _SETTLE_TIMEOUT)
+        seen, gone = wait_stopped(
+            b,
+            members,
+            after,
+            _SETTLE_TIMEOUT,
+            self._grouped,
+            lambda m: self._send(m, signal.SIGSTOP),
+        )
+        self._grouped = {}
         for m in gone:
             self._forget(m)
         live = [m for m in members if m in seen and seen[m].state != b.DEAD]
@@ -452,6 +468,30 @@ class ProcessTree:
             if self._orphans is not None and self._orphans.escaped:
                 out += escaped.named(self._orphans.escaped, self._rows, self._b)
             return out
+
+    def prepare(self) -> None:
+        """Open, within the budget (handles.py), the handles the next freeze
+        will signal through, so that it opens none itself: each process
+        group's leader first (one signal stops the group, see groups.py),
+        then every other member the last sweep found. For the daemon's
+        watch, after its sweep; costs an open and a check per new member."""
+        with self._lock:
+            leaders = [m for m in self._order if m.pid == m.pgid and m.sid != self._my_sid]
+            for m in [*leaders, *self._order]:
+                if m.handle is not None or m.refused is not None:
+                    continue
+                if handles.held() >= handles.BUDGET:
+                    return
+                try:
+                    handle = self._b.open_handle(m.pid, m.start)
+                except OSError:
+                    return  # out of descriptors: the freeze opens what it needs
+                if handle is None:
+                    continue
+                if getattr(handle, "holds_fd", False) and not handles.take():
+                    handle.close()
+                    return
+                m.handle = handle
 
     def not_stopped(self) -> list[dict[str, Any]]:
         """The processes the last freeze left running although they are ours
