@@ -82,6 +82,9 @@ def budget_facts(b: dict | None) -> list[tuple[str, str]]:
         return []
     today, caps = b.get("today") or {}, b.get("caps") or {}
     usd, tokens = today.get("usd") or 0.0, today.get("tokens") or 0
+    capped = caps.get("daily_usd") is not None or caps.get("daily_tokens") is not None
+    if not (usd or tokens or capped or b.get("held") or b.get("spend")):
+        return []  # nothing spent today, and nothing to spend against
     said = f"today ${usd:.2f}"
     if caps.get("daily_usd") is not None:
         said += f" of ${caps['daily_usd']:.2f}"
