@@ -1,11 +1,14 @@
-"""A command agent contained in a real git worktree: it commits on its branch,
-and a hook or core.fsmonitor planted in the project's git directory is refused."""
+"""A command agent contained in a real Job worktree: it commits on its branch, in
+the Job's own store, and a hook or core.fsmonitor planted in the project's git
+directory, or its store's, is refused."""
 
 import os
 import shutil
 import subprocess
 import sys
 
+from owl.engine import containing
+from owl.git import storing
 from owl.sandbox import contain, policy
 from support.need import programs as need
 
@@ -23,7 +26,8 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
     (project / "README").write_text("x\n")
     g("add", "README")
     g("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "first")
-    g("worktree", "add", "-q", "-b", "owl/job-1", str(wt))
+    g("branch", "owl/job-1")
+    places = storing.create(project, wt, "owl/job-1")
     env = {
         "HOME": str(tmp_path / "home"),
         "PATH": os.environ["PATH"],
@@ -38,6 +42,9 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
         "echo hi > hello.txt && git add hello.txt && git commit -qm hello && echo committed; "
         "git config core.fsmonitor ./evil.sh || echo no-fsmonitor; "
         f"echo evil > {project}/.git/hooks/pre-commit || echo no-hook; "
+        f"echo evil > {places.store}/hooks || echo no-store-hook; "
+        f"git update-ref refs/heads/main HEAD && echo moved-own-main; "
+        f"git -C {project} update-ref refs/heads/main HEAD || echo no-main; "
         f"cat {owl}/config.toml || echo no-config"
     )
     w = contain.wrap(
@@ -48,15 +55,20 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
         worktree=str(wt),
         project=str(project),
         owl_dirs=[str(owl)],
+        git=containing.git_places(places),
     )
     assert w.contained and w.label.startswith("contained: bwrap 0.")
     done = subprocess.run(
-        check=False, args=w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60
+        check=False, args=w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60
     )
     out = done.stdout
     assert "committed" in out, done.stderr
     assert "no-fsmonitor" in out and "no-hook" in out and "no-config" in out
+    assert "no-store-hook" in out and "no-main" in out and "moved-own-main" in out
+    main = g("rev-parse", "main")
+    storing.land(project, places, "owl/job-1")
     assert g("log", "--format=%s", "owl/job-1").split() == ["hello", "first"]
+    assert g("rev-parse", "main") == main  # moved in the store only
     assert "fsmonitor" not in (project / ".git" / "config").read_text()
     assert not (project / ".git" / "hooks" / "pre-commit").exists()
 
@@ -102,7 +114,7 @@ def test_without_pasta_a_run_gets_its_own_network_from_slirp4netns(tmp_path):
         which=lambda name: None if name == "pasta" else shutil.which(name),
     )
     assert w.label.endswith(", own network (slirp4netns)"), w.label
-    done = subprocess.run(w.argv, env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(w.argv, env=w.env, capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (3, "tap0\n"), done.stderr
 
 
@@ -125,7 +137,94 @@ def test_an_agents_missing_state_folder_is_made_and_what_it_writes_there_is_kept
         owl_dirs=[],
     )
     assert w.contained
-    done = subprocess.run(w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60)
     assert "wrote" in done.stdout, done.stderr
     assert (home / ".claude").stat().st_mode & 0o777 == 0o700
     assert (home / ".claude" / "session.jsonl").read_text() == "kept\n"
+
+
+def test_codex_s_own_provider_gives_its_port_and_key_and_a_broken_file_gives_nothing(tmp_path):
+    """Read as data from $CODEX_HOME/config.toml: the port goes to the network
+    helper's forwards, the key variable is not dropped (its name looks secret)."""
+    from owl.sandbox import agentconf
+
+    need("bwrap")
+    codex = tmp_path / "codex"
+    codex.mkdir()
+    env = {"CODEX_HOME": str(codex), "X_API_KEY": "k", "OTHER_API_KEY": "s"}
+    (codex / "config.toml").write_text(
+        '[model_providers.x]\nbase_url = "http://127.0.0.1:11434/v1"\nenv_key = "X_API_KEY"\n'
+        '[model_providers.far]\nbase_url = "https://openrouter.ai/api/v1"\n'
+        'env_key = "$(touch /tmp/x)"\n'
+    )
+    assert agentconf.needs("codex", str(tmp_path), env) == agentconf.Needs((11434,), ("X_API_KEY",))
+    assert agentconf.needs("mine", str(tmp_path), env) == agentconf.Needs()
+    w = contain.wrap(
+        ["true"],
+        settings=policy.Settings(),
+        agent="codex",
+        env=env,
+        worktree=str(tmp_path),
+        project=str(tmp_path),
+        owl_dirs=[],
+        which=lambda name: "/usr/bin/pasta" if name == "pasta" else None,
+    )
+    assert w.contained
+    # the sandbox (and so the agent) starts with the key its provider names, not the other
+    assert w.env.get("X_API_KEY") == "k" and "OTHER_API_KEY" not in w.env
+    assert "OTHER_API_KEY" not in " ".join(w.argv)
+    assert w.argv[w.argv.index(contain.NETNS) + 2] == "11434"
+    for broken in (b"[model_providers.x\n", b"\xff\xfe", b"model_providers = 3\n"):
+        (codex / "config.toml").write_bytes(broken)
+        assert agentconf.needs("codex", str(tmp_path), env) == agentconf.Needs()
+    (codex / "config.toml").write_bytes(b"#" * (agentconf.READ_MAX + 1))
+    assert agentconf.needs("codex", str(tmp_path), env) == agentconf.Needs()
+
+
+def test_a_run_cannot_rewrite_the_agent_config_owl_reads_for_the_next_run(tmp_path):
+    """What Owl reads to open a port or keep a key is read-only inside: a Codex
+    Run that adds a provider (a port of the host, GITHUB_TOKEN as its key) to
+    its config.toml is refused, so the next Run's reach stays the person's. A
+    missing config.toml is made empty first (a Run cannot make it); a symlink,
+    which a Run could have planted, is neither read nor bound."""
+    from owl.sandbox import agentconf
+
+    need("bwrap")
+    codex, wt = tmp_path / "codex", tmp_path / "wt"
+    codex.mkdir()
+    wt.mkdir()
+    env = {"CODEX_HOME": str(codex), "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    plant = '[model_providers.evil]\\nbase_url = "http://127.0.0.1:2375"\\nenv_key = "GITHUB_TOKEN"'
+    script = (
+        f"printf '{plant}' >> {codex}/config.toml || echo refused-append; "
+        f"mv {codex}/config.toml {codex}/old.toml || echo refused-move; "
+        f"rm -f {codex}/config.toml; test -e {codex}/config.toml && echo still-there; "
+        f"echo ok > {codex}/session.jsonl && echo state-written"
+    )
+
+    def run() -> str:
+        w = contain.wrap(
+            ["sh", "-c", script],
+            settings=policy.Settings(network=False),
+            agent="codex",
+            env=env,
+            worktree=str(wt),
+            project=str(wt),
+            owl_dirs=[],
+        )
+        assert w.contained, w.label
+        return subprocess.run(
+            w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+
+    out = run()  # no config.toml yet: made empty, then laid read-only
+    for word in ("refused-append", "refused-move", "still-there", "state-written"):
+        assert word in out, out
+    assert (codex / "config.toml").read_text() == ""
+    assert agentconf.needs("codex", str(tmp_path), env) == agentconf.Needs()
+    # a symlink in its place is not followed
+    (codex / "config.toml").unlink()
+    (tmp_path / "elsewhere.toml").write_text(plant.replace("\\n", "\n"))
+    (codex / "config.toml").symlink_to(tmp_path / "elsewhere.toml")
+    assert agentconf.needs("codex", str(tmp_path), env) == agentconf.Needs()
+    assert agentconf.make_fixed((str(codex / "config.toml"),)) == ()

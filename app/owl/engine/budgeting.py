@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,17 @@ class Books:
     day_start: float = 0.0
     today: Spent = field(default_factory=Spent)
     day_held: budget.Hold | None = None  # the queue's hold, once told
+
+
+_KEPT: weakref.WeakKeyDictionary[Any, Books] = weakref.WeakKeyDictionary()
+
+
+def books(eng: Engine) -> Books:
+    """The engine's books, loaded from its store when first asked for."""
+    kept = _KEPT.get(eng)
+    if kept is None:
+        kept = _KEPT[eng] = load(eng.store)
+    return kept
 
 
 def load(store: Store, now: float | None = None) -> Books:
@@ -114,7 +126,7 @@ def heard(eng: Engine, agent: str, readings: list[Reading], now: float | None = 
     if not readings:
         return
     now = time.time() if now is None else now
-    mine = eng.books.windows.setdefault(agent, {})
+    mine = books(eng).windows.setdefault(agent, {})
     changed = False
     for r in readings:
         why = budget.insane(r, now)
@@ -136,7 +148,7 @@ def heard(eng: Engine, agent: str, readings: list[Reading], now: float | None = 
 def store_windows(eng: Engine) -> None:
     data = {
         a: {w: [r.used, r.resets_at, r.seen] for w, r in ws.items()}
-        for a, ws in eng.books.windows.items()
+        for a, ws in books(eng).windows.items()
     }
     try:
         eng.store.set_setting(WINDOWS_SETTING, data)
@@ -148,7 +160,7 @@ def settle(eng: Engine, agent: str, now: float | None = None) -> None:
     """Set or lift `agent`'s headroom hold from its latest readings."""
     now = time.time() if now is None else now
     caps = eng.cfg.budget
-    readings = eng.books.windows.get(agent, {}).values()
+    readings = books(eng).windows.get(agent, {}).values()
     hold = budget.window_hold(agent, readings, caps, now, spend=spending(eng))
     have = eng.waits.get(agent)
     ours = have is not None and have.kind.startswith(budget.HOLD_KIND + ":")
@@ -172,13 +184,13 @@ def settle(eng: Engine, agent: str, now: float | None = None) -> None:
 def forget(eng: Engine, agent: str) -> None:
     """`owl agents wake` ended the agent's hold: its readings are dropped, so
     that the next one it gives decides, not the one the person just overrode."""
-    if eng.books.windows.pop(agent, None) is not None:
+    if books(eng).windows.pop(agent, None) is not None:
         store_windows(eng)
 
 
 def settle_all(eng: Engine) -> None:
     """Every agent's hold again: a Shift began or ended, the config changed."""
-    agents = set(eng.books.windows) | {
+    agents = set(books(eng).windows) | {
         a for a, w in eng.waits.items() if w.kind.startswith(budget.HOLD_KIND + ":")
     }
     for agent in sorted(agents):
@@ -230,8 +242,8 @@ def run_ended(eng: Engine, lv: Live, verdict: jobrules.Verdict) -> jobrules.Verd
             )
     usage = (eng.store.run(lv.run_id) or {}).get("usage")  # the Run's own, as recorded
     spent = spent_of(usage if isinstance(usage, dict) else None)
-    roll_day(eng.store, eng.books, now)
-    eng.books.today = eng.books.today.plus(spent)
+    roll_day(eng.store, books(eng), now)
+    books(eng).today = books(eng).today.plus(spent)
     over = budget.run_over(spent, eng.cfg.budget)
     if over is None or verdict.outcome == "failed":
         return verdict
@@ -243,13 +255,13 @@ def day_hold(eng: Engine, now: float | None = None) -> budget.Hold | None:
     """The queue's hold for the day, if the day's total reached a daily cap
     (said once as it begins, stored for the views); None otherwise."""
     now = time.time() if now is None else now
-    roll_day(eng.store, eng.books, now)
-    hold = budget.day_hold(eng.books.today, eng.cfg.budget, now)
+    roll_day(eng.store, books(eng), now)
+    hold = budget.day_hold(books(eng).today, eng.cfg.budget, now)
     if hold is not None:  # the engine looks again as the day turns
         eng.recheck_at = min(eng.recheck_at, eng.clock() + max(0.05, hold.until - now + 0.05))
-    was = eng.books.day_held
+    was = books(eng).day_held
     if (hold is None) != (was is None) or (hold and was and hold.until != was.until):
-        eng.books.day_held = hold
+        books(eng).day_held = hold
         try:
             eng.store.set_setting(
                 DAY_SETTING,
@@ -272,7 +284,7 @@ def view(eng: Engine, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     caps = eng.cfg.budget
     windows = []
-    for agent, ws in sorted(eng.books.windows.items()):
+    for agent, ws in sorted(books(eng).windows.items()):
         for window in budget.WINDOWS:
             r = ws.get(window)
             if r is None or r.resets_at <= now:
@@ -289,13 +301,13 @@ def view(eng: Engine, now: float | None = None) -> dict[str, Any]:
                     "seen": round(r.seen, 3),
                 }
             )
-    held = eng.books.day_held
-    today = eng.books.today
+    held = books(eng).day_held
+    today = books(eng).today
     return {
         "today": {
             "usd": round(today.usd, 4),
             "tokens": today.tokens,
-            "since": round(eng.books.day_start, 3),
+            "since": round(books(eng).day_start, 3),
         },
         "caps": {
             "keep_five_hour": caps.keep_five_hour,

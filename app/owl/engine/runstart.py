@@ -31,12 +31,12 @@ from owl.agents import argfit
 from owl.engine import carryon, containing
 from owl.engine import logpipe
 from owl.engine.meter import Meter
-from owl.git import outsidekeep
+from owl.git import jobstore, outsidekeep, storing, workspace
 from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
-from owl.rules import jobtable
+from owl.rules import jobrules, jobtable
 
 log = logging.getLogger("owl.engine")
 
@@ -76,8 +76,13 @@ class Live:
     cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
+    net_report: Path | None = None  # where its network helper says how that went
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
     meter: Meter | None = None  # the windows its agent reports as it runs (owl.engine.meter)
+    places: jobstore.Places | None = None  # where its git lives, from Owl's records
+    # its worktree's git files as its last process left them (checked on that
+    # process's waiting thread): changed, no check starts (runchecks)
+    git_changed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
@@ -87,6 +92,8 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
     exempt = ready.exempt
     project = Path(job["project"])
+    if containing.hold(eng, job_id, driver.name, settings.sandbox):
+        return None  # it waits for a sandbox, as it is: no Run, nothing spent
     before = ready.outside_before  # taken by the setup, off this thread
     plan, replies = carryon.plan_for(eng.store, job, driver, ws.worktree)
     run_id = eng.store.start_run(job_id)
@@ -118,6 +125,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     env = carryon.agent_env(os.environ)
     env.update(driver.env(ctx))
     env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id), "OWL_INSTANCE": eng.instance})
+    net_report = eng.paths.logs / f"{run_id}.net"
     try:
         wrapped = containing.wrap(
             eng.cfg,
@@ -128,21 +136,28 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             ws.worktree,
             project,
             settings.sandbox,
+            ready.places,
+            net_report,
         )
     except containing.Refusal as e:
+        # found out only now (no answer was at hand before): the Job waits, as above
         outsidekeep.forget(eng.paths.logs, run_id)
-        eng.store.finish_run(run_id, "failed", None, str(e), None)
-        eng.store.apply(job_id, jobtable.Event.BROKEN, reason=str(e))
+        eng.store.finish_run(run_id, "interrupted", None, str(e), None)
+        eng.store.apply(job_id, jobtable.Event.INTERRUPTED)
+        containing.learned(eng, e.problem)
+        containing.hold(eng, job_id, driver.name, settings.sandbox)
         return None
     eng.store.set_run(run_id, contained=wrapped.label)
     meter = meter_for(driver)
     sink = logpipe.Sink(log_path, LOG_CAP, tap=meter.feed if meter is not None else None)
+    if not wrapped.contained:  # said in the Run's own log too, before the agent speaks
+        os.write(sink.fd, f"owl: {wrapped.label}\n".encode())
     cg = tree.RunGroup.make(eng.instance, str(run_id))
     try:
         popen = tree.spawn(
             wrapped.argv,
             cwd=str(ws.worktree),
-            env=env,
+            env=wrapped.env,
             stdout=sink.fd,
             stderr=sink.fd,
             nice=eng.cfg.nice,
@@ -154,10 +169,13 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         outsidekeep.forget(eng.paths.logs, run_id)
         if cg is not None:
             cg.remove()
-        eng.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}", None)
-        eng.store.apply(
-            job_id, jobtable.Event.BROKEN, reason=f"the agent could not be started: {e}"
+        # a setup problem (its program is not there): blocked once, no attempt spent
+        why = (
+            f"the agent could not be started: {e}; "
+            f"{jobrules.setup_hint(driver.name, 'its program was not found')}"
         )
+        eng.store.finish_run(run_id, "interrupted", None, why, None)
+        eng.store.apply(job_id, jobtable.Event.BROKEN, reason=why)
         return None
     sink.started()
     pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg, nice=eng.cfg.nice)
@@ -180,8 +198,10 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         cgroup=cg,
         exempt=exempt,
         contained=wrapped.label,
+        net_report=net_report if "own network" in wrapped.label else None,
         sandbox=settings.sandbox,
         meter=meter,
+        places=ready.places,
     )
     eng.live[run_id] = lv
     threading.Thread(
@@ -207,6 +227,25 @@ def meter_for(driver: Any) -> Meter | None:
     return Meter(driver.windows_in) if isinstance(driver, LiveWindows) else None
 
 
+def note_network(eng: Engine, lv: Live) -> None:
+    """Once the Run's network helper has said how its network came out: the
+    Run's label says so where it has none (pasta failed), not "own network"."""
+    if lv.net_report is None or lv.contained is None:
+        return
+    label, spoke = containing.network_said(lv.contained, lv.net_report)
+    if not spoke:
+        return
+    try:
+        lv.net_report.unlink()
+    except OSError:
+        pass
+    lv.net_report = None
+    if label != lv.contained:
+        lv.contained = label
+        eng.note(lv.run_id, contained=label)
+        log.warning("run %s: %s", lv.run_id, label)
+
+
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
     runs = [r for r in eng.store.runs(job_id) if r["id"] != run_id]
     if runs and runs[-1]["outcome"] == "failed" and runs[-1]["reason"]:
@@ -228,7 +267,26 @@ def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
     code, lv.report = carryon.watch_agent(
         popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
     )
+    note_git_files(lv, land=True)
     eng.agent_exited(lv.run_id, code, popen)
+
+
+def note_git_files(lv: Live, land: bool = False) -> None:
+    """Off the engine thread, as a process of the Run exits: whether the
+    worktree's git files still say what Owl wrote (a check does not start
+    otherwise; the Run's end puts them back and blocks the Job), and, as the
+    agent exits, its branch brought into the project: by the time its Job is
+    in review the branch there is what the agent committed (the Run's end
+    brings in what its checks may have added)."""
+    if lv.places is None:
+        return
+    try:
+        lv.git_changed = jobstore.verify(lv.places)
+        branch = lv.ctx.branch if lv.ctx is not None else None
+        if land and branch and not workspace.project_problem(Path(lv.project)):
+            storing.land(Path(lv.project), lv.places, branch)
+    except Exception as e:  # noqa: BLE001 - the Run's end checks and brings in again
+        log.warning("run %s: its git could not be read as it ended: %s", lv.run_id, e)
 
 
 def fall_back(eng: Engine, lv: Live) -> bool:
@@ -261,7 +319,7 @@ def fall_back(eng: Engine, lv: Live) -> bool:
     )
     lv.tree.kill()  # anything the refused process left (before the
     try:  # fresh one starts: the sweep finds the Run's tag)
-        argv = containing.wrap(
+        wrapped = containing.wrap(
             eng.cfg,
             eng.paths,
             lv.driver.name,
@@ -270,11 +328,13 @@ def fall_back(eng: Engine, lv: Live) -> bool:
             Path(lv.worktree or lv.project),
             Path(lv.project),
             lv.sandbox,
-        ).argv
+            lv.places,
+            lv.net_report,
+        )
         popen = tree.spawn(
-            argv,
+            wrapped.argv,
             cwd=str(lv.worktree),
-            env=lv.env,
+            env=wrapped.env,
             stdout=lv.sink.fd,
             stderr=lv.sink.fd,
             nice=eng.cfg.nice,
@@ -308,9 +368,15 @@ def fall_back(eng: Engine, lv: Live) -> bool:
 
 
 def wait_proc(
-    eng: Engine, run_id: int, popen: Any, settle: Callable[[], Any] | None = None
+    eng: Engine,
+    run_id: int,
+    popen: Any,
+    settle: Callable[[], Any] | None = None,
+    lv: Live | None = None,
 ) -> None:
     code = popen.wait()
     if settle is not None:
         settle()  # its output reaches the log before its result is read
+    if lv is not None:
+        note_git_files(lv)
     eng.agent_exited(run_id, code, popen)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The kinds a person may name in `notify.urgent`.
-KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk")
+KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk", "sandbox")
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,13 @@ class DiskFull:
 
 
 @dataclass(frozen=True)
+class Uncontained:
+    """Runs cannot be contained here and must be: their Jobs wait (`problem`: why, the fix)."""
+
+    problem: str
+
+
+@dataclass(frozen=True)
 class Presence:
     """The person's presence changed: `away` since `since` (epoch), or back at `since`."""
 
@@ -78,7 +85,7 @@ class Presence:
     since: float
 
 
-Event = RunEnded | LimitWait | Window | Untouchable | DiskFull | Presence
+Event = RunEnded | LimitWait | Window | Untouchable | DiskFull | Uncontained | Presence
 
 
 @dataclass

@@ -121,6 +121,9 @@ def status_line(status: dict[str, Any]) -> str:
 
 def _doing_line(status: dict[str, Any]) -> str:
     runs = _runs(status)
+    failing = sum(len(r.get("not_stopped") or []) for r in runs if r.get("state") == "freezing")
+    if failing:  # a freeze that left part of a Run running is never shown as frozen
+        return f"NOT frozen: {failing} process{'' if failing == 1 else 'es'} still running"
     counting = [
         r
         for r in _frozen(status)
