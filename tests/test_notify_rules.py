@@ -117,8 +117,9 @@ def test_quiet_hours_hold_all_but_the_urgent() -> None:
     [m] = r.tick(T0, NIGHT)
     assert [i.job_id for i in m.items] == [2]
     assert r.tick(T0 + 60, 3 * 60) == []  # still quiet at 03:00
-    [m] = r.tick(T0 + 120, 7 * 60)  # 07:00: the rest goes
-    assert [i.job_id for i in m.items] == [1]
+    [m] = r.tick(T0 + 120, 7 * 60)  # 07:00: the rest goes, with what the night cost
+    assert [i.job_id for i in m.items] == [1, None]
+    assert m.items[-1].body == "2 Jobs ran"
 
 
 def test_held_in_the_quiet_and_back_before_it_ends_is_dropped() -> None:

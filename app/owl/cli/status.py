@@ -238,6 +238,7 @@ def _status_text(st: dict) -> str:
                 "shift",
                 f"on · {duration(sh['left_s'], coarse=True)} left · Runs start and are "
                 "not frozen although the machine is in use"
+                + (" · spending past the headroom kept" if sh.get("spend") else "")
                 + (" · held by pause" if sh.get("held") else ""),
             )
         )

@@ -98,6 +98,12 @@ def register_shift(sub: Any) -> None:
     s.add_argument(
         "--replace", action="store_true", help="replace the current Shift instead of extending it"
     )
+    s.add_argument(
+        "--spend",
+        action="store_true",
+        help="let Runs use the agents' usage windows past the headroom [budget] keeps "
+        "(money caps still hold)",
+    )
     _no_start(s)
     json_flag(s)
     s.set_defaults(fn=cmd_shift_start, parser=s)
@@ -235,6 +241,7 @@ def cmd_shift_start(a: argparse.Namespace) -> int:
             "until_empty": a.until_empty,
             "require_power": a.require_power,
             "replace": a.replace,
+            "spend": a.spend,
         },
     )
     _said(out, a.json)

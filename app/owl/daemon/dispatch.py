@@ -129,6 +129,7 @@ def answer(
             A.flag(args, "until_empty"),
             A.flag(args, "require_power"),
             A.flag(args, "replace"),
+            A.flag(args, "spend"),
         ),
         "shift_start": lambda: e.verbs.shift_start(
             A.seconds(args, "for_s", 3600.0, bounds.MAX_SHIFT_S), False, False, False

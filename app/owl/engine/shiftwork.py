@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
+from owl.engine import budgeting
 from owl.rules import shifts
 from owl.rules.lifecycle import Phase
 from owl.verbs import views
@@ -43,6 +44,7 @@ def set_shift(eng: Engine, sh: shifts.Shift | None) -> None:
         eng.do(eng.core.shift_on(now, require_power=sh.require_power))
     else:
         eng.do(eng.core.shift_off(now))
+    budgeting.settle_all(eng)  # a Shift that spends lifts the headroom's holds
 
 
 def check_shift(eng: Engine) -> None:
@@ -95,5 +97,6 @@ def shift_view(eng: Engine) -> dict[str, Any] | None:
         "left_s": round(sh.left(now), 1),
         "until_empty": sh.until_empty,
         "require_power": sh.require_power,
+        "spend": sh.spend,
         "held": eng.core.paused,
     }

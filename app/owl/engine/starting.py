@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import carryon, containing
+from owl.engine import budgeting, carryon, containing
 from owl.rules import scheduler
 from owl.engine import runend
 from owl.engine import runstart
@@ -34,6 +34,7 @@ log = logging.getLogger("owl.engine")
 
 def maybe_start(eng: Engine, now: float) -> None:
     runend.record_pending_finishes(eng)
+    budgeting.settle_all(eng)  # a reset passed, or the config moved the lines
     head = eng.store.first_pending()
     eng.has_pending = head is not None
     if head is None:
@@ -44,6 +45,10 @@ def maybe_start(eng: Engine, now: float) -> None:
         was, eng.waiting = eng.waiting, full.split(": no new Jobs")[0]
         if was != eng.waiting:  # told once as it begins, not at every look
             telling.disk_full(eng, str(eng.paths.db.parent), full)
+        return
+    day = budgeting.day_hold(eng)
+    if day is not None:
+        eng.waiting = day.reason
         return
     ok, why = eng.core.may_start()
     if not ok:

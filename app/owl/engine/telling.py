@@ -58,7 +58,17 @@ def run_ended(eng: Engine, lv: Live, state: str, wait: Any) -> None:
         ),
     )
     if wait is not None:
-        _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time()))
+        _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time(), wait.kind))
+
+
+def limit_wait(eng: Engine, wait: Any) -> None:
+    """An agent (or, as "budget", the whole queue) waits from now on: the headroom kept."""
+    _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time(), wait.kind))
+
+
+def window(eng: Engine, agent: str, reading: Any) -> None:
+    """An agent's window as it was just read (the briefing says how it moved)."""
+    _emit(eng, ev.Window(agent, reading.window, reading.used, reading.seen))
 
 
 def verified(eng: Engine, job: dict[str, Any], checks: list[tuple[str, bool]]) -> None:

@@ -42,6 +42,17 @@ class LimitWait:
     until: float
     reason: str
     since: float
+    kind: str = ""  # a jobrules kind; "budget:…" for the headroom or the day's money
+
+
+@dataclass(frozen=True)
+class Window:
+    """An agent's usage window as just read: the share used (1.0 all of it)."""
+
+    agent: str
+    window: str  # five_hour | seven_day
+    used: float
+    at: float
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,7 @@ class Presence:
     since: float
 
 
-Event = RunEnded | LimitWait | Untouchable | DiskFull | Uncontained | JobGone | Presence
+Event = RunEnded | LimitWait | Window | Untouchable | DiskFull | Uncontained | JobGone | Presence
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from owl import textsafe
 from owl.notify import events as ev
-from owl.notify.briefing import Spell
+from owl.notify.briefing import Spell, spent
 
 TEXT_MAX = 200  # agent-written text in a message is cut here
 QUIET_LOOK = 60.0  # while something waits out the quiet: look again this often
@@ -140,6 +140,13 @@ def item_for(stamp: ev.Stamp, limit_after: float, replies: bool = False) -> Item
         if e.until - e.since <= limit_after:
             return None
         hhmm = stamp.extra.get("until_hhmm") or ""
+        if e.kind.startswith("budget:"):  # the headroom kept, or the day's money
+            return Item(
+                "limit",
+                cut(e.reason, 120),
+                f"Work waits until {hhmm}; its Jobs keep their places and carry on by "
+                "themselves then.",
+            )
         return Item(
             "limit",
             f"{cut(e.agent, 40)} waits until {hhmm}".strip(),
@@ -261,7 +268,8 @@ class Router:
             return []
         ready: list[Item] = []
         quiet = in_quiet(minute, self.rules.quiet)
-        if self._held and not quiet:
+        morning = bool(self._held) and not quiet  # what waited out the quiet goes now
+        if morning:
             ready, self._held = self._held, []
         if self._batch_at is not None and now >= self._batch_at:
             for it in self._batch:
@@ -270,6 +278,9 @@ class Router:
                 else:
                     ready.append(it)
             self._batch, self._batch_at = [], None
+        night = spent(self.spell) if morning and self.spell is not None else ""
+        if night:  # the morning's digest says what the night cost
+            ready.append(Item("spent", "What the night cost", night))
         return [digest(ready)] if ready else []
 
     def next_wake(self, now: float) -> float | None:

@@ -170,6 +170,9 @@ def _doing_line(status: dict[str, Any]) -> str:
 def limit_line(status: dict[str, Any]) -> str | None:
     """'Waiting for the usage limit · until 08:10' while an agent waits one out."""
     limits = status.get("limits") or []
+    held = (status.get("budget") or {}).get("held")
+    if isinstance(held, dict) and held.get("reason"):  # the day's money is spent
+        return f"Waiting: {held['reason']}"
     if not limits:
         return None
     if len(limits) > 1:  # every waiting agent: "claude until 08:10 · codex until 09:00"
@@ -177,6 +180,8 @@ def limit_line(status: dict[str, Any]) -> str | None:
             f"{w.get('agent')} until {str(w.get('until') or '')[11:16]}" for w in limits
         )
     w = limits[0]
+    if str(w.get("kind") or "").startswith("budget:"):  # the headroom kept for the person
+        return str(w.get("reason") or "")
     what = "the model's service" if w.get("kind") == "service" else "the usage limit"
     return f"Waiting for {what} · until {until_words(w)}"
 

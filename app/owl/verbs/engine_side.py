@@ -294,6 +294,10 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             }
         e.store.clear_limit(name)
         e.waits.pop(name, None)
+        if w.kind.startswith("budget:"):  # the headroom: its next reading decides again
+            from owl.engine import budgeting
+
+            budgeting.forget(e, name)
         e.note_queued()
         log.info("%s's wait (%s) was ended by the person", name, w.reason)
         return {
@@ -315,7 +319,12 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         return self.engine.job_view(job_id)
 
     def shift_start(
-        self, length: float, until_empty: bool, require_power: bool, replace: bool
+        self,
+        length: float,
+        until_empty: bool,
+        require_power: bool,
+        replace: bool,
+        spend: bool = False,
     ) -> dict:
         try:
             sh = shifts.begin(
@@ -325,6 +334,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
                 until_empty=until_empty,
                 require_power=require_power,
                 replace=replace,
+                spend=spend,
             )
         except ValueError as e:
             raise Refused(str(e)) from None
@@ -338,6 +348,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             f"Shift {'extended' if extended else 'started'}: Runs start and "
             f"are not frozen for the next {left}"
             + (", or until the queue is empty" if sh.until_empty else "")
+            + (", spending the agents' windows past the headroom kept" if sh.spend else "")
         )
         return view
 

@@ -227,6 +227,14 @@ def _job_limit(store: Store, job: dict) -> dict | None:
     if job["state"] not in QUEUED:
         return None
     now = time.time()
+    day = store.setting("budget_day")  # the day's money is spent (owl.engine.budgeting)
+    if isinstance(day, dict) and isinstance(day.get("until"), (int, float)) and day["until"] > now:
+        return {
+            "agent": None,
+            "kind": str(day.get("kind") or "budget"),
+            "until": iso(day["until"]),
+            "reason": str(day.get("reason") or ""),
+        }
     for w in store.limits():
         if w["agent"] == (job["agent"] or "").split(",")[0] and w["until"] > now:
             return {
