@@ -108,3 +108,31 @@ def test_a_freeze_that_left_processes_running_is_not_called_frozen() -> None:
     named = [ln for ln in text.splitlines() if "still running: pid" in ln]
     assert len(named) == 5 and "Too many open files" in named[0]
     assert any(ln.strip() == "and 2 more" for ln in text.splitlines())
+
+
+def test_status_says_in_its_first_lines_whether_runs_are_contained() -> None:
+    from owl.cli.status import _status_text
+
+    def st(sandbox: dict) -> dict:
+        return {
+            "machine": {
+                "idle": True,
+                "idle_for_s": 700,
+                "on_ac_power": True,
+                "reason": None,
+                "detectors": ["manual"],
+            },
+            "paused": False,
+            "shift": None,
+            "runs": [],
+            "queue": [],
+            "sandbox": sandbox,
+        }
+
+    contained = {"mode": "required", "contained": True, "problem": None, "waits": False}
+    first = _status_text(st(contained)).splitlines()[0]
+    assert first.startswith("sandbox:") and "Runs are contained" in first
+    waits = dict(contained, contained=False, problem="no bwrap", waits=True, line="Jobs wait: x")
+    assert _status_text(st(waits)).splitlines()[0] == "sandbox:    Jobs wait: x"
+    off = {"mode": "off", "contained": False, "problem": None, "waits": False}
+    assert any("not contained" in ln for ln in _status_text(st(off)).splitlines())

@@ -104,23 +104,6 @@ def test_config_keys_are_checked_with_the_key_named(tmp_path):
     assert keys.settings_from(ok).write == (str(tmp_path),)
 
 
-def test_the_macos_profile_denies_every_hidden_path_and_allows_the_worktree():
-    from owl.sandbox import seatbelt
-
-    pol = P.compute(P.Settings(), P.AGENTS["claude"], facts())
-    text = seatbelt.profile(pol)
-    for path in pol.hidden:
-        assert f'(deny file-read* file-write* (subpath "{path}"))' in text
-    allow = next(ln for ln in text.splitlines() if ln.startswith("(allow file-write*"))
-    assert '(subpath "/home/me/.local/share/owl/worktrees/job-1")' in allow
-    assert "/home/me/code/api/.git" not in allow  # the project's history: read only
-    store = "/home/me/.local/share/owl/worktrees/job-1.git"
-    assert f'(allow file-read* (subpath "{store}"))' in text
-    assert f'(subpath "{store}/refs")' in allow and f'(subpath "{store}")' not in allow
-    # the worktree's allow comes after Owl's home is denied: the last rule wins
-    assert text.index(allow) > text.index('(subpath "/home/me/.local/share/owl"))')
-
-
 def test_the_config_file_takes_sandbox_tables_and_names_a_bad_key(tmp_path):
     from owl.settings import config
 

@@ -188,6 +188,32 @@ class _State:
     next_turn: int = 0
     repeats: int = 0  # how often the current error turn was answered
     ids: Any = field(default_factory=lambda: itertools.count(1))
+    # sent on every answer (Windows); or made for each from the moment it came
+    headers: Any = ()
+    output_tokens: int = 5  # each answer's output tokens: what the CLI's cost is counted from
+
+
+def Windows(
+    five_hour: tuple[float, float] | None = None,
+    seven_day: tuple[float, float] | None = None,
+    status: str = "allowed",
+) -> tuple[tuple[str, str], ...]:
+    """A subscription's unified rate-limit headers as the service sends them on
+    every answer: each window's (utilization 0..1, reset epoch second)."""
+    out = [("anthropic-ratelimit-unified-status", status)]
+    for name, window in (("5h", five_hour), ("7d", seven_day)):
+        if window is None:
+            continue
+        used, reset = window
+        out += [
+            (f"anthropic-ratelimit-unified-{name}-utilization", f"{used:g}"),
+            (f"anthropic-ratelimit-unified-{name}-reset", str(int(reset))),
+            (
+                f"anthropic-ratelimit-unified-{name}-status",
+                "allowed_warning" if used >= 0.75 else "allowed",
+            ),
+        ]
+    return tuple(out)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -202,7 +228,7 @@ def _stop_reason(blocks: list[Text | ToolUse]) -> str:
     return "tool_use" if any(isinstance(b, ToolUse) for b in blocks) else "end_turn"
 
 
-def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
+def _events(turn: Turn, msg_id: str, model: str, tokens: int = 5) -> list[bytes]:
     """The SSE stream for one turn: message_start … message_stop."""
     start = {
         "type": "message_start",
@@ -247,7 +273,7 @@ def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": _stop_reason(blocks), "stop_sequence": None},
-                "usage": {"output_tokens": 5},
+                "usage": {"output_tokens": tokens},
             },
         ),
         _sse("message_stop", {"type": "message_stop"}),
@@ -255,7 +281,7 @@ def _events(turn: Turn, msg_id: str, model: str) -> list[bytes]:
     return out
 
 
-def _message(turn: Turn, msg_id: str, model: str) -> dict[str, Any]:
+def _message(turn: Turn, msg_id: str, model: str, tokens: int = 5) -> dict[str, Any]:
     """The same turn as a non-streaming response."""
     blocks = _blocks(turn)
     content = [
@@ -272,7 +298,7 @@ def _message(turn: Turn, msg_id: str, model: str) -> dict[str, Any]:
         "content": content,
         "stop_reason": _stop_reason(blocks),
         "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5},
+        "usage": {"input_tokens": 10, "output_tokens": tokens},
     }
 
 
@@ -333,6 +359,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 turn = Text("ok")
             req.turn = turn
+            always, tokens = self.state.headers, self.state.output_tokens
+            if callable(always):
+                always = always(req.at)
         model = body.get("model") or MODEL
         if isinstance(turn, ApiError):
             message, headers = turn.message, turn.headers
@@ -347,15 +376,17 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         if not body.get("stream"):
-            self._json(200, _message(turn, msg_id, model))
+            self._json(200, _message(turn, msg_id, model, tokens), always)
             return
         self.send_response(200)
+        for name, value in always:
+            self.send_header(name, value)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        for chunk in _events(turn, msg_id, model):
+        for chunk in _events(turn, msg_id, model, tokens):
             self.wfile.write(chunk)
             self.wfile.flush()
 
@@ -389,6 +420,16 @@ class AnthropicStub:
             for r in self.requests
             if r.path.split("?")[0].endswith("/v1/messages") and r.has_tools
         ]
+
+    def answer_with(self, headers: Any = None, output_tokens: int | None = None) -> None:
+        """From now on every answer carries `headers` (see `Windows`; or a function
+        of the request's arrival, epoch seconds, that makes them) and counts
+        `output_tokens` (what the CLI's `total_cost_usd` is worked out from)."""
+        with self._state.lock:
+            if headers is not None:
+                self._state.headers = headers
+            if output_tokens is not None:
+                self._state.output_tokens = output_tokens
 
     @property
     def turns_served(self) -> int:

@@ -18,7 +18,16 @@ from typing import Any
 
 from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn
 
-__all__ = ["MODEL", "Fail", "ResponsesStub", "Say", "ServerError", "Shell", "UsageLimit"]
+__all__ = [
+    "MODEL",
+    "Fail",
+    "ResponsesStub",
+    "Say",
+    "ServerError",
+    "Shell",
+    "UsageLimit",
+    "Windows",
+]
 
 MODEL = "gpt-5.1-codex"
 _ids = itertools.count(1)
@@ -38,6 +47,26 @@ def UsageLimit(reset_in: float = 3600.0) -> Fail:
         },
         reset_in=reset_in,
     )
+
+
+def Windows(
+    primary: tuple[float, float, float] | None = None,
+    secondary: tuple[float, float, float] | None = None,
+) -> tuple[tuple[str, str], ...]:
+    """The rate-limit headers Codex reads from every answer (the names are the
+    CLI's own, from its binary): each window's (used percent 0..100, window
+    minutes, reset epoch second); primary is the 5-hour window, secondary the week."""
+    out: list[tuple[str, str]] = []
+    for name, window in (("primary", primary), ("secondary", secondary)):
+        if window is None:
+            continue
+        used, minutes, reset = window
+        out += [
+            (f"x-codex-{name}-used-percent", f"{used:g}"),
+            (f"x-codex-{name}-window-minutes", str(int(minutes))),
+            (f"x-codex-{name}-reset-at", str(int(reset))),
+        ]
+    return tuple(out)
 
 
 def ServerError(times: int = 1) -> Fail:

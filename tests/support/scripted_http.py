@@ -69,6 +69,7 @@ class _State:
     requests: list[Request] = field(default_factory=list)
     next_turn: int = 0
     repeats: int = 0
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every streamed answer
 
 
 def _fill(value: Any, reset: int) -> Any:
@@ -109,6 +110,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
+        with self.state.lock:
+            extra = self.state.headers
+        for name, value in extra:
+            self.send_header(name, value)
         self.end_headers()
         self.close_connection = True
         for chunk in chunks:
@@ -185,6 +190,12 @@ class Stub:
         """More turns at the end of the script (for the next Run)."""
         with self._state.lock:
             self._state.script.extend(turns)
+
+    def answer_with(self, headers: tuple[tuple[str, str], ...]) -> None:
+        """From now on every streamed answer carries `headers` (a service's rate-limit
+        headers, say)."""
+        with self._state.lock:
+            self._state.headers = tuple(headers)
 
     @property
     def turns_served(self) -> int:

@@ -3,6 +3,21 @@
 A driver only *describes* how to start its agent (argv and extra environment);
 it never spawns anything. The engine owns processes, so drivers stay pure
 enough to test without running an agent, and a new agent is one small module.
+
+What a Run spent is told through the driver's `Report` (`owl.rules.budget`
+decides what it allows), in these words only:
+
+- `Report.usage`: `total_cost_usd` (dollars, where the agent states them;
+  None where it does not), and the tokens it counted as `input_tokens`,
+  `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`
+  (any it has). The money caps count `total_cost_usd`; the token caps count
+  input plus output tokens.
+- `Report.windows`: the usage windows a subscription's agent reported
+  (`budget.Reading`: FIVE_HOUR or SEVEN_DAY, the share used with 1.0 for all
+  of it, the epoch second it resets), as read: Owl checks them.
+- Optionally `windows_in(line, now) -> list[Reading]` (see `LiveWindows`):
+  the windows one line of the agent's live output reports, so a Run is held
+  to the headroom while it runs, not only after it.
 """
 
 from __future__ import annotations
@@ -11,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from owl.rules.budget import Reading
 from owl.rules.jobrules import Report
 
 
@@ -66,6 +82,15 @@ class Driver(Protocol):
     def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
         """What the Run's output says happened (a usage limit, the service failing,
         the session id, what it cost); `jobrules` decides what that means."""
+        ...
+
+
+@runtime_checkable
+class LiveWindows(Protocol):
+    """A driver that reads usage windows from its agent's output as it comes."""
+
+    def windows_in(self, line: str, now: float) -> list[Reading]:
+        """The windows this one line reports (none for most lines); never raises."""
         ...
 
 

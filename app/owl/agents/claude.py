@@ -37,7 +37,8 @@ from typing import Any
 from owl.agents import cli
 from owl.agents.argfit import by_file
 from owl.agents.base import RunContext, run_env
-from owl.agents.claude_stream import is_session_id, read_report
+from owl.agents.claude_stream import is_session_id, read_report, windows_in
+from owl.rules.budget import Reading
 from owl.agents.handoff import build_prompt, contract
 from owl.rules.jobrules import Report
 
@@ -114,3 +115,7 @@ class ClaudeDriver:
 
     def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
         return read_report(lines, resuming=resuming, now=now)
+
+    def windows_in(self, line: str, now: float) -> list[Reading]:
+        """The usage windows one line of the live stream reports (see `owl.agents.base`)."""
+        return windows_in(line, now)

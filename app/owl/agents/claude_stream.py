@@ -16,7 +16,15 @@ it (never on the engine thread), as measured with Claude Code 2.1.332:
   connection error ("API Error: Connection refused ... (ECONNREFUSED)", with
   `error: server_error` and no status), after the CLI's own retries.
 - `result`: `duration_ms`, `num_turns`, `usage`, `total_cost_usd`, and the
-  final message in `result`.
+  final message in `result`. `total_cost_usd` is the whole conversation's: a
+  resumed one counts its earlier Runs again; `model_usage_since_last_result`
+  {model: {costUSD, ...}} is this Run's own.
+- A subscription's windows, on ordinary answers too: `rate_limit_event` whose
+  `rate_limit_info.unifiedWindows` is `{five_hour: {utilization, resetsAt,
+  status}, seven_day: {...}}` (status `allowed`, `allowed_warning`), from the
+  API's `anthropic-ratelimit-unified-{5h,7d}-{utilization,reset,status}`
+  headers; an API key's answers carry none. `windows_in` reads them from one
+  line as the Run goes (`owl.rules.budget` decides what they mean).
 - `--resume` of a conversation the CLI cannot find (another directory, a
   transcript gone): a `result` with `errors: ["No conversation found with
   session ID: ..."]`, no `init`, and the same line on stderr.
@@ -39,6 +47,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from owl.agents.resets import reset_time, reset_words
+from owl.rules.budget import FIVE_HOUR, SEVEN_DAY, Reading
 from owl.rules.jobrules import Report
 
 HEAD = 256 * 1024  # the init event is within the first lines
@@ -115,6 +124,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
     said: str | None = None
     usage: dict | None = None
     texts: list[str] = []
+    windows: list[Reading] = []
     init = False
     for line in lines:
         event = _event(line) if isinstance(line, str) else None
@@ -128,6 +138,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
             sessions.saw(event.get("session_id"))
         elif kind == "rate_limit_event":
             info = event.get("rate_limit_info")
+            windows += _windows(info, now)
             if isinstance(info, dict) and info.get("status") == "rejected":
                 limit = _kind(info.get("rateLimitType")) or "usage"
                 resets, said = _resets_at(info, resets, said)
@@ -181,6 +192,51 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
         last_message=last,
         reset_said=said,
         sessions_ignored=tuple(sessions.ignored),
+        windows=tuple(windows[-8:]),
+    )
+
+
+def windows_in(line: str, now: float) -> list[Reading]:
+    """The windows one line of the live stream reports (a `rate_limit_event`),
+    or none. Never raises; the values are as claude gave them (a string or a
+    huge number becomes NaN, which `budget.insane` refuses)."""
+    if '"rate_limit_event"' not in line or len(line) > 64 * 1024:
+        return []
+    event = _event(line)
+    if event is None or event.get("type") != "rate_limit_event":
+        return []
+    return _windows(event.get("rate_limit_info"), now)
+
+
+_WINDOW_KEYS = {"five_hour": FIVE_HOUR, "seven_day": SEVEN_DAY}
+
+
+def _windows(info: Any, now: float) -> list[Reading]:
+    """The windows of one `rate_limit_info`: its `unifiedWindows`, and the one
+    it names itself (`rateLimitType` with `utilization`: 2.1.332 puts a window
+    there, not in `unifiedWindows`, when its reset is far off)."""
+    if not isinstance(info, dict):
+        return []
+    out = []
+    kind = info.get("rateLimitType")
+    own = _WINDOW_KEYS.get(kind) if isinstance(kind, str) else None
+    if own is not None and "utilization" in info:
+        out.append(_reading(own, info, now))
+    unified = info.get("unifiedWindows")
+    for key, window in _WINDOW_KEYS.items():
+        w = unified.get(key) if isinstance(unified, dict) else None
+        if isinstance(w, dict):
+            out.append(_reading(window, w, now))
+    return out
+
+
+def _reading(window: str, w: dict[str, Any], now: float) -> Reading:
+    used, reset = _num(w.get("utilization")), _num(w.get("resetsAt"))
+    return Reading(
+        window,
+        float(used) if used is not None and abs(used) < 1e300 else math.nan,
+        float(reset) if reset is not None and abs(reset) < 1e300 else math.nan,
+        now,
     )
 
 
@@ -244,8 +300,28 @@ def _usage(event: dict[str, Any]) -> dict[str, Any]:
     }
     for key in USAGE_KEYS:
         out[key] = _count(u.get(key))
-    out["total_cost_usd"] = _count(event.get("total_cost_usd"))
+    # `total_cost_usd` counts the whole conversation: a resumed one's earlier
+    # Runs too (measured with 2.1.332). `model_usage_since_last_result` is
+    # this process's own, per model; where it is given, it is the Run's cost.
+    session = _count(event.get("total_cost_usd"))
+    own = _own_cost(event.get("model_usage_since_last_result"))
+    out["total_cost_usd"] = own if own is not None else session
+    if own is not None and session is not None and session != own:
+        out["session_cost_usd"] = session
     return out
+
+
+def _own_cost(models: Any) -> float | None:
+    """The sum of `costUSD` over the models of `model_usage_since_last_result`, or None."""
+    if not isinstance(models, dict) or not models:
+        return None
+    total = 0.0
+    for m in list(models.values())[:50]:
+        cost = _count(m.get("costUSD")) if isinstance(m, dict) else None
+        if cost is None:
+            return None
+        total += cost
+    return total
 
 
 # Only lines that carry one of these are parsed: a long Run's log is mostly

@@ -23,10 +23,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from owl.agents import jsonl
 from owl.agents.base import RunContext
 from owl.agents.cli import CliDriver
 from owl.agents.codex_stream import read_report, session_in
+from owl.agents import codex_rollout
 from owl.agents.handoff import build_prompt
 from owl.rules.jobrules import Report
 
@@ -60,4 +63,7 @@ class CodexDriver(CliDriver):
         return session_in(lines)
 
     def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
-        return read_report(lines, resuming=resuming, now=now)
+        rep = read_report(lines, resuming=resuming, now=now)
+        # its windows are in the thread's rollout, not its output (owl.agents.codex_rollout)
+        found = codex_rollout.windows(codex_rollout.codex_home(), rep.session_id, now)
+        return replace(rep, windows=tuple(found)) if found else rep

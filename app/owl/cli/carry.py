@@ -53,20 +53,53 @@ def limit_facts(st: dict) -> list[tuple[str, str]]:
 
     now = time.time()
     waits = st.get("limits") or []
-    return [
-        (
-            "limit",
-            f"{w['agent']} waits until "
-            f"{w.get('until_text') or ahead(w.get('until_epoch'), now)}: {w['reason']}",
-        )
-        for w in waits
-    ] + agents_fact(
+    return (
         [
-            (w["agent"], w["until_epoch"])
+            (
+                "limit",
+                w["reason"]
+                if str(w.get("kind") or "").startswith("budget:")
+                else f"{w['agent']} waits until "
+                f"{w.get('until_text') or ahead(w.get('until_epoch'), now)}: {w['reason']}",
+            )
             for w in waits
-            if isinstance(w.get("until_epoch"), (int, float))
         ]
+        + budget_facts(st.get("budget"))
+        + agents_fact(
+            [
+                (w["agent"], w["until_epoch"])
+                for w in waits
+                if isinstance(w.get("until_epoch"), (int, float))
+            ]
+        )
     )
+
+
+def budget_facts(b: dict | None) -> list[tuple[str, str]]:
+    """`budget: today $1.84 of $5.00 · 12,345 tokens`, and the day's hold when
+    the money is spent."""
+    if not isinstance(b, dict):
+        return []
+    today, caps = b.get("today") or {}, b.get("caps") or {}
+    usd, tokens = today.get("usd") or 0.0, today.get("tokens") or 0
+    capped = caps.get("daily_usd") is not None or caps.get("daily_tokens") is not None
+    if not (usd or tokens or capped or b.get("held") or b.get("spend")):
+        return []  # nothing spent today, and nothing to spend against
+    said = f"today ${usd:.2f}"
+    if caps.get("daily_usd") is not None:
+        said += f" of ${caps['daily_usd']:.2f}"
+    said += f" · {tokens:,} tokens"
+    if caps.get("daily_tokens") is not None:
+        said += f" of {caps['daily_tokens']:,}"
+    if b.get("spend"):
+        said += " · the Shift spends past the headroom kept"
+    out = [("budget", said)]
+    held = b.get("held")
+    if isinstance(held, dict):
+        out.append(
+            ("budget", f"no Run starts before {held.get('until_text')}: {held.get('reason')}")
+        )
+    return out
 
 
 def agents_fact(
@@ -113,7 +146,12 @@ def offline_limit_facts() -> list[tuple[str, str]]:
     except (StoreError, sqlite3.Error):
         return []
     return [
-        ("limit", f"{w['agent']} waits until {ahead(w['until'], now)}: {w['reason']}")
+        (
+            "limit",
+            w["reason"]
+            if str(w.get("kind") or "").startswith("budget:")
+            else f"{w['agent']} waits until {ahead(w['until'], now)}: {w['reason']}",
+        )
         for w in waits
     ] + agents_fact([(w["agent"], w["until"]) for w in waits])
 

@@ -129,6 +129,7 @@ def answer(
             A.flag(args, "until_empty"),
             A.flag(args, "require_power"),
             A.flag(args, "replace"),
+            A.flag(args, "spend"),
         ),
         "shift_start": lambda: e.verbs.shift_start(
             A.seconds(args, "for_s", 3600.0, bounds.MAX_SHIFT_S), False, False, False
@@ -136,7 +137,7 @@ def answer(
         "shift.stop": lambda: e.verbs.shift_stop(),
         "shift.status": lambda: e.shift_view(),
         "agents.wake": lambda: e.verbs.wake_agent(A.text(args, "name")),
-        "ping": lambda: {"pid": os.getpid()},
+        "ping": lambda: {"pid": os.getpid(), "socket": str(paths.socket)},
     }
     if verb in _IN_HALVES:
         return table[verb]()  # their git runs here, between engine calls

@@ -33,6 +33,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from typing import Callable
 
 log = logging.getLogger("owl.logpipe")
 
@@ -47,8 +48,9 @@ SLOW_DISK = 1.0  # past MEMORY_CAP: how long the reader waits on a writer that g
 class Sink:
     """One Run's log: `fd` is what the agent writes to; `received` counts bytes."""
 
-    def __init__(self, path: Path, cap: int) -> None:
+    def __init__(self, path: Path, cap: int, tap: Callable[[bytes], None] | None = None) -> None:
         self.path = Path(path)
+        self.tap = tap  # shown each chunk on the reader's thread (a live meter)
         self.old = self.path.with_name(self.path.name + ".1")
         self.cap = cap
         self.received = 0  # bytes read from the agent (the engine's sign of life)
@@ -149,6 +151,8 @@ class Sink:
                 chunk = os.read(self._r, READ_SIZE)
                 if not chunk:
                     return
+                if self.tap is not None:
+                    self._show(chunk)
                 self._take(chunk)
         except OSError as e:
             log.warning("%s: reading the agent's output failed: %s", self.path, e)
@@ -157,6 +161,13 @@ class Sink:
             with self._cond:
                 self._eof = True
                 self._cond.notify_all()
+
+    def _show(self, chunk: bytes) -> None:
+        try:
+            self.tap(chunk)  # type: ignore[misc]
+        except Exception:  # a meter's bug never loses output
+            log.exception("%s: the live meter failed; it is left off", self.path)
+            self.tap = None
 
     def _take(self, chunk: bytes) -> None:
         with self._cond:

@@ -59,7 +59,7 @@ from owl.power.policy import should_hold
 from owl.store.db import Store
 from owl.verbs.engine_side import Verbs, disk_full, job_row
 from owl.engine import machineread, oninput, runchecks, runend, runstart, runwatch
-from owl.engine import shiftwork, starting
+from owl.engine import budgeting, shiftwork, starting
 from owl.engine.runstart import LOG_CAP, Live  # noqa: F401  (LOG_CAP is read from here too)
 
 log = logging.getLogger("owl.engine")
@@ -352,7 +352,7 @@ class Engine:
                 lv.tree.term()
                 lv.not_stopped = []
                 self.note(lv.run_id, state="ending", frozen_by=None)
-                log.info("run %s asked to stop", lv.run_id)
+                log.log(runend.term_level(self, action.run), "run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):
                 # One round of SIGKILLs, no waiting for the kernel to reap: the
                 # watch sees the tree go, and the core asks again if it is wedged.
@@ -476,4 +476,4 @@ class Engine:
         )
 
     def status(self) -> dict[str, Any]:
-        return statusdoc.status(self.snapshot())
+        return {**statusdoc.status(self.snapshot()), "budget": budgeting.view(self)}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import carryon
+from owl.engine import budgeting, carryon
 from owl.store import diskroom
 from owl.git import guards
 from owl.git import jobstore, storing
@@ -106,6 +106,7 @@ def _judge(
             report=lv.report,
             max_wait=eng.cfg.max_wait,
         )
+        verdict = budgeting.run_ended(eng, lv, verdict)
     except Exception as e:
         log.exception("run %s: the end of its agent could not be judged", lv.run_id)
         return (
@@ -124,6 +125,13 @@ def _judge(
         verdict.wait,
         verdict.block,
     )
+
+
+def term_level(eng: Engine, run_id: int) -> int:
+    """How loud "asked to stop" is: after the agent's own exit the Term only ends
+    what it left (every normal finish), which the log need not say."""
+    ended_by = getattr(eng.core.runs.get(run_id), "ended_by", None)
+    return logging.DEBUG if ended_by is lifecycle.EndedBy.EXIT else logging.INFO
 
 
 def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:

@@ -30,6 +30,7 @@ from owl import tree
 from owl.agents import argfit
 from owl.engine import carryon, containing
 from owl.engine import logpipe
+from owl.engine.meter import Meter
 from owl.git import jobstore, outsidekeep, storing, workspace
 from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
@@ -77,6 +78,7 @@ class Live:
     contained: str | None = None  # how its sandbox was made, as the views say it
     net_report: Path | None = None  # where its network helper says how that went
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
+    meter: Meter | None = None  # the windows its agent reports as it runs (owl.engine.meter)
     places: jobstore.Places | None = None  # where its git lives, from Owl's records
     # its worktree's git files as its last process left them (checked on that
     # process's waiting thread): changed, no check starts (runchecks)
@@ -146,7 +148,8 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         containing.hold(eng, job_id, driver.name, settings.sandbox)
         return None
     eng.store.set_run(run_id, contained=wrapped.label)
-    sink = logpipe.Sink(log_path, LOG_CAP)
+    meter = meter_for(driver)
+    sink = logpipe.Sink(log_path, LOG_CAP, tap=meter.feed if meter is not None else None)
     if not wrapped.contained:  # said in the Run's own log too, before the agent speaks
         os.write(sink.fd, f"owl: {wrapped.label}\n".encode())
     cg = tree.RunGroup.make(eng.instance, str(run_id))
@@ -197,6 +200,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         contained=wrapped.label,
         net_report=net_report if "own network" in wrapped.label else None,
         sandbox=settings.sandbox,
+        meter=meter,
         places=ready.places,
     )
     eng.live[run_id] = lv
@@ -214,6 +218,13 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         )
     )
     return run_id
+
+
+def meter_for(driver: Any) -> Meter | None:
+    """A live meter for a driver that reads windows from its agent's output."""
+    from owl.agents.base import LiveWindows
+
+    return Meter(driver.windows_in) if isinstance(driver, LiveWindows) else None
 
 
 def note_network(eng: Engine, lv: Live) -> None:
@@ -298,7 +309,8 @@ def fall_back(eng: Engine, lv: Live) -> bool:
     lv.ctx = replace(lv.ctx, resume=None, message=None)
     lv.sink.settle()
     offset = lv.log_path.stat().st_size if lv.log_path.exists() else 0
-    old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP)  # appends to the same log
+    tap = lv.meter.feed if lv.meter is not None else None
+    old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP, tap=tap)  # appends to the same log
     old.close()
     os.write(
         lv.sink.fd,

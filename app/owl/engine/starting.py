@@ -9,6 +9,8 @@ Job. Runs on the engine thread; takes the engine as `eng`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import threading
 import time
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import carryon, containing
+from owl.engine import budgeting, carryon, containing
 from owl.rules import scheduler
 from owl.engine import runend
 from owl.engine import runstart
@@ -32,6 +34,7 @@ log = logging.getLogger("owl.engine")
 
 def maybe_start(eng: Engine, now: float) -> None:
     runend.record_pending_finishes(eng)
+    budgeting.settle_all(eng)  # a reset passed, or the config moved the lines
     head = eng.store.first_pending()
     eng.has_pending = head is not None
     if head is None:
@@ -42,6 +45,10 @@ def maybe_start(eng: Engine, now: float) -> None:
         was, eng.waiting = eng.waiting, full.split(": no new Jobs")[0]
         if was != eng.waiting:  # told once as it begins, not at every look
             telling.disk_full(eng, str(eng.paths.db.parent), full)
+        return
+    day = budgeting.day_hold(eng)
+    if day is not None:
+        eng.waiting = day.reason
         return
     ok, why = eng.core.may_start()
     if not ok:
@@ -213,6 +220,10 @@ def setup_done(eng: Engine, result: setupmod.Result) -> None:
     """A setup came back: start the agent, block the Job, or leave it waiting."""
     job_id = result.job_id
     eng.setups.done(job_id)
+    if job_id in eng.setups.asked and isinstance(result, (setupmod.Ready, setupmod.Failed)):
+        # `owl start` came while the machine's own start was setting it up
+        result = dataclasses.replace(result, exempt=True)
+    eng.setups.asked.discard(job_id)
     pending = dict(eng.store.setting(setupmod.SETTING, {}) or {})
     fresh = pending.pop(str(job_id), None)
     if isinstance(result, setupmod.Cancelled):

@@ -5,7 +5,12 @@ was away, and `summary` writes it; nothing here reads a clock (the caller gives
 `now`, and `hhmm` turns an epoch into the local "08:10").
 
     While you were away (2h 10m): 3 Runs · job 12 ready for review ·
-    job 14 blocked (check unit failed) · $0.84 · claude waits until 08:10
+    job 14 blocked (check unit failed) · $0.84 · claude five-hour 40% → 78%,
+    seven-day 31% → 44% · claude waits until 08:10
+
+`spent` is what the spell cost on its own ("3 Jobs ran · $1.84 · claude
+five-hour 40% → 78%, seven-day 31% → 44%"): the phone's morning digest
+carries it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, Callable
 
 from owl import textsafe
 from owl.notify import events as ev
+from owl.rules.budget import night_words
 from owl.rules.timefmt import duration
 
 REASON_MAX = 80
@@ -34,6 +40,9 @@ class Spell:
     cost: float = 0.0
     jobs: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # id -> (state, why)
     waits: dict[str, float] = field(default_factory=dict)  # agent -> until
+    held: dict[str, str] = field(default_factory=dict)  # agent -> the headroom's words
+    first: dict[str, float] = field(default_factory=dict)  # "agent window" -> used at first
+    last: dict[str, float] = field(default_factory=dict)  # "agent window" -> used at last
     untouchable: int = 0
     disk_full: bool = False
     uncontained: bool = False  # Jobs waited: Runs could not be contained
@@ -50,12 +59,29 @@ class Spell:
                 self.review_order.append(event.job_id)
         elif isinstance(event, ev.LimitWait):
             self.waits[event.agent] = event.until
+            if event.kind.startswith("budget:"):
+                self.held[event.agent] = event.reason
+            else:
+                self.held.pop(event.agent, None)
+        elif isinstance(event, ev.Window):
+            key = f"{event.agent} {event.window}"
+            self.first.setdefault(key, event.used)
+            self.last[key] = event.used
         elif isinstance(event, ev.Untouchable):
             self.untouchable += 1
         elif isinstance(event, ev.DiskFull):
             self.disk_full = True
         elif isinstance(event, ev.Uncontained):
             self.uncontained = True
+        elif isinstance(event, ev.JobGone):
+            self.forget(event.job_id)
+
+    def forget(self, job_id: int) -> None:
+        """A Job the person dropped or accepted: its state is no news (its Runs
+        and cost still happened)."""
+        self.jobs.pop(job_id, None)
+        if job_id in self.review_order:
+            self.review_order.remove(job_id)
 
     @property
     def happened(self) -> bool:
@@ -89,8 +115,14 @@ def parts(spell: Spell, hhmm: Callable[[float], str] = local_hhmm) -> list[str]:
             out.append(f"job {job_id} {word}" + (f" ({_why(why)})" if why else ""))
     if spell.cost:
         out.append(f"${spell.cost:.2f}")
+    out += [textsafe.line(w) for w in night_words(spell.first, spell.last)]
     for agent, until in sorted(spell.waits.items(), key=lambda kv: kv[1]):
-        out.append(f"{textsafe.line(agent)} waits until {hhmm(until)}")
+        held = spell.held.get(agent)
+        out.append(
+            textsafe.line(held)[:160]
+            if held
+            else f"{textsafe.line(agent)} waits until {hhmm(until)}"
+        )
     if spell.untouchable:
         out.append(
             f"{spell.untouchable} process{'es' if spell.untouchable != 1 else ''} Owl may not stop"
@@ -100,6 +132,16 @@ def parts(spell: Spell, hhmm: Callable[[float], str] = local_hhmm) -> list[str]:
     if spell.uncontained:
         out.append("Runs could not be contained, so Jobs waited (owl status says why)")
     return out
+
+
+def spent(spell: Spell) -> str:
+    """'3 Jobs ran · $1.84 · claude five-hour 40% → 78%, seven-day 31% → 44%', or ''."""
+    jobs = len(spell.jobs)
+    out = [f"{jobs} Job{'s' if jobs != 1 else ''} ran"] if jobs else []
+    if spell.cost:
+        out.append(f"${spell.cost:.2f}")
+    out += [textsafe.line(w) for w in night_words(spell.first, spell.last)]
+    return " · ".join(out)
 
 
 def summary(spell: Spell, now: float, hhmm: Callable[[float], str] = local_hhmm) -> str:
@@ -123,6 +165,10 @@ def view(
         "happened": spell.happened,
         "runs": spell.runs,
         "cost_usd": round(spell.cost, 4),
+        "spent": spent(spell),
+        "windows": {
+            k: [round(spell.first.get(k, v), 4), round(v, 4)] for k, v in spell.last.items()
+        },
         "jobs": [{"id": j, "state": s, "reason": r} for j, (s, r) in sorted(spell.jobs.items())],
         "waits": [{"agent": a, "until_epoch": round(u, 3)} for a, u in spell.waits.items()],
         "review": spell.newest_review(),

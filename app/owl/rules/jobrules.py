@@ -56,6 +56,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from datetime import datetime, tzinfo
 
+from owl.rules.budget import Reading
+
 BACKOFF_FIRST = 300.0
 BACKOFF_MAX = 3600.0
 MAX_WAIT = 8 * 86400.0  # the longest wait an agent's own words may set (limits.max_wait)
@@ -91,6 +93,9 @@ class Report:
     # session ids the stream announced but that were not taken: not the shape
     # of one, or a different one after the first (kept for the log, never obeyed)
     sessions_ignored: tuple[str, ...] = ()
+    # the usage windows the agent reported (a subscription's share used, and
+    # when each resets), as read: `budget.insane` says which to believe
+    windows: tuple[Reading, ...] = ()
     # the agent could not start for a reason of its setup (owl.agents.setup):
     # "missing environment variable X", "could not connect to 127.0.0.1:P",
     # "PROGRAM was not found"

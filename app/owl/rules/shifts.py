@@ -4,7 +4,8 @@ the machine is in use (`owl shift start --for 1h`). Pure: no clock, no I/O.
 A Shift is always time-bound. Starting one while one is on extends it to the
 later end (or replaces it with `--replace`). It ends when its time is up, when
 the queue is empty if it was started `--until-empty`, or on `owl shift stop`;
-the Runs it had are then let finish. It is stored as wall-clock times so that
+the Runs it had then fall under the machine's rule at once (frozen if the
+person is there). It is stored as wall-clock times so that
 it survives a restart, and one whose end passed while the daemon was down is
 simply over.
 """
@@ -24,6 +25,7 @@ class Shift:
     ends_at: float
     until_empty: bool = False
     require_power: bool = False
+    spend: bool = False  # `--spend`: the agents' windows may be used past the headroom kept
 
     def left(self, now: float) -> float:
         return max(0.0, self.ends_at - now)
@@ -60,6 +62,7 @@ class Shift:
                 float(data["ends_at"]),
                 bool(data.get("until_empty")),
                 bool(data.get("require_power")),
+                bool(data.get("spend")),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -73,6 +76,7 @@ def begin(
     until_empty: bool = False,
     require_power: bool = False,
     replace: bool = False,
+    spend: bool = False,
 ) -> Shift:
     """The Shift after `owl shift start`: a new one, or the current one extended."""
     if length <= 0:
@@ -81,10 +85,11 @@ def begin(
         raise ValueError("a Shift lasts at most a week (--for 7d); start another when it ends")
     end = now + length
     if current is None or replace or current.over(now, False):
-        return Shift(now, end, until_empty, require_power)
+        return Shift(now, end, until_empty, require_power, spend)
     return Shift(
         current.started_at,
         max(current.ends_at, end),
         until_empty or current.until_empty,
         require_power or current.require_power,
+        spend or current.spend,
     )

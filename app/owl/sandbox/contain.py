@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import agentconf, bwrap, policy, ready
+from . import agentconf, bwrap, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -66,6 +66,8 @@ def wrap(
     file the network helper says in whether the Run got its network (see netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
+    if sys.platform == "darwin":
+        return wrap_darwin(command, settings, agent, env, worktree, project, owl_dirs, git)
     why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
@@ -116,7 +118,7 @@ def wrap(
         opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
     if pol.network == "none":
         return Wrapped(
-            bwrap.ignoring_term(argv, env_path),
+            alone(argv, env_path, pol),
             f"contained: bwrap {version}, no network{opened}",
             True,
             inside,
@@ -126,7 +128,7 @@ def wrap(
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
-            bwrap.ignoring_term(argv, env_path),
+            alone(argv, env_path, pol),
             f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
             inside,
@@ -223,6 +225,17 @@ def host_sockets(
     return tuple(out)
 
 
+def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str]:
+    """bwrap's argv started with no network helper, SIGTERM ignored. With host
+    sockets under /dev/null, through netns.py with no helper (``-``): a socket
+    gone between the argv's making and bwrap's start would fail the Run (bwrap
+    cannot make the file to cover on the read-only root), and netns.py leaves
+    out what is gone at the last moment."""
+    if not pol.masked:
+        return bwrap.ignoring_term(argv, term_env)
+    return [sys.executable, "-I", "-S", NETNS, "-", "-", "--", *argv]
+
+
 def make_folders(folders: Sequence[str], home: str, env: Mapping[str, str]) -> None:
     """Make the agent's own state folders that are missing (as the agent itself
     would on its first start), so that they can be bound writable; one that
@@ -248,6 +261,7 @@ CACHE_TOOLS = {
     "~/go/pkg/mod": ("go",),
     "~/.local/share/pnpm": ("pnpm",),
     "~/.yarn": ("yarn",),
+    "~/Library/Caches": ("sw_vers",),  # macOS's own (sw_vers is too): never made elsewhere
 }
 
 
@@ -289,3 +303,53 @@ def user_net(
             "(sudo apt install passt)"
         )
     return slirp, ""
+
+
+def wrap_darwin(
+    command: Sequence[str],
+    settings: policy.Settings,
+    agent: str,
+    env: Mapping[str, str],
+    worktree: str,
+    project: str,
+    owl_dirs: Sequence[str],
+    git: GitPlaces | None = None,
+) -> Wrapped:
+    """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``
+    (the facts gathered as for bwrap, real paths: Seatbelt matches those)."""
+    why = seatbelt.probe()
+    if why is not None:
+        return Wrapped(list(command), f"not contained: {why}", False, dict(env))
+    git = git or GitPlaces()
+    home = env.get("HOME") or os.path.expanduser("~")
+
+    def real(path: str | None) -> str | None:
+        return os.path.realpath(path) if path else None
+
+    facts = policy.Facts(
+        home=home,
+        user_home=pwd.getpwuid(os.getuid()).pw_dir,
+        worktree=os.path.realpath(worktree),
+        git_common=real(git.store),
+        git_admin=real(git.admin),
+        project=os.path.realpath(project),
+        owl_home=tuple(os.path.realpath(d) for d in owl_dirs),
+        runtime_dir=None,  # macOS has none; its per-user folders are under the home
+        env=env,
+        project_git=real(git.project_git),
+    )
+    own = policy.AGENTS.get(agent, policy.AgentState())
+    make_folders(own.folders, home, env)
+    make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
+    pol = policy.compute(settings, own, facts)
+    keychain = agent in seatbelt.KEYCHAIN_AGENTS
+    argv = seatbelt.argv(pol, command, keychain=keychain)
+    return Wrapped(argv, seatbelt.label(pol), True, policy.agent_env(env, pol))

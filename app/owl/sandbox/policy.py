@@ -68,6 +68,31 @@ HOME_SECRETS = (
     ".bash_history",
     ".zsh_history",
 )
+# macOS's own secret places under a home (absent on Linux, where bwrap skips them).
+MACOS_HOME_SECRETS = (
+    "Library/Keychains",
+    "Library/Cookies",
+    "Library/HTTPStorages",
+    "Library/Mail",
+    "Library/Messages",
+    "Library/Safari",
+    "Library/Accounts",
+    "Library/Calendars",
+    "Library/Application Support/AddressBook",
+    "Library/Application Support/com.apple.TCC",
+    "Library/Containers/com.apple.Safari",
+    "Library/Containers/com.apple.mail",
+    "Library/Group Containers/group.com.apple.notes",
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Chromium",
+    "Library/Application Support/Firefox",
+    "Library/Application Support/BraveSoftware",
+    "Library/Application Support/Microsoft Edge",
+    "Library/Application Support/Arc",
+    "Library/Application Support/Code/User/globalStorage",
+    "Library/Application Support/1Password",
+    "Library/Group Containers/2BUA8C4S2C.com.1password",
+)
 # Outside any home: the X11 sockets (the private /tmp hides them too; named for Seatbelt).
 SYSTEM_HIDDEN = ("/tmp/.X11-unix", "/tmp/.ICE-unix")
 
@@ -82,6 +107,7 @@ DEFAULT_CACHES = (
     "~/go/pkg/mod",
     "~/.local/share/pnpm",
     "~/.yarn",
+    "~/Library/Caches",  # macOS's (pip, go-build, Homebrew); Owl's own in it stays hidden
 )
 # With read = "project": toolchains in the home the Run still needs to read.
 HOME_TOOLCHAINS = (
@@ -460,7 +486,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     if facts.project_git:
         readable.append(facts.project_git)
 
-    hidden = [posixpath.join(h, s) for h in homes for s in HOME_SECRETS]
+    hidden = [posixpath.join(h, s) for h in homes for s in (*HOME_SECRETS, *MACOS_HOME_SECRETS)]
     hidden += list(ex(settings.hide))
     hidden += list(facts.owl_home)
     if facts.runtime_dir:

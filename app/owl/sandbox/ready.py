@@ -15,11 +15,12 @@ answer, which ``last`` and ``problem`` give without starting anything.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass
 
-from . import bwrap
+from . import bwrap, seatbelt
 
 OS_RELEASE = ("/etc/os-release", "/usr/lib/os-release")
 APPARMOR_USERNS = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
@@ -156,10 +157,13 @@ _last: list[Answer] = []
 
 
 def ask() -> str | None:
-    """Probe bwrap afresh (a process: never on the engine's thread); the line
+    """Probe bwrap (Seatbelt's sandbox-exec on macOS) afresh (a process: never on the engine's thread); the line
     that says why a sandbox cannot be made here, or None when it can."""
-    why = bwrap.probe(fresh=True)
-    answer = Answer(None if why is None else explain(why, host()), time.monotonic())
+    if sys.platform == "darwin":  # Seatbelt: part of macOS, said in its own words
+        answer = Answer(seatbelt.probe(fresh=True), time.monotonic())
+    else:
+        why = bwrap.probe(fresh=True)
+        answer = Answer(None if why is None else explain(why, host()), time.monotonic())
     with _lock:
         _last[:] = [answer]
     return answer.problem

@@ -26,7 +26,8 @@ from typing import Any
 
 from owl.rules import lifecycle, timefmt
 from owl.sandbox import keys as sandbox_keys
-from owl.settings import notifyconf
+from owl.rules.budget import Caps
+from owl.settings import budgetconf, notifyconf
 from owl.settings.keys import AGENT_KEYS, BUILTIN_AGENTS, PROJECT_KEYS, SCHEMA, Key
 
 # ---------------------------------------------------------------- durations
@@ -81,6 +82,7 @@ class Config:
     projects: dict[str, dict[str, Any]] = field(default_factory=dict)
     notify: notifyconf.NotifyConfig = field(default_factory=notifyconf.NotifyConfig)
     sandbox: dict[str, Any] = field(default_factory=dict)  # [sandbox], checked (owl.sandbox.keys)
+    budget: Caps = field(default_factory=Caps)  # [budget] (owl.settings.budgetconf)
     raw: dict[str, Any] = field(default_factory=dict)
 
     def agent(self, name: str) -> dict[str, Any]:
@@ -171,8 +173,14 @@ def from_dict(data: dict[str, Any], where: str = "config") -> Config:
         if section == "sandbox":
             cfg.sandbox = _sandbox_table(body, "sandbox", where)
             continue
+        if section == "budget":
+            try:
+                cfg.budget = budgetconf.load(body, where)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+            continue
         if section not in SCHEMA:
-            known = [*SCHEMA, "agents", "projects", "notify", "sandbox"]
+            known = [*SCHEMA, "agents", "projects", "notify", "sandbox", "budget"]
             raise ConfigError(
                 f"{where}: unknown section [{section}] (known: {', '.join(sorted(known))})"
             )
@@ -362,6 +370,7 @@ def effective_document(cfg: Config) -> dict[str, Any]:
     if cfg.projects:
         doc["projects"] = copy.deepcopy(cfg.projects)
     doc["notify"] = notifyconf.document(cfg.notify, doc["idle"]["after"], format_duration)
+    doc["budget"] = budgetconf.document(cfg.budget)
     sb = sandbox_keys.settings_from(cfg.sandbox or {})
     doc["sandbox"] = {key: _plain(getattr(sb, key)) for key in sandbox_keys.KEYS}
     return doc

@@ -1,5 +1,5 @@
-"""The limits table: each agent's wait (a usage limit, a backoff), which a
-restarted daemon keeps."""
+"""The limits table: each agent's wait (a usage limit, a backoff, the headroom
+kept), which a restarted daemon keeps; and what the day's Runs spent."""
 
 from __future__ import annotations
 
@@ -39,6 +39,16 @@ class LimitRows(Tables):
                 "since=excluded.since",
                 (agent, kind, until, reason, strikes, now),
             )
+
+    def usages_since(self, since: float) -> list[str]:
+        """The recorded usage (JSON) of every Run that ended at or after `since`:
+        what the day has spent so far (`owl.rules.budget`)."""
+        return [
+            r[0]
+            for r in self.db.execute(
+                "SELECT usage FROM runs WHERE ended_at >= ? AND usage IS NOT NULL", (since,)
+            )
+        ]
 
     def clear_limit(self, agent: str) -> None:
         with self.tx():

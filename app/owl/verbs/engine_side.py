@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from owl.engine import shiftwork
 from owl.rules import jobrules
 from owl.rules import lifecycle
 from owl.rules import shifts
@@ -129,7 +130,14 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         decision = self.engine.decide(asked=True)
         if decision.job is None:
             for job_id in self.engine.setups.jobs():
-                raise Refused(f"job {job_id} is being set up; try again in a moment")
+                # its Run starts when the setup is done, as `owl start` starts it
+                self.engine.setups.asked.add(job_id)
+                return {
+                    "run_id": None,
+                    "job_id": job_id,
+                    "message": f"job {job_id} is being set up; its Run starts when it is "
+                    "ready, and input will not freeze it",
+                }
             head = self.engine.store.first_pending()
             if head is not None:
                 agent = (self.engine.store.job(head[0]) or {}).get("agent")
@@ -286,6 +294,10 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             }
         e.store.clear_limit(name)
         e.waits.pop(name, None)
+        if w.kind.startswith("budget:"):  # the headroom: its next reading decides again
+            from owl.engine import budgeting
+
+            budgeting.forget(e, name)
         e.note_queued()
         log.info("%s's wait (%s) was ended by the person", name, w.reason)
         return {
@@ -307,7 +319,12 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         return self.engine.job_view(job_id)
 
     def shift_start(
-        self, length: float, until_empty: bool, require_power: bool, replace: bool
+        self,
+        length: float,
+        until_empty: bool,
+        require_power: bool,
+        replace: bool,
+        spend: bool = False,
     ) -> dict:
         try:
             sh = shifts.begin(
@@ -317,6 +334,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
                 until_empty=until_empty,
                 require_power=require_power,
                 replace=replace,
+                spend=spend,
             )
         except ValueError as e:
             raise Refused(str(e)) from None
@@ -330,6 +348,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             f"Shift {'extended' if extended else 'started'}: Runs start and "
             f"are not frozen for the next {left}"
             + (", or until the queue is empty" if sh.until_empty else "")
+            + (", spending the agents' windows past the headroom kept" if sh.spend else "")
         )
         return view
 
@@ -338,10 +357,4 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             return {"on": False, "already": True, "message": "no Shift is on"}
         self.engine.store.set_setting("shift", None)
         self.engine.set_shift(None)
-        # shift_view() is None once no Run of the Shift is left to finish
-        view = self.engine.shift_view() or {"on": False, "ended": True, "finishing": 0}
-        n = view.get("finishing", 0)
-        view["message"] = "Shift ended" + (
-            f", {n} Run{'s' if n != 1 else ''} finishing" if n else ""
-        )
-        return view
+        return shiftwork.ended(self.engine)

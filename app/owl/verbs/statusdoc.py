@@ -73,7 +73,8 @@ def status(e: Snapshot) -> dict:
         "runs": runs,
         "limits": carryon.limits_view(e.waits, time.time()),
         "queue": queue(e.store),
-        "queue_length": e.store.queue_length(),
+        "queue_length": e.store.queue_length(),  # waiting and working
+        "queue_pending": e.store.pending_count(),  # waiting for a Run
         "waiting": e.waiting,
         "recent": recent,
         "review": review_jobs(e.store),
@@ -83,6 +84,27 @@ def status(e: Snapshot) -> dict:
         "config_problem": e.config_problem,
         "notify": e.notify,
         "sandbox": sandbox,
+        "login_path": login_path_view(),
+    }
+
+
+def login_path_view() -> dict | None:
+    """When the daemon's start asked the login shell for PATH and got none
+    (Owl.app opened from Finder: launchd's PATH finds no agent): what was
+    tried, why it failed, the PATH used instead and the end of what the shell
+    printed. None when not asked, or when it answered."""
+    import os
+
+    from owl.autostart.launchd import path_read
+
+    read = path_read()
+    if read is None or read.path is not None:
+        return None
+    return {
+        "tried": read.tried,
+        "why": read.why,
+        "path": os.environ.get("PATH", ""),
+        "said": read.said,
     }
 
 
@@ -101,6 +123,8 @@ def machine(e: Snapshot) -> dict:
         "idle_in_s": None if idle_in is None else round(idle_in, 1),
         "detectors": r.backends,
         "problem": r.problem,
+        "missing": r.missing,  # a permission the input hooks lack ("Input Monitoring")
+        "permission": r.permission,  # ...and where to grant it, to whom
         "screen_locked": r.locked,
         "lock_sources": r.lock_sources,
     }
@@ -158,10 +182,15 @@ def queue(store: Store) -> list[dict]:
 
 
 def recent_runs(store: Store) -> list[dict]:
-    """The last five Runs that ended, newest first, with what they mean."""
-    out = []
-    for row in store.recent_runs(5):
+    """The last five Runs that ended, newest first, with what they mean; the
+    Runs of a dropped Job are forgotten (its work is gone: nothing to look at)."""
+    out: list[dict] = []
+    for row in store.recent_runs(20):
         job = store.job(row["job_id"])
+        if job is None or job["state"] == "cancelled":
+            continue  # dropped: the person is done with it
+        if len(out) == 5:
+            break
         out.append(
             {
                 "run_id": row["id"],
@@ -221,6 +250,8 @@ def attention(
         return str(sandbox["line"])
     if r.problem:
         return f"the machine cannot be read: {r.problem}"
+    if r.permission:
+        return r.permission
     last = recent[0] if recent else None
     if last is None:
         return None

@@ -57,6 +57,12 @@ def job_view(store: Store, job: dict, git: bool = True) -> dict:
             "exit_code": r["exit_code"],
             "started_at": iso(r["started_at"]),
             "ended_at": iso(r["ended_at"]),
+            # from start to end, unrounded: the review page's figure too
+            "duration_s": (
+                round(r["ended_at"] - r["started_at"], 3)
+                if r["ended_at"] is not None and r["started_at"] is not None
+                else None
+            ),
             "log": r["log"],
             "untouchable": r.get("untouchable") or [],
             "outside": r.get("outside"),
@@ -221,6 +227,14 @@ def _job_limit(store: Store, job: dict) -> dict | None:
     if job["state"] not in QUEUED:
         return None
     now = time.time()
+    day = store.setting("budget_day")  # the day's money is spent (owl.engine.budgeting)
+    if isinstance(day, dict) and isinstance(day.get("until"), (int, float)) and day["until"] > now:
+        return {
+            "agent": None,
+            "kind": str(day.get("kind") or "budget"),
+            "until": iso(day["until"]),
+            "reason": str(day.get("reason") or ""),
+        }
     for w in store.limits():
         if w["agent"] == (job["agent"] or "").split(",")[0] and w["until"] > now:
             return {

@@ -1,0 +1,121 @@
+"""Codex's usage windows, from the conversation's rollout file: `exec --json` does not say them.
+
+As measured with Codex CLI 0.171.0 against a Responses API stub: Codex reads
+a ChatGPT plan's windows from every answer's headers
+(`x-codex-primary-used-percent`, `-primary-window-minutes`,
+`-primary-reset-at`, and the same for `secondary`), but `codex exec --json`
+prints none of it: its lines carry only `turn.completed` {usage}. The
+rollout it writes for the thread, `$CODEX_HOME/sessions/YYYY/MM/DD/
+rollout-<time>-<thread id>.jsonl`, does: each `event_msg` of type
+`token_count` has `rate_limits: {primary: {used_percent, window_minutes,
+resets_at}, secondary: {...}}` (primary the 5-hour window, 300 minutes;
+secondary the week, 10080). So the windows are read from there, once the Run
+has ended, on the Run's own thread.
+
+The file is in a folder the agent may write, so it is hostile data: opened
+without following a link at its end, only a regular file, only its last
+TAIL bytes, and the numbers are checked by `owl.rules.budget` before anything
+is done with them.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from owl.rules.budget import FIVE_HOUR, SEVEN_DAY, Reading
+
+TAIL = 512 * 1024
+MINUTES = {300: FIVE_HOUR, 10080: SEVEN_DAY}
+BY_PLACE = {"primary": FIVE_HOUR, "secondary": SEVEN_DAY}
+
+
+def codex_home(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    return Path(env.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def rollout_of(home: Path, thread: str) -> Path | None:
+    """The newest rollout file of `thread` under `home` (a UUID: no glob in it)."""
+    if not thread or any(c not in "0123456789abcdef-" for c in thread.lower()):
+        return None
+    found = glob.glob(str(home / "sessions" / "*" / "*" / "*" / f"rollout-*-{thread}.jsonl"))
+    return Path(max(found)) if found else None
+
+
+def windows(home: Path, thread: str | None, now: float) -> list[Reading]:
+    """The windows of the last `token_count` event of the thread's rollout; none
+    when there is no such file or it says nothing of them. Never raises."""
+    path = rollout_of(home, thread or "")
+    if path is None:
+        return []
+    for line in reversed(_tail(path)):
+        if '"rate_limits"' not in line or '"token_count"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        payload = event.get("payload") if isinstance(event, dict) else None
+        limits = payload.get("rate_limits") if isinstance(payload, dict) else None
+        if isinstance(limits, dict):
+            return _readings(limits, now)
+    return []
+
+
+def _readings(limits: dict[str, Any], now: float) -> list[Reading]:
+    out = []
+    for place, default in BY_PLACE.items():
+        w = limits.get(place)
+        if not isinstance(w, dict):
+            continue
+        minutes = _num(w.get("window_minutes"))
+        window = MINUTES.get(int(minutes)) if minutes is not None else default
+        if window is None:
+            continue  # a window of another length: no line is kept for it
+        used = _num(w.get("used_percent"))
+        reset = _num(w.get("resets_at"))
+        if reset is None and _num(w.get("resets_in_seconds")) is not None:
+            reset = now + (_num(w.get("resets_in_seconds")) or 0.0)
+        out.append(
+            Reading(
+                window,
+                used / 100 if used is not None else math.nan,
+                reset if reset is not None else math.nan,
+                now,
+            )
+        )
+    return out
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _tail(path: Path) -> list[str]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return []
+        os.lseek(fd, max(0, st.st_size - TAIL), os.SEEK_SET)
+        data = os.read(fd, TAIL)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").splitlines()
