@@ -43,6 +43,7 @@ class Fail:
     body: dict[str, Any]
     times: int = 1
     reset_in: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (retry-after)
 
 
 Turn = Say | Shell | Fail
@@ -96,9 +97,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def send_json(self, code: int, data: Any) -> None:
+    def send_json(self, code: int, data: Any, headers: tuple[tuple[str, str], ...] = ()) -> None:
         body = json.dumps(data).encode()
         self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -143,7 +146,7 @@ class Handler(BaseHTTPRequestHandler):
             if turn.reset_in is not None:
                 req.reset = int(req.at + turn.reset_in) + 1
                 body = _fill(body, req.reset)
-            self.send_json(turn.status, body)
+            self.send_json(turn.status, body, turn.headers)
             return
         type(self).play(self, req, turn)
 

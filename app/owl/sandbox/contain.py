@@ -65,6 +65,7 @@ def wrap(
     path, version = bwrap.find()
     common, admin = git_dirs(worktree)
     home = env.get("HOME") or os.path.expanduser("~")
+    own = policy.AGENTS.get(agent, policy.AgentState())
     facts = policy.Facts(
         home=home,
         user_home=pwd.getpwuid(os.getuid()).pw_dir,
@@ -75,8 +76,8 @@ def wrap(
         owl_home=tuple(owl_dirs),
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
         env=env,
+        config_ports=config_ports(own.url_files, home, env),
     )
-    own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
     pol = policy.compute(settings, own, facts)
     env_path = bwrap.term_env()
@@ -100,6 +101,24 @@ def wrap(
         f"contained: bwrap {version}, own network{how}",
         True,
     )
+
+
+def config_ports(files: Sequence[str], home: str, env: Mapping[str, str]) -> tuple[int, ...]:
+    """The 127.0.0.1 ports the agent's own config files name (its model's
+    URL), each file read as text up to `policy.TEXT_MAX`; one that cannot be
+    read names none."""
+    ports: list[int] = []
+    for name in files:
+        path = policy.expand(name, home, env)
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as f:
+                text = f.read(policy.TEXT_MAX).decode("utf-8", "replace")
+        except OSError:
+            continue
+        ports += [p for p in policy.loopback_ports_in(text) if p not in ports]
+    return tuple(sorted(ports))
 
 
 def make_folders(folders: Sequence[str], home: str, env: Mapping[str, str]) -> None:

@@ -168,6 +168,10 @@ class AgentState:
     # is not there cannot be bound writable, and what the agent then wrote
     # (its conversations, which the next Run resumes) would be lost with it.
     folders: tuple[str, ...] = ()
+    # The agent's own config files that name its model's URL (OpenCode's
+    # provider `baseURL`): a 127.0.0.1 port in them is kept reachable, as one
+    # in its environment is. Read as text, bounded, by the caller.
+    url_files: tuple[str, ...] = ()
 
 
 AGENTS: dict[str, AgentState] = {
@@ -190,6 +194,36 @@ AGENTS: dict[str, AgentState] = {
         state=("~/.gemini",),
         env_keep=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         folders=("~/.gemini",),
+    ),
+    # OpenCode keeps its sessions (SQLite) under ~/.local/share/opencode, and
+    # dies at start with EROFS when it cannot make its folders; it writes a
+    # .gitignore (and plugins) into its config folder.
+    "opencode": AgentState(
+        state=(
+            "$XDG_DATA_HOME/opencode|~/.local/share/opencode",
+            "$XDG_STATE_HOME/opencode|~/.local/state/opencode",
+            "$XDG_CACHE_HOME/opencode|~/.cache/opencode",
+            "$XDG_CONFIG_HOME/opencode|~/.config/opencode",
+        ),
+        env_keep=("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "OPENCODE_API_KEY"),
+        folders=(
+            "$XDG_DATA_HOME/opencode|~/.local/share/opencode",
+            "$XDG_STATE_HOME/opencode|~/.local/state/opencode",
+            "$XDG_CACHE_HOME/opencode|~/.cache/opencode",
+            "$XDG_CONFIG_HOME/opencode|~/.config/opencode",
+        ),
+        url_files=(
+            "$XDG_CONFIG_HOME/opencode/opencode.json|~/.config/opencode/opencode.json",
+            "$XDG_CONFIG_HOME/opencode/opencode.jsonc|~/.config/opencode/opencode.jsonc",
+            "$XDG_CONFIG_HOME/opencode/config.json|~/.config/opencode/config.json",
+            "$OPENCODE_CONFIG",
+        ),
+    ),
+    # Copilot CLI keeps its sessions and settings under ~/.copilot (COPILOT_HOME).
+    "copilot": AgentState(
+        state=("$COPILOT_HOME|~/.copilot",),
+        env_keep=("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"),
+        folders=("$COPILOT_HOME|~/.copilot",),
     ),
 }
 
@@ -260,6 +294,8 @@ class Facts:
     owl_home: tuple[str, ...]  # Owl's folders: config, data, state, logs
     runtime_dir: str | None  # XDG_RUNTIME_DIR
     env: Mapping[str, str] = field(default_factory=dict)  # the agent's environment
+    # 127.0.0.1 ports named in the agent's own config files (AgentState.url_files)
+    config_ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -316,6 +352,23 @@ def secret_name(name: str) -> bool:
 _LOOPBACK_URL = re.compile(
     r"^[a-z][a-z0-9+.-]*://(?:127\.\d+\.\d+\.\d+|localhost|\[::1\]):(\d+)", re.IGNORECASE
 )
+
+
+_LOOPBACK_IN_TEXT = re.compile(
+    r"[a-z][a-z0-9+.-]*://(?:127\.\d+\.\d+\.\d+|localhost|\[::1\]):(\d{1,5})", re.IGNORECASE
+)
+TEXT_MAX = 256 * 1024  # of a config file, only this much is read for URLs
+
+
+def loopback_ports_in(text: str) -> tuple[int, ...]:
+    """Ports of the 127.0.0.1 URLs anywhere in a config file's text (data only:
+    nothing else of it is taken), at most 16."""
+    ports: list[int] = []
+    for m in _LOOPBACK_IN_TEXT.finditer(text[:TEXT_MAX]):
+        port = int(m.group(1))
+        if 0 < port < 65536 and port not in ports:
+            ports.append(port)
+    return tuple(sorted(ports[:16]))
 
 
 def loopback_ports(env: Mapping[str, str]) -> tuple[int, ...]:
@@ -387,7 +440,9 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     hidden = [h for h in _unique(hidden) if h not in writable]
 
     drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)
-    ports = _unique([str(p) for p in (*loopback_ports(env), *settings.host_ports)])
+    ports = _unique(
+        [str(p) for p in (*loopback_ports(env), *facts.config_ports, *settings.host_ports)]
+    )
     return Policy(
         read_root=settings.read,
         readable=_unique(readable),
