@@ -29,8 +29,11 @@ COMMIT = (
 def opencode_daemon(tmp_path: Path, stub: ChatStub) -> OwlDaemon:
     home = tmp_path / "user-home"
     env = stub.opencode_env(home)
+    # --pure: no plugins. Without it OpenCode 1.18 first installs its plugin
+    # package from npm into its config folder and waits for it; here the
+    # registry's connection from inside a Run hangs (as measured).
     cfg = {
-        "agents": {"opencode": {"path": require("opencode")}},
+        "agents": {"opencode": {"path": require("opencode"), "args": ["--pure"]}},
         "sandbox": {"mode": "required"},
     }
     return OwlDaemon(tmp_path / "owl", cfg, env=env)

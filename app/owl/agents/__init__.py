@@ -14,6 +14,7 @@ from owl.agents.base import Driver, RunContext, run_env
 from owl.agents.aider import AiderDriver
 from owl.agents.claude import ClaudeDriver
 from owl.agents.codex import CodexDriver
+from owl.agents.copilot import CopilotDriver
 from owl.agents.gemini import GeminiDriver
 from owl.agents.opencode import OpenCodeDriver
 from owl.agents.command import CommandDriver
@@ -51,6 +52,7 @@ BUILT_IN: dict[str, Callable[[dict[str, Any]], Driver]] = {
     "codex": CodexDriver,
     "gemini": GeminiDriver,
     "opencode": OpenCodeDriver,
+    "copilot": CopilotDriver,
     "aider": AiderDriver,
 }
 

@@ -222,7 +222,13 @@ AGENTS: dict[str, AgentState] = {
     # Copilot CLI keeps its sessions and settings under ~/.copilot (COPILOT_HOME).
     "copilot": AgentState(
         state=("$COPILOT_HOME|~/.copilot",),
-        env_keep=("COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"),
+        env_keep=(
+            "COPILOT_GITHUB_TOKEN",
+            "GH_TOKEN",
+            "GITHUB_TOKEN",
+            "COPILOT_PROVIDER_API_KEY",
+            "COPILOT_PROVIDER_BEARER_TOKEN",
+        ),
         folders=("$COPILOT_HOME|~/.copilot",),
     ),
 }
