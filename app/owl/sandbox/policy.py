@@ -219,9 +219,11 @@ AGENTS: dict[str, AgentState] = {
             "$OPENCODE_CONFIG",
         ),
     ),
-    # Copilot CLI keeps its sessions and settings under ~/.copilot (COPILOT_HOME).
+    # Copilot CLI keeps its sessions and settings under ~/.copilot (COPILOT_HOME),
+    # and unpacks its own package into ~/.cache/copilot at its first start
+    # (ENOENT on mkdir, exit 1, where it cannot).
     "copilot": AgentState(
-        state=("$COPILOT_HOME|~/.copilot",),
+        state=("$COPILOT_HOME|~/.copilot", "$XDG_CACHE_HOME/copilot|~/.cache/copilot"),
         env_keep=(
             "COPILOT_GITHUB_TOKEN",
             "GH_TOKEN",
@@ -229,7 +231,7 @@ AGENTS: dict[str, AgentState] = {
             "COPILOT_PROVIDER_API_KEY",
             "COPILOT_PROVIDER_BEARER_TOKEN",
         ),
-        folders=("$COPILOT_HOME|~/.copilot",),
+        folders=("$COPILOT_HOME|~/.copilot", "$XDG_CACHE_HOME/copilot|~/.cache/copilot"),
     ),
 }
 
