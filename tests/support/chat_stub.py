@@ -30,7 +30,7 @@ import re
 import time
 from pathlib import Path
 
-from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn
+from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn, words
 
 __all__ = ["MODEL", "ChatStub", "Fail", "RateLimit", "Say", "ServerError", "Shell", "whole"]
 
@@ -74,6 +74,10 @@ def RateLimit(times: int = 1, retry_after_ms: int | None = None) -> Fail:
 
 def ServerError(times: int = 1) -> Fail:
     return Fail(500, {"error": {"message": "stub failed", "type": "server_error"}}, times)
+
+
+def _data(chunk: dict) -> bytes:
+    return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
 def _first_says(req: Request, words: str) -> bool:
@@ -126,7 +130,7 @@ def _shell_call(h: Handler, req: Request, command: str) -> None:
     h.send_sse([f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"])
 
 
-def _answer(h: Handler, req: Request, text: str) -> None:
+def _answer(h: Handler, req: Request, text: str, over: float = 0.0) -> None:
     streamed = isinstance(req.body, dict) and bool(req.body.get("stream"))
     made = int(time.time())
     if not streamed:
@@ -154,9 +158,17 @@ def _answer(h: Handler, req: Request, text: str) -> None:
         "created": made,
         "model": MODEL,
     }
+    end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": USAGE}
+    if over > 0:
+        pieces = [
+            {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": w}}]}
+            for w in words(text)
+        ]
+        h.send_sse_slowly([], [_data(c) for c in pieces], [_data(end), b"data: [DONE]\n\n"], over)
+        return
     chunks = [
         {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": USAGE},
+        end,
     ]
     h.send_sse([f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"])
 
@@ -166,7 +178,7 @@ def _play(h: Handler, req: Request, turn: Turn) -> None:
         _shell_call(h, req, turn.command)
         return
     assert isinstance(turn, Say), turn
-    _answer(h, req, turn.text)
+    _answer(h, req, turn.text, turn.over)
 
 
 def _side(h: Handler, req: Request) -> None:
