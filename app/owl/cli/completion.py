@@ -56,7 +56,8 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     out: list[argparse.Action] = []
     for action in parser._actions:
         out.append(action)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
+        choices = action.choices if isinstance(action.choices, dict) else {}
+        for sub in dict.fromkeys(choices.values()):
+            if isinstance(sub, argparse.ArgumentParser):  # a verb's own parser
                 out += _actions(sub)
     return out
