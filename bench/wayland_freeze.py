@@ -30,7 +30,11 @@ happens (nothing queued; a Job waiting while the machine is in use), measured
 as bench/quiet_cpu.py measures it on every desktop, target <= 0.02 % of one core.
 
     python bench/wayland_freeze.py [--trials 50] [--only mutter,kwin,sway,x11] [--quiet 60]
-                                   [--load 3] [--runs 3]
+                                   [--load 3] [--runs 3] [--sandbox off,required]
+
+With --sandbox off,required each desktop runs twice, the Run uncontained and
+then contained by bubblewrap (its own PID namespace and network: the figure
+then counts every process the daemon freezes, the sandbox's own among them).
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ def poll_until(cond: Callable[[], bool], timeout: float, pause: float = 0.0005) 
 
 
 def daemon(env: dict, tmp: Path, after: str) -> tuple[OwlDaemon, Path]:
-    """The real daemon, reading the machine itself, with the tree agent as its agent."""
+    """The real daemon, reading the machine itself, with the tree agent as its agent,
+    its Run contained or not as SANDBOX says."""
     ready = tmp / "ready"
     ready.mkdir()
     argv = [sys.executable, TREE_AGENT, "--ready", str(ready), "--fanout", "10", "10"]
@@ -92,6 +97,8 @@ def daemon(env: dict, tmp: Path, after: str) -> tuple[OwlDaemon, Path]:
         "runs": {"stall": "1h"},
         "agents": {"tree": {"command": command}},
         "agent": {"default": "tree"},
+        # contained, the tree agent's folder of pids is the one it may write
+        "sandbox": {"mode": SANDBOX, "write": [str(ready)]},
     }
     d = OwlDaemon(tmp / "home", cfg, manual=False, env=dict(env), agent=False)
     d.env.pop("OWL_MACHINE", None)
@@ -111,6 +118,17 @@ def trials(
         what="100 processes of the Run",
     )
     pids = [int(x.rpartition("-")[2]) for x in os.listdir(ready)]
+    if SANDBOX != "off":
+        # Inside its own PID namespace the agent knows its processes by pids
+        # of that namespace: take the daemon's list (the host's pids, the
+        # sandbox's own processes among them, all of which a freeze stops).
+        def listed() -> list[int]:
+            runs = d.status()["runs"]
+            return runs[0]["pids"] if runs and len(runs[0]["pids"]) >= 100 else []
+
+        pids = wait_for(listed, timeout=30, what="the daemon to list the contained Run")
+        if not d.status()["runs"][0]["contained"].startswith("contained"):
+            raise SystemExit(f"the Run is not contained: {d.status()['runs'][0]['contained']}")
     phases = {"quiet": phase(d, pids, send, n)}
     if load:
         with busy_loops(load):
@@ -197,6 +215,8 @@ def until_all(pids: list[int], reached: Callable[[int], bool]) -> Callable[[], b
 # every session of a Run), "plain" in this bench's own session with `nice`
 # alone, which on a kernel with autogroups weighs no less than the desktop.
 LOAD_AS = "run"
+# The Run's sandbox.mode: "off", or "required" (contained by bubblewrap).
+SANDBOX = "off"
 
 
 @contextlib.contextmanager
@@ -286,13 +306,18 @@ def main() -> int:
     )
     ap.add_argument("--runs", type=int, default=1, help="how many times to run it all")
     ap.add_argument(
+        "--sandbox",
+        default="off",
+        help="the Run's sandbox.mode, or several comma-separated (off,required: both, side by side)",
+    )
+    ap.add_argument(
         "--quiet",
         type=float,
         default=60.0,
         help="seconds of quiet per CPU phase under mutter (0: skip)",
     )
     args = ap.parse_args()
-    global LOAD_AS
+    global LOAD_AS, SANDBOX
     LOAD_AS = args.load_as
     # Stopped with a signal, it still ends what it started (the busy loops, the
     # compositors, the daemons): their `finally` blocks run on the way out.
@@ -304,29 +329,38 @@ def main() -> int:
         + (f" ({args.load_as})" if args.load else "")
     )
     table: list[tuple[int, str, str, Phase]] = []
+    modes = [m for m in args.sandbox.split(",") if m]
     for run_no in range(1, args.runs + 1):
         for kind in kinds:
             if kind != "x11" and missing(kind):
                 print(f"{kind}: not installed: {', '.join(missing(kind))}")
                 continue
-            with tempfile.TemporaryDirectory() as tmp:
-                tmpdir = Path(tmp)
-                project = make_project(tmpdir / "project")
-                run = run_x11 if kind == "x11" else (lambda *a, k=kind: run_wayland(k, *a))
-                phases = run(tmpdir, project, args.trials, args.after, args.load)
-            for name, ph in phases.items():
-                table.append((run_no, kind, name, ph))
-                print(
-                    f"run {run_no}, {kind} ({', '.join(ph.detectors)}), {name}: input -> all 100 stopped"
+            for mode in modes:
+                SANDBOX = mode
+                with tempfile.TemporaryDirectory() as tmp:
+                    tmpdir = Path(tmp)
+                    project = make_project(tmpdir / "project")
+                    run = run_x11 if kind == "x11" else (lambda *a, k=kind: run_wayland(k, *a))
+                    phases = run(tmpdir, project, args.trials, args.after, args.load)
+                label = (
+                    kind
+                    if modes == ["off"]
+                    else f"{kind}/{'contained' if mode != 'off' else 'plain'}"
                 )
-                show(ph)
+                for name, ph in phases.items():
+                    table.append((run_no, label, name, ph))
+                    print(
+                        f"run {run_no}, {label} ({', '.join(ph.detectors)}), {name}: "
+                        "input -> all of the Run stopped"
+                    )
+                    show(ph)
     print(f"target p99 <= {TARGET_MS:.0f} ms, median <= {MEDIAN_TARGET_MS:.0f} ms:")
     for run_no, kind, name, ph in table:
         p99, med = pct(ph.freeze, 0.99) * 1000, statistics.median(ph.freeze) * 1000
         met = p99 <= TARGET_MS and med <= MEDIAN_TARGET_MS
         own = f"daemon p99 {pct(ph.daemon, 0.99) * 1000:5.1f} ms" if ph.daemon else "daemon -"
         print(
-            f"  run {run_no} {kind:<7} {name:<7} median {med:5.1f} ms  p99 {p99:6.1f} ms  "
+            f"  run {run_no} {kind:<17} {name:<7} median {med:5.1f} ms  p99 {p99:6.1f} ms  "
             f"({own})  {'met' if met else 'NOT met'}"
         )
     if args.quiet > 0 and "mutter" in kinds and not missing("mutter"):

@@ -64,3 +64,47 @@ def test_a_shift_on_a_machine_that_cannot_be_read_says_so_once(tmp_path: Path) -
         assert "(a Shift is on: not needed)" in machine and "idle in" not in machine
         assert "shift:      on · 30m left" in text
         assert "cannot be read" not in text.replace(machine, "")
+
+
+def test_a_freeze_that_left_processes_running_is_not_called_frozen() -> None:
+    from owl.cli.status import _status_text
+
+    stuck = [
+        {
+            "pid": 100 + i,
+            "command": "sleep 600",
+            "why": "Owl could not signal it: Too many open files",
+        }
+        for i in range(7)
+    ]
+    st = {
+        "machine": {
+            "idle": False,
+            "idle_for_s": 0,
+            "on_ac_power": True,
+            "reason": "in use",
+            "detectors": ["manual"],
+        },
+        "paused": False,
+        "shift": None,
+        "runs": [
+            {
+                "id": 3,
+                "job_id": 2,
+                "state": "freezing",
+                "frozen_by": "machine",
+                "grace_left_s": 880.0,
+                "running_for_s": 61.0,
+                "title": "build it",
+                "not_stopped": stuck,
+            }
+        ],
+        "queue": [],
+    }
+    text = _status_text(st)
+    [line] = [ln for ln in text.splitlines() if ln.startswith("run 3:")]
+    assert "NOT frozen: 7 processes still running, Owl keeps trying" in line
+    assert "frozen by" not in line
+    named = [ln for ln in text.splitlines() if "still running: pid" in ln]
+    assert len(named) == 5 and "Too many open files" in named[0]
+    assert any(ln.strip() == "and 2 more" for ln in text.splitlines())

@@ -110,6 +110,12 @@ def frozen(left: float = 822.0, by: str = "machine") -> dict[str, Any]:
     return run("frozen", frozen_by=by, grace_left_s=left if by == "machine" else None)
 
 
+def freezing(left: float = 822.0) -> dict[str, Any]:
+    """A Run whose freeze left two of its processes running."""
+    stuck = [{"pid": 4242, "command": "sleep 600", "why": "Owl could not signal it: Too many"}]
+    return dict(frozen(left), state="freezing", not_stopped=stuck * 2)
+
+
 def labels(items) -> list[str]:
     return [i.label for i in items if not i.separator]
 
@@ -191,6 +197,7 @@ def test_app_icon_is_its_own_owl() -> None:
         (doc(runs=[run()], attention="Run 6 failed"), ("working", None)),
         (doc(paused=True, runs=[frozen(450.0)]), ("frozen", 0.5)),
         (doc(runs=[frozen(None)]), ("frozen", None)),
+        (doc(runs=[freezing(), frozen(450.0)]), ("attention", None)),
     ],
 )
 def test_icon_state(status: dict, expected: tuple) -> None:
@@ -545,3 +552,13 @@ def test_quit_of_a_joined_tray_says_it_quits_the_tray_only() -> None:
     assert "Quit" in labels(build_menu(doc()))
     joined = labels(build_menu(doc(), owns_daemon=False))
     assert "Quit tray (the daemon goes on)" in joined and "Quit" not in joined
+
+
+def test_a_run_not_entirely_frozen_is_never_shown_frozen() -> None:
+    items = build_menu(doc(runs=[freezing()]))
+    assert labels(items)[:2] == [
+        "NOT frozen: 2 processes still running",
+        "Job 12: Fix the flaky test — NOT frozen: 2 processes still running",
+    ]
+    assert tooltip(doc(runs=[freezing()])).startswith("Owl: NOT frozen: 2 processes")
+    assert find(items, "Stop").enabled

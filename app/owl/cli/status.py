@@ -215,6 +215,12 @@ def _status_text(st: dict) -> str:
         state = r["state"]
         if state == "frozen":
             state = f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} left"
+        elif state == "freezing":
+            n = len(r.get("not_stopped") or [])
+            state = (
+                f"NOT frozen: {n} process{'' if n == 1 else 'es'} still running, Owl keeps "
+                f"trying · {countdown(r['grace_left_s'])} left"
+            )
         lines.append(
             _line(
                 f"run {r['id']}",
@@ -224,6 +230,7 @@ def _status_text(st: dict) -> str:
             )
         )
         lines += _untouchable_lines(r.get("untouchable"))
+        lines += _not_stopped_lines(r.get("not_stopped"))
     for r in st.get("recent") or []:
         if r.get("untouchable"):
             lines.append(
@@ -328,6 +335,18 @@ def _needs_you(st: dict) -> list[str]:
     more = max(0, len(review) - SHOWN) + max(0, len(stuck) - SHOWN)
     if more:
         out.append(_line("", f"and {more} more: owl jobs"))
+    return out
+
+
+def _not_stopped_lines(procs: list[dict] | None, most: int = 5) -> list[str]:
+    """The first few processes a freeze left running, and how many more."""
+    procs = procs or []
+    out = [
+        f"{'':<{LABEL}}still running: pid {p['pid']} ({p['command']}): {p['why']}"
+        for p in procs[:most]
+    ]
+    if len(procs) > most:
+        out.append(f"{'':<{LABEL}}and {len(procs) - most} more")
     return out
 
 

@@ -335,9 +335,11 @@ class Engine:
                     else ""
                 )
                 log.info("run %s frozen by %s%s", lv.run_id, r.frozen_by, how)
+                runend.note_not_stopped(self, lv)
                 runwatch.record_pids(self, lv)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
+                lv.not_stopped = []
                 self.note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)
                 log.info("run %s thawed", lv.run_id)
             elif isinstance(action, lifecycle.StartCheck):
@@ -346,6 +348,7 @@ class Engine:
                 if lv.waiting:
                     lv.exited = True  # its check never began: nothing is left to end
                 lv.tree.term()
+                lv.not_stopped = []
                 self.note(lv.run_id, state="ending", frozen_by=None)
                 log.info("run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):

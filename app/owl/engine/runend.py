@@ -280,6 +280,31 @@ def record_pending_finishes(eng: Engine) -> None:
     eng.reserve.ensure()
 
 
+def note_not_stopped(eng: Engine, lv: Live) -> None:
+    """After a freeze: name the processes of the Run it left running (a stop
+    that could not be sent, or not yet acted on). That is a failed freeze,
+    never silent: logged, shown in place of "frozen" by the views, told
+    once per process; the watch freezes again until none is left."""
+    now = lv.tree.not_stopped()
+    known = {p["pid"] for p in lv.not_stopped}
+    lv.not_stopped = now
+    if not now:
+        if known:
+            log.info("run %s: every process is stopped now", lv.run_id)
+        return
+    new = [p for p in now if p["pid"] not in known]
+    if not new:
+        return
+    log.warning(
+        "run %s: %d process%s still running after the freeze (Owl keeps trying): %s",
+        lv.run_id,
+        len(now),
+        "" if len(now) == 1 else "es",
+        "; ".join(f"pid {p['pid']} ({p['command']}): {p['why']}" for p in new[:5]),
+    )
+    telling.untouchable(eng, lv, new[:5])
+
+
 def note_untouchable(eng: Engine, lv: Live) -> None:
     """Name, once, each process of the Run the system would not let us
     signal (it became root, say): it is left alone and everything else

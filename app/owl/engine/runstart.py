@@ -65,6 +65,7 @@ class Live:
     results: list[Any] = field(default_factory=list)
     waiting: bool = False  # its next check waits, frozen, to begin
     untouchable: list[Any] = field(default_factory=list)  # processes the system kept from us
+    not_stopped: list[Any] = field(default_factory=list)  # what its last freeze left running
     outside_before: outside.Snapshot | None = None  # the project's refs, config, hooks at the start
     # the agent: its driver and context, and what its output said (carryon)
     driver: Driver | None = None

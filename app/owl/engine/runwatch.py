@@ -32,8 +32,18 @@ def watch(eng: Engine, now: float) -> None:
             if r is not None and r.check is not None and not r.check_live:
                 lv.exited, lv.waiting = False, True  # frozen before its check began
             continue
+        refreeze(eng, lv)
         record_pids(eng, lv)
         runend.note_untouchable(eng, lv)  # e.g. work handed to launchd, as soon as seen
+
+
+def refreeze(eng: Engine, lv: Live) -> None:
+    """A frozen Run whose freeze left some of it running is frozen again, on
+    every pass, until all of it is stopped."""
+    r = eng.core.runs.get(lv.run_id)
+    if lv.not_stopped and r is not None and r.state == "frozen":
+        lv.tree.freeze()
+        runend.note_not_stopped(eng, lv)
 
 
 def record_pids(eng: Engine, lv: Live) -> None:
@@ -42,6 +52,7 @@ def record_pids(eng: Engine, lv: Live) -> None:
     to meet an agent frozen as soon as it started."""
     reaper = getattr(lv.popen, "reaper_pid", None)  # the Run's own, not the agent's
     pids = sorted(p for p, _ in lv.tree.identities() if p != reaper)
+    lv.tree.prepare()  # the next freeze's handles, opened now rather than then
     if pids != lv.pids and eng.core.runs.get(lv.run_id) is not None:
         lv.pids = pids
         eng.note(lv.run_id, pids=lv.tree.identities())

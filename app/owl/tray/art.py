@@ -239,10 +239,12 @@ def icon_state(
     """Pick the icon's state (and frozen progress) from a status document.
 
     Order of precedence, most urgent for a person at the keyboard first:
-    a Run frozen by the machine counting down (the one nearest its end wins),
+    a Run whose freeze left part of it running (it is not frozen), a Run frozen by the machine counting down (the one nearest its end wins),
     the user's pause, a Run working, something needing attention, Jobs
     waiting for the machine, nothing to do.
     """
+    if any(r.get("state") == "freezing" for r in status.get("runs") or []):
+        return "attention", None  # a freeze that left some of a Run running
     counting = [r for r in _frozen_runs(status) if r.get("frozen_by") != "user"]
     if counting:
 

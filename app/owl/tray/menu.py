@@ -121,6 +121,9 @@ def status_line(status: dict[str, Any]) -> str:
 
 def _doing_line(status: dict[str, Any]) -> str:
     runs = _runs(status)
+    failing = sum(len(r.get("not_stopped") or []) for r in runs if r.get("state") == "freezing")
+    if failing:  # a freeze that left part of a Run running is never shown as frozen
+        return f"NOT frozen: {failing} process{'' if failing == 1 else 'es'} still running"
     counting = [
         r
         for r in _frozen(status)
@@ -190,6 +193,9 @@ def _run_label(run: dict[str, Any]) -> str:
         word = "paused" if run.get("frozen_by") == "user" else "frozen"
         # a paused Run's window runs too: a forgotten pause still ends it
         tail = word if left is None else f"{word} · {clock(left)} left"
+    elif state == "freezing":
+        n = len(run.get("not_stopped") or [])
+        tail = f"NOT frozen: {n} process{'' if n == 1 else 'es'} still running"
     elif state == "ending":
         tail = "ending"
     elif state == "verifying":
@@ -389,7 +395,7 @@ def build_menu(
         items += [_recent_item(e) for e in recent]
 
     paused = bool(status.get("paused"))
-    live = any(r.get("state") in ("running", "frozen", "verifying") for r in runs)
+    live = any(r.get("state") in ("running", "frozen", "freezing", "verifying") for r in runs)
     pending = any(q.get("state") == "pending" for q in _queue(status))
     items.append(SEPARATOR)
     items.append(Item("Start", verb("start"), enabled=pending and not paused))

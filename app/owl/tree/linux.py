@@ -18,7 +18,7 @@ import signal
 
 import psutil
 
-from . import posix
+from . import handles, posix
 from .posix import DEAD, RUNNING, STOPPED, CREATE_TIME_TOLERANCE
 
 NAME = "linux"
@@ -44,14 +44,34 @@ def _parse(data: bytes) -> Stat | None:
     fields = data[close + 2 :].split(b" ", 20)
     if len(fields) < 20:
         return None
-    return Stat(int(fields[1]), int(fields[19]), _STATE.get(fields[0][0], RUNNING), int(fields[3]))
+    return Stat(
+        int(fields[1]),
+        int(fields[19]),
+        _STATE.get(fields[0][0], RUNNING),
+        int(fields[3]),
+        int(fields[2]),
+    )
+
+
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
 
 def _read_stat(pid: int | str) -> Stat | None:
+    """One process's row; None if it is gone. Out of file descriptors, the
+    spare one is used (see handles.py); if even that fails, OSError: a
+    process that cannot be read is never taken as gone."""
+    path = f"{_PROC}/{pid}/stat"
     try:
-        fd = os.open(f"{_PROC}/{pid}/stat", os.O_RDONLY)
-    except OSError:
-        return None
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        if exc.errno not in _OUT_OF_FDS:
+            return None
+        try:
+            fd = handles.spare(lambda: os.open(path, os.O_RDONLY))
+        except OSError as again:
+            if again.errno in _OUT_OF_FDS:
+                raise
+            return None
     try:
         data = os.read(fd, 2048)
     except OSError:
@@ -126,6 +146,7 @@ class Handle:
     """An open pidfd on one process start."""
 
     __slots__ = ("fd",)
+    holds_fd = True  # counted against handles.BUDGET while kept
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -139,6 +160,22 @@ class Handle:
             signal.pidfd_send_signal(self.fd, sig)
             return True
         except ProcessLookupError:
+            return False
+
+    def send_group(self, sig: int) -> bool:
+        """Signal the process group this process leads, all of it at once
+        (see groups.py); False where that cannot be done (Linux before 6.9,
+        no such group any more, or none of it may be signalled): the caller
+        then signals each process."""
+        global _group_signals
+        if self.fd < 0 or not _group_signals:
+            return False
+        try:
+            signal.pidfd_send_signal(self.fd, sig, None, _PIDFD_SIGNAL_PROCESS_GROUP)
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                _group_signals = False  # the kernel has no such flag
             return False
 
     def alive(self) -> bool:
@@ -161,11 +198,16 @@ class Handle:
 
 
 _pidfds = hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
+# pidfd_send_signal's flag for "the process group this pidfd's process leads" (Linux 6.9).
+_PIDFD_SIGNAL_PROCESS_GROUP = 4
+_group_signals = True
 
 
 def open_handle(pid: int, start: int) -> Handle | posix.Handle | None:
     """A handle on the process ``pid`` that started at ``start``, or None
-    if that process is gone (its PID free or reused).
+    if that process is gone (its PID free or reused). OSError (out of file
+    descriptors, even with the spare one) when it cannot be opened: the
+    caller names the process rather than take it for gone.
 
     The pidfd is opened first and the start time read after: if the two
     disagree the PID was reused and nothing is signalled; if they agree, the
@@ -175,21 +217,25 @@ def open_handle(pid: int, start: int) -> Handle | posix.Handle | None:
     global _pidfds
     if _pidfds:
         try:
-            fd = os.pidfd_open(pid)
+            fd = handles.spare(lambda: os.pidfd_open(pid))
         except ProcessLookupError:
             return None
         except OSError as exc:
-            if exc.errno == errno.ENOSYS:
-                _pidfds = False  # kernel older than 5.3
-            fd = -1
-        if fd >= 0:
-            row = _read_stat(pid)
+            if exc.errno != errno.ENOSYS:
+                raise
+            _pidfds = False  # kernel older than 5.3
+        else:
+            try:
+                row = _read_stat(pid)
+            except OSError:
+                os.close(fd)
+                raise
             if row is None or row.start != start:
                 os.close(fd)
                 return None
             return Handle(fd)
-    # No pidfds, or out of file descriptors: psutil checks the create time
-    # right before signalling, a small window instead of none.
+    # No pidfds: psutil checks the create time right before signalling, a
+    # small window instead of none.
     row = _read_stat(pid)
     if row is None or row.start != start:
         return None

@@ -9,17 +9,19 @@ same way, so a PID reused by someone else's process is never touched.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 import psutil
 
+from . import groups
+
 
 class TreeMember:
     """One process start seen in the Run, and the open handle to signal it."""
 
-    __slots__ = ("pid", "start", "handle", "proc", "refused")
+    __slots__ = ("pid", "start", "handle", "proc", "refused", "failed", "pgid", "sid")
 
     def __init__(self, pid: int, start: Any) -> None:
         self.pid = pid
@@ -30,6 +32,13 @@ class TreeMember:
         # process is left alone and not waited for; the rest goes on
         # (see untouchable.py).
         self.refused: str | None = None
+        # Why our last signal could not even be sent (out of file
+        # descriptors, say), or None: retried by the freeze and, while it
+        # lasts, named as a process Owl could not stop.
+        self.failed: str | None = None
+        # Its process group and session as the last sweep that read it saw them.
+        self.pgid = -1
+        self.sid = -1
 
     def process(self, b: ModuleType) -> psutil.Process | None:
         """This very process as psutil sees it (its start checked with the
@@ -46,7 +55,12 @@ class TreeMember:
 
 
 def wait_stopped(
-    b: ModuleType, members: Sequence[TreeMember], rows: dict[int, Any], timeout: float
+    b: ModuleType,
+    members: Sequence[TreeMember],
+    rows: dict[int, Any],
+    timeout: float,
+    grouped: Mapping[TreeMember, int] | None = None,
+    alone: Callable[[TreeMember], object] | None = None,
 ) -> tuple[dict[TreeMember, Any], list[TreeMember]]:
     """Wait up to `timeout` s until none of `members` (signalled SIGSTOP, in
     that order) is still running, as the backend `b` reads them. Returns the
@@ -62,8 +76,11 @@ def wait_stopped(
     mostly after it stopped, not once per pause: a read (about 13 us)
     is the daemon's CPU, taken from the very processes that must run to
     stop. A member the kernel refused our signal (`refused`) is read, not
-    waited for.
+    waited for. A member stopped with its process group (``grouped``, the
+    group signalled) that is read running in another group missed that
+    signal: it is given one of its own (``alone``), once.
     """
+    grouped = dict(grouped or {})
     seen: dict[TreeMember, Any] = {}
     gone: list[TreeMember] = []
     pending: list[TreeMember] = []
@@ -86,6 +103,8 @@ def wait_stopped(
             gone.append(pending.pop())
         elif row.state != b.RUNNING or m.refused is not None or time.monotonic() >= deadline:
             seen[pending.pop()] = row
+        elif alone is not None and groups.missed(row.pgid, grouped.pop(m, None)):
+            alone(m)
         else:
             time.sleep(pause)
             pause = min(pause * 2, 0.005)

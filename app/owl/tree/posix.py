@@ -46,6 +46,7 @@ class Stat(NamedTuple):
     start: float
     state: str
     sid: int
+    pgid: int = -1  # the process group (where the backend reads it)
 
 
 _STATUS = {
@@ -133,6 +134,7 @@ class Handle:
     """
 
     __slots__ = ("proc",)
+    holds_fd = False  # psutil opens and closes what it reads
 
     def __init__(self, proc: psutil.Process) -> None:
         self.proc = proc

@@ -30,7 +30,7 @@ from typing import Any
 
 import psutil
 
-from . import _platform, cgroup_bracket, escaped, untouchable
+from . import _platform, cgroup_bracket, escaped, groups, handles, untouchable
 from .member import TreeMember, wait_stopped
 from .orphans import Orphans
 from owl.rules.lifecycle import KILL_DELAY
@@ -43,6 +43,8 @@ KILL_TIMEOUT = KILL_DELAY
 # process only stops when it next runs; one in uninterruptible I/O stops
 # when that ends, and cannot run before it either, so this stays short.
 _SETTLE_TIMEOUT = 0.25
+# How often a freeze sends a stop again that could not be sent (1, 2, 4, 8 ms apart).
+_RETRIES = 4
 
 
 class ProcessTree:
@@ -76,13 +78,17 @@ class ProcessTree:
         self._members: dict[int, TreeMember] = {}
         self._order: list[TreeMember] = []  # live, parents first
         self._rows: dict[int, Any] = {}  # the last sweep's table
+        self._running: list[TreeMember] = []  # what the last freeze left running
         self._mark: int | None = None  # last_pid() at the last sweep
         self._full_marks: list[int] = []  # ... at the last two full ones
         self._me = os.getpid()
+        self._my_sid = os.getsid(0)
+        self._grouped: dict[TreeMember, int] = {}  # stopped with their group, by the last freeze
         # When the last freeze had signalled every process it knew (monotonic):
         # what follows is sweeping for new ones and the kernel stopping them.
         self.signalled_at: float | None = None
         self.stopped_first_at: float | None = None  # ... and stop_known() before it
+        self.held_at: float | None = None  # ... and froze the Run's cgroup (where it has one)
         # Backends without a subreaper know a Run's sessions and forks (posix.Kin).
         kin = getattr(self._b, "Kin", None) if tag is not None else None
         self._kin = kin(on_fork=self._b.sweeper(self)) if kin is not None else None
@@ -126,9 +132,7 @@ class ProcessTree:
     def _forget(self, m: TreeMember) -> None:
         if self._members.get(m.pid) is m:
             del self._members[m.pid]
-        if m.handle is not None:
-            m.handle.close()
-            m.handle = None
+        _drop_handle(m)
 
     # -- the sweep --------------------------------------------------------
 
@@ -194,6 +198,7 @@ class ProcessTree:
                     continue
                 seen.add(pid)
                 m = self._remember(pid, row.start)
+                m.pgid, m.sid = row.pgid, row.sid
                 if row.state != b.DEAD:
                     live.append(m)
                     self._weigh(m, row.sid)
@@ -226,14 +231,27 @@ class ProcessTree:
 
     def _send(self, m: TreeMember, sig: int) -> bool:
         """Signal one member; False if it is gone or may not be signalled
-        (EPERM marks it refused: see untouchable.send). Its handle is
-        opened on the first signal, checked against the start time the
-        sweep saw (the backend's open_handle says how)."""
-        if m.handle is None:
-            m.handle = self._b.open_handle(m.pid, m.start)
-            if m.handle is None:
+        (EPERM marks it refused: see untouchable.send), or could not be
+        (marked failed, with why). Its handle is opened on the first signal,
+        checked against the start time the sweep saw (the backend's
+        open_handle says how), and kept while handles.BUDGET allows; past
+        it, it is opened, checked and closed for each signal."""
+        handle = m.handle
+        if handle is None:
+            try:
+                handle = self._b.open_handle(m.pid, m.start)
+            except OSError as exc:
+                untouchable.could_not(m, exc)
                 return False
-        return untouchable.send(m, sig)
+            if handle is None:
+                return False
+            if not getattr(handle, "holds_fd", False) or handles.take():
+                m.handle = handle
+        try:
+            return untouchable.send(m, handle, sig)
+        finally:
+            if handle is not m.handle:
+                handle.close()
 
     def freeze(self) -> int:
         """SIGSTOP every process; sweep again until a sweep finds nothing
@@ -248,7 +266,10 @@ class ProcessTree:
         """
         with self._lock:
             with cgroup_bracket.frozen(self._cgroup):
+                # from here none of a Run with a cgroup runs its own code again
+                self.held_at = time.monotonic() if self._cgroup is not None else None
                 live, first_rows, late = self._stop_all()
+                late |= self._retry_failed(live, signal.SIGSTOP)
             return len(self._settle(live, first_rows, late))
 
     def stop_known(self) -> bool:
@@ -262,8 +283,7 @@ class ProcessTree:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            for m in self._order:
-                self._send(m, signal.SIGSTOP)
+            self._stop_known()
             self.stopped_first_at = time.monotonic()
             return True
         finally:
@@ -285,10 +305,7 @@ class ProcessTree:
         yet visible, across both full sweeps could hide below it.) A tree
         not read in full twice yet is read in full each time.
         """
-        sent: set[TreeMember] = set()
-        for m in self._order:
-            self._send(m, signal.SIGSTOP)
-            sent.add(m)
+        sent = self._stop_known()
         self.signalled_at = time.monotonic()
         since = self._full_marks[0] if len(self._full_marks) == 2 else None
         live: list[TreeMember] = []
@@ -307,6 +324,31 @@ class ProcessTree:
                 late.add(m)
         return live, first_rows, late
 
+    def _stop_known(self) -> set[TreeMember]:
+        """SIGSTOP every member the last sweep knew: a whole process group
+        at a time where that is safe (see groups.py), the rest one by one."""
+        self._grouped = groups.stop(self._order, self._my_sid, signal.SIGSTOP)
+        for m in self._order:
+            if m not in self._grouped:
+                self._send(m, signal.SIGSTOP)
+        return set(self._order)
+
+    def _retry_failed(self, live: list[TreeMember], sig: int) -> set[TreeMember]:
+        """Send ``sig`` again to the members it could not reach (out of file
+        descriptors, say), a few times with a short pause between: what a
+        moment ago held the descriptors may have let them go. Returns the
+        members it reached now."""
+        reached: set[TreeMember] = set()
+        pause = 0.001
+        for _ in range(_RETRIES):
+            failed = [m for m in live if m.failed is not None]
+            if not failed:
+                break
+            time.sleep(pause)
+            pause *= 2
+            reached.update(m for m in failed if self._send(m, sig))
+        return reached
+
     def _settle(
         self, members: list[TreeMember], rows: dict[int, Any], late: set[TreeMember]
     ) -> list[TreeMember]:
@@ -321,12 +363,22 @@ class ProcessTree:
         """
         b = self._b
         after = {m.pid: r for m in members if m not in late and (r := rows.get(m.pid)) is not None}
-        seen, gone = wait_stopped(b, members, after, _SETTLE_TIMEOUT)
+        seen, gone = wait_stopped(
+            b,
+            members,
+            after,
+            _SETTLE_TIMEOUT,
+            self._grouped,
+            lambda m: self._send(m, signal.SIGSTOP),
+        )
+        self._grouped = {}
         for m in gone:
             self._forget(m)
         live = [m for m in members if m in seen and seen[m].state != b.DEAD]
         self._order = live
-        return untouchable.ours(live)
+        ours = untouchable.ours(live)
+        self._running = [m for m in ours if m.failed is not None or seen[m].state == b.RUNNING]
+        return ours
 
     def thaw(self) -> int:
         """SIGCONT every process, children before parents (so a parent that
@@ -336,6 +388,7 @@ class ProcessTree:
         processes known are the tree; a sweep of what started since the
         freeze's last sweep catches anything else, cheaply."""
         with self._lock:
+            self._running = []
             sent: set[TreeMember] = set()
             count = 0
             for m in reversed(self._order):
@@ -344,7 +397,9 @@ class ProcessTree:
             for m in reversed(self._sweep(self._mark)):
                 if m not in sent:
                     count += self._send(m, signal.SIGCONT)
-            return count
+                    sent.add(m)
+            # Never leave one stopped: a continue that could not be sent is sent again.
+            return count + len(self._retry_failed(list(sent), signal.SIGCONT))
 
     def term(self) -> int:
         """SIGTERM to every process, then SIGCONT to every process, so a
@@ -376,11 +431,13 @@ class ProcessTree:
                 live = untouchable.ours(self._sweep())
                 if not live:
                     break
-                fresh = [m for m in live if m not in killed]
-                for m in fresh:
-                    self._send(m, signal.SIGKILL)
-                    killed.add(m)
-                if not fresh:
+                progressed = False
+                for m in live:
+                    # One whose signal could not be sent is tried again next round.
+                    if m not in killed and (self._send(m, signal.SIGKILL) or m.failed is None):
+                        killed.add(m)
+                        progressed = True
+                if not progressed:
                     if time.monotonic() >= deadline:
                         break
                     time.sleep(pause)  # the kernel is tearing them down
@@ -410,6 +467,51 @@ class ProcessTree:
             out = untouchable.named(m for m in self._order if self._members.get(m.pid) is m)
             if self._orphans is not None and self._orphans.escaped:
                 out += escaped.named(self._orphans.escaped, self._rows, self._b)
+            return out
+
+    def prepare(self) -> None:
+        """Open, within the budget (handles.py), the handles the next freeze
+        will signal through, so that it opens none itself: each process
+        group's leader first (one signal stops the group, see groups.py),
+        then every other member the last sweep found. For the daemon's
+        watch, after its sweep; costs an open and a check per new member."""
+        with self._lock:
+            leaders = [m for m in self._order if m.pid == m.pgid and m.sid != self._my_sid]
+            for m in [*leaders, *self._order]:
+                if m.handle is not None or m.refused is not None:
+                    continue
+                if handles.held() >= handles.BUDGET:
+                    return
+                try:
+                    handle = self._b.open_handle(m.pid, m.start)
+                except OSError:
+                    return  # out of descriptors: the freeze opens what it needs
+                if handle is None:
+                    continue
+                if getattr(handle, "holds_fd", False) and not handles.take():
+                    handle.close()
+                    return
+                m.handle = handle
+
+    def not_stopped(self) -> list[dict[str, Any]]:
+        """The processes the last freeze left running although they are ours
+        to stop, as {pid, command, why}, from what it met (no sweep): a
+        signal that could not be sent (out of file descriptors, say), or one
+        sent that the process has not yet acted on (it is in the kernel, in
+        uninterruptible I/O). Empty after a freeze that held, and after a
+        thaw. A freeze with any is a failed freeze: the caller says so and
+        freezes again."""
+        with self._lock:
+            out = untouchable.named_failed(self._running)
+            out += [
+                {
+                    "pid": m.pid,
+                    "command": untouchable.command_of(m.pid),
+                    "why": "signalled to stop, still running",
+                }
+                for m in self._running
+                if m.failed is None
+            ]
             return out
 
     def identities(self) -> list[tuple[int, float]]:
@@ -450,7 +552,15 @@ class ProcessTree:
             if self._kin is not None:
                 self._kin.close()
             for m in self._members.values():
-                if m.handle is not None:
-                    m.handle.close()
+                _drop_handle(m)
         except Exception:
             pass
+
+
+def _drop_handle(m: TreeMember) -> None:
+    """Close a member's kept handle and give its place in the budget back."""
+    if m.handle is not None:
+        if getattr(m.handle, "holds_fd", False):
+            handles.give_back()
+        m.handle.close()
+        m.handle = None

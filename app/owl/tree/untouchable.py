@@ -24,30 +24,49 @@ class Member(Protocol):
     """What this module needs of one process of a tree (``member.TreeMember``)."""
 
     pid: int
-    handle: Any
     refused: str | None
+    failed: str | None
+
+
+class Handle(Protocol):
+    """A way to signal one process start (the backend's ``Handle``)."""
+
+    def send(self, sig: int) -> bool: ...
 
 
 M = TypeVar("M", bound=Member)
 
 
-def send(m: Member, sig: int) -> bool:
-    """Signal one member through its open handle; False if it is gone or may
-    not be signalled.
+def send(m: Member, handle: Handle, sig: int) -> bool:
+    """Signal one member through ``handle``; False if it is gone or may not
+    be signalled.
 
     EPERM (a process that became another user, as sudo does) is never an
     error here: the member is marked refused, left alone, and the caller
     goes on to signal every other process of the tree. A member that takes
-    a signal again (it went back to our uid) is no longer refused."""
+    a signal again (it went back to our uid) is no longer refused. Any other
+    failure marks it ``failed`` with why (see ``could_not``)."""
     try:
-        sent = m.handle.send(sig)
+        sent = handle.send(sig)
     except PermissionError:
         if m.refused is None:
             m.refused = why_refused(m.pid)
         return False
+    except OSError as exc:
+        could_not(m, exc)
+        return False
+    m.failed = None
     if sent:
         m.refused = None
     return sent
+
+
+def could_not(m: Member, exc: OSError) -> None:
+    """Mark a member whose signal could not be sent (not refused: the system
+    would have let us, but the call failed, e.g. out of file descriptors).
+    Unlike a refused one it is still the tree's to stop: the freeze retries
+    it, and until it is stopped it is named and the freeze counts as failed."""
+    m.failed = f"Owl could not signal it: {exc.strerror or exc}"
 
 
 def ours(members: Iterable[M]) -> list[M]:
@@ -62,6 +81,15 @@ def named(members: Iterable[Member]) -> list[dict[str, Any]]:
         {"pid": m.pid, "command": command_of(m.pid), "why": m.refused}
         for m in members
         if m.refused is not None
+    ]
+
+
+def named_failed(members: Iterable[Member]) -> list[dict[str, Any]]:
+    """The members a signal could not reach, as {pid, command, why}."""
+    return [
+        {"pid": m.pid, "command": command_of(m.pid), "why": m.failed}
+        for m in members
+        if m.failed is not None
     ]
 
 

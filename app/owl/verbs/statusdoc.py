@@ -131,7 +131,8 @@ def live_runs(e: Snapshot) -> list[dict]:
                 "id": run.id,
                 "job_id": lv.job_id,
                 "title": lv.title,
-                "state": run.state,
+                # a freeze that left some of it running is not "frozen"
+                "state": "freezing" if run.state == "frozen" and lv.not_stopped else run.state,
                 "check": run.checks[run.check][0] if run.check is not None else None,
                 "frozen_by": run.frozen_by,
                 "grace_left_s": run.grace_left(now),
@@ -143,6 +144,7 @@ def live_runs(e: Snapshot) -> list[dict]:
                 "agent": getattr(lv.driver, "name", None),
                 "contained": lv.contained,
                 "untouchable": list(getattr(lv, "untouchable", [])),
+                "not_stopped": list(lv.not_stopped),
             }
         )
     return out
