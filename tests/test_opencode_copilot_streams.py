@@ -177,7 +177,13 @@ def test_opencode_config_port_is_kept_reachable() -> None:
     )
     assert policy.loopback_ports_in(text) == (11434,)
     assert policy.loopback_ports_in("http://example.com:80 https://localhost:99999") == ()
-    assert len(policy.loopback_ports_in(" ".join(f"http://127.0.0.1:{p}" for p in range(1, 99)))) == 16
+    many = " ".join(f"http://127.0.0.1:{p}" for p in range(1, 99))
+    assert len(policy.loopback_ports_in(many)) == 16
+    # hostile text is read in linear time
+    began = time.monotonic()
+    for text in ("x" * policy.TEXT_MAX, "://127.0.0.1" * 20000, "://" * 80000):
+        assert policy.loopback_ports_in(text) == ()
+    assert time.monotonic() - began < 2
 
 
 def test_opencode_config_file_read_bounded(tmp_path: Path) -> None:

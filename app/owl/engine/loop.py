@@ -320,6 +320,7 @@ class Engine:
                 continue
             if isinstance(action, lifecycle.Freeze):
                 lv.tree.freeze()
+                lv.freeze = (time.time(), None)
                 r = self.core.runs[action.run]
                 self.note(
                     lv.run_id,
@@ -339,6 +340,8 @@ class Engine:
                 runwatch.record_pids(self, lv)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
+                if lv.freeze is not None:
+                    lv.freeze = (lv.freeze[0], time.time())
                 lv.not_stopped = []
                 self.note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)
                 log.info("run %s thawed", lv.run_id)

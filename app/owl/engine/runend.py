@@ -104,6 +104,7 @@ def _judge(
             exit_code=f.exit_code,
             report=lv.report,
             max_wait=eng.cfg.max_wait,
+            freeze=lv.freeze,
         )
     except Exception as e:
         log.exception("run %s: the end of its agent could not be judged", lv.run_id)

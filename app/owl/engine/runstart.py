@@ -76,6 +76,9 @@ class Live:
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
+    # its last freeze: (frozen, thawed) in epoch seconds, thawed None while frozen;
+    # a turn the agent loses at the thaw is judged by it (jobrules.judge)
+    freeze: tuple[float, float | None] | None = None
 
 
 def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:

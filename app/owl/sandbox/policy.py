@@ -362,8 +362,10 @@ _LOOPBACK_URL = re.compile(
 )
 
 
+# No scheme before "://": a pattern that starts with an unbounded run would
+# take quadratic time on a long run of letters (a hostile config file).
 _LOOPBACK_IN_TEXT = re.compile(
-    r"[a-z][a-z0-9+.-]*://(?:127\.\d+\.\d+\.\d+|localhost|\[::1\]):(\d{1,5})", re.IGNORECASE
+    r"://(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):(\d{1,5})\b", re.IGNORECASE
 )
 TEXT_MAX = 256 * 1024  # of a config file, only this much is read for URLs
 
