@@ -1,6 +1,6 @@
 """A Run frozen mid-stream for longer than its agent's stream watchdog, then thawed.
 
-The real daemon runs the REAL agent CLI (OpenCode, Codex or Gemini) against
+The real daemon runs the REAL agent CLI (OpenCode, Codex, Gemini or Copilot) against
 its model stub on 127.0.0.1, contained as a person's Runs are. The stub
 streams the reply a word at a time over `--stream` seconds; a few seconds in,
 input arrives (the Run is frozen), and after `--freeze` seconds the machine
@@ -8,7 +8,8 @@ is idle again (thawed), well inside the grace window. The agent's own stream
 watchdog is set to `--watchdog` seconds where the CLI lets it be set
 (OpenCode: the provider's `chunkTimeout`, 5 minutes unless set; Codex: the
 provider's `stream_idle_timeout_ms`, 5 minutes unless set), so a freeze
-longer than it is minutes, not a quarter of an hour. A retried request is
+longer than it is minutes, not a quarter of an hour (Gemini's and Copilot's
+cannot be set: their defaults hold). A retried request is
 answered "Done after a retry.".
 
 Per freeze length: how the Run ended, the Job's state, attempts spent, the
@@ -42,7 +43,7 @@ AFTER_RETRY = "Done after a retry."
 
 def stub_for(agent: str, stream: float) -> Stub:
     script = [Say(TEXT, over=stream), Say(AFTER_RETRY)]
-    if agent == "opencode":
+    if agent in ("opencode", "copilot"):
         return chat_stub.ChatStub(script)
     if agent == "codex":
         return responses_stub.ResponsesStub(script)
@@ -53,6 +54,15 @@ def setup(agent: str, stub: Stub, home: Path, watchdog: float) -> tuple[dict, di
     """(the daemon's environment, the agent's config table) for `agent`."""
     home.mkdir(parents=True, exist_ok=True)
     table: dict[str, Any] = {"path": require(agent)}
+    if agent == "copilot":
+        env = {
+            "HOME": str(home),
+            "COPILOT_PROVIDER_BASE_URL": f"{stub.url}/v1",
+            "COPILOT_PROVIDER_API_KEY": "test",
+            "COPILOT_MODEL": chat_stub.MODEL,
+            "COPILOT_OFFLINE": "true",
+        }
+        return env, table
     if isinstance(stub, chat_stub.ChatStub):
         env = stub.opencode_env(home)
         cfg = stub.opencode_config()
@@ -116,7 +126,7 @@ def trial(agent: str, freeze: float, watchdog: float, stream: float, tmp: Path) 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agent", choices=("opencode", "codex", "gemini"), required=True)
+    ap.add_argument("--agent", choices=("opencode", "codex", "gemini", "copilot"), required=True)
     ap.add_argument("--freeze", default="5,40", help="freeze lengths in seconds, comma-separated")
     ap.add_argument("--watchdog", type=float, default=15.0, help="the agent's stream watchdog, s")
     ap.add_argument("--stream", type=float, default=30.0, help="how long the reply streams, s")

@@ -340,8 +340,7 @@ class Engine:
                 runwatch.record_pids(self, lv)
             elif isinstance(action, lifecycle.Thaw):
                 lv.tree.thaw()
-                if lv.freeze is not None:
-                    lv.freeze = (lv.freeze[0], time.time())
+                lv.freeze = (lv.freeze[0], time.time()) if lv.freeze else None
                 lv.not_stopped = []
                 self.note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)
                 log.info("run %s thawed", lv.run_id)
