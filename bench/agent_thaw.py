@@ -114,7 +114,7 @@ def trial(agent: str, freeze: float, watchdog: float, stream: float, tmp: Path) 
             return {
                 "agent": agent,
                 "freeze_s": round(thawed - frozen, 1),
-                "watchdog_s": watchdog,
+                "watchdog_s": watchdog if agent in ("opencode", "codex") else "its own",
                 "state": j["state"],
                 "runs": [(r["outcome"], r["reason"]) for r in runs],
                 "attempts_spent": j["attempts"] - j["attempts_left"],
