@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
 from owl.git import outside
-from owl.git import workspace  # noqa: E402
+from owl.git import storing, workspace  # noqa: E402
 
 
 def median_ms(fn, runs: int) -> tuple[float, float]:
@@ -76,7 +76,7 @@ def main() -> int:
         (repo / ".git" / "refs" / "tags").mkdir(parents=True, exist_ok=True)
         for i in range(a.loose):
             (repo / ".git" / "refs" / "tags" / f"t{i}").write_text(head + "\n")
-        ws = workspace.ensure(repo, 1, "owl/", Path(tmp) / "wts")
+        ws = storing.ensure(repo, 1, "owl/", Path(tmp) / "wts")
 
         plain = median_ms(
             lambda: subprocess.run(

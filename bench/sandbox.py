@@ -39,15 +39,16 @@ from owl.sandbox import contain, policy  # noqa: E402
 SESSIONS, PER = 10, 10
 
 
-def medians_ms(rows: list[list[str]], n: int, env: dict[str, str]) -> list[float]:
-    """The median wall time of each command, run in turns (``n`` rounds, each
-    in a shuffled order), so that a machine's load changing meanwhile weighs
-    on every row alike."""
+def medians_ms(rows: list[tuple[list[str], dict[str, str]]], n: int) -> list[float]:
+    """The median wall time of each command (with its environment), run in
+    turns (``n`` rounds, each in a shuffled order), so that a machine's load
+    changing meanwhile weighs on every row alike."""
     times: list[list[float]] = [[] for _ in rows]
     for _ in range(n):
         for i in random.sample(range(len(rows)), len(rows)):
             t = time.perf_counter()
-            subprocess.run(rows[i], env=env, check=True, stdout=subprocess.DEVNULL)
+            argv, env = rows[i]
+            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
             times[i].append((time.perf_counter() - t) * 1000)
     return [statistics.median(v) for v in times]
 
@@ -65,17 +66,22 @@ def wrapped(command: list[str], settings: policy.Settings, wt: Path, env: dict[s
 
 
 def start_cost(n: int, wt: Path, env: dict[str, str]) -> None:
-    rows = [("plain", ["/bin/true"])]
+    rows = [("plain", ["/bin/true"], env)]
+    made: list[float] = []
     for label, s in (
         ("bwrap, no network", policy.Settings(network=False)),
         ("bwrap, own network (pasta)", policy.Settings()),
     ):
-        w = wrapped(["/bin/true"], s, wt, env)
-        rows.append((f"{label} [{w.label}]", w.argv))
+        for _ in range(n):  # the argv itself: made on the engine's thread
+            t = time.perf_counter()
+            w = wrapped(["/bin/true"], s, wt, env)
+            made.append((time.perf_counter() - t) * 1000)
+        rows.append((f"{label} [{w.label}]", w.argv, w.env))
     print(f"start cost ({n} runs each, in turns):")
-    figures = medians_ms([argv for _, argv in rows], n, env)
-    for (label, _), ms in zip(rows, figures):
+    figures = medians_ms([(argv, e) for _, argv, e in rows], n)
+    for (label, _, _), ms in zip(rows, figures):
         print(f"  {label:70s} median {ms:6.1f} ms  (+{ms - figures[0]:.1f} ms)")
+    print(f"  the contained argv made (contain.wrap)    median {statistics.median(made):6.2f} ms")
 
 
 def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[float]]:
@@ -88,7 +94,7 @@ def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[flo
     if contained:
         w = wrapped(argv, policy.Settings(), wt, env)
         assert w.contained, w.label
-        argv = w.argv
+        argv, env = w.argv, w.env
     out: dict[str, list[float]] = {k: [] for k in KEYS}
     with (
         spawned_tree(argv, tag, str(wt), env) as top,

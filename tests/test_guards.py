@@ -104,12 +104,15 @@ def test_an_agent_that_deletes_its_worktrees_git_blocks_the_job(tmp_path):
         j = d.wait_job(job, "blocked")
         [run] = j["runs"]
         assert run["outcome"] == "failed"
-        assert "cannot reach its repository" in j["reason"]
-        assert f"owl jobs drop {job} --force" in j["reason"]
-        assert "cannot reach its repository" in d.ok("jobs", "show", str(job))
+        # after the Run, Owl finds the worktree's .git gone and writes it back
+        j = wait_for(
+            lambda: "put them back" in (r := d.job(job))["reason"] and r,
+            what="the git files' check after the Run",
+        )
+        assert ".git said None" in j["reason"] and f"owl jobs drop {job}" in j["reason"]
+        assert "git files were changed" in d.ok("jobs", "show", str(job))
         line = refused(d, "jobs", "drop", str(job))
-        assert line.startswith(f"owl: cannot drop job {job}: nothing can tell whether")
-        assert "use --force to drop it anyway" in line
+        assert line.startswith(f"owl: job {job}'s worktree") and "uncommitted" in line
         assert "not in review" in refused(d, "jobs", "accept", str(job))
         d.ok("jobs", "drop", str(job), "--force")
         assert not Path(j["worktree"]).exists()
@@ -131,13 +134,17 @@ def test_a_project_moved_during_a_run_blocks_the_job_and_accept_says_why(tmp_pat
         assert f"cannot drop job {job}: nothing can tell" in line
         # moved back, extend lets it run again (and this agent moves it again)
         moved.rename(project)
-        assert git(project, "log", "--format=%s", j["branch"]).stdout.split()[0] == "work"
+        # the commit waits in the Job's own store; the next Run's setup brings it in
+        assert git(Path(j["worktree"]), "log", "--format=%s").stdout.split()[0] == "work"
         d.ok("jobs", "extend", str(job))
         j = wait_for(
             lambda: len((x := d.job(job))["runs"]) == 2 and x["state"] == "blocked" and x,
             what="the second Run to block the Job",
         )
         assert j["runs"][1]["outcome"] == "failed"
+        moved.rename(project)
+        # the first Run's commit was brought in by the second's setup
+        assert git(project, "log", "--format=%s", j["branch"]).stdout.split()[0] == "work"
 
 
 def test_accept_of_a_job_whose_project_moved_says_what_it_cannot_do(tmp_path):
@@ -209,13 +216,12 @@ def test_a_live_job_dropped_with_force_says_later_where_its_commits_are(tmp_path
         job = d.add("write=a.txt commit=work tick=0.2 sleep=60", project, "--agent", "script")
         d.machine("idle")
         d.wait_run(job, "running")
+        wt = Path(d.job(job)["worktree"])  # committed in the Job's own store
         wait_for(
-            lambda: git(
-                project, "log", "--format=%s", f"owl/job-{job}", check=False
-            ).stdout.startswith("work"),
+            lambda: git(wt, "log", "--format=%s", check=False).stdout.startswith("work"),
             what="the agent's commit",
         )
-        tip = git(project, "rev-parse", f"owl/job-{job}").stdout.strip()
+        tip = git(wt, "rev-parse", "HEAD").stdout.strip()
         out = d.ok("jobs", "drop", "--force", str(job))
         assert f"owl jobs show {job} then says where" in out
         j = wait_for(

@@ -1,8 +1,10 @@
 """An agent that reaches past its branch: the real daemon, a real agent script, real git.
 
-The agent runs as the person in a worktree that shares the project's `.git`:
+The agent runs uncontained (`sandbox.mode = "off"`: contained, the project's
+`.git` is read only, see tests/escapes/test_git_history.py), as the person,
+and writes the project's `.git` by its path:
 it moves `main` to a commit that loosens the checks, plants a hook in the
-shared hooks folder and sets `core.fsmonitor` to a payload. Owl must run none
+project's hooks folder and sets `core.fsmonitor` to a payload. Owl must run none
 of it (the payload says who ran it), gate with the checks of the commit the
 Job started from, and report every change on the Run, in `owl jobs show` and
 in the status document the tray's notices read.
@@ -22,22 +24,23 @@ PAYLOAD = '#!/bin/sh\necho "${OWL_RUN_ID:-not an agent}" >> "$PAYLOAD_LOG"\n'
 
 HARM = r"""
 set -e
-common=$(git rev-parse --path-format=absolute --git-common-dir)
+common=$PROJECT_GIT
+G="git --git-dir=$common"
 # a commit on main whose .owl.toml lets any work pass, made without touching
 # the person's index or checkout
 idx=$(mktemp); rm -f "$idx"
-GIT_INDEX_FILE=$idx git read-tree refs/heads/main
-blob=$(printf '[[checks]]\nname = "unit"\nrun = "true"\n' | git hash-object -w --stdin)
-GIT_INDEX_FILE=$idx git update-index --add --cacheinfo "100644,$blob,.owl.toml"
-tree=$(GIT_INDEX_FILE=$idx git write-tree)
-loose=$(git commit-tree "$tree" -p refs/heads/main -m "loosen the checks")
-git update-ref refs/heads/main "$loose"
+GIT_INDEX_FILE=$idx $G read-tree refs/heads/main
+blob=$(printf '[[checks]]\nname = "unit"\nrun = "true"\n' | $G hash-object -w --stdin)
+GIT_INDEX_FILE=$idx $G update-index --add --cacheinfo "100644,$blob,.owl.toml"
+tree=$(GIT_INDEX_FILE=$idx $G write-tree)
+loose=$($G commit-tree "$tree" -p refs/heads/main -m "loosen the checks")
+$G update-ref refs/heads/main "$loose"
 echo "work of run $OWL_RUN_ID" > out.txt
 git add out.txt
 git commit -q -m "the work"
 cp "$PAYLOAD" "$common/hooks/post-checkout"
 chmod +x "$common/hooks/post-checkout"
-git config core.fsmonitor "$PAYLOAD"
+$G config core.fsmonitor "$PAYLOAD"
 """
 
 
@@ -60,8 +63,14 @@ def hostile_daemon(tmp_path: Path) -> tuple[OwlDaemon, Path]:
             "script": {"command": ["/bin/sh", "-c", "exit 0"]},
         },
         "agent": {"default": "harm"},
+        "sandbox": {"mode": "off"},
     }
-    d = OwlDaemon(tmp_path / "home", cfg, env={"PAYLOAD": str(payload), "PAYLOAD_LOG": str(log)})
+    env = {
+        "PAYLOAD": str(payload),
+        "PAYLOAD_LOG": str(log),
+        "PROJECT_GIT": str(tmp_path / "proj" / ".git"),
+    }
+    d = OwlDaemon(tmp_path / "home", cfg, env=env)
     return d, log
 
 

@@ -1,7 +1,9 @@
 """What an agent changed outside its branch is recorded even when the daemon dies mid-Run.
 
-The real daemon runs a real agent script that moves the person's `main` and
-plants a hook in the shared `.git`, then sleeps; the daemon is SIGKILLed
+The real daemon runs a real agent script, uncontained (`sandbox.mode =
+"off"`: contained, the project's `.git` is read only), that commits its work
+in its worktree, moves the person's `main` and plants a hook in the project's
+`.git`, then sleeps; the daemon is SIGKILLed
 (its start-of-Run snapshot in memory is lost with it). The snapshot kept
 beside the Run's log lets crash recovery compare all the same: the watchdog
 when it outlives the daemon, the next start when it died too.
@@ -20,9 +22,11 @@ from owlproc import OwlDaemon, make_project, wait_for
 
 REACH = r"""
 set -e
-common=$(git rev-parse --path-format=absolute --git-common-dir)
-moved=$(git commit-tree "$(git rev-parse refs/heads/main:)" -p refs/heads/main -m "not the person's")
-git update-ref refs/heads/main "$moved"
+echo work > work.txt && git add work.txt && git commit -qm "the Job's work"
+common=$PROJECT_GIT
+G="git --git-dir=$common"
+moved=$($G commit-tree "$($G rev-parse refs/heads/main:)" -p refs/heads/main -m "not the person's")
+$G update-ref refs/heads/main "$moved"
 printf '#!/bin/sh\nexit 0\n' > "$common/hooks/pre-push"
 chmod +x "$common/hooks/pre-push"
 exec sleep 60
@@ -61,7 +65,12 @@ def reacher(tmp_path: Path) -> tuple[OwlDaemon, Path]:
     project = make_project(tmp_path / "proj")
     d = OwlDaemon(
         tmp_path / "home",
-        {"agents": {"reach": {"command": ["/bin/sh", "-c", REACH]}}, "agent": {"default": "reach"}},
+        {
+            "agents": {"reach": {"command": ["/bin/sh", "-c", REACH]}},
+            "agent": {"default": "reach"},
+            "sandbox": {"mode": "off"},
+        },
+        env={"PROJECT_GIT": str(project / ".git")},
     )
     return d, project
 
@@ -106,6 +115,12 @@ def assert_reported(run: dict, main_before: str, main_after: str) -> None:
     assert not any(c["name"].startswith("refs/heads/owl/") for c in run["outside"])
 
 
+def assert_landed(project: Path, branch: str) -> None:
+    """The Run cut short committed in its Job's store: that commit is on the
+    project's branch once the crash is recovered."""
+    assert git(project, "log", "-1", "--format=%s", branch) == "the Job's work"
+
+
 def test_the_watchdog_records_what_the_agent_changed_when_the_daemon_is_killed(tmp_path):
     d, project = reacher(tmp_path)
     with d:
@@ -121,6 +136,7 @@ def test_the_watchdog_records_what_the_agent_changed_when_the_daemon_is_killed(t
         main_after = git(project, "rev-parse", "main")
         [run] = d.job(job)["runs"]
         assert_reported(run, main_before, main_after)
+        assert_landed(project, d.job(job)["branch"])
         assert (
             f"job {job} run {run_id} (found after the crash): the agent moved main from "
             f"{main_before[:7]} to {main_after[:7]}"
@@ -139,6 +155,7 @@ def test_the_next_start_records_it_when_the_watchdog_died_too(tmp_path):
         d.start()
         assert kept(d.home) == []
         assert_reported(d.job(job)["runs"][0], main_before, git(project, "rev-parse", "main"))
+        assert_landed(project, d.job(job)["branch"])
 
 
 def test_a_project_gone_by_the_next_start_is_said_to_be_unknown(tmp_path):

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from owl.git import safegit
-from owl.git import workspace
+from owl.git import jobstore, storing, workspace
 from support.plaingit import GIT_ENV, git as sh
 
 
@@ -43,20 +43,24 @@ def repo(tmp_path: Path) -> Path:
 
 def test_fsmonitor_set_by_the_agent_never_runs(tmp_path: Path, repo: Path) -> None:
     script, marker = payload(tmp_path, "fsmonitor")
-    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    ws = storing.ensure(repo, 1, "owl/", tmp_path / "wts")
     # the agent, in its worktree, writes the config it shares with the person
     sh(ws.worktree, "config", "core.fsmonitor", str(script))
     (ws.worktree / "a.txt").write_text("changed\n")
     assert workspace.is_dirty(ws.worktree)
     workspace.commits_since(repo, ws.base, ws.branch)
     workspace.diff_stat(repo, ws.base, ws.branch)
-    workspace.remove(repo, ws.worktree, force=True)
     assert not marker.exists()
-    # the same setting does run for a plain git: the test's payload is real
+    # the same setting does run for a plain git there: the test's payload is real
     subprocess.run(
-        ["git", "-C", str(repo), "status"], capture_output=True, env={**os.environ, **GIT_ENV}
+        ["git", "-C", str(ws.worktree), "status"],
+        capture_output=True,
+        env={**os.environ, **GIT_ENV},
     )
     assert marker.exists()
+    marker.unlink()
+    workspace.remove(repo, ws.worktree, force=True)
+    assert not marker.exists()
 
 
 def test_hooks_in_the_shared_folder_never_run(tmp_path: Path, repo: Path) -> None:
@@ -67,7 +71,7 @@ def test_hooks_in_the_shared_folder_never_run(tmp_path: Path, repo: Path) -> Non
         target.write_text(script.read_text())
         target.chmod(0o755)
         markers.append(marker)
-    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    ws = storing.ensure(repo, 1, "owl/", tmp_path / "wts")
     workspace.remove(repo, ws.worktree, force=True)
     workspace.delete_branch(repo, ws.branch)
     assert [m.name for m in markers if m.exists()] == []
@@ -84,7 +88,7 @@ def test_filters_and_diff_drivers_never_run(tmp_path: Path, repo: Path) -> None:
     sh(repo, "config", "filter.x=y.required", "true")
     sh(repo, "config", "diff.evil.textconv", str(textconv))
     sh(repo, "config", "diff.external", str(external))
-    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    ws = storing.ensure(repo, 1, "owl/", tmp_path / "wts")
     (ws.worktree / "a.txt").write_text("two\n")
     # the agent's own commit, with the filter off (`-c` cannot name it: it holds "=")
     subprocess.run(
@@ -98,6 +102,7 @@ def test_filters_and_diff_drivers_never_run(tmp_path: Path, repo: Path) -> None:
             "GIT_CONFIG_VALUE_0": "cat",
         },
     )
+    storing.land(repo, jobstore.places(repo, ws.worktree), ws.branch)
     (ws.worktree / "a.txt").write_text("three\n")
     assert workspace.is_dirty(ws.worktree)
     assert (
@@ -304,7 +309,7 @@ def test_a_planted_driver_never_runs_by_any_route(tmp_path: Path, repo: Path, ro
     sh(repo, "commit", "-q", "-m", "md")
     _plant(route, repo, _drivers_file(tmp_path, script))
     # A new Job's worktree: `worktree add` and its checkout.
-    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    ws = storing.ensure(repo, 1, "owl/", tmp_path / "wts")
     assert (ws.worktree / "a.txt").read_text() == "one\n"
     if route == "config-worktree":  # the agent's own worktree's config, too
         wt_git = Path(sh(ws.worktree, "rev-parse", "--git-dir"))
@@ -318,7 +323,7 @@ def test_a_planted_driver_never_runs_by_any_route(tmp_path: Path, repo: Path, ro
     workspace.git(ws.worktree, "checkout", "--", "a.txt", "b.md")
     workspace.remove(repo, ws.worktree)
     # A second Job, set up after the plant was there all along.
-    workspace.ensure(repo, 2, "owl/", tmp_path / "wts")
+    storing.ensure(repo, 2, "owl/", tmp_path / "wts")
     assert not marker.exists(), f"the driver planted by {route} ran"
     assert sleepers(nap) == []
 
@@ -349,7 +354,7 @@ def test_a_worktree_holding_a_checked_out_submodule_is_not_removed_unforced(
 ) -> None:
     """Owl never looks inside a submodule (a repository with its own config), so
     it cannot say one is clean: removing such a worktree needs --force."""
-    ws = workspace.ensure(repo, 1, "owl/", tmp_path / "wts")
+    ws = storing.ensure(repo, 1, "owl/", tmp_path / "wts")
     sub = ws.worktree / "lib"
     sub.mkdir()
     sh(sub, "init", "-q")

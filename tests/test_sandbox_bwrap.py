@@ -41,8 +41,10 @@ def run_inside(tmp_path: Path, script: str, term_env: str | None = None, **setti
     pol = P.compute(P.Settings(**settings), P.AGENTS["claude"], f)
     done = subprocess.run(
         check=False,
-        args=B.ignoring_term(B.argv(pol, ["sh", "-c", script], term_env=term_env), term_env),
-        env=env,
+        args=B.ignoring_term(
+            B.argv(pol, ["sh", "-c", script], term_env=term_env, root=os.getuid() == 0), term_env
+        ),
+        env=P.agent_env(env, pol),
         capture_output=True,
         text=True,
         timeout=30,

@@ -1,11 +1,14 @@
-"""A command agent contained in a real git worktree: it commits on its branch,
-and a hook or core.fsmonitor planted in the project's git directory is refused."""
+"""A command agent contained in a real Job worktree: it commits on its branch, in
+the Job's own store, and a hook or core.fsmonitor planted in the project's git
+directory, or its store's, is refused."""
 
 import os
 import shutil
 import subprocess
 import sys
 
+from owl.engine import containing
+from owl.git import storing
 from owl.sandbox import contain, policy
 from support.need import programs as need
 
@@ -23,7 +26,8 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
     (project / "README").write_text("x\n")
     g("add", "README")
     g("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "first")
-    g("worktree", "add", "-q", "-b", "owl/job-1", str(wt))
+    g("branch", "owl/job-1")
+    places = storing.create(project, wt, "owl/job-1")
     env = {
         "HOME": str(tmp_path / "home"),
         "PATH": os.environ["PATH"],
@@ -38,6 +42,9 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
         "echo hi > hello.txt && git add hello.txt && git commit -qm hello && echo committed; "
         "git config core.fsmonitor ./evil.sh || echo no-fsmonitor; "
         f"echo evil > {project}/.git/hooks/pre-commit || echo no-hook; "
+        f"echo evil > {places.store}/hooks || echo no-store-hook; "
+        f"git update-ref refs/heads/main HEAD && echo moved-own-main; "
+        f"git -C {project} update-ref refs/heads/main HEAD || echo no-main; "
         f"cat {owl}/config.toml || echo no-config"
     )
     w = contain.wrap(
@@ -48,15 +55,20 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
         worktree=str(wt),
         project=str(project),
         owl_dirs=[str(owl)],
+        git=containing.git_places(places),
     )
     assert w.contained and w.label.startswith("contained: bwrap 0.")
     done = subprocess.run(
-        check=False, args=w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60
+        check=False, args=w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60
     )
     out = done.stdout
     assert "committed" in out, done.stderr
     assert "no-fsmonitor" in out and "no-hook" in out and "no-config" in out
+    assert "no-store-hook" in out and "no-main" in out and "moved-own-main" in out
+    main = g("rev-parse", "main")
+    storing.land(project, places, "owl/job-1")
     assert g("log", "--format=%s", "owl/job-1").split() == ["hello", "first"]
+    assert g("rev-parse", "main") == main  # moved in the store only
     assert "fsmonitor" not in (project / ".git" / "config").read_text()
     assert not (project / ".git" / "hooks" / "pre-commit").exists()
 
@@ -102,7 +114,7 @@ def test_without_pasta_a_run_gets_its_own_network_from_slirp4netns(tmp_path):
         which=lambda name: None if name == "pasta" else shutil.which(name),
     )
     assert w.label.endswith(", own network (slirp4netns)"), w.label
-    done = subprocess.run(w.argv, env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(w.argv, env=w.env, capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (3, "tap0\n"), done.stderr
 
 
@@ -125,7 +137,7 @@ def test_an_agents_missing_state_folder_is_made_and_what_it_writes_there_is_kept
         owl_dirs=[],
     )
     assert w.contained
-    done = subprocess.run(w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60)
     assert "wrote" in done.stdout, done.stderr
     assert (home / ".claude").stat().st_mode & 0o777 == 0o700
     assert (home / ".claude" / "session.jsonl").read_text() == "kept\n"

@@ -10,8 +10,9 @@ def facts(**kw):
         "home": "/home/me",
         "user_home": "/home/me",
         "worktree": "/home/me/.local/share/owl/worktrees/job-1",
-        "git_common": "/home/me/code/api/.git",
-        "git_admin": "/home/me/code/api/.git/worktrees/job-1",
+        "git_common": "/home/me/.local/share/owl/worktrees/job-1.git",
+        "git_admin": "/home/me/.local/share/owl/worktrees/job-1.git/worktrees/job-1",
+        "project_git": "/home/me/code/api/.git",
         "project": "/home/me/code/api",
         "owl_home": ("/home/me/.local/share/owl", "/home/me/.config/owl"),
         "runtime_dir": "/run/user/1000",
@@ -50,21 +51,23 @@ def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_part
     ):
         assert path in pol.hidden
     assert pol.writable[0] == "/home/me/.local/share/owl/worktrees/job-1"
+    store = "/home/me/.local/share/owl/worktrees/job-1.git"
     for path in (
-        "/home/me/code/api/.git/objects",
-        "/home/me/code/api/.git/refs",
-        "/home/me/code/api/.git/worktrees/job-1",
+        f"{store}/objects",
+        f"{store}/refs",
+        f"{store}/logs",
+        f"{store}/worktrees/job-1",
         "/home/me/.claude",
         "/home/me/.claude.json",
         "/home/me/.cache",
     ):
         assert path in pol.writable
-    assert set(pol.readonly_over) == {
-        "/home/me/code/api/.git/config",
-        "/home/me/code/api/.git/hooks",
-        "/home/me/code/api/.git/info",
-    }
-    assert "/home/me/code/api/.git" not in pol.writable
+    # the Job's store is read only but for those parts, laid after Owl's hidden folder
+    assert pol.revealed == (store,)
+    assert store not in pol.hidden and store not in pol.writable
+    # nothing of the project's own git folder is writable: it is read only
+    assert not [p for p in pol.writable if p.startswith("/home/me/code/api")]
+    assert "/home/me/code/api/.git" in pol.readable
 
 
 def test_the_environment_loses_display_owl_and_secrets_but_keeps_the_agents_key():
@@ -108,7 +111,10 @@ def test_the_macos_profile_denies_every_hidden_path_and_allows_the_worktree():
         assert f'(deny file-read* file-write* (subpath "{path}"))' in text
     allow = next(ln for ln in text.splitlines() if ln.startswith("(allow file-write*"))
     assert '(subpath "/home/me/.local/share/owl/worktrees/job-1")' in allow
-    assert '(deny file-write* (subpath "/home/me/code/api/.git/hooks"))' in text
+    assert "/home/me/code/api/.git" not in allow  # the project's history: read only
+    store = "/home/me/.local/share/owl/worktrees/job-1.git"
+    assert f'(allow file-read* (subpath "{store}"))' in text
+    assert f'(subpath "{store}/refs")' in allow and f'(subpath "{store}")' not in allow
     # the worktree's allow comes after Owl's home is denied: the last rule wins
     assert text.index(allow) > text.index('(subpath "/home/me/.local/share/owl"))')
 
@@ -128,3 +134,145 @@ def test_the_config_file_takes_sandbox_tables_and_names_a_bad_key(tmp_path):
     }
     with pytest.raises(config.ConfigError, match=r"^c\.toml: sandbox\.write = \".*: no such file"):
         config.from_dict({"sandbox": {"write": [str(tmp_path / "missing")]}}, "c.toml")
+
+
+def test_the_runs_environment_is_the_sandboxs_too_with_its_tag_and_commits_unsigned():
+    env = {**facts().env, "OWL_INSTANCE": "abc", "GIT_CONFIG_COUNT": "1"}
+    env |= {"GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "Me"}
+    pol = P.compute(P.Settings(), P.AGENTS["claude"], facts(env=env))
+    inside = P.agent_env(env, pol)
+    assert not {"DISPLAY", "GITHUB_TOKEN", "OWL_HOME", "BUS"} & set(inside)
+    assert inside["OWL_INSTANCE"] == "abc" and inside["TMPDIR"] == "/tmp"
+    assert inside["GIT_CONFIG_COUNT"] == "3" and inside["GIT_CONFIG_KEY_0"] == "user.name"
+    assert (inside["GIT_CONFIG_KEY_1"], inside["GIT_CONFIG_VALUE_1"]) == ("commit.gpgSign", "false")
+
+
+def test_host_sockets_in_sight_are_masked_but_the_opened_one():
+    found = (
+        "/run/docker.sock",  # /run is the Run's own
+        "/var/lib/lxd/unix.socket",
+        "/home/me/.docker/run/docker.sock",  # hidden with ~/.docker
+        "/home/me/.local/share/app/app.sock",
+        "/home/me/code/api/.git/fsmonitor--daemon.ipc",
+        "/srv/podman.sock",
+    )
+    pol = P.compute(
+        P.Settings(sockets=("/srv/podman.sock",)),
+        P.AGENTS["claude"],
+        facts(private=("/run",), host_sockets=found),
+    )
+    assert pol.masked == (
+        "/var/lib/lxd/unix.socket",
+        "/home/me/.local/share/app/app.sock",
+        "/home/me/code/api/.git/fsmonitor--daemon.ipc",
+    )
+    assert pol.sockets == ("/srv/podman.sock",) and pol.private == ("/run",)
+
+
+def test_sockets_and_tmp_size_are_checked(tmp_path):
+    import socket
+
+    assert keys.check_table({"tmp_size": "512M"}, "sandbox") == {"tmp_size": 512 << 20}
+    assert keys.settings_from({}).tmp_size == P.DEFAULT_TMP_SIZE
+    for bad in ("lots", "10k", 0, True):
+        with pytest.raises(keys.KeyProblem) as e:
+            keys.check_table({"tmp_size": bad}, "sandbox")
+        assert e.value.dotted == "sandbox.tmp_size"
+    with pytest.raises(keys.KeyProblem, match="not a unix socket"):
+        keys.check_table({"sockets": [str(tmp_path)]}, "sandbox")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(tmp_path / "s.sock"))
+        given = [str(tmp_path / "s.sock"), "/run/not-yet.sock"]
+        assert keys.settings_from(keys.check_table({"sockets": given}, "sandbox")).sockets == (
+            *given,
+        )
+    assert "sockets" in keys.AGENT_KEYS and "sockets" not in keys.PROJECT_KEYS
+
+
+def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_last():
+    from owl.sandbox import bwrap as B
+
+    pol = P.compute(
+        P.Settings(tmp_size=8 << 20, sockets=("/srv/podman.sock",)),
+        P.AGENTS["claude"],
+        facts(
+            private=("/run",),
+            private_links=(("/run/shm", "/dev/shm"),),
+            private_files=("/run/systemd/resolve/stub-resolv.conf",),
+            host_sockets=("/srv/x.sock",),
+        ),
+    )
+
+    def exists(path: str) -> str:
+        return "file" if path.endswith(".sock") else "dir"
+
+    argv = B.argv(pol, ["true"], exists=exists, root=True)
+    assert argv[1:8] == [
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--new-session",
+        "--unshare-user-try",
+        "--cap-drop",
+        "ALL",
+    ]
+    i = argv.index("/tmp")
+    assert argv[i - 3 : i] == ["--size", str(8 << 20), "--tmpfs"]
+    assert argv[argv.index("/dev/shm") - 3] == "--size"
+    assert ["--tmpfs", "/run", "--symlink", "/dev/shm", "/run/shm"] == argv[
+        argv.index("/run") - 1 : argv.index("/run") + 4
+    ]
+    end = argv.index("--chdir")
+    assert argv[end - 6 : end] == [
+        "--ro-bind",
+        "/srv/podman.sock",
+        "/srv/podman.sock",
+        "--ro-bind",
+        "/dev/null",
+        "/srv/x.sock",
+    ]
+    assert "--unsetenv" not in argv and "--setenv" not in argv
+    assert "--cap-drop" not in B.argv(pol, ["true"], exists=lambda p: "dir", root=False)
+    assert "--size" not in B.argv(pol, ["true"], exists=lambda p: "dir", sizes=B.sized("0.4"))
+
+
+def test_the_hosts_bound_sockets_are_read_from_its_table(tmp_path):
+    import socket
+
+    from owl.sandbox import contain
+
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(tmp_path / "a b.sock"))
+        (tmp_path / "plain").write_text("")
+        table = tmp_path / "unix"
+        table.write_text(
+            "Num       RefCount Protocol Flags    Type St Inode Path\n"
+            f"0000: 00000002 00000000 00010000 0001 01 1 {tmp_path}/a b.sock\n"
+            f"0000: 00000002 00000000 00010000 0001 01 2 {tmp_path}/plain\n"
+            "0000: 00000002 00000000 00010000 0001 01 3 @/tmp/.X11-unix/X0\n"
+            f"0000: 00000002 00000000 00010000 0001 01 4 {tmp_path}/gone.sock\n"
+            "0000: 00000003 00000000 00000000 0001 03 5\n"
+        )
+        assert contain.host_sockets(str(table)) == (f"{tmp_path}/a b.sock",)
+
+
+def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_path):
+    from owl.sandbox import netns
+
+    (tmp_path / "here.sock").write_text("")
+    argv = ["bwrap", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
+    argv += ["--ro-bind", "/dev/null", str(tmp_path / "here.sock"), "--tmpfs", "/x"]
+    argv += ["--", "sh", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
+    assert netns._present(argv) == [
+        "bwrap",
+        "--ro-bind",
+        "/dev/null",
+        str(tmp_path / "here.sock"),
+        "--tmpfs",
+        "/x",
+        "--",
+        "sh",
+        "--ro-bind",
+        "/dev/null",
+        str(tmp_path / "gone.sock"),
+    ]

@@ -49,7 +49,7 @@ def test_a_contained_tree_is_frozen_killed_and_found_by_its_tag(tmp_path):
     popen = tree.spawn(
         w.argv,
         cwd=str(wt),
-        env=env,
+        env=w.env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         reaper=True,

@@ -1,7 +1,8 @@
 """Normal work inside a contained Run, through the real daemon: the agent makes
 a virtual environment in the worktree and installs the project's package into
 it, runs the project's tests with pytest and `npm test` (a local package in
-node_modules), writes its caches, commits on its branch, and the Job reaches
+node_modules), writes its caches (a fresh home has none: they are made before
+they are bound), commits on its branch, and the Job reaches
 review with its checks passed, the checks contained as the agent was (they
 run the tests the agent wrote)."""
 
@@ -90,9 +91,9 @@ def base() -> Iterator[Path]:
 
 def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None:
     programs("bwrap", "npm", "node")
+    # a fresh home: no ~/.cache, no ~/.npm yet (made before they are bound)
     home = base / "person"
-    for cache in (".cache", ".npm", ".ssh"):
-        (home / cache).mkdir(parents=True)
+    (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
     project = make_project(
         base / "proj",

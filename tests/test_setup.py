@@ -197,7 +197,7 @@ def test_setups_at_once_in_one_project_never_break_each_other(tmp_path):
     adds, removes and prunes in one project take turns, so none fails."""
     import threading
 
-    from owl.git import workspace
+    from owl.git import storing
 
     for trial in range(4):
         project = make_project(tmp_path / f"proj{trial}")
@@ -205,7 +205,7 @@ def test_setups_at_once_in_one_project_never_break_each_other(tmp_path):
 
         def one(job_id: int) -> None:
             try:
-                workspace.ensure(project, job_id, "owl/", tmp_path / f"wt{trial}")
+                storing.ensure(project, job_id, "owl/", tmp_path / f"wt{trial}")
             except Exception as e:  # what a setup would block its Job with
                 errors.append(str(e))
 

@@ -72,6 +72,7 @@ def recover(store: Any, instance: str, logs: Path | None = None) -> tuple[list[i
         ended_by = {r["id"]: ("sigkill" if killed else None) for r in open_runs}
         _name_untouchable(store, open_runs, refused)
         ids = store.recover(CRASH_REASON, ended_by)
+    _land(store, open_runs)
     if ids or killed:
         log.warning(
             "recovered from a crash: %d Run(s) recorded interrupted, %d leftover "
@@ -84,6 +85,28 @@ def recover(store: Any, instance: str, logs: Path | None = None) -> tuple[list[i
     except Exception as e:  # its files stay for the next start; this one goes on
         log.warning("could not compare what the crashed Runs changed outside their branches: %s", e)
     return ids, killed
+
+
+def _land(store: Any, open_runs: list[dict]) -> None:
+    """Bring the branch of each Job whose Run the crash cut short from its own
+    store into the project (`owl.git.storing.land`), its git files checked
+    first: what the agent committed reaches the project's branch now, not
+    only at the Job's next Run."""
+    from owl.git import jobstore, storing
+
+    for job_id in sorted({r["job_id"] for r in open_runs}):
+        job = store.job(job_id)
+        if not job or not job.get("worktree") or not job.get("branch"):
+            continue
+        try:
+            places = jobstore.places(job["project"], job["worktree"])
+            found = jobstore.verify(places)
+            if found:
+                jobstore.restore(places, found)
+                log.warning("job %s: its git files were changed, put back: %s", job_id, found)
+            storing.land(Path(job["project"]), places, job["branch"])
+        except Exception as e:  # noqa: BLE001 - its next Run's setup tries again
+            log.warning("job %s: its branch could not be brought in after the crash: %s", job_id, e)
 
 
 def recover_outside(store: Any, logs: Path | None) -> list[int]:
@@ -129,7 +152,10 @@ def _kept_changes(
     except (OSError, ValueError) as e:
         return [outside.unknown(str(e), what="the snapshot Owl kept of its start")]
     ignore = outside.owned_ref(job.get("branch"), store.branches(project))
-    return outsidekeep.compare_by(before, Path(project), ignore, deadline)
+    from owl.git.gitdir import store_path
+
+    own = str(store_path(job["worktree"])) if job.get("worktree") else None
+    return outsidekeep.compare_by(before, Path(project), ignore, deadline, own)
 
 
 def _record_outside(store: Any, run: dict, found: list[dict]) -> bool:

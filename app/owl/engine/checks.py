@@ -101,10 +101,10 @@ def env_for(
     return env
 
 
-# A check's command as it starts contained, as the Run's agent was: a check
-# runs the project's tests, and the agent wrote them. Raises OSError (so the
-# check fails, saying why) when it must be contained and cannot be.
-Contain = Callable[[list[str], dict[str, str]], list[str]]
+# A check's command (and its environment) as it starts contained, as the Run's
+# agent was: a check runs the project's tests, and the agent wrote them. Raises
+# OSError (so the check fails, saying why) when it must be contained and cannot be.
+Contain = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]
 
 
 class CheckProcess:
@@ -142,11 +142,13 @@ class CheckProcess:
         )
         os.write(self.sink.fd, self.header)
         try:
-            argv = [SHELL, "-c", check.run]
+            argv, start_env = [SHELL, "-c", check.run], env
+            if contain is not None:
+                argv, start_env = contain(argv, env)
             self.popen = tree.spawn(
-                contain(argv, env) if contain is not None else argv,
+                argv,
                 cwd=str(worktree),
-                env=env,
+                env=start_env,
                 stdout=self.sink.fd,
                 stderr=self.sink.fd,
                 nice=nice,

@@ -32,6 +32,9 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
     env = checksmod.env_for(lv.env, check, index, lv.worktree, {})
     lv.waiting = False
     try:
+        if lv.git_changed:
+            names = ", ".join(str(e["name"]) for e in lv.git_changed)
+            raise OSError(f"the worktree's git files were changed ({names})")
         cp = checksmod.CheckProcess(
             check,
             index,
@@ -41,7 +44,7 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
             tag=("OWL_RUN_ID", str(lv.run_id)),
             nice=eng.cfg.nice,
             contain=containing.for_checks(
-                eng.cfg, eng.paths, lv.worktree, Path(lv.project), lv.sandbox
+                eng.cfg, eng.paths, lv.worktree, Path(lv.project), lv.sandbox, lv.places
             ),
         )
     except OSError as e:
@@ -56,7 +59,7 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
     eng.store.set_run(lv.run_id, state="verifying", frozen_by=None, pids=cp.tree.identities())
     threading.Thread(
         target=runstart.wait_proc,
-        args=(eng, lv.run_id, cp.popen, cp.settle),
+        args=(eng, lv.run_id, cp.popen, cp.settle, lv),
         daemon=True,
         name=f"owl-check-{lv.run_id}-{index}",
     ).start()

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 from owl.engine import carryon
 from owl.store import diskroom
 from owl.git import guards
+from owl.git import jobstore, storing
 from owl.rules import jobrules, lifecycle
 from owl.git import outside
 from owl.git import outsidekeep
@@ -166,8 +167,10 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
         passed = sum(1 for r in lv.results if r.passed)
         log.info("%s", checksmod.review_message(lv.job_id, passed))
     del eng.live[lv.run_id]
-    telling.run_ended(eng, lv, new_state, wait)
-    outside_after(eng, lv)
+    # Told once the Run's branch is in the project and its git files checked
+    # (a few git calls, off this thread): "ready for review" then names what
+    # the review shows, and a Job blocked for its git files is told as blocked.
+    outside_after(eng, lv, lambda blocked: telling.run_ended(eng, lv, blocked or new_state, wait))
     log.info(
         "run %s %s (%s); job %s is %s",
         lv.run_id,
@@ -183,7 +186,15 @@ def broken_workspace(eng: Engine, lv: Live) -> str | None:
     what the person can do; None when it can."""
     if lv.worktree is None:
         return None
-    problem = workspace.reach_problem(Path(lv.project), lv.worktree)
+    if lv.places is not None and lv.places.store is not None:
+        # What the worktree's git files say is the agent's to write: they are
+        # compared with what Owl made after the Run (`outside_after`), never
+        # followed here. Only what Owl's records name must still be there.
+        problem = workspace.project_problem(Path(lv.project))
+        if problem is None and not Path(lv.places.store, "HEAD").is_file():
+            problem = f"the Job's git store {lv.places.store} is gone"
+    else:
+        problem = workspace.reach_problem(Path(lv.project), lv.worktree)
     if problem is None and not (lv.worktree / ".git").exists():
         problem = f"the worktree {lv.worktree} lost its .git during the Run"
     if problem is None:
@@ -192,14 +203,22 @@ def broken_workspace(eng: Engine, lv: Live) -> str | None:
     return guards.broken_reason(lv.job_id, job.get("branch"), problem)
 
 
-def outside_after(eng: Engine, lv: Live) -> None:
-    """Compare the project's refs, config and hooks with the Run's start,
-    on a thread of its own (it runs git), and record what changed."""
-    before = lv.outside_before
-    if before is None:
+def outside_after(
+    eng: Engine, lv: Live, told: Callable[[str | None], None] = lambda state: None
+) -> None:
+    """On a thread of its own (it runs git): check the worktree's git files
+    against what Owl made (put back, and the Job blocked, when they differ),
+    bring the Job's branch from its store into the project, and compare the
+    project's refs, config and hooks (and the store's refs) with the Run's
+    start; record what changed. `told(state)` follows, on the engine thread
+    (`state`: "blocked" when this blocked the Job, else None)."""
+    before, places = lv.outside_before, lv.places
+    if before is None and places is None:
+        told(None)
         return
     job = eng.store.job(lv.job_id) or {}
-    known = outside.owned_ref(job.get("branch"), eng.store.branches(lv.project))
+    branch = job.get("branch")
+    known = outside.owned_ref(branch, eng.store.branches(lv.project))
     making = eng.setups.branches_made  # asked when compared: a setup may begin meanwhile
 
     def ignore(name: str) -> bool:
@@ -211,19 +230,66 @@ def outside_after(eng: Engine, lv: Live) -> None:
     # The person worked beside this Run (owl start, a Shift): what changed may be theirs.
     beside = lv.exempt or run_id in eng.shift_runs
 
-    def compare() -> list[dict[str, Any]] | None:
-        found = outside.changes(before, outside.take(project), ignore_ref=ignore)
-        return outside.shared(found) if beside else found
+    def compare() -> tuple[list[dict[str, Any]] | None, str | None]:
+        files, problem = _git_files(job_id, places)
+        problem = _land(project, places, branch) or problem
+        found = None
+        if before is not None:
+            after = outside.take(project, places.store if places else None)
+            found = outside.changes(before, after, ignore_ref=ignore)
+            found = outside.shared(found) if beside else found
+        if files:
+            found = [*(found or []), *files]
+        return found, problem
 
     if eng.stopping:  # no later pass of the loop would record it
-        record_outside(eng, run_id, job_id, compare())
+        found, problem = compare()
+        told(record_outside(eng, run_id, job_id, found, problem))
         return
 
     def work() -> None:
-        found = compare()
-        eng.post(lambda: record_outside(eng, run_id, job_id, found))
+        try:
+            found, problem = compare()
+        except Exception as e:  # a bug or git failing: still an answer
+            log.exception("run %s: its end's git could not be done", run_id)
+            found, problem = [outside.unknown(f"{project}: {e}")], f"Owl could not end it: {e}"
+
+        def back() -> None:
+            state = None
+            try:
+                state = record_outside(eng, run_id, job_id, found, problem)
+            finally:
+                told(state)
+
+        eng.post(back)
 
     threading.Thread(target=work, daemon=True, name=f"owl-outside-{run_id}").start()
+
+
+def _git_files(
+    job_id: int, places: jobstore.Places | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The worktree's git files a Run changed (put back), and the Job's reason."""
+    if places is None:
+        return [], None
+    files: list[dict[str, Any]] = list(jobstore.verify(places))
+    if not files:
+        return [], None
+    failed = jobstore.restore(places, files)
+    return files, jobstore.tampered_reason(job_id, files, failed)
+
+
+def _land(project: Path, places: jobstore.Places | None, branch: str | None) -> str | None:
+    """Bring the Job's branch into the project; why it could not be, or None."""
+    if places is None or not branch or workspace.project_problem(project):
+        return None  # a project gone is the Job's reason already; its next setup lands it
+    try:
+        said = storing.land(project, places, branch)
+    except jobstore.StoreError as e:
+        return f"{e} (the commits are safe in the Job's store {places.store})"
+    if said:
+        log.info("%s: %s", branch, said)
+    return None
 
 
 def own_ref_moves(
@@ -239,10 +305,23 @@ def own_ref_moves(
 
 
 def record_outside(
-    eng: Engine, run_id: int, job_id: int, found: list[dict[str, Any]] | None
-) -> None:
+    eng: Engine,
+    run_id: int,
+    job_id: int,
+    found: list[dict[str, Any]] | None,
+    problem: str | None = None,
+) -> str | None:
     """Write what the Run changed outside its branch, then drop the start's
-    snapshot kept on disk (kept should the write fail: the next start compares it)."""
+    snapshot kept on disk (kept should the write fail: the next start compares it).
+    `problem`: why the Job cannot go on (its git files were changed, its
+    branch could not be brought in): it is blocked with it. Returns the Job's
+    new state when this changed it."""
+    state = None
+    if problem is not None:
+        job = eng.store.job(job_id)
+        if job is not None and jobtable.allows(jobtable.Event.BROKEN, job["state"]):
+            state = eng.store.apply(job_id, jobtable.Event.BROKEN, reason=problem)
+        log.warning("job %s blocked: %s", job_id, problem)
     if found is None:
         log.warning(
             "job %s run %s: the project's refs, config and hooks could not be "
@@ -251,7 +330,7 @@ def record_outside(
             run_id,
         )
         outsidekeep.forget(eng.paths.logs, run_id)
-        return
+        return state
     try:
         eng.store.set_run(run_id, outside=json.dumps(found))
     except sqlite3.OperationalError as e:
@@ -267,6 +346,7 @@ def record_outside(
         log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
     if eng.on_change is not None:
         eng.on_change()
+    return state
 
 
 def record_pending_finishes(eng: Engine) -> None:

@@ -30,7 +30,7 @@ from owl import tree
 from owl.agents import argfit
 from owl.engine import carryon, containing
 from owl.engine import logpipe
-from owl.git import outsidekeep
+from owl.git import jobstore, outsidekeep, storing, workspace
 from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
@@ -79,6 +79,10 @@ class Live:
     # its last freeze: (frozen, thawed) in epoch seconds, thawed None while frozen;
     # a turn the agent loses at the thaw is judged by it (jobrules.judge)
     freeze: tuple[float, float | None] | None = None
+    places: jobstore.Places | None = None  # where its git lives, from Owl's records
+    # its worktree's git files as its last process left them (checked on that
+    # process's waiting thread): changed, no check starts (runchecks)
+    git_changed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
@@ -129,6 +133,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             ws.worktree,
             project,
             settings.sandbox,
+            ready.places,
         )
     except containing.Refusal as e:
         outsidekeep.forget(eng.paths.logs, run_id)
@@ -142,7 +147,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         popen = tree.spawn(
             wrapped.argv,
             cwd=str(ws.worktree),
-            env=env,
+            env=wrapped.env,
             stdout=sink.fd,
             stderr=sink.fd,
             nice=eng.cfg.nice,
@@ -181,6 +186,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         exempt=exempt,
         contained=wrapped.label,
         sandbox=settings.sandbox,
+        places=ready.places,
     )
     eng.live[run_id] = lv
     threading.Thread(
@@ -220,7 +226,26 @@ def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
     code, lv.report = carryon.watch_agent(
         popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
     )
+    note_git_files(lv, land=True)
     eng.agent_exited(lv.run_id, code, popen)
+
+
+def note_git_files(lv: Live, land: bool = False) -> None:
+    """Off the engine thread, as a process of the Run exits: whether the
+    worktree's git files still say what Owl wrote (a check does not start
+    otherwise; the Run's end puts them back and blocks the Job), and, as the
+    agent exits, its branch brought into the project: by the time its Job is
+    in review the branch there is what the agent committed (the Run's end
+    brings in what its checks may have added)."""
+    if lv.places is None:
+        return
+    try:
+        lv.git_changed = jobstore.verify(lv.places)
+        branch = lv.ctx.branch if lv.ctx is not None else None
+        if land and branch and not workspace.project_problem(Path(lv.project)):
+            storing.land(Path(lv.project), lv.places, branch)
+    except Exception as e:  # noqa: BLE001 - the Run's end checks and brings in again
+        log.warning("run %s: its git could not be read as it ended: %s", lv.run_id, e)
 
 
 def fall_back(eng: Engine, lv: Live) -> bool:
@@ -252,7 +277,7 @@ def fall_back(eng: Engine, lv: Live) -> bool:
     )
     lv.tree.kill()  # anything the refused process left (before the
     try:  # fresh one starts: the sweep finds the Run's tag)
-        argv = containing.wrap(
+        wrapped = containing.wrap(
             eng.cfg,
             eng.paths,
             lv.driver.name,
@@ -261,11 +286,12 @@ def fall_back(eng: Engine, lv: Live) -> bool:
             Path(lv.worktree or lv.project),
             Path(lv.project),
             lv.sandbox,
-        ).argv
+            lv.places,
+        )
         popen = tree.spawn(
-            argv,
+            wrapped.argv,
             cwd=str(lv.worktree),
-            env=lv.env,
+            env=wrapped.env,
             stdout=lv.sink.fd,
             stderr=lv.sink.fd,
             nice=eng.cfg.nice,
@@ -299,9 +325,15 @@ def fall_back(eng: Engine, lv: Live) -> bool:
 
 
 def wait_proc(
-    eng: Engine, run_id: int, popen: Any, settle: Callable[[], Any] | None = None
+    eng: Engine,
+    run_id: int,
+    popen: Any,
+    settle: Callable[[], Any] | None = None,
+    lv: Live | None = None,
 ) -> None:
     code = popen.wait()
     if settle is not None:
         settle()  # its output reaches the log before its result is read
+    if lv is not None:
+        note_git_files(lv)
     eng.agent_exited(run_id, code, popen)

@@ -28,3 +28,10 @@ def common_dir(project: Path) -> Path:
     if not (gitdir / "HEAD").is_file():
         raise OSError(f"{gitdir} is not a git folder (no HEAD)")
     return gitdir
+
+
+def store_path(worktree: Path | str) -> Path:
+    """The Job's own git store for the worktree at `worktree` (`owl.git.jobstore`):
+    beside it, by name alone, so no file a Run writes can move it."""
+    w = Path(worktree)
+    return w.parent / f"{w.name}.git"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from owl.git import workspace
+from owl.git import jobstore, storing, workspace
 from owl.git.workspace import WorkspaceError
 
 KEPT_DAYS = int(workspace.KEEP_DROPPED // 86400)
@@ -24,6 +24,24 @@ KEPT_DAYS = int(workspace.KEEP_DROPPED // 86400)
 
 def _paths(job: dict[str, Any]) -> tuple[Path, Path | None]:
     return Path(job["project"]), Path(job["worktree"]) if job.get("worktree") else None
+
+
+def bring_in(job: dict[str, Any], verb: str) -> str | None:
+    """Bring the Job's branch from its own store into the project
+    (`owl.git.storing.land`) before anything reads or removes it; why it could
+    not be, or None."""
+    project, worktree = _paths(job)
+    branch = job.get("branch")
+    if worktree is None or not branch or workspace.project_problem(project):
+        return None
+    try:
+        storing.land(project, jobstore.places(project, worktree), branch)
+    except jobstore.StoreError as e:
+        return (
+            f"cannot {verb} job {job['id']}: {e}; its commits are safe in "
+            f"{jobstore.store_path(worktree)}"
+        )
+    return None
 
 
 def drop_refusal(job: dict[str, Any], force: bool) -> str | None:
@@ -76,6 +94,9 @@ def drop_workspace(job: dict[str, Any]) -> str:
         return f"; its worktree and branch were left as they are: {gone}"
     branch = job.get("branch")
     tip = kept = None
+    landed = bring_in(job, "drop")
+    if landed:
+        return f"; its worktree and branch {branch} stay: {landed}"
     if branch:
         try:
             workspace.prune_dropped(project)

@@ -1,12 +1,14 @@
 """What a Run changed outside its branch: refs, git config, hooks.
 
-A Job's worktree shares its `.git` with the person's checkout, so the agent
-can move `main`, plant a hook, or set `core.fsmonitor` for the person's next
-`git status`. Owl cannot forbid that (the agent runs as the person), but it
-can see it: a `Snapshot` of the project's refs, its config file (and the
-person's `~/.gitconfig`) and its hooks folder is taken before a Run starts
-and after it ends, and `changes()` lists what differs, as the JSON list kept
-in `runs.outside`:
+A contained Run commits into its Job's own store (`owl.git.jobstore`) and
+cannot write the project's `.git`; an uncontained one (`sandbox.mode =
+"off"`, or a Mac) still can: move `main`, plant a hook, or set
+`core.fsmonitor` for the person's next `git status`. Either way Owl looks: a
+`Snapshot` of the project's refs, its config file (and the person's
+`~/.gitconfig`), its hooks folder and the refs of the Job's own store is
+taken before a Run starts and after it ends, and `changes()` lists what
+differs, as the JSON list kept in `runs.outside` (a move in the store is
+reported as `store-ref`: attempted, never brought into the project):
 
     [{"kind": "ref", "name": "refs/heads/main", "from": "a1b2…", "to": "e4f5…"},
      {"kind": "config", "name": "core.fsmonitor", "from": null, "to": "./payload.sh"},
@@ -14,8 +16,10 @@ in `runs.outside`:
 
 `from`/`to` are null where the thing did not exist. Kinds: `ref`, `config`
 (the project's `.git/config`), `global-config` (`~/.gitconfig` and
-`$XDG_CONFIG_HOME/git/config`), `hook`, and `unknown` (nothing could be
-compared; `to` says why).
+`$XDG_CONFIG_HOME/git/config`), `hook`, `store-ref` (a ref of the Job's own
+store), `git-file` (a worktree's git file found changed after the Run:
+`from` is what Owl wrote), and `unknown` (nothing could be compared; `to`
+says why).
 
 `take()` only reads files (no git runs), yet a project with thousands of
 loose refs makes that a walk of thousands of files, so the start's snapshot
@@ -57,6 +61,10 @@ class Snapshot:
     global_config: bytes | None = None
     hooks: dict[str, str] = field(default_factory=dict)  # file name -> digest
     problem: str | None = None  # why it could not be read
+    # The refs of the Job's own store (owl.git.jobstore), packed and loose:
+    # what the agent did there to refs other than its branch is reported too,
+    # though it never reaches the project.
+    store_refs: dict[str, str] = field(default_factory=dict)
 
     @property
     def refs(self) -> dict[str, str]:
@@ -66,8 +74,9 @@ class Snapshot:
         return out
 
 
-def take(project: Path) -> Snapshot:
-    """The project's refs, config and hooks as they are now (files only)."""
+def take(project: Path, store: str | None = None) -> Snapshot:
+    """The project's refs, config and hooks as they are now (files only), and
+    the refs of the Job's `store` when it has one."""
     try:
         gitdir = common_dir(project)
         return Snapshot(
@@ -76,9 +85,34 @@ def take(project: Path) -> Snapshot:
             config=_read(gitdir / "config"),
             global_config=_global_config(),
             hooks=_hooks(gitdir / "hooks"),
+            store_refs=_store_refs(store),
         )
     except OSError as e:
         return Snapshot(problem=f"{project}: {e}")
+
+
+def _store_refs(store: str | None) -> dict[str, str]:
+    """The store's refs (HEAD left out: a worktree's own is in its admin folder).
+    The walk follows no link; a store that cannot be read says so as one ref."""
+    if store is None:
+        return {}
+    out = _packed(_read_nofollow(Path(store) / "packed-refs"))
+    loose: dict[str, str] = {}
+    try:
+        _loose(Path(store) / "refs", "refs", loose)
+    except OSError as e:
+        return {"(the store)": f"unreadable: {e}"}
+    out.update(loose)
+    return out
+
+
+def _read_nofollow(path: Path) -> bytes | None:
+    try:
+        return _small(str(path), 16 * 1024 * 1024)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None
 
 
 def _read(path: Path) -> bytes | None:
@@ -189,6 +223,7 @@ def to_json(snap: Snapshot) -> str:
             "global_config": b64(snap.global_config),
             "hooks": snap.hooks,
             "problem": snap.problem,
+            "store_refs": snap.store_refs,
         }
     )
 
@@ -229,6 +264,7 @@ def from_json(text: str | bytes) -> Snapshot:
         global_config=raw("global_config"),
         hooks=names("hooks"),
         problem=problem,
+        store_refs=names("store_refs") if data.get("store_refs") is not None else {},
     )
 
 
@@ -288,6 +324,12 @@ def changes(
                 dict(kind=kind, name=n, **d) for n, d in _diff(settings(a), settings(b)).items()
             ]
     out += [dict(kind="hook", name=n, **d) for n, d in _diff(before.hooks, after.hooks).items()]
+    if before.store_refs:  # a Job with a store of its own when the Run began
+        out += [
+            dict(kind="store-ref", name=n, **d)
+            for n, d in _diff(before.store_refs, after.store_refs).items()
+            if not ignore_ref(n)
+        ]
     return out
 
 
@@ -392,6 +434,19 @@ def _describe(c: dict[str, Any]) -> str:
         if b is None:
             return f"removed {name} (it was {a}){where}"
         return f"changed {name} from {a} to {b}{where}"
+    if kind == "store-ref":
+        ref = _ref_name(name)
+        mine = " in its own store; the project's is untouched"
+        if a is None:
+            return f"created {ref} at {_short(b)}{mine}"
+        if b is None:
+            return f"deleted {ref}{mine}"
+        return f"moved {ref} from {_short(a)} to {_short(b)}{mine}"
+    if kind == "git-file":
+        return (
+            f"rewrote the worktree's git file {name} to {b or '(nothing)'} "
+            f"(Owl made it {a}); Owl put it back and blocked the Job"
+        )
     if kind == "hook":
         if a is None:
             return f"added the hook {name}"

@@ -128,16 +128,22 @@ def left(logs: Path | None) -> list[tuple[int, Path]]:
 
 
 def compare_by(
-    before: outside.Snapshot, project: Path, ignore: Callable[[str], bool], deadline: float
+    before: outside.Snapshot,
+    project: Path,
+    ignore: Callable[[str], bool],
+    deadline: float,
+    store: str | None = None,
 ) -> list[dict[str, Any]] | None:
     """`outside.changes` of `before` with the project now, given up on at
-    `deadline` (monotonic; at least a second): a project on a mount that hangs
-    holds up no recovery, and says so as an `unknown` entry."""
+        `deadline` (monotonic; at least a second), with the refs of the Job's
+    `store`: a project on a mount that hangs
+        holds up no recovery, and says so as an `unknown` entry."""
     box: list[Any] = []
 
     def work() -> None:
         try:
-            box.append(outside.changes(before, outside.take(project), ignore_ref=ignore))
+            after = outside.take(project, store)
+            box.append(outside.changes(before, after, ignore_ref=ignore))
         except Exception as e:  # git failing or timing out: still an answer
             box.append([outside.unknown(f"{project}: could not be compared ({e})")])
 

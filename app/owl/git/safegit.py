@@ -1,10 +1,12 @@
 """Owl's own git, which never runs a command the repository names.
 
-An agent works as the person, in a worktree whose `.git` is the person's: it
-can write the repository's config (`core.fsmonitor = ./payload.sh`), its
-hooks folder, `info/attributes`, even `~/.gitconfig`. Any git Owl runs in
-that repository would then run the agent's code inside the daemon, unfrozen
-and untagged. So every git call Owl makes goes through `run()`, which:
+An agent works as the person. Contained, it writes only its Job's own store
+(`owl.git.jobstore`: objects and refs, never its config or hooks); uncontained
+(`sandbox.mode = "off"`, a Mac) it can write the repository's config
+(`core.fsmonitor = ./payload.sh`), its hooks folder, `info/attributes`, even
+`~/.gitconfig`; and a `.gitattributes` is the agent's either way. Any git Owl
+runs in that repository would then run the agent's code inside the daemon,
+unfrozen and untagged. So every git call Owl makes goes through `run()`, which:
 
 - turns off every setting that makes git start a program: hooks
   (`core.hooksPath=/dev/null`), fsmonitor, editors, pagers, askpass and
@@ -205,13 +207,16 @@ def overrides(keys: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def environment(settings: list[tuple[str, str]]) -> dict[str, str]:
+def environment(
+    settings: list[tuple[str, str]], extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The daemon's environment without GIT_*, plus `settings` as GIT_CONFIG_* pairs.
 
     The pairs go through GIT_CONFIG_COUNT/KEY/VALUE rather than `-c`: a
     driver's name may hold `=`, which `-c` would split on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(_ENV)
+    env.update(extra or {})
     env["GIT_CONFIG_COUNT"] = str(len(settings))
     for i, (key, value) in enumerate(settings):
         env[f"GIT_CONFIG_KEY_{i}"] = key
@@ -229,14 +234,25 @@ def argv(cwd: Path | str, args: tuple[str, ...]) -> list[str]:
     return ["git", "--no-pager", "-C", str(cwd), *rest]
 
 
-def run(cwd: Path | str, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+def run(
+    cwd: Path | str,
+    *args: str,
+    timeout: float = TIMEOUT,
+    config: tuple[tuple[str, str], ...] = (),
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run git ARGS in `cwd` as the module docstring says; never raises on git's exit status.
 
-    Raises OSError if git cannot be started, GitTimeout if it runs past `timeout`."""
+    `config`: settings for this call alone, given after the fixed ones (a
+    fetch from a Job's store allows the file transport); `env`: variables for
+    it alone. Raises OSError if git cannot be started, GitTimeout if it runs
+    past `timeout`."""
     _refuse_if_forbidden(args)
     if _objects_only(args):
-        return _spawn(argv(cwd, args), environment(list(FIXED)), timeout, swept=False)
-    return _spawn(argv(cwd, args), environment(overrides(configured(cwd, timeout))), timeout)
+        settings = [*FIXED, *config]
+        return _spawn(argv(cwd, args), environment(settings, env), timeout, swept=False)
+    settings = [*overrides(configured(cwd, timeout)), *config]
+    return _spawn(argv(cwd, args), environment(settings, env), timeout)
 
 
 # Commands that read or write refs and objects only: no filter or merge driver

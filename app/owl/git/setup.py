@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from owl.git import guards
+from owl.git import jobstore
 from owl.git import outside
 from owl.git import safegit
+from owl.git import storing
 from owl.git import workspace
 from owl.settings import project as projectmod
 
@@ -52,6 +54,10 @@ class Ready:
     # taken here, as the last step, since a project with many refs (or on a
     # slow disk) makes even these file reads too slow for the engine thread.
     outside_before: Any = None
+    # Where the Job's git lives (owl.git.jobstore), from Owl's records: every
+    # bind of the Run and of its checks is made from this, never from a file
+    # in the worktree.
+    places: jobstore.Places | None = None
 
 
 @dataclass(frozen=True)
@@ -187,7 +193,7 @@ class Setups:
                 self._record(job_id, fresh)
             if s.cancelled.is_set():
                 raise _Cancel()
-            ws = workspace.ensure(
+            ws = storing.ensure(
                 project,
                 job_id,
                 req.prefix,
@@ -198,6 +204,16 @@ class Setups:
             )
             if s.cancelled.is_set():
                 raise _Cancel()
+            places = jobstore.places(project, ws.worktree)
+            tampered = _tampered(job_id, places)
+            if tampered:
+                return Failed(job_id, tampered, req.exempt)
+            try:
+                storing.land(project, places, ws.branch)
+            except jobstore.StoreError as e:
+                raise workspace.WorkspaceError(str(e)) from None
+            if places.store is not None:
+                storing.mirror(project, places.store, ws.branch)
             settings = projectmod.load(project, ws.base) if ws.base else projectmod.load(project)
             made = _made_from(project, job)
             commits = branch_log(ws.worktree, ws.base) if job["branch"] and ws.base else ""
@@ -209,7 +225,8 @@ class Setups:
             if s.cancelled.is_set():
                 return Cancelled(job_id)
             return Failed(job_id, _reason(job, project, e), req.exempt)
-        return Ready(job_id, ws, settings, driver, made, req.exempt, commits, outside.take(project))
+        before = outside.take(project, places.store)
+        return Ready(job_id, ws, settings, driver, made, req.exempt, commits, before, places)
 
     def _undo(self, project: Path, fresh: dict | None) -> None:
         if fresh is not None:
@@ -218,6 +235,17 @@ class Setups:
 
 class _Cancel(Exception):
     pass
+
+
+def _tampered(job_id: int, places: jobstore.Places) -> str | None:
+    """Why the Job cannot run: its worktree's git files are not as Owl made
+    them (put back now, the Job blocked until the person looks), or None."""
+    found = jobstore.verify(places)
+    if not found:
+        return None
+    failed = jobstore.restore(places, found)
+    log.warning("job %s: its git files were changed: %s", job_id, found)
+    return jobstore.tampered_reason(job_id, found, failed)
 
 
 def _end_processes(tag: str) -> None:

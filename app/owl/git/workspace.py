@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from owl.git import safegit
-from owl.git.gitdir import common_dir
+from owl.git.gitdir import common_dir, store_path
 from owl.errors import Refused
 
 # How long one git call may take before its process tree is ended
@@ -40,7 +40,12 @@ class Workspace:
 
 
 def git(
-    cwd: Path | str, *args: str, check: bool = True, timeout: float = _GIT_TIMEOUT
+    cwd: Path | str,
+    *args: str,
+    check: bool = True,
+    timeout: float = _GIT_TIMEOUT,
+    config: tuple[tuple[str, str], ...] = (),
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """git ARGS in `cwd`, the one way Owl runs git: nothing the repository
     configures (hooks, fsmonitor, filters, drivers) runs, and git's process
@@ -49,7 +54,7 @@ def git(
     Raises WorkspaceError if git times out, or fails and `check` is set;
     OSError if git cannot be started."""
     try:
-        proc = safegit.run(cwd, *args, timeout=timeout)
+        proc = safegit.run(cwd, *args, timeout=timeout, config=config, env=env)
     except safegit.GitTimeout as e:
         raise WorkspaceError(str(e)) from None
     if check and proc.returncode != 0:
@@ -113,7 +118,7 @@ def fresh_names(project: Path, job_id: int, prefix: str, worktrees: Path) -> tup
             ).returncode
             == 0
         )
-        if not taken and not path.exists():
+        if not taken and not path.exists() and not os.path.lexists(store_path(path)):
             return branch, path
         n += 1
 
@@ -139,58 +144,6 @@ def changing_worktrees(project: Path) -> Iterator[None]:
         yield
 
 
-def ensure(
-    project: Path,
-    job_id: int,
-    prefix: str,
-    worktrees: Path,
-    branch: str | None = None,
-    worktree: Path | None = None,
-    base: str | None = None,
-) -> Workspace:
-    """The Job's worktree: made on first use from the project's current branch,
-    and the same one (re-added if it was removed) on every later Run."""
-    gone = project_problem(project)
-    if gone:
-        raise WorkspaceError(gone)
-    if branch is None or worktree is None:
-        branch, worktree = fresh_names(project, job_id, prefix, worktrees)
-    path = Path(worktree)
-    if path.is_dir() and (path / ".git").exists():
-        broken = reach_problem(project, path)
-        if broken:
-            raise WorkspaceError(broken)
-        if base is None:
-            base = git(project, "merge-base", "HEAD", branch).stdout.strip()
-        return Workspace(branch, path, base)
-    if path.exists():
-        raise WorkspaceError(
-            f"{path} exists but is not this Job's worktree (it has no .git: deleted during a Run?)"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with changing_worktrees(project):
-        git(project, "worktree", "prune", check=False)
-        has_branch = (
-            git(
-                project, "rev-parse", "--verify", "-q", f"refs/heads/{branch}", check=False
-            ).returncode
-            == 0
-        )
-        # No checkout by `worktree add`: it would run in the new worktree, where
-        # config included for worktrees alone applies; the checkout runs there
-        # instead, so Owl's git lists (and blanks) the drivers git will see.
-        if has_branch:
-            git(project, "worktree", "add", "--no-checkout", str(path), branch)
-        else:
-            head = git(project, "rev-parse", "HEAD").stdout.strip()
-            git(project, "worktree", "add", "--no-checkout", "-b", branch, str(path), head)
-            base = base or head
-        git(path, "reset", "--hard", "-q", "HEAD")
-    if base is None:
-        base = git(project, "merge-base", "HEAD", branch).stdout.strip()
-    return Workspace(branch, path, base)
-
-
 def is_dirty(worktree: Path) -> bool:
     """Whether the worktree holds uncommitted changes; False only if it is gone.
 
@@ -208,14 +161,21 @@ def is_dirty(worktree: Path) -> bool:
 
 
 def remove(project: Path, worktree: Path | None, *, force: bool = False) -> None:
-    """Remove the worktree (never the branch); refuse uncommitted changes unless forced."""
+    """Remove the worktree and its store (never the branch: whoever removes a
+    Job's worktree brings the store's branch in first, `owl.git.storing.land`);
+    refuse uncommitted changes unless forced."""
     with changing_worktrees(project):
         _remove(project, worktree, force)
 
 
 def _remove(project: Path, worktree: Path | None, force: bool) -> None:
     if worktree is None or not Path(worktree).exists():
+        if worktree is not None:
+            _remove_store(Path(worktree))
         git(project, "worktree", "prune", check=False)
+        return
+    if store_path(Path(worktree).resolve()).is_dir():
+        _remove_with_store(Path(worktree), force)
         return
     if not force and is_dirty(Path(worktree)):
         raise Refused(f"{worktree} has uncommitted changes (use --force to discard them)")
@@ -237,6 +197,36 @@ def _remove(project: Path, worktree: Path | None, force: bool) -> None:
         # git no longer knows it as a worktree: the person said discard it
         shutil.rmtree(worktree)
         git(project, "worktree", "prune", check=False)
+
+
+def _remove_with_store(worktree: Path, force: bool) -> None:
+    """A worktree of the Job's own store: looked at as `_remove` does, then the
+    worktree and its store deleted (a link inside is removed, never followed).
+    git removes the worktree from the store (`--force`: Owl looked already), or,
+    should it refuse, the folder goes as it is."""
+    if not force and is_dirty(worktree):
+        raise Refused(f"{worktree} has uncommitted changes (use --force to discard them)")
+    if not force and _submodules_in(worktree):
+        raise Refused(
+            f"{worktree} holds submodules ({', '.join(_submodules_in(worktree))}), "
+            "which Owl does not look inside; remove it yourself, or use --force"
+        )
+    store = store_path(worktree.resolve())
+    try:
+        git(store, "worktree", "remove", "--force", "--force", str(worktree))
+    except WorkspaceError:
+        pass
+    if worktree.exists():
+        shutil.rmtree(worktree)
+    _remove_store(worktree)
+
+
+def _remove_store(worktree: Path) -> None:
+    store = store_path(worktree.resolve())
+    if store.is_symlink():
+        store.unlink()
+    elif store.is_dir():
+        shutil.rmtree(store)
 
 
 def _submodules_in(worktree: Path) -> list[str]:
@@ -414,6 +404,8 @@ def reach_problem(project: Path, worktree: Path) -> str | None:
         mine = common_dir(wt).resolve()
     except OSError:
         return f"the worktree {wt} cannot reach its repository (its .git is missing or broken)"
+    if mine == store_path(wt.resolve()):  # the Job's own store: its objects lead to the project's
+        return None
     if mine != common_dir(Path(project)).resolve():
         return f"the worktree {wt} belongs to another repository ({mine})"
     return None

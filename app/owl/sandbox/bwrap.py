@@ -3,8 +3,13 @@
 The argv is laid in the order mounts must be made: the read-only root, the
 private /dev, /proc, /tmp and /dev/shm, what must stay readable under a hidden
 or private folder, the hidden paths (an empty tmpfs for a folder, /dev/null for
-a file: a tmpfs target must exist), the writable binds, and the read-only binds
-laid over them (the project's git config, hooks, info). ``--unshare-pid`` gives
+a file: a tmpfs target must exist), the Job's git store read-only (it lies in
+Owl's hidden folder), the writable binds, and the read-only binds laid over
+them (the project's git folder, the store's top), the host sockets opened on
+purpose, and /dev/null over every other host socket still in sight (``/run``
+and ``/var/run`` are the Run's own, empty but for their symlinks and the
+resolver's file). ``/tmp`` and ``/dev/shm`` are bounded (``--size``): a full
+one is ENOSPC for the agent, not a machine out of memory. ``--unshare-pid`` gives
 the Run its own PID namespace while its processes keep their host pids seen
 from outside, so the reaper, the cgroup and the daemon's sweeps work as before.
 
@@ -19,6 +24,13 @@ with it back at its default (``env --default-signal=TERM``): bwrap's pid 1
 ignores it anyway (the kernel drops a signal without a handler sent to a PID
 namespace's init). They stay until the agent and all it started have ended,
 and SIGKILL, 5 s later, still ends them.
+
+Capabilities: bwrap drops every one for a Run of another user than root, but
+leaves a root's Run all of them (it could unmount what hides a secret). So,
+Owl run as root, the Run gets a user namespace of its own and ``--cap-drop
+ALL`` (CapEff and the bounding set 0); no_new_privs is set by bwrap for all.
+A user namespace made inside (``unshare -Ur``) cannot map its uid and gets no
+further: the mounts it would copy are locked to it.
 """
 
 from __future__ import annotations
@@ -65,19 +77,37 @@ def argv(
     exists: Callable[[str], str | None] = kind,
     bwrap: str = "bwrap",
     term_env: str | None = None,
+    root: bool = False,
+    sizes: bool = True,
 ) -> list[str]:
     """The bwrap command line that runs ``command`` under ``policy``.
 
     ``term_env``: an ``env`` that knows ``--default-signal`` (see ``term_env()``):
-    the command starts with SIGTERM at its default, whatever bwrap was given."""
+    the command starts with SIGTERM at its default, whatever bwrap was given.
+    ``root``: Owl runs as root, so bwrap would leave the Run every capability
+    (it drops them itself only for another user): a user namespace of its own
+    and every capability dropped. ``sizes``: this bwrap knows ``--size`` (0.6+).
+
+    The environment is not bwrap's to change: the caller starts it with the
+    agent's own (``policy.agent_env``), which bwrap and its pid 1 inside keep."""
     out = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
+    if root:
+        out += ["--unshare-user-try", "--cap-drop", "ALL"]
     if policy.read_root == "home":
         out += ["--ro-bind", "/", "/"]
     else:
         for top in SYSTEM_READ:
             if exists(top) == "dir":
                 out += ["--ro-bind", top, top]
-    out += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+    size = ["--size", str(policy.tmp_size)] if sizes and policy.tmp_size > 0 else []
+    out += ["--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]
+    out += [*size, "--tmpfs", "/dev/shm"]
+    for path in policy.private:
+        out += ["--tmpfs", path]
+    for path, target in policy.private_links:
+        out += ["--symlink", target, path]
+    for path in policy.private_files:
+        out += ["--ro-bind", path, path]
     for path in _command_folders(command):  # the Run's own command stays reachable
         out += ["--ro-bind", path, path]
     for path in policy.readable:
@@ -89,16 +119,20 @@ def argv(
             out += ["--tmpfs", path]
         elif k == "file":
             out += ["--ro-bind", "/dev/null", path]
+    for path in policy.revealed:
+        if exists(path):
+            out += ["--ro-bind", path, path]
     for path in policy.writable:
         if exists(path):
             out += ["--bind", path, path]
     for path in policy.readonly_over:
         if exists(path):
             out += ["--ro-bind", path, path]
-    for name in policy.env_unset:
-        out += ["--unsetenv", name]
-    for name, value in policy.env_set:
-        out += ["--setenv", name, value]
+    for path in policy.sockets:  # opened on purpose, wherever they lie
+        if exists(path) == "file":
+            out += ["--ro-bind", path, path]
+    for path in policy.masked:  # last: over whatever bind made them visible
+        out += ["--ro-bind", "/dev/null", path]
     if policy.network == "none":
         out.append("--unshare-net")
     if policy.worktree:
@@ -106,6 +140,12 @@ def argv(
     if term_env is not None:
         command = [term_env, "--default-signal=TERM", "--", *command]
     return [*out, "--", *command]
+
+
+def sized(version: str) -> bool:
+    """Whether bwrap ``version`` ("0.8") knows ``--size`` (0.6 and later)."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (0, 6)
 
 
 def ignoring_term(argv: list[str], term_env: str | None) -> list[str]:
@@ -178,6 +218,7 @@ def probe() -> str | None:
                     check=False,
                     args=[
                         path,
+                        *(["--unshare-user-try", "--cap-drop", "ALL"] if os.getuid() == 0 else []),
                         "--unshare-pid",
                         "--ro-bind",
                         "/",

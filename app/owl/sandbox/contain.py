@@ -2,15 +2,19 @@
 
 The glue between the facts of a Run (its worktree, its project's git directory,
 Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``.
-Reads two small files of the worktree (``.git`` and the admin folder's
-``commondir``); runs no git.
+The git places come from Owl's records (``GitPlaces``): no file of the worktree
+is read, since the agent writes them. Reads the host's list of bound unix
+sockets (``/proc/net/unix``, a few ms at most) and the top of ``/run``; runs
+no git.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,22 +30,21 @@ class Wrapped:
     argv: list[str]
     label: str  # "contained: bwrap 0.8, own network" / "not contained: ..."
     contained: bool
+    # What `argv` starts with: contained, the agent's own environment (the
+    # sandbox's processes, bwrap's pid 1 inside among them, carry no more).
+    env: dict[str, str]
 
 
-def git_dirs(worktree: str) -> tuple[str | None, str | None]:
-    """(the project's git directory, the worktree's admin folder) from the files."""
-    try:
-        text = Path(worktree, ".git").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, None
-    if not text.startswith("gitdir:"):
-        return None, None
-    admin = os.path.normpath(os.path.join(worktree, text[7:].strip()))
-    try:
-        common = Path(admin, "commondir").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None, admin
-    return os.path.normpath(os.path.join(admin, common)), admin
+@dataclass(frozen=True)
+class GitPlaces:
+    """Where the Run's git lives, as Owl recorded it (``owl.git.jobstore.Places``):
+    the Job's store and the worktree's admin folder in it (writable parts), and
+    the project's own git folder (read only). Never read from the worktree's
+    files, which the agent writes."""
+
+    store: str | None = None
+    admin: str | None = None
+    project_git: str | None = None
 
 
 def wrap(
@@ -53,38 +56,60 @@ def wrap(
     worktree: str,
     project: str,
     owl_dirs: Sequence[str],
+    git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
     ``which`` finds the network helpers (pasta, slirp4netns)."""
     if settings.mode == "off":
-        return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False)
+        return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
     why = bwrap.probe()
     if why is not None:
-        return Wrapped(list(command), f"not contained: {why}", False)
+        return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
-    common, admin = git_dirs(worktree)
+    git = git or GitPlaces()
+    private, links, files = private_system()
     home = env.get("HOME") or os.path.expanduser("~")
     own = policy.AGENTS.get(agent, policy.AgentState())
     facts = policy.Facts(
         home=home,
         user_home=pwd.getpwuid(os.getuid()).pw_dir,
         worktree=worktree,
-        git_common=common,
-        git_admin=admin,
+        git_common=git.store,
+        git_admin=git.admin,
         project=project,
         owl_home=tuple(owl_dirs),
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
         env=env,
         config_ports=config_ports(own.url_files, home, env),
+        private=private,
+        private_links=links,
+        private_files=files,
+        host_sockets=host_sockets(),
+        project_git=git.project_git,
     )
     make_folders(own.folders, home, env)
+    make_caches(settings.caches, home, env)
     pol = policy.compute(settings, own, facts)
     env_path = bwrap.term_env()
-    argv = bwrap.argv(pol, list(command), bwrap=path or "bwrap", term_env=env_path)
+    argv = bwrap.argv(
+        pol,
+        list(command),
+        bwrap=path or "bwrap",
+        term_env=env_path,
+        root=os.getuid() == 0,
+        sizes=bwrap.sized(version),
+    )
+    inside = policy.agent_env(env, pol)
+    opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
+    if signing(git.project_git, home):
+        opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
     if pol.network == "none":
         return Wrapped(
-            bwrap.ignoring_term(argv, env_path), f"contained: bwrap {version}, no network", True
+            bwrap.ignoring_term(argv, env_path),
+            f"contained: bwrap {version}, no network{opened}",
+            True,
+            inside,
         )
     ports = ",".join(str(p) for p in pol.host_ports) or "-"
     helper, why_not = user_net(ports, which)
@@ -92,14 +117,16 @@ def wrap(
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
             bwrap.ignoring_term(argv, env_path),
-            f"contained: bwrap {version}; the X server stays reachable: {why_not}",
+            f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
+            inside,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     return Wrapped(
         [sys.executable, "-I", "-S", NETNS, helper, ports, "--", *argv],
-        f"contained: bwrap {version}, own network{how}",
+        f"contained: bwrap {version}, own network{how}{opened}",
         True,
+        inside,
     )
 
 
@@ -121,6 +148,77 @@ def config_ports(files: Sequence[str], home: str, env: Mapping[str, str]) -> tup
     return tuple(sorted(ports))
 
 
+_SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def signing(common: str | None, home: str) -> bool:
+    """Whether the project's or the person's git config asks for signed
+    commits (read as text, includes not followed: only for saying so)."""
+    files = [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")]
+    if common:
+        files.append(os.path.join(common, "config"))
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                if _SIGNS.search(f.read(1 << 16)):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+# Files the Run reads through a path that may lead into /run: the resolver's.
+RESOLVER = ("/etc/resolv.conf",)
+
+
+def private_system() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """Of ``policy.PRIVATE_SYSTEM``, the real folders, the symlinks directly in
+    them and the resolver's file that lies there (as ``policy.Facts`` takes them)."""
+    private = [
+        top for top in policy.PRIVATE_SYSTEM if os.path.isdir(top) and not os.path.islink(top)
+    ]
+    links: list[tuple[str, str]] = []
+    for top in private:
+        try:
+            with os.scandir(top) as entries:
+                links += [(e.path, os.readlink(e.path)) for e in entries if e.is_symlink()]
+        except OSError:
+            continue
+    files = []
+    for path in RESOLVER:
+        real = os.path.realpath(path)
+        if any(policy.under(real, top) for top in private) and os.path.isfile(real):
+            files.append(real)
+    return tuple(private), tuple(links), tuple(files)
+
+
+def host_sockets(table: str = "/proc/net/unix", most: int = 4096) -> tuple[str, ...]:
+    """The paths (resolved) of the unix sockets bound on this host: in the
+    daemon's network namespace, which is where a socket another program
+    listens on is listed. A few hundred lines on a desktop; ``most`` paths."""
+    try:
+        with open(table, "rb") as f:
+            rows = f.read(4 << 20).splitlines()[1:]
+    except OSError:
+        return ()
+    paths: set[bytes] = set()
+    for row in rows:
+        parts = row.split(None, 7)
+        if len(parts) == 8 and parts[7].startswith(b"/"):
+            paths.add(parts[7])
+            if len(paths) >= most:
+                break
+    out: list[str] = []
+    for raw in sorted(paths):
+        real = os.path.realpath(os.fsdecode(raw))
+        try:
+            if stat.S_ISSOCK(os.stat(real).st_mode):
+                out.append(real)
+        except (OSError, ValueError):
+            continue
+    return tuple(out)
+
+
 def make_folders(folders: Sequence[str], home: str, env: Mapping[str, str]) -> None:
     """Make the agent's own state folders that are missing (as the agent itself
     would on its first start), so that they can be bound writable; one that
@@ -132,6 +230,33 @@ def make_folders(folders: Sequence[str], home: str, env: Mapping[str, str]) -> N
                 os.makedirs(path, mode=0o700, exist_ok=True)
             except OSError:
                 pass
+
+
+# A default cache made when missing only where its tool is on the agent's PATH
+# (no ~/go in the home of someone who has never used Go); one the person names
+# in `sandbox.caches` is made anyway, as is ~/.cache.
+CACHE_TOOLS = {
+    "~/.npm": ("npm",),
+    "~/.cargo/registry": ("cargo",),
+    "~/.cargo/git": ("cargo",),
+    "~/.gradle/caches": ("gradle",),
+    "~/.m2/repository": ("mvn",),
+    "~/go/pkg/mod": ("go",),
+    "~/.local/share/pnpm": ("pnpm",),
+    "~/.yarn": ("yarn",),
+}
+
+
+def make_caches(caches: Sequence[str], home: str, env: Mapping[str, str]) -> None:
+    """Make the caches that are missing, so that they can be bound writable: on
+    a fresh home the first `npm install` would otherwise meet a read-only one."""
+    path = env.get("PATH", os.defpath)
+    wanted = [
+        c
+        for c in caches
+        if c not in CACHE_TOOLS or any(shutil.which(t, path=path) for t in CACHE_TOOLS[c])
+    ]
+    make_folders(wanted, home, env)
 
 
 def user_net(

@@ -9,14 +9,19 @@ not writable is refused here, at load, rather than found out by a Run at night.
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Mapping
 from typing import Any
 
-from .policy import DEFAULT_CACHES, MODES, READS, Settings, expand
+from .policy import DEFAULT_CACHES, DEFAULT_TMP_SIZE, MODES, READS, Settings, expand
 
-LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches")
-KEYS = ("mode", "read", *LIST_KEYS, "network", "host_ports")
-AGENT_KEYS = ("mode", "read_also", "write", "hide", "env_keep", "network")
+LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches", "sockets")
+KEYS = ("mode", "read", *LIST_KEYS, "network", "host_ports", "tmp_size")
+AGENT_KEYS = ("mode", "read_also", "write", "hide", "env_keep", "network", "sockets")
+# The smallest `tmp_size`: less and a tool's first temporary file fails.
+MIN_TMP = 1 << 20
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 PROJECT_KEYS = ("mode", "read", "hide", "network")
 
 
@@ -57,16 +62,21 @@ def check_table(
             ):
                 raise KeyProblem(dotted, value, "must be a list of port numbers (1-65535)")
             value = list(value)
+        elif key == "tmp_size":
+            value = _size(dotted, value)
         else:
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                 raise KeyProblem(dotted, value, "must be a list of non-empty strings")
-            if key in ("read_also", "write", "hide", "caches"):
+            if key in ("read_also", "write", "hide", "caches", "sockets"):
                 for v in value:
                     if not expand(v, home):
                         raise KeyProblem(dotted, v, "must be an absolute path (or start with ~)")
             if key == "write":
                 for v in value:
                     _writable(dotted, v, expand(v, home))
+            if key == "sockets":
+                for v in value:
+                    _socket(dotted, v, expand(v, home))
             value = list(value)
         out[key] = value
     return out
@@ -77,6 +87,30 @@ def _writable(dotted: str, given: str, path: str) -> None:
         raise KeyProblem(dotted, given, "no such file or folder (a Run could not write it)")
     if not os.access(path, os.W_OK):
         raise KeyProblem(dotted, given, "not writable by this user")
+
+
+def _socket(dotted: str, given: str, path: str) -> None:
+    """A socket's path; one not there yet (its server not started) is let be."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise KeyProblem(dotted, given, "not a unix socket (name the socket itself)")
+
+
+def _size(dotted: str, value: Any) -> int:
+    """Bytes, from a number of bytes or "512M", "1G", "1.5GiB"."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    else:
+        m = _SIZE.match(value) if isinstance(value, str) else None
+        if m is None:
+            raise KeyProblem(dotted, value, 'must be a size such as "512M" or "2G"')
+        n = int(float(m.group(1)) * 1024 ** "_kmgt".index(m.group(2).lower() or "_"))
+    if n < MIN_TMP:
+        raise KeyProblem(dotted, value, "must be at least 1M")
+    return n
 
 
 def settings_from(table: Mapping[str, Any]) -> Settings:
@@ -91,4 +125,6 @@ def settings_from(table: Mapping[str, Any]) -> Settings:
         network=bool(table.get("network", True)),
         caches=tuple(table.get("caches", DEFAULT_CACHES)),
         host_ports=tuple(table.get("host_ports", ())),
+        sockets=tuple(table.get("sockets", ())),
+        tmp_size=int(table.get("tmp_size", DEFAULT_TMP_SIZE)),
     )

@@ -178,9 +178,8 @@ def _pasta(pasta: str, ports: str, pid: int) -> tuple[str | None, int | None]:
         net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
         fds.append(net)
         if os.getuid() == 0:
-            # As root bwrap makes no user namespace; pasta would drop to nobody.
-            argv += ["--runas", "0"]
-        else:
+            argv += ["--runas", "0"]  # else it drops to nobody, and cannot join
+        if _own_userns(pid):  # always, but for root where none could be made
             user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
             fds.append(user)
             argv += ["--userns", f"/proc/self/fd/{user}"]
@@ -208,6 +207,15 @@ def _pasta(pasta: str, ports: str, pid: int) -> tuple[str | None, int | None]:
         lines = [ln for ln in err.splitlines() if "syslog" not in ln]
         return (lines[-1] if lines else f"exit {code}"), None
     return None, _pidfd(int(said), pasta) if said.isdigit() else None
+
+
+def _own_userns(pid: int) -> bool:
+    """Whether bwrap's child ``pid`` is in a user namespace other than ours
+    (always, but for root where none could be made): the helper must join it."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
+    except OSError:
+        return os.getuid() != 0
 
 
 def _ipv4_default() -> bool:
@@ -271,7 +279,7 @@ def _slirp(slirp: str, pid: int) -> tuple[str | None, _Slirp | None]:
             f"--exit-fd={exit_r}",
             "--netns-type=path",
         ]
-        if os.getuid() != 0:
+        if _own_userns(pid):
             user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
             fds.append(user)
             argv.append(f"--userns-path=/proc/self/fd/{user}")
@@ -341,8 +349,26 @@ def _attach(helper: str, ports: str, pid: int) -> tuple[str | None, _Pasta | _Sl
     return why, None if fd is None else _Pasta(fd)
 
 
+def _present(bwrap: list[str]) -> list[str]:
+    """bwrap's argv without the /dev/null laid over a file (a host socket, a
+    hidden file) that is gone since the argv was made: bwrap would have to
+    make it on the read-only root, and the Run would fail for a socket that a
+    program closed a moment before. Where there is none, there is nothing to cover."""
+    out: list[str] = []
+    i = 0
+    while i < len(bwrap):
+        if bwrap[i] == "--" or i + 2 >= len(bwrap):
+            return out + bwrap[i:]
+        if bwrap[i : i + 2] == ["--ro-bind", "/dev/null"] and not os.path.lexists(bwrap[i + 2]):
+            i += 3
+            continue
+        out.append(bwrap[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str]) -> int:
-    helper, ports, sep, bwrap = argv[0], argv[1], argv[2], argv[3:]
+    helper, ports, sep, bwrap = argv[0], argv[1], argv[2], _present(argv[3:])
     assert sep == "--" and bwrap
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
     info_r, info_w = os.pipe()

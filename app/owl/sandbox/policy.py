@@ -8,15 +8,20 @@ into a macOS profile, so both read the same decisions.
 The shape of the decisions:
 - the filesystem is read-only, and with ``read = "project"`` only the system's
   own folders, the project and what is named are readable at all;
-- writable: the Job's worktree, what ``git commit`` there needs of the project's
-  git directory (objects, refs, logs, the worktree's admin folder), the agent's
-  own state, caches and ``sandbox.write``; the project's ``config``, ``hooks/``
-  and ``info/`` are laid read-only over that, so a planted hook or
-  ``core.fsmonitor`` is refused at the source;
+- writable: the Job's worktree, what ``git commit`` there needs of the Job's own
+  git store (``owl.git.jobstore``: its objects, refs, logs, the worktree's admin
+  folder), the agent's own state, caches and ``sandbox.write``; the store's top
+  (``config``, ``hooks/``, ``info/``, ``packed-refs``) is read-only, and so is
+  the whole of the project's own git folder: its history is out of reach;
 - hidden (empty): the well-known secrets of a home, Owl's own home (all but this
-  Job's worktree), the desktop's runtime folder and X11 sockets;
+  Job's worktree and its store), the desktop's runtime folder and X11 sockets;
+- no host unix socket answers: ``/run`` (and ``/var/run``) are empty folders
+  of the Run's own, keeping only their symlinks and the resolver's file, and
+  every other socket the host has bound where the Run could see it is covered
+  by /dev/null, but for those ``sandbox.sockets`` opens on purpose;
 - the environment keeps no display, no way back to Owl and no secret the agent
-  was not meant to have.
+  was not meant to have; it is the environment of the sandbox's own processes
+  too, so none shows more in its /proc/PID/environ.
 """
 
 from __future__ import annotations
@@ -119,7 +124,6 @@ DESKTOP_ENV = (
     "SSH_AGENT_PID",
     "GPG_AGENT_INFO",
     "OWL_HOME",
-    "OWL_INSTANCE",
     "SESSION_MANAGER",
     "GNOME_KEYRING_CONTROL",
     "KRB5CCNAME",
@@ -150,8 +154,31 @@ SECRET_ENV = (
     "*_AUTH",
     "DATABASE_URL",
 )
-# The Run's own tags and facts, which no pattern drops.
-RUN_ENV = ("OWL_RUN_ID", "OWL_JOB_ID", "OWL_ATTEMPT", "OWL_BRANCH", "OWL_WORKTREE", "OWL_HANDOFF")
+# The Run's own tags and facts, which no pattern drops. OWL_INSTANCE, a random
+# id of Owl's home that names no path, is how the Run's processes are found
+# after a crash of Owl's: the sandbox's own processes carry the agent's
+# environment and no other, so they keep it.
+RUN_ENV = (
+    "OWL_RUN_ID",
+    "OWL_JOB_ID",
+    "OWL_INSTANCE",
+    "OWL_ATTEMPT",
+    "OWL_BRANCH",
+    "OWL_WORKTREE",
+    "OWL_HANDOFF",
+)
+# Set for every contained Run: the signing keys (~/.gnupg, the agent's socket)
+# are out of its reach, so a repository with commit.gpgsign = true could not
+# commit at all. Given as git's own environment settings (read after every
+# config file): the Run's commits are unsigned.
+UNSIGNED = (("commit.gpgSign", "false"), ("tag.gpgSign", "false"))
+# The host's folders of sockets (and pid files, locks) that a Run sees as an
+# empty folder of its own: a socket there (docker's, podman's, snapd's, the
+# system bus, the session's) answers a connect() through any read-only bind.
+PRIVATE_SYSTEM = ("/run", "/var/run")
+# A size a Run's /tmp and /dev/shm may not pass (`sandbox.tmp_size`): without
+# one, a tmpfs may take half of the machine's memory.
+DEFAULT_TMP_SIZE = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -249,6 +276,8 @@ class Settings:
     network: bool = True
     caches: tuple[str, ...] = DEFAULT_CACHES
     host_ports: tuple[int, ...] = ()
+    sockets: tuple[str, ...] = ()  # host unix sockets opened on purpose
+    tmp_size: int = DEFAULT_TMP_SIZE  # bytes, for /tmp and for /dev/shm
 
     def narrowed(self, project: Mapping[str, object]) -> Settings:
         """A project's ``.owl.toml`` ``[sandbox]``: it may only take away.
@@ -272,7 +301,7 @@ class Settings:
     def for_agent(self, table: Mapping[str, object]) -> Settings:
         """``[agents.NAME.sandbox]``: the person's own words for one agent."""
         out = self
-        for key in ("write", "hide", "env_keep", "read_also"):
+        for key in ("write", "hide", "env_keep", "read_also", "sockets"):
             more = table.get(key)
             if isinstance(more, (list, tuple)):
                 out = _replace(out, **{key: (*getattr(out, key), *(str(m) for m in more))})
@@ -296,14 +325,25 @@ class Facts:
     home: str  # HOME as the agent will see it
     user_home: str  # the account's own home (may differ in tests)
     worktree: str
-    git_common: str | None  # the project's git directory (…/.git)
-    git_admin: str | None  # the worktree's admin folder (…/.git/worktrees/NAME)
+    git_common: str | None  # the Job's own git store (worktrees/job-N.git), from Owl's records
+    git_admin: str | None  # the worktree's admin folder (…/job-N.git/worktrees/job-N)
     project: str
     owl_home: tuple[str, ...]  # Owl's folders: config, data, state, logs
     runtime_dir: str | None  # XDG_RUNTIME_DIR
     env: Mapping[str, str] = field(default_factory=dict)  # the agent's environment
     # 127.0.0.1 ports named in the agent's own config files (AgentState.url_files)
     config_ports: tuple[int, ...] = ()
+    # Of PRIVATE_SYSTEM, the real folders (not a symlink to another): each an empty one inside.
+    private: tuple[str, ...] = ()
+    # What of those folders the Run keeps: their symlinks (a system's own
+    # paths, as NixOS keeps /run/current-system), as (path, target) ...
+    private_links: tuple[tuple[str, str], ...] = ()
+    # ... and files read through a path that leads there (/etc/resolv.conf's
+    # target, /run/systemd/resolve/stub-resolv.conf): read-only, never a socket.
+    private_files: tuple[str, ...] = ()
+    # The host's bound unix sockets (their paths resolved), from /proc/net/unix.
+    host_sockets: tuple[str, ...] = ()
+    project_git: str | None = None  # the project's own git folder: read only
 
 
 @dataclass(frozen=True)
@@ -320,6 +360,15 @@ class Policy:
     network: str  # "own" (user-mode networking) | "none"
     host_ports: tuple[int, ...]  # 127.0.0.1 ports of the host kept reachable
     worktree: str = ""
+    private: tuple[str, ...] = ()  # system folders seen empty (PRIVATE_SYSTEM)
+    private_links: tuple[tuple[str, str], ...] = ()  # symlinks kept in them
+    private_files: tuple[str, ...] = ()  # files kept in them, read-only
+    masked: tuple[str, ...] = ()  # host sockets out of reach: /dev/null laid over each
+    sockets: tuple[str, ...] = ()  # host sockets opened on purpose (`sandbox.sockets`)
+    tmp_size: int = DEFAULT_TMP_SIZE
+    # read-only binds laid after the hidden ones and before the writable: the
+    # Job's git store, which lies in Owl's hidden folder
+    revealed: tuple[str, ...] = ()
 
 
 def expand(path: str, home: str, env: Mapping[str, str] | None = None) -> str:
@@ -347,7 +396,7 @@ def _unique(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _under(path: str, folder: str) -> bool:
+def under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
@@ -408,7 +457,40 @@ def env_plan(
         ):
             drop.append(name)
     tmp = tuple((name, "/tmp") for name in ("TMPDIR", "TMP", "TEMP", "TEMPDIR"))
-    return tuple(sorted(drop)), tmp
+    return tuple(sorted(drop)), (*tmp, *git_settings(env, UNSIGNED))
+
+
+def git_settings(
+    env: Mapping[str, str], settings: Iterable[tuple[str, str]]
+) -> tuple[tuple[str, str], ...]:
+    """``settings`` as git's environment config (GIT_CONFIG_COUNT, _KEY_n,
+    _VALUE_n), after any the environment already gives."""
+    try:
+        n = max(0, int(env.get("GIT_CONFIG_COUNT", "0")))
+    except ValueError:
+        n = 0
+    out: list[tuple[str, str]] = []
+    for key, value in settings:
+        out += [(f"GIT_CONFIG_KEY_{n}", key), (f"GIT_CONFIG_VALUE_{n}", value)]
+        n += 1
+    return (*out, ("GIT_CONFIG_COUNT", str(n)))
+
+
+def agent_env(env: Mapping[str, str], policy: Policy) -> dict[str, str]:
+    """The environment the Run starts with, its sandbox's own processes and
+    the agent alike (so no /proc/PID/environ inside holds more than the agent's)."""
+    out = {k: v for k, v in env.items() if k not in set(policy.env_unset)}
+    out.update(policy.env_set)
+    return out
+
+
+def masked_sockets(
+    found: Iterable[str], covered: Iterable[str], opened: Iterable[str]
+) -> tuple[str, ...]:
+    """Of the host's sockets ``found``, those a Run would still see: not under a
+    folder it sees empty or as its own (``covered``), not opened on purpose."""
+    cover, keep = tuple(covered), set(opened)
+    return _unique(s for s in found if s not in keep and not any(under(s, c) for c in cover))
 
 
 def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
@@ -428,8 +510,8 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         else [facts.project, *ex(HOME_TOOLCHAINS)]
     )
     readable += list(ex(settings.read_also))
-    if facts.git_common:
-        readable.append(facts.git_common)
+    if facts.project_git:
+        readable.append(facts.project_git)
 
     hidden = [posixpath.join(h, s) for h in homes for s in HOME_SECRETS]
     hidden += list(ex(settings.hide))
@@ -439,20 +521,23 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     hidden += SYSTEM_HIDDEN
     # Nothing the Run must write is hidden from it (a cache inside an Owl folder...).
     writable = [facts.worktree]
-    readonly_over = []
+    readonly_over: list[str] = []
+    revealed: list[str] = []
     if facts.git_common:
         g = facts.git_common
+        revealed.append(g)
         writable += [posixpath.join(g, d) for d in ("objects", "refs", "logs")]
         if facts.git_admin:
             writable.append(facts.git_admin)
-        readonly_over += [posixpath.join(g, d) for d in ("config", "hooks", "info")]
     writable += [*state, *caches, *extra_write]
-    hidden = [h for h in _unique(hidden) if h not in writable]
+    hidden = [h for h in _unique(hidden) if h not in writable and h not in revealed]
 
     drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)
     ports = _unique(
         [str(p) for p in (*loopback_ports(env), *facts.config_ports, *settings.host_ports)]
     )
+    sockets = ex(settings.sockets)
+    covered = (*facts.private, "/tmp", "/dev/shm", *hidden)
     return Policy(
         read_root=settings.read,
         readable=_unique(readable),
@@ -464,4 +549,11 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         network="own" if settings.network else "none",
         host_ports=tuple(sorted(int(p) for p in ports)),
         worktree=facts.worktree,
+        private=facts.private,
+        private_links=facts.private_links,
+        private_files=facts.private_files,
+        masked=masked_sockets(facts.host_sockets, covered, sockets),
+        sockets=sockets,
+        tmp_size=settings.tmp_size,
+        revealed=_unique(revealed),
     )

@@ -49,6 +49,8 @@ def profile(policy: Policy) -> str:
         )
     for path in policy.hidden:
         lines.append(f"(deny file-read* file-write* (subpath {_q(path)}))")
+    for path in policy.revealed:
+        lines.append(f"(allow file-read* (subpath {_q(path)}))")
     writable = [*policy.writable, "/private/tmp", "/private/var/folders", "/dev/null"]
     lines.append("(allow file-write* " + " ".join(f"(subpath {_q(p)})" for p in writable) + ")")
     for path in policy.readonly_over:

@@ -151,7 +151,9 @@ def _drop(engine: Any, job_id: int, force: bool) -> dict:
     if "job" not in begun:
         return begun
     with _held(e, job_id):
-        refusal = guards.drop_refusal(begun["job"], force)
+        # forced, a branch that cannot be brought in stays, with its store (drop_workspace)
+        landed = None if force else guards.bring_in(begun["job"], "drop")
+        refusal = landed or guards.drop_refusal(begun["job"], force)
         if refusal:
             raise Refused(refusal)
         answer = e.call(lambda: e.verbs.drop_commit(job_id, force))
@@ -187,7 +189,7 @@ def _accept(
         return e.call(lambda: e.verbs.accepted_already(job_id))
     project = Path(job["project"])
     with _held(e, job_id):
-        refusal = guards.accept_refusal(job)
+        refusal = guards.bring_in(job, "accept") or guards.accept_refusal(job)
         if refusal:
             raise Refused(refusal)
         # Recorded before any git changes anything: a crash from here on is

@@ -1,0 +1,125 @@
+"""Host unix sockets: a read-only bind does not stop ``connect()``.
+
+docker's socket is root on the machine; podman's, snapd's, the system bus and
+an ssh-agent's are as much. A Run sees ``/run`` and ``/var/run`` as empty
+folders of its own and ``/tmp`` as its own; every other socket the host has
+bound where the Run could see it (in the home, under /var) has /dev/null laid
+over it; an abstract socket is per network namespace, and the Run has its own.
+``sandbox.sockets`` opens one on purpose, and ``owl jobs show`` says so."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from escapes.harness import base, daemon, done, landed, person, project, refused
+from support.need import programs
+
+__all__ = ["base"]
+
+PROBE = r"""
+probe() {
+  if python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+assert s.recv(5) == b"hello"' "$2" >/dev/null 2>&1; then echo "connected: $1"; else echo "refused: $1"; fi
+}
+probe "a socket in /run (mode 666)" "$IN_RUN"
+probe "a socket in /var/run" "/var/run/$(basename "$IN_RUN")"
+probe "a socket in the home" "$IN_HOME"
+probe "a socket elsewhere in sight" "$IN_SIGHT"
+probe "a socket in the host's /tmp" "$IN_TMP"
+probe "an abstract socket" "$ABSTRACT"
+"""
+
+WAYS = (
+    "a socket in /var/run",
+    "a socket in the home",
+    "a socket elsewhere in sight",
+    "a socket in the host's /tmp",
+    "an abstract socket",
+)
+
+
+@contextlib.contextmanager
+def servers(*paths: str) -> Iterator[None]:
+    """A server on each path (a leading NUL: abstract) that greets whoever connects."""
+    socks = []
+    for path in paths:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(path)
+        if not path.startswith("\0"):
+            os.chmod(path, 0o666)
+        s.listen(8)
+        socks.append(s)
+        threading.Thread(target=_greet, args=(s,), daemon=True).start()
+    try:
+        yield
+    finally:
+        for s, path in zip(socks, paths):
+            s.close()
+            if not path.startswith("\0"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+
+def _greet(s: socket.socket) -> None:
+    while True:
+        try:
+            conn, _ = s.accept()
+        except OSError:
+            return
+        with conn:
+            conn.sendall(b"hello")
+
+
+def reached(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+        return s.recv(5) == b"hello"
+
+
+def test_no_host_socket_answers_but_the_one_opened_on_purpose(base: Path) -> None:
+    programs("bwrap", "pasta")
+    home = person(base)
+    (home / ".local" / "share" / "app").mkdir(parents=True)
+    (base / "var" / "lib" / "service").mkdir(parents=True)
+    tag = f"owl-test-{os.getpid()}"
+    paths = {
+        "IN_RUN": f"/run/{tag}.sock",
+        "IN_HOME": str(home / ".local" / "share" / "app" / "app.sock"),
+        "IN_SIGHT": str(base / "var" / "lib" / "service" / "service.sock"),
+        "IN_TMP": f"/tmp/{tag}.sock",
+    }
+    proj = project(base)
+    with servers(*paths.values(), f"\0{tag}"):
+        assert all(reached(p) for p in paths.values())  # each answers outside
+        d = daemon(
+            base,
+            home,
+            PROBE,
+            known={**paths, "ABSTRACT": f"\0{tag}"},
+            agents={"opener": {"sandbox": {"sockets": [paths["IN_RUN"]]}}},
+        )
+        with d:
+            shut = d.add("do the work", proj)
+            opened = d.add("do the work", proj, "--agent", "opener")
+            d.ok("start")
+            j, log = done(d, shut)
+            refused(log, "a socket in /run (mode 666)", *WAYS)
+            assert "connected" not in log, log
+            landed(proj, j["branch"])
+            d.ok("start")  # one Run now, for the head of the queue: the second Job
+            j, log = done(d, opened)
+            refused(log, *WAYS[1:])
+            # the same socket, as /var/run leads to /run
+            assert "connected: a socket in /run (mode 666)" in log, log
+            assert "connected: a socket in /var/run" in log, log
+            landed(proj, j["branch"])
+            label = j["runs"][-1]["contained"]
+            assert label.endswith(f"; sockets opened: {paths['IN_RUN']}"), label
+            assert label in d.ok("jobs", "show", str(opened))
