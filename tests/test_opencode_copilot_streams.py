@@ -212,3 +212,30 @@ def test_readers_never_raise(text: str, code: int) -> None:
         opencode_report([line], code, resuming=True, now=NOW)
         copilot_report([line], code, resuming=True, now=NOW, chosen=text)
         render_line(line)
+
+
+def test_owl_agents_lists_every_built_in_found_or_not(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "OWL_HOME": str(tmp_path / "owl"),
+        "PATH": str(tmp_path / "empty"),  # no agent's CLI anywhere
+        "HOME": str(tmp_path),
+    }
+    p = subprocess.run(
+        [sys.executable, "-m", "owl", "agents", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    rows = rows["agents"] if isinstance(rows, dict) else rows
+    names = [r["name"] for r in rows]
+    assert names[:6] == ["claude", "codex", "gemini", "opencode", "copilot", "aider"]
+    for r in rows[:6]:
+        assert r["built_in"] and not r["found"] and r["problem"]
