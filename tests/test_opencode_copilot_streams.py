@@ -135,8 +135,11 @@ def test_copilot_githubs_own_limits_are_waits() -> None:
 def test_copilot_refused_resume_falls_back_and_no_account_fails() -> None:
     rep = copilot_report(lines("copilot-resume.txt"), 1, resuming=True, now=NOW)
     assert rep.resume_failed and "No session, task, or name matched" in rep.resume_failed
-    rep = copilot_report(lines("copilot-not-signed-in.txt"), 1, now=NOW)
+    said = lines("copilot-not-signed-in.txt")
+    assert said[0] == "Error: No authentication information found."
+    rep = copilot_report(said, 1, now=NOW)
     assert rep.limit is None and rep.service_error is None and rep.resume_failed is None
+    assert copilot_report(said, 1, resuming=True, now=NOW).resume_failed is None
 
 
 def test_argv_keeps_prompt_and_session_from_being_options(tmp_path: Path) -> None:

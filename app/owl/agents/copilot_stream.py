@@ -21,7 +21,7 @@ As measured with GitHub Copilot CLI 1.0.102 against a Chat Completions stub
   premium requests of the month spent) and "Sorry, you've hit a rate limit
   that restricts the number of Copilot model requests you can make within a
   specific time period. Please try again in 2 hours."
-- Not signed in: exit 1, and on stdout, as text: "Error: No authentication
+- Not signed in: exit 1, and on stderr, as text: "Error: No authentication
   information found." (a failure, not a wait).
 """
 
