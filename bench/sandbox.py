@@ -4,8 +4,11 @@
 
 Start cost: the median wall time to start and finish `/bin/true` plainly,
 inside bwrap with the policy a Run gets (no network), and inside bwrap with
-its own network (pasta attached), in turns. Target: contained at most +50
-ms. bwrap makes its mounts while pasta starts (it waits only once they are
+its own network (pasta attached), in turns; a contained Run's start adds the
+making of its command (`contain.wrap`: the policy, the agent's own files read,
+on the engine's thread), timed apart. Target: a contained Run's start within
++150 ms of an uncontained one's, median (the line "contained Run start" says
+whether it is met). bwrap makes its mounts while pasta starts (it waits only once they are
 made), so what pasta adds is its own start (IPv4 only: about 28 ms) and the
 network helper's (about 17 ms), both stretched by a busy machine.
 
@@ -65,6 +68,9 @@ def wrapped(command: list[str], settings: policy.Settings, wt: Path, env: dict[s
     )
 
 
+TARGET_MS = 150.0  # a contained Run's start over an uncontained one's, median
+
+
 def start_cost(n: int, wt: Path, env: dict[str, str]) -> None:
     rows = [("plain", ["/bin/true"], env)]
     made: list[float] = []
@@ -77,11 +83,18 @@ def start_cost(n: int, wt: Path, env: dict[str, str]) -> None:
             w = wrapped(["/bin/true"], s, wt, env)
             made.append((time.perf_counter() - t) * 1000)
         rows.append((f"{label} [{w.label}]", w.argv, w.env))
-    print(f"start cost ({n} runs each, in turns):")
+    print(f"start cost ({n} runs each, in turns, load average {os.getloadavg()[0]:.1f}):")
     figures = medians_ms([(argv, e) for _, argv, e in rows], n)
     for (label, _, _), ms in zip(rows, figures):
         print(f"  {label:70s} median {ms:6.1f} ms  (+{ms - figures[0]:.1f} ms)")
-    print(f"  the contained argv made (contain.wrap)    median {statistics.median(made):6.2f} ms")
+    making = statistics.median(made)
+    print(f"  {'making the contained command (contain.wrap)':70s} median {making:6.1f} ms")
+    over = figures[-1] + making - figures[0]
+    print(
+        f"contained Run start (own network, its command made): +{over:.1f} ms over "
+        f"uncontained, median (target <= +{TARGET_MS:.0f} ms): "
+        + ("met" if over <= TARGET_MS else "MISSED")
+    )
 
 
 def freeze_figures(contained: bool, trials: int, wt: Path) -> dict[str, list[float]]:
@@ -125,12 +138,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=30, help="runs per start-cost figure")
     ap.add_argument("--trials", type=int, default=100, help="freezes per tree")
+    ap.add_argument("--start-only", action="store_true", help="only the start cost")
     args = ap.parse_args()
     tree.become_subreaper()
     with tempfile.TemporaryDirectory() as tmp:
         wt = Path(tmp, "wt")
         wt.mkdir()
         start_cost(args.n, wt, dict(os.environ))
+        if args.start_only:
+            return
         print(
             f"freeze latency ({args.trials} trials each, {os.cpu_count()} cores, "
             f"load average {os.getloadavg()[0]:.1f}):"

@@ -329,3 +329,21 @@ def test_the_briefing_tops_the_menu_and_is_announced_once() -> None:
     said = notices.update(status)
     assert [(n[0], n[1], n.review) for n in said] == [("Welcome back", brief["text"], 12)]
     assert notices.update(status) == []
+
+
+def test_runs_that_cannot_be_contained_are_told_once_an_away_spell() -> None:
+    why = "bubblewrap is not installed (sudo apt install bubblewrap)"
+    r = away_router(batch=0)
+    for _ in range(3):  # every idle spell's first look says it again
+        r.event(at(ev.Uncontained(why), T0))
+    [m] = r.tick(T0, NOON)
+    assert m.title == "Owl: Runs cannot be contained"
+    assert why in m.body and "start by themselves" in m.body
+    assert [i.kind for i in m.items] == ["sandbox"]
+    spell = r.presence(False, T0 + 60)  # back: the briefing says it happened
+    assert spell is not None and "Runs could not be contained" in summary(spell, T0 + 60)
+    r.presence(True, T0 + 120)  # away again: news again, once
+    r.event(at(ev.Uncontained(why), T0 + 130))
+    r.event(at(ev.Uncontained(why), T0 + 140))
+    [m] = r.tick(T0 + 140, NOON)
+    assert len(m.items) == 1

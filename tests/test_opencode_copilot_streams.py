@@ -174,31 +174,31 @@ def test_logs_render_readably() -> None:
     assert render_line('{"type":"session.background_tasks_changed","data":{}}') is None
 
 
-def test_opencode_config_port_is_kept_reachable() -> None:
-    text = json.dumps(
-        {"provider": {"local": {"options": {"baseURL": "http://127.0.0.1:11434/v1"}}}}
-    )
-    assert policy.loopback_ports_in(text) == (11434,)
-    assert policy.loopback_ports_in("http://example.com:80 https://localhost:99999") == ()
-    many = " ".join(f"http://127.0.0.1:{p}" for p in range(1, 99))
-    assert len(policy.loopback_ports_in(many)) == 16
-    # hostile text is read in linear time
-    began = time.monotonic()
-    for text in ("x" * policy.TEXT_MAX, "://127.0.0.1" * 20000, "://" * 80000):
-        assert policy.loopback_ports_in(text) == ()
-    assert time.monotonic() - began < 2
-
-
-def test_opencode_config_file_read_bounded(tmp_path: Path) -> None:
-    from owl.sandbox.contain import config_ports
+def test_opencode_config_gives_its_providers_port_and_key(tmp_path: Path) -> None:
+    from owl.sandbox import agentconf
 
     cfg = tmp_path / ".config" / "opencode"
     cfg.mkdir(parents=True)
-    (cfg / "opencode.json").write_text('{"x": "http://127.0.0.1:8080/v1"}')
-    (cfg / "opencode.jsonc").write_text("x" * (policy.TEXT_MAX + 10) + "http://127.0.0.1:9/")
-    files = policy.AGENTS["opencode"].url_files
-    assert config_ports(files, str(tmp_path), {}) == (8080,)
-    assert config_ports(files, str(tmp_path / "nowhere"), {}) == ()
+    doc = {
+        "provider": {
+            "local": {
+                "options": {"baseURL": "http://127.0.0.1:11434/v1", "apiKey": "{env:MY_KEY}"}
+            },
+            "far": {"options": {"baseURL": "https://example.com:8443/v1", "apiKey": "sk-x"}},
+            "odd": {"options": {"baseURL": 7, "apiKey": "{env:-rf}"}},
+        }
+    }
+    (cfg / "opencode.json").write_text(json.dumps(doc))
+    said = agentconf.needs("opencode", str(tmp_path), {})
+    assert said.ports == (11434,) and said.env_keep == ("MY_KEY",)
+    # a file that is not JSON, or none, says nothing
+    (cfg / "opencode.json").write_text("{" * 100000)
+    assert agentconf.needs("opencode", str(tmp_path), {}).ports == ()
+    assert agentconf.needs("opencode", str(tmp_path / "nowhere"), {}).ports == ()
+    # it is laid read-only over the writable config folder: no Run widens the next one's reach
+    assert policy.AGENTS["opencode"].fixed == (
+        "$XDG_CONFIG_HOME/opencode/opencode.json|~/.config/opencode/opencode.json",
+    )
 
 
 @settings(max_examples=200, deadline=None)

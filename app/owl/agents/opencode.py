@@ -13,8 +13,9 @@
   session id is checked to be an id-like word and goes as `--session=ID`.
 - The model and provider are OpenCode's own (`opencode.json`, its auth
   file); `agents.opencode.args` adds options (`-m PROVIDER/MODEL`, `--pure`).
-  A provider at 127.0.0.1 named in its config is kept reachable from inside
-  the Run (`sandbox.policy.AGENTS`: the config is read as text for its URLs).
+  A provider at 127.0.0.1 named in its opencode.json is kept reachable from
+  inside the Run, with the variable its `{env:NAME}` key names
+  (`sandbox.agentconf`); that file is read-only inside.
 - The environment's PWD is the worktree (`run_env`): OpenCode 1.18 takes a
   session's directory, where its tools run, from PWD, not from its working
   directory.

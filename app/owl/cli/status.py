@@ -71,13 +71,31 @@ def _since_away(a: argparse.Namespace, st: dict) -> int:
 
 
 def _sandbox_lines(st: dict) -> list[str]:
-    """Said only when Runs are not contained: the mode, why, and what fixes it."""
+    """Said only when Runs are not contained: the mode, why, and what fixes it.
+    Where they cannot be (not the person's "off"), `owl status` leads with it."""
     sb = st.get("sandbox") or {}
     if not sb or sb.get("contained"):
         return []
     if sb.get("mode") == "off":
         return [_line("sandbox", 'off: Runs are not contained (sandbox.mode = "off")')]
-    return [_line("sandbox", f"Runs are not contained: {sb.get('problem')}")]
+    return [_line("sandbox", sb.get("line") or f"Runs are not contained: {sb.get('problem')}")]
+
+
+def _login_path_lines(lp: dict | None) -> list[str]:
+    """The login shell's PATH could not be read: what was tried, why, what it printed."""
+    if not lp:
+        return []
+    said = " | ".join(ln.strip() for ln in textsafe.lines(lp.get("said") or "") if ln.strip())
+    out = [
+        _line(
+            "PATH",
+            f"the login shell's could not be read ({lp.get('why')}), so agents are looked up "
+            f"on {lp.get('path') or 'none'}; tried: {lp.get('tried')}",
+        )
+    ]
+    if said:
+        out.append(_line("", f"it printed: {said[-300:]}"))
+    return out
 
 
 def _notify_lines(st: dict) -> list[str]:
@@ -190,7 +208,12 @@ def _status_text(st: dict) -> str:
 
     sh = st.get("shift")
     shift_on = isinstance(sh, dict) and not sh.get("ended")
-    lines = [
+    sandbox = _sandbox_lines(st)
+    off = (st.get("sandbox") or {}).get("mode") == "off"
+    lines = [_line("permission", p) for p in [st["machine"].get("permission")] if p]
+    lines += _login_path_lines(st.get("login_path"))
+    lines += [
+        *([] if off else sandbox),  # first: Runs cannot be contained here
         _line("machine", _machine(st["machine"], shift_on)),
         _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no"),
     ]
@@ -221,10 +244,11 @@ def _status_text(st: dict) -> str:
                 f"NOT frozen: {n} process{'' if n == 1 else 'es'} still running, Owl keeps "
                 f"trying · {countdown(r['grace_left_s'])} left"
             )
+        bare = " · not contained" if (r.get("contained") or "").startswith("not") else ""
         lines.append(
             _line(
                 f"run {r['id']}",
-                f"job {r['job_id']} · {state} · "
+                f"job {r['job_id']} · {state}{bare} · "
                 f"{duration(r['running_for_s'])} · {r['title']} · owl logs "
                 f"{r['job_id']} -f",
             )
@@ -240,9 +264,11 @@ def _status_text(st: dict) -> str:
     lines.append(_line("queue", _queue(st)))
     lines += _needs_you(st)
     lines += _notify_lines(st)
-    lines += _sandbox_lines(st)
+    lines += sandbox if off else []
     note = st.get("attention")
-    if note and not note.startswith("the machine cannot be read"):  # the machine line says it
+    said = ("the machine cannot be read", st["machine"].get("permission") or "\0")
+    if note and not note.startswith(said) and note != (st.get("sandbox") or {}).get("line"):
+        # (the machine's, the permission's and the sandbox's own lines say those)
         lines.append(_line("note", note))
     if st.get("config_problem"):
         lines.append(_line("config", st["config_problem"]))
@@ -269,6 +295,8 @@ def _machine(m: dict, shift_on: bool) -> str:
     if m.get("screen_locked"):
         text = f"screen locked · {text}"
     det = ", ".join(m["detectors"]) or "none"
+    if m.get("missing"):
+        det += f" (missing: {m['missing']}, keys only through the idle time)"
     return f"{text} · detectors: {det}"
 
 
@@ -303,8 +331,12 @@ def _queue(st: dict) -> str:
     text = f"{n} job{'s' if n != 1 else ''}"
     if head:
         text += f" · next: job {head['id']} {head['title']!r}"
-        if st.get("waiting"):
-            text += f" · waiting: {st['waiting']}"
+        waiting = st.get("waiting")
+        said = (st.get("sandbox") or {}).get("line")
+        if waiting and said and waiting.endswith(said):
+            waiting = waiting.removesuffix(said) + "Runs cannot be contained (see above)"
+        if waiting:
+            text += f" · waiting: {waiting}"
     return text
 
 

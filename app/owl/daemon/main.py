@@ -334,7 +334,7 @@ def start_daemon() -> Daemon | None:
 
 def _mend_path() -> None:
     """Before any agent is looked up: a PATH that finds one (see launchd.mend_path)."""
-    from owl.autostart.launchd import mend_path
+    from owl.autostart.launchd import mend_path, path_read
 
     try:
         path, source = mend_path()
@@ -343,6 +343,14 @@ def _mend_path() -> None:
         return
     if source != "inherited" or sys.platform == "darwin":
         log.info("PATH %s (%s)", path, source)
+    read = path_read()
+    if read is not None and read.path is None:
+        log.warning(
+            "the login shell's PATH could not be read: tried %s; %s; it printed: %r",
+            read.tried,
+            read.why,
+            read.said[-500:],
+        )
 
 
 def _stacks_on_request() -> None:

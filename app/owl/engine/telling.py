@@ -78,6 +78,11 @@ def disk_full(eng: Engine, where: str, detail: str) -> None:
     _emit(eng, ev.DiskFull(where, detail))
 
 
+def uncontained(eng: Engine, problem: str) -> None:
+    """Jobs wait because Runs cannot be contained here: told once a spell away."""
+    _emit(eng, ev.Uncontained(problem))
+
+
 def reading(eng: Engine, idle_for: float | None, locked: bool | None, now: float) -> None:
     """The machine as just read (its quiet, and whether the screen is locked):
     the notifier turns it into presence. The engine wakes when quiet would count

@@ -86,7 +86,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -314,14 +313,16 @@ def _spawn(
     backend = tree.backend
     mark = backend.last_pid()
     if swept:
-        command_line = [sys.executable, "-I", "-S", tree.SWEEPER, str(os.getpid()), *command]
+        command_line, child_env = tree.helper_command(
+            tree.SWEEPER, [str(os.getpid()), *command], env
+        )
     else:
-        command_line = command
+        command_line, child_env = command, env
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(
                 command_line,
-                env=env,
+                env=child_env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,

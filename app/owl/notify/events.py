@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The kinds a person may name in `notify.urgent`.
-KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk")
+KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk", "sandbox")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,13 @@ class DiskFull:
 
 
 @dataclass(frozen=True)
+class Uncontained:
+    """Runs cannot be contained here and must be: their Jobs wait (`problem`: why, the fix)."""
+
+    problem: str
+
+
+@dataclass(frozen=True)
 class Presence:
     """The person's presence changed: `away` since `since` (epoch), or back at `since`."""
 
@@ -67,7 +74,7 @@ class Presence:
     since: float
 
 
-Event = RunEnded | LimitWait | Untouchable | DiskFull | Presence
+Event = RunEnded | LimitWait | Untouchable | DiskFull | Uncontained | Presence
 
 
 @dataclass

@@ -8,7 +8,7 @@ to send. Tested with a fake clock:
   remembered, so it is not sent later either.
 - Away: a Job ready for review, blocked or out of attempts; an agent waiting on
   a usage limit for longer than `limit_after`; a process Owl may not signal; a
-  full disk.
+  full disk; Runs that cannot be contained (their Jobs wait), once a spell.
 - At most one message per Job per change of state (a Job in review is told
   once, however often it is seen there; a reply that sends it back and a new
   review is a new change).
@@ -125,6 +125,12 @@ def item_for(stamp: ev.Stamp, limit_after: float) -> Item | None:
             f"pid {e.pid} ({cut(e.command, 60)}): {cut(e.why)}",
             e.job_id,
         )
+    if isinstance(e, ev.Uncontained):
+        return Item(
+            "sandbox",
+            "Runs cannot be contained",
+            f"{cut(e.problem, 400)}\nThe Jobs wait, and start by themselves once it works.",
+        )
     if isinstance(e, ev.DiskFull):
         return Item(
             "disk",
@@ -143,6 +149,8 @@ def _key(stamp: ev.Stamp) -> tuple | None:
         return ("untouchable", e.run_id, e.pid)
     if isinstance(e, ev.DiskFull):
         return ("disk",)
+    if isinstance(e, ev.Uncontained):
+        return ("sandbox", e.problem)
     return None
 
 
@@ -174,7 +182,8 @@ class Router:
         self.away = away
         if away:
             self.spell = Spell(since=since)
-            self._said = {k for k in self._said if k[0] != "disk"}  # a full disk is news again
+            # a full disk, or Runs that cannot be contained, are news again
+            self._said = {k for k in self._said if k[0] not in ("disk", "sandbox")}
             return None
         ended, self.spell = self.spell, None
         self._batch, self._batch_at, self._held = [], None, []

@@ -113,6 +113,9 @@ def status_line(status: dict[str, Any]) -> str:
     """The one line at the top of the menu (and in the tooltip): what Owl does,
     and how many Jobs wait for the person ("Nothing to do" never hides them)."""
     line = _doing_line(status)
+    missing = (status.get("machine") or {}).get("missing")
+    if missing:  # the keyboard is heard only through the idle time: said first
+        line = f"{missing} not granted · {line}"
     n = len(need_you(status))
     if not n:
         return line
