@@ -74,6 +74,8 @@ HEAVY = (
     "shtab",
     "_strptime",  # (timefmt.parse_iso reads by hand)
     "datetime",
+    "owl.control.locate",  # the home's lock is read only when nobody answers
+    "owl.settings.daemonlock",
     "socket",  # the client speaks through _socket (see owl.control.client)
     "selectors",
 )

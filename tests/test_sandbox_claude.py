@@ -52,7 +52,7 @@ def test_claude_runs_contained_and_its_escapes_are_refused(tmp_path):
         )
         assert w.label.endswith("own network")
         done = subprocess.run(
-            w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=120, check=False
+            w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=120, check=False
         )
     out = done.stdout
     assert done.returncode == 0, done.stderr[-2000:]
@@ -98,7 +98,7 @@ def test_claude_s_own_settings_base_url_and_api_key_helper_work_contained(tmp_pa
         )
         assert w.label.endswith("own network")
         done = subprocess.run(
-            w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=120, check=False
+            w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=120, check=False
         )
         keys = {r.headers.get("x-api-key") for r in stub.requests if "/messages" in r.path}
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])

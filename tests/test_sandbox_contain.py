@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from owl.engine import containing
 from owl.git import storing
@@ -214,7 +216,7 @@ def test_a_run_cannot_rewrite_the_agent_config_owl_reads_for_the_next_run(tmp_pa
         )
         assert w.contained, w.label
         return subprocess.run(
-            w.argv, cwd=wt, env=env, capture_output=True, text=True, timeout=60, check=False
+            w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60, check=False
         ).stdout
 
     out = run()  # no config.toml yet: made empty, then laid read-only
@@ -228,3 +230,42 @@ def test_a_run_cannot_rewrite_the_agent_config_owl_reads_for_the_next_run(tmp_pa
     (codex / "config.toml").symlink_to(tmp_path / "elsewhere.toml")
     assert agentconf.needs("codex", str(tmp_path), env) == agentconf.Needs()
     assert agentconf.make_fixed((str(codex / "config.toml"),)) == ()
+
+
+def test_a_host_socket_gone_before_the_sandbox_starts_does_not_fail_the_run(tmp_path):
+    """The sockets to cover are listed when the command is made; one that a
+    program closes a moment later is left out when bwrap starts, with no
+    network helper as with one, rather than failing the Run."""
+    import socket
+
+    need("bwrap")
+    home, wt = tmp_path / "home", tmp_path / "wt"
+    home.mkdir()
+    wt.mkdir()
+    where = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    path = where / "brief.sock"
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    try:
+        for network in (False, True):
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(str(path))
+            server.listen()
+            w = contain.wrap(
+                ["sh", "-c", "echo started"],
+                settings=policy.Settings(network=network),
+                agent="claude",
+                env=env,
+                worktree=str(wt),
+                project=str(wt),
+                owl_dirs=[],
+                which=lambda name: shutil.which(name) if network else None,
+            )
+            assert str(path) in w.argv
+            server.close()
+            os.unlink(path)  # gone before bwrap starts
+            done = subprocess.run(
+                w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60
+            )
+            assert "started" in done.stdout, (network, done.stderr)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

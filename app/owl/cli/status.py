@@ -17,7 +17,7 @@ from owl.cli.common import (
     print_json,
     verb,
 )
-from owl.errors import NoDaemon, Refused, StoreError
+from owl.errors import NoDaemon, Refused, StoreError, Unreachable
 
 # Not typing.TYPE_CHECKING: importing typing costs each `owl` call ~2 ms;
 # type checkers read a TYPE_CHECKING of our own alike.
@@ -41,8 +41,8 @@ def register(sub: Any) -> None:
 def cmd_status(a: argparse.Namespace) -> int:
     try:
         st = ask("status")
-    except NoDaemon:
-        return _status_offline(a)
+    except NoDaemon as nobody:
+        return _status_offline(a, nobody)
     if getattr(a, "since_away", False):
         return _since_away(a, st)
     if a.json:
@@ -113,6 +113,8 @@ def _notify_lines(st: dict) -> list[str]:
                 + ("" if last["ok"] else f" ({last['answer']})")
             )
         )
+        if ch.get("problem"):
+            said = f"cannot be used: {ch['problem']} · " + said
         if ch.get("retry_at"):
             said += (
                 f" · trying again at {time.strftime('%H:%M:%S', time.localtime(ch['retry_at']))}"
@@ -132,8 +134,9 @@ def _notify_lines(st: dict) -> list[str]:
     return out
 
 
-def _status_offline(a: argparse.Namespace) -> int:
-    """No daemon: say what the database holds (read-only), then exit 3."""
+def _status_offline(a: argparse.Namespace, nobody: NoDaemon) -> int:
+    """No daemon answers: say what the database holds (read-only), then exit 3.
+    `nobody` says why (none runs, or one holds the home and does not answer)."""
     from owl.cli.carry import offline_limit_facts
     from owl.rules.jobtable import QUEUED
 
@@ -167,6 +170,7 @@ def _status_offline(a: argparse.Namespace) -> int:
                 "open_runs": open_runs,
                 "head": head[0]["id"] if head else None,
                 "problem": problem,
+                **({"unreachable": str(nobody)} if isinstance(nobody, Unreachable) else {}),
             }
         )
     else:
@@ -174,7 +178,12 @@ def _status_offline(a: argparse.Namespace) -> int:
         parts += [f"{counts[s]} {s}" for s in ("review", "blocked", "exhausted") if counts.get(s)]
         if paused:
             parts.append("paused")
-        print("no daemon is running · " + " · ".join(parts))
+        said = (
+            "the daemon does not answer"
+            if isinstance(nobody, Unreachable)
+            else "no daemon is running"
+        )
+        print(f"{said} · " + " · ".join(parts))
         if head:
             print(_line("next", f"job {head[0]['id']} {textsafe.line(head[0]['title'])!r}"))
         if open_runs:
@@ -189,7 +198,7 @@ def _status_offline(a: argparse.Namespace) -> int:
             print(_line(*fact))
         if problem:
             print(_line("database", problem))
-    print("owl: no Owl daemon is running (start one with: owl daemon --detach)", file=sys.stderr)
+    print(f"owl: {nobody}", file=sys.stderr)
     return EXIT_NO_DAEMON
 
 
@@ -236,20 +245,23 @@ def _status_text(st: dict) -> str:
         lines.append(_line("runs", "none live"))
     for r in st["runs"]:
         state = r["state"]
+        worked = f"worked {duration(r['running_for_s'])}"
         if state == "frozen":
-            state = f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} left"
+            state = (
+                f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} of its grace "
+                "window left"
+            )
         elif state == "freezing":
             n = len(r.get("not_stopped") or [])
             state = (
                 f"NOT frozen: {n} process{'' if n == 1 else 'es'} still running, Owl keeps "
-                f"trying · {countdown(r['grace_left_s'])} left"
+                f"trying · {countdown(r['grace_left_s'])} of its grace window left"
             )
         bare = " · not contained" if (r.get("contained") or "").startswith("not") else ""
         lines.append(
             _line(
                 f"run {r['id']}",
-                f"job {r['job_id']} · {state}{bare} · "
-                f"{duration(r['running_for_s'])} · {r['title']} · owl logs "
+                f"job {r['job_id']} · {state}{bare} · {worked} · {r['title']} · owl logs "
                 f"{r['job_id']} -f",
             )
         )
@@ -324,11 +336,16 @@ def _awake(aw: dict, any_runs: bool) -> str | None:
 
 
 def _queue(st: dict) -> str:
+    """What waits for a Run; the Jobs working now are the runs' lines."""
     n = st.get("queue_length", len(st["queue"]))
+    pending = st.get("queue_pending", n)
     if not n:
         return "empty"
+    working = n - pending
+    if not pending:
+        return f"nothing waiting ({working} job{'s' if working != 1 else ''} working)"
     head = next((q for q in st["queue"] if q["state"] == "pending"), None)
-    text = f"{n} job{'s' if n != 1 else ''}"
+    text = f"{pending} job{'s' if pending != 1 else ''} waiting"
     if head:
         text += f" · next: job {head['id']} {head['title']!r}"
         waiting = st.get("waiting")

@@ -351,7 +351,7 @@ class Engine:
                 lv.tree.term()
                 lv.not_stopped = []
                 self.note(lv.run_id, state="ending", frozen_by=None)
-                log.info("run %s asked to stop", lv.run_id)
+                log.log(runend.term_level(self, action.run), "run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):
                 # One round of SIGKILLs, no waiting for the kernel to reap: the
                 # watch sees the tree go, and the core asks again if it is wedged.

@@ -127,6 +127,13 @@ def _judge(
     )
 
 
+def term_level(eng: Engine, run_id: int) -> int:
+    """How loud "asked to stop" is: after the agent's own exit the Term only ends
+    what it left (every normal finish), which the log need not say."""
+    ended_by = getattr(eng.core.runs.get(run_id), "ended_by", None)
+    return logging.DEBUG if ended_by is lifecycle.EndedBy.EXIT else logging.INFO
+
+
 def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     lv.sink.close()
     runstart.note_network(eng, lv)  # a Run too short for the watch to have read it

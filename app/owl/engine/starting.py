@@ -9,6 +9,8 @@ Job. Runs on the engine thread; takes the engine as `eng`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import threading
 import time
@@ -213,6 +215,10 @@ def setup_done(eng: Engine, result: setupmod.Result) -> None:
     """A setup came back: start the agent, block the Job, or leave it waiting."""
     job_id = result.job_id
     eng.setups.done(job_id)
+    if job_id in eng.setups.asked and isinstance(result, (setupmod.Ready, setupmod.Failed)):
+        # `owl start` came while the machine's own start was setting it up
+        result = dataclasses.replace(result, exempt=True)
+    eng.setups.asked.discard(job_id)
     pending = dict(eng.store.setting(setupmod.SETTING, {}) or {})
     fresh = pending.pop(str(job_id), None)
     if isinstance(result, setupmod.Cancelled):

@@ -54,12 +54,12 @@ what Owl wrote (`verify`) before every Run and after it, and put back
 the Run's report says what was found. Owl reads and writes them without
 following a symbolic link anywhere below the folder it trusts.
 
-Cost (`bench/job_store.py`, 20,000 files and 2,000 tags, a loaded machine):
-setting up a worktree with its store took a median 1.49 s against 1.80 s for
-the worktree linked to the project as before: the checkout is most of either,
-and the store is an `init`, a few small files and a `packed-refs` of the
-project's branches and tags. Bringing a branch in after a Run took 176 ms
-(median; a fetch of one branch). Rejected for that reason too: a full clone,
+Cost (`bench/job_store.py`, 20,000 files and 2,000 tags): setting up a
+worktree with its store took a median 1.77 s against 1.75 s for the worktree
+linked to the project as before (+1 %): the checkout is most of either, and
+the store is an `init`, a few small files and a `packed-refs` of the
+project's branches and tags. Bringing a branch in after a Run took 160 ms
+(median; a fetch of one branch, on the agent's waiting thread). Rejected for that reason too: a full clone,
 whose objects would be copied (`--shared` avoids that, not its `.git` in the
 worktree).
 """

@@ -56,6 +56,15 @@ class Spell:
             self.disk_full = True
         elif isinstance(event, ev.Uncontained):
             self.uncontained = True
+        elif isinstance(event, ev.JobGone):
+            self.forget(event.job_id)
+
+    def forget(self, job_id: int) -> None:
+        """A Job the person dropped or accepted: its state is no news (its Runs
+        and cost still happened)."""
+        self.jobs.pop(job_id, None)
+        if job_id in self.review_order:
+            self.review_order.remove(job_id)
 
     @property
     def happened(self) -> bool:

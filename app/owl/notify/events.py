@@ -15,7 +15,10 @@ KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk", "sand
 
 @dataclass(frozen=True)
 class RunEnded:
-    """A Run ended and its Job is now `state` (review, blocked, exhausted, pending, ...)."""
+    """A Run ended and its Job is now `state` (review, blocked, exhausted, pending, ...).
+
+    Also a Job's checks run again on demand (`owl jobs verify`) that sent it
+    to review: `run_id` is then 0, no Run's."""
 
     job_id: int
     run_id: int
@@ -28,6 +31,7 @@ class RunEnded:
     project: str = ""  # for the diffstat, read off the engine thread
     base: str | None = None
     branch: str | None = None
+    log: str | None = None  # the Run's log: its last line, read off the engine thread
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,14 @@ class DiskFull:
 
 
 @dataclass(frozen=True)
+class JobGone:
+    """The person dropped a Job, or accepted it: what an away spell said of it
+    ("ready for review") is no longer news, and the briefing forgets it."""
+
+    job_id: int
+
+
+@dataclass(frozen=True)
 class Uncontained:
     """Runs cannot be contained here and must be: their Jobs wait (`problem`: why, the fix)."""
 
@@ -74,7 +86,7 @@ class Presence:
     since: float
 
 
-Event = RunEnded | LimitWait | Untouchable | DiskFull | Uncontained | Presence
+Event = RunEnded | LimitWait | Untouchable | DiskFull | Uncontained | JobGone | Presence
 
 
 @dataclass

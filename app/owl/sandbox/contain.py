@@ -117,7 +117,7 @@ def wrap(
         opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
     if pol.network == "none":
         return Wrapped(
-            bwrap.ignoring_term(argv, env_path),
+            alone(argv, env_path, pol),
             f"contained: bwrap {version}, no network{opened}",
             True,
             inside,
@@ -127,7 +127,7 @@ def wrap(
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
-            bwrap.ignoring_term(argv, env_path),
+            alone(argv, env_path, pol),
             f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
             inside,
@@ -211,6 +211,17 @@ def host_sockets(table: str = "/proc/net/unix", most: int = 4096) -> tuple[str, 
         except (OSError, ValueError):
             continue
     return tuple(out)
+
+
+def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str]:
+    """bwrap's argv started with no network helper, SIGTERM ignored. With host
+    sockets under /dev/null, through netns.py with no helper (``-``): a socket
+    gone between the argv's making and bwrap's start would fail the Run (bwrap
+    cannot make the file to cover on the read-only root), and netns.py leaves
+    out what is gone at the last moment."""
+    if not pol.masked:
+        return bwrap.ignoring_term(argv, term_env)
+    return [sys.executable, "-I", "-S", NETNS, "-", "-", "--", *argv]
 
 
 def make_folders(folders: Sequence[str], home: str, env: Mapping[str, str]) -> None:

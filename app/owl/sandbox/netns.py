@@ -391,6 +391,8 @@ def main(argv: list[str]) -> int:
     sep, bwrap = argv[2], _present(argv[3:])
     assert sep == "--" and bwrap
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
+    if helper == "-":  # no network to make: bwrap alone, its argv checked just now
+        os.execv(bwrap[0], bwrap)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     command = [

@@ -73,7 +73,8 @@ def status(e: Snapshot) -> dict:
         "runs": runs,
         "limits": carryon.limits_view(e.waits, time.time()),
         "queue": queue(e.store),
-        "queue_length": e.store.queue_length(),
+        "queue_length": e.store.queue_length(),  # waiting and working
+        "queue_pending": e.store.pending_count(),  # waiting for a Run
         "waiting": e.waiting,
         "recent": recent,
         "review": review_jobs(e.store),
@@ -181,10 +182,15 @@ def queue(store: Store) -> list[dict]:
 
 
 def recent_runs(store: Store) -> list[dict]:
-    """The last five Runs that ended, newest first, with what they mean."""
-    out = []
-    for row in store.recent_runs(5):
+    """The last five Runs that ended, newest first, with what they mean; the
+    Runs of a dropped Job are forgotten (its work is gone: nothing to look at)."""
+    out: list[dict] = []
+    for row in store.recent_runs(20):
         job = store.job(row["job_id"])
+        if job is None or job["state"] == "cancelled":
+            continue  # dropped: the person is done with it
+        if len(out) == 5:
+            break
         out.append(
             {
                 "run_id": row["id"],
