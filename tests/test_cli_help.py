@@ -141,6 +141,16 @@ def test_bash_completion_completes_verbs_and_actions_not_hidden_ones(tmp_path):
     assert "show" in complete("owl", "jobs", "''") and "verify" in complete("owl", "jobs", "''")
     assert complete("owl", "mach") == ["machine"]  # the manual machine is public
     assert "--after-grace" in complete("owl", "stop", "--")
+    # every built-in agent, the new ones too
+    assert complete("owl", "add", "--agent", "''") == [
+        "claude",
+        "codex",
+        "gemini",
+        "opencode",
+        "copilot",
+        "aider",
+    ]
+    assert complete("owl", "add", "--agent", "co") == ["codex", "copilot"]
 
 
 def test_fish_completion_completes_verbs(tmp_path):

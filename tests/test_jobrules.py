@@ -382,6 +382,46 @@ def test_the_config_refuses_a_broken_limit_pattern_or_exit_code_in_one_line():
         assert words in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_turn_lost_at_a_thaw_is_carried_on_at_once_with_nothing_spent():
+    now = 1_800_000_000.0
+    rep = Report(service_error="connection error", session_id="s")
+
+    def end(freeze):
+        return judge(
+            agent="codex",
+            outcome="failed",
+            ended_by="exit",
+            exit_code=1,
+            reason="exit 1",
+            report=rep,
+            strikes=2,
+            now=now,
+            freeze=freeze,
+        )
+
+    v = end((now - 400, now - 30))
+    assert v.outcome == "interrupted" and v.wait is None and v.thaw_lost
+    assert not v.spends_attempt
+    assert "lost its turn when its Run was thawed after a freeze of 370 s" in (v.reason or "")
+    # long after the thaw, still frozen, or never frozen: the service failing, a wait
+    for freeze in ((now - 4000, now - jobrules.THAW_SPAN - 1), (now - 10, None), None):
+        v = end(freeze)
+        assert v.wait is not None and v.wait.kind == "service" and not v.thaw_lost
+    # a failure that is not the service's stays a failure
+    v = judge(
+        agent="codex",
+        outcome="failed",
+        ended_by="exit",
+        exit_code=1,
+        reason="exit 1",
+        report=Report(),
+        strikes=0,
+        now=now,
+        freeze=(now - 400, now - 30),
+    )
+    assert v.outcome == "failed"
+
+
 # ------------------------------------------------------------ setup problems
 
 

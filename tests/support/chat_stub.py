@@ -1,4 +1,5 @@
-"""An OpenAI chat-completions stub on 127.0.0.1 for the real aider (see `scripted_http`).
+"""An OpenAI chat-completions stub on 127.0.0.1 for the real aider and OpenCode
+(see `scripted_http`).
 
 aider 0.86 with `--model openai/stub-model` and OPENAI_API_BASE at this stub
 POSTs `{base}/chat/completions` through litellm (non-streamed with
@@ -10,10 +11,16 @@ commit-message request is not a turn: it is answered "Add FILE", FILE the
 first file of the diff it sends.
 
 aider runs no shell command of the model's under `--yes-always` (it asks
-with an explicit yes required), so there is no `Shell` turn here.
+with an explicit yes required), so a `Shell` turn is for OpenCode: OpenCode
+1.18 (a provider with `"npm": "@ai-sdk/openai-compatible"` whose
+`options.baseURL` is this stub) streams every request, offers its shell as
+the `bash` tool ({command, description}), and first asks for a title for the
+session (not a turn: answered "Stub title").
 
     with ChatStub([Say(whole("hello.txt", "hello\\n"))]) as stub:
         env = stub.env(home)      # also writes home/.aider.model.metadata.json
+    with ChatStub([Shell("git commit -am x"), Say("ok")]) as stub:
+        env = stub.opencode_env(home)  # writes home/.config/opencode/opencode.json
 """
 
 from __future__ import annotations
@@ -23,15 +30,18 @@ import re
 import time
 from pathlib import Path
 
-from support.scripted_http import Fail, Handler, Request, Say, Stub, Turn
+from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn, words
 
-__all__ = ["MODEL", "ChatStub", "Fail", "RateLimit", "Say", "ServerError", "whole"]
+__all__ = ["MODEL", "ChatStub", "Fail", "RateLimit", "Say", "ServerError", "Shell", "whole"]
 
 MODEL = "stub-model"
 USAGE = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}
 # $ per token, so a Run's cost is a figure aider prints: 1234 in, 56 out = $0.0018
 PRICES = {"input_cost_per_token": 1e-6, "output_cost_per_token": 1e-5}
 COMMIT_PROMPT = "generates concise, one-line Git commit messages"
+TITLE_PROMPT = "You are a title generator"
+# OpenCode's model costs are $ per million tokens: 1234 in, 56 out = $0.00179
+OPENCODE_COST = {"input": 1.0, "output": 10.0}
 
 
 def whole(path: str, content: str, say: str = "Here it is.") -> str:
@@ -39,8 +49,9 @@ def whole(path: str, content: str, say: str = "Here it is.") -> str:
     return f"{say}\n\n{path}\n```\n{content}```\n"
 
 
-def RateLimit(times: int = 1) -> Fail:
-    """OpenAI's per-day request limit, as its API words it (with a reset in 7m12s)."""
+def RateLimit(times: int = 1, retry_after_ms: int | None = None) -> Fail:
+    """OpenAI's per-day request limit, as its API words it (with a reset in 7m12s);
+    `retry_after_ms`: the header that sets OpenCode's wait before its own retries."""
     message = (
         "Rate limit reached for stub-model in organization org-stub on requests per day "
         "(RPD): Limit 200, Used 200, Requested 1. Please try again in 7m12s. Visit "
@@ -57,6 +68,7 @@ def RateLimit(times: int = 1) -> Fail:
             }
         },
         times,
+        headers=(("retry-after-ms", str(retry_after_ms)),) if retry_after_ms is not None else (),
     )
 
 
@@ -64,10 +76,18 @@ def ServerError(times: int = 1) -> Fail:
     return Fail(500, {"error": {"message": "stub failed", "type": "server_error"}}, times)
 
 
-def _is_commit_message(req: Request) -> bool:
+def _data(chunk: dict) -> bytes:
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def _first_says(req: Request, words: str) -> bool:
     body = req.body if isinstance(req.body, dict) else {}
     first = (body.get("messages") or [{}])[0]
-    return isinstance(first, dict) and COMMIT_PROMPT in str(first.get("content"))
+    return isinstance(first, dict) and words in str(first.get("content"))
+
+
+def _is_commit_message(req: Request) -> bool:
+    return _first_says(req, COMMIT_PROMPT)
 
 
 def _is_turn(req: Request) -> bool:
@@ -75,10 +95,42 @@ def _is_turn(req: Request) -> bool:
         req.method == "POST"
         and req.path.split("?")[0].endswith("/chat/completions")
         and not _is_commit_message(req)
+        and not _first_says(req, TITLE_PROMPT)
     )
 
 
-def _answer(h: Handler, req: Request, text: str) -> None:
+def _shell_call(h: Handler, req: Request, command: str) -> None:
+    """A streamed call of the shell tool the CLI offered (OpenCode's `bash`)."""
+    body = req.body if isinstance(req.body, dict) else {}
+    names = [
+        (t.get("function") or {}).get("name")
+        for t in body.get("tools") or []
+        if isinstance(t, dict)
+    ]
+    name = "bash" if "bash" in names or not names else str(names[0])
+    args = json.dumps({"command": command, "description": "Run the command"})
+    base = {"id": "chatcmpl-stub", "object": "chat.completion.chunk", "model": MODEL}
+    call = {"index": 0, "id": f"call_{len(h.state.requests)}", "type": "function"}
+    chunks = [
+        {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "role": "assistant",
+                        "tool_calls": [{**call, "function": {"name": name, "arguments": args}}],
+                    },
+                }
+            ],
+        },
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {**base, "choices": [], "usage": USAGE},
+    ]
+    h.send_sse([f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"])
+
+
+def _answer(h: Handler, req: Request, text: str, over: float = 0.0) -> None:
     streamed = isinstance(req.body, dict) and bool(req.body.get("stream"))
     made = int(time.time())
     if not streamed:
@@ -106,20 +158,33 @@ def _answer(h: Handler, req: Request, text: str) -> None:
         "created": made,
         "model": MODEL,
     }
+    end = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": USAGE}
+    if over > 0:
+        pieces = [
+            {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": w}}]}
+            for w in words(text)
+        ]
+        h.send_sse_slowly([], [_data(c) for c in pieces], [_data(end), b"data: [DONE]\n\n"], over)
+        return
     chunks = [
         {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": USAGE},
+        end,
     ]
     h.send_sse([f"data: {json.dumps(c)}\n\n".encode() for c in chunks] + [b"data: [DONE]\n\n"])
 
 
 def _play(h: Handler, req: Request, turn: Turn) -> None:
-    assert isinstance(turn, Say), f"aider has no shell tool: {turn!r}"
-    _answer(h, req, turn.text)
+    if isinstance(turn, Shell):
+        _shell_call(h, req, turn.command)
+        return
+    assert isinstance(turn, Say), turn
+    _answer(h, req, turn.text, turn.over)
 
 
 def _side(h: Handler, req: Request) -> None:
-    if _is_commit_message(req):
+    if _first_says(req, TITLE_PROMPT):
+        _answer(h, req, "Stub title")
+    elif _is_commit_message(req):
         m = re.search(r"\+\+\+ b/(\S+)", req.text().replace("\\n", "\n"))
         _answer(h, req, f"Add {m.group(1) if m else 'changes'}")
     else:
@@ -162,3 +227,29 @@ class ChatStub(Stub):
             "OPENAI_API_BASE": f"{self.url}/v1",
             "NO_COLOR": "1",
         }
+
+    def opencode_config(self) -> dict:
+        """opencode.json with this stub as its only provider and model (with
+        prices, so OpenCode reports a cost), sharing and updates off."""
+        return {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "stub": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Stub",
+                    "options": {"baseURL": f"{self.url}/v1", "apiKey": "test"},
+                    "models": {MODEL: {"name": "Stub", "cost": OPENCODE_COST}},
+                }
+            },
+            "model": f"stub/{MODEL}",
+            "autoupdate": False,
+            "share": "disabled",
+        }
+
+    def opencode_env(self, home: Path) -> dict[str, str]:
+        """What OpenCode needs to talk to this stub, with `home` as HOME: its
+        config in ~/.config/opencode/opencode.json (the port is read from there)."""
+        folder = home / ".config" / "opencode"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "opencode.json").write_text(json.dumps(self.opencode_config(), indent=1))
+        return {"HOME": str(home), "NO_COLOR": "1"}

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn
+from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn, words
 
 __all__ = ["DailyQuota", "Fail", "GeminiStub", "Say", "ServerError", "Shell"]
 
@@ -55,11 +55,12 @@ _USAGE = {
 }
 
 
-def _chunk(parts: list[dict[str, Any]]) -> bytes:
+def _chunk(parts: list[dict[str, Any]], done: bool = True) -> bytes:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if done:
+        candidate["finishReason"] = "STOP"
     data = {
-        "candidates": [
-            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
-        ],
+        "candidates": [candidate],
         "usageMetadata": _USAGE,
         "modelVersion": "gemini-2.5-pro",
     }
@@ -73,6 +74,11 @@ def _play(h: Handler, req: Request, turn: Turn) -> None:
         ]
     else:
         assert isinstance(turn, Say)
+        if turn.over > 0:
+            said = words(turn.text)
+            pieces = [_chunk([{"text": w}], done=False) for w in said[:-1]]
+            h.send_sse_slowly([], pieces, [_chunk([{"text": said[-1]}])], turn.over)
+            return
         parts = [{"text": turn.text}]
     h.send_sse([_chunk(parts)])
 

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn
+from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn, words
 
 __all__ = [
     "MODEL",
@@ -119,13 +119,27 @@ def _play(h: Handler, req: Request, turn: Turn) -> None:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 110,
     }
-    h.send_sse(
-        [
-            _sse({"type": "response.created", "response": {"id": f"resp_{n}"}}),
-            _sse({"type": "response.output_item.done", "output_index": 0, "item": item}),
-            _sse({"type": "response.completed", "response": {"id": f"resp_{n}", "usage": usage}}),
+    head = [_sse({"type": "response.created", "response": {"id": f"resp_{n}"}})]
+    tail = [
+        _sse({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        _sse({"type": "response.completed", "response": {"id": f"resp_{n}", "usage": usage}}),
+    ]
+    if isinstance(turn, Say) and turn.over > 0:
+        pieces = [
+            _sse(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": f"msg_{n}",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": w,
+                }
+            )
+            for w in words(turn.text)
         ]
-    )
+        h.send_sse_slowly(head, pieces, tail, turn.over)
+        return
+    h.send_sse(head + tail)
 
 
 def _side(h: Handler, req: Request) -> None:

@@ -21,9 +21,19 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Say:
-    """A turn that answers with text and ends the agent loop."""
+    """A turn that answers with text and ends the agent loop; `over` > 0
+    streams it a word at a time over that many seconds (a slow model, to
+    freeze a Run mid-stream)."""
 
     text: str
+    over: float = 0.0
+
+
+def words(text: str) -> list[str]:
+    """`text` in pieces that join back to it, a word each."""
+    pieces = [w + " " for w in text.split(" ")]
+    pieces[-1] = pieces[-1][:-1]
+    return [p for p in pieces if p]
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,7 @@ class Fail:
     body: dict[str, Any]
     times: int = 1
     reset_in: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (retry-after)
 
 
 Turn = Say | Shell | Fail
@@ -97,9 +108,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def send_json(self, code: int, data: Any) -> None:
+    def send_json(self, code: int, data: Any, headers: tuple[tuple[str, str], ...] = ()) -> None:
         body = json.dumps(data).encode()
         self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -119,6 +132,32 @@ class Handler(BaseHTTPRequestHandler):
         for chunk in chunks:
             self.wfile.write(chunk)
             self.wfile.flush()
+
+    def send_sse_slowly(
+        self, head: list[bytes], pieces: list[bytes], tail: list[bytes], over: float
+    ) -> None:
+        """`head`, then `pieces` spread evenly over `over` seconds, then `tail`;
+        a client gone (a Run killed) ends it quietly."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        gap = over / max(1, len(pieces))
+        try:
+            for chunk in head:
+                self.wfile.write(chunk)
+            self.wfile.flush()
+            for chunk in pieces:
+                time.sleep(gap)
+                self.wfile.write(chunk)
+                self.wfile.flush()
+            for chunk in tail:
+                self.wfile.write(chunk)
+            self.wfile.flush()
+        except OSError:
+            pass
 
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
@@ -148,7 +187,7 @@ class Handler(BaseHTTPRequestHandler):
             if turn.reset_in is not None:
                 req.reset = int(req.at + turn.reset_in) + 1
                 body = _fill(body, req.reset)
-            self.send_json(turn.status, body)
+            self.send_json(turn.status, body, turn.headers)
             return
         type(self).play(self, req, turn)
 

@@ -1,8 +1,9 @@
 """Agent drivers: how to start each kind of agent for one Run, and the handoff.
 
 A driver turns a `RunContext` into an argv and extra environment; the engine
-spawns it. `claude` (Claude Code) is built in; any other agent is a
-`command` template from `[agents.NAME]` in config.
+spawns it. `claude` (Claude Code), `codex`, `gemini`, `opencode`, `copilot`
+and `aider` are built in (`BUILT_IN`); any other agent is a `command`
+template from `[agents.NAME]` in config.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from owl.agents.base import Driver, RunContext, run_env
 from owl.agents.aider import AiderDriver
 from owl.agents.claude import ClaudeDriver
 from owl.agents.codex import CodexDriver
+from owl.agents.copilot import CopilotDriver
 from owl.agents.gemini import GeminiDriver
+from owl.agents.opencode import OpenCodeDriver
 from owl.agents.command import CommandDriver
 from owl.agents.handoff import (
     HANDOFF_PATH,
@@ -48,6 +51,8 @@ BUILT_IN: dict[str, Callable[[dict[str, Any]], Driver]] = {
     "claude": ClaudeDriver,
     "codex": CodexDriver,
     "gemini": GeminiDriver,
+    "opencode": OpenCodeDriver,
+    "copilot": CopilotDriver,
     "aider": AiderDriver,
 }
 

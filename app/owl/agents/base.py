@@ -100,8 +100,11 @@ def run_env(ctx: RunContext) -> dict[str, str]:
     OWL_RUN_ID is also the tag the daemon uses to find a Run's survivors after
     a crash, so it must be on every process the agent starts; the others let
     an agent's own scripts find the handoff without knowing Owl's layout.
+    PWD is the worktree, the agent's working directory: the daemon's own
+    would be wrong, and OpenCode takes its session's directory from PWD.
     """
     return {
+        "PWD": str(ctx.worktree),
         "OWL_JOB_ID": str(ctx.job_id),
         "OWL_RUN_ID": str(ctx.run_id),
         "OWL_ATTEMPT": str(ctx.attempt),

@@ -1,7 +1,7 @@
 """What the built-in drivers of other CLIs share: finding the executable,
 saying why it cannot start, and reading `[agents.NAME]`'s common keys.
 
-Codex, Gemini and aider differ here only in their names and the words of
+Codex, Gemini, OpenCode, Copilot and aider differ here only in their names and the words of
 the install hint, so `CliDriver` holds that part once and each driver adds
 its own command line and report. Claude's driver keeps its own table
 (`allowed_tools`, args taken as given) but finds its CLI the same way.

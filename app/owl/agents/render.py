@@ -1,5 +1,6 @@
 """Claude's stream-json, one event per line, as short lines a person can read
-(Codex's and Gemini's events too: `render_codex`, `render_gemini`).
+(Codex's, Gemini's, OpenCode's and Copilot's events too: `render_codex`,
+`render_gemini`, `render_opencode`, `render_copilot`).
 
 The raw log keeps every event; this is only the view (`owl logs`, the tray).
 It is pure (a line in, text out) so it can be tested on lines captured from
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from owl.agents import render_codex, render_gemini
+from owl.agents import render_codex, render_copilot, render_gemini, render_opencode
 from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten
 
 __all__ = ["DETAIL_LIMIT", "TEXT_LIMIT", "render_line", "shorten"]
@@ -77,8 +78,12 @@ def _render(event: dict[str, Any]) -> str | None:
 
 
 def _other(event: dict[str, Any]) -> Any:
-    """The renderer of Codex's or Gemini's events, when `event` is one of theirs."""
+    """The renderer of another CLI's events, when `event` is one of theirs."""
     kind = event["type"]
+    if render_opencode.is_opencode(event):
+        return render_opencode.render
+    if render_copilot.is_copilot(event):
+        return render_copilot.render
     if kind in render_codex.KINDS or (kind == "error" and "severity" not in event):
         return render_codex.render
     if kind in render_gemini.KINDS or kind == "error" or render_gemini.is_gemini_result(event):

@@ -44,8 +44,8 @@ def register(sub: Any) -> None:
     s.add_argument(
         "--agent",
         metavar="NAME",
-        help="a built-in agent (claude, codex, gemini, "
-        "aider) or one from the config (default: agent.default); several in order, "
+        help="a built-in agent (claude, codex, gemini, opencode, "
+        "copilot, aider) or one from the config (default: agent.default); several in order, "
         "claude,codex: the next carries the Job on while the first waits on a limit",
     )
     s.add_argument(

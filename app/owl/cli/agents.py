@@ -2,7 +2,7 @@
 
     owl agents [list] [--json]
 
-One line per agent, built-in (claude, codex, gemini, aider) or configured
+One line per agent, built-in (claude, codex, gemini, opencode, copilot, aider) or configured
 (`[agents.NAME]`): whether its CLI is found (and where), its version, whether
 it waits out a usage limit (and until when), and its Runs and cost today.
 Read from the config, the database (read-only) and the agents' package
@@ -71,7 +71,7 @@ def register_wake(acts: Any) -> None:
     w.add_argument(
         "name",
         metavar="NAME",
-        help="the agent (claude, codex, gemini, or a name from [agents.NAME] in the config)",
+        help="the agent (a built-in one such as claude or opencode, or a name from [agents.NAME])",
     )
     json_flag(w)
     w.set_defaults(fn=cmd_wake)

@@ -34,5 +34,30 @@ def register(sub: Any) -> None:
 def cmd_completion(a: argparse.Namespace) -> int:
     import shtab
 
-    sys.stdout.write(shtab.complete(a.parser, shell=a.shell))
+    preamble = agent_names(a.parser).get(a.shell, "")
+    sys.stdout.write(shtab.complete(a.parser, shell=a.shell, preamble=preamble))
     return EXIT_OK
+
+
+def agent_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Every `--agent` completes the built-in agents' names (a configured one
+    is typed, as the config may not be readable where the script is made);
+    returns the shell functions that list them."""
+    from owl.settings.keys import BUILTIN_AGENTS
+
+    names = " ".join(BUILTIN_AGENTS)
+    for action in _actions(parser):
+        if "--agent" in action.option_strings:
+            action.complete = {"bash": "_owl_agent_names", "zsh": f"({names})"}  # type: ignore[attr-defined]
+    return {"bash": f'_owl_agent_names() {{ compgen -W "{names}" -- "$1"; }}'}
+
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    out: list[argparse.Action] = []
+    for action in parser._actions:
+        out.append(action)
+        choices = action.choices if isinstance(action.choices, dict) else {}
+        for sub in dict.fromkeys(choices.values()):
+            if isinstance(sub, argparse.ArgumentParser):  # a verb's own parser
+                out += _actions(sub)
+    return out

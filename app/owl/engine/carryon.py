@@ -246,8 +246,10 @@ def conclude(
     report: Report | None,
     now: float | None = None,
     max_wait: float = jobrules.MAX_WAIT,
+    freeze: tuple[float, float | None] | None = None,
 ) -> jobrules.Verdict:
-    """Judge a Run's end, record what its output said, and set or lift the agent's wait."""
+    """Judge a Run's end, record what its output said, and set or lift the agent's wait.
+    `freeze`: the Run's last freeze, (frozen, thawed) in epoch seconds."""
     now = time.time() if now is None else now
     have = waits.get(agent)
     verdict = jobrules.judge(
@@ -260,7 +262,10 @@ def conclude(
         strikes=have.strikes if have else 0,
         now=now,
         max_wait=max_wait,
+        freeze=freeze,
     )
+    if verdict.thaw_lost:
+        log.info("run %s: %s", run_id, verdict.reason)
     if report is not None:
         _log_odd(run_id, agent, report, now, max_wait)
         facts: dict[str, Any] = {}

@@ -321,7 +321,7 @@ class Engine:
             if lv is None:
                 continue
             if isinstance(action, lifecycle.Freeze):
-                lv.tree.freeze()
+                lv.freeze_now()
                 r = self.core.runs[action.run]
                 self.note(
                     lv.run_id,
@@ -340,8 +340,7 @@ class Engine:
                 runend.note_not_stopped(self, lv)
                 runwatch.record_pids(self, lv)
             elif isinstance(action, lifecycle.Thaw):
-                lv.tree.thaw()
-                lv.not_stopped = []
+                lv.thaw_now()
                 self.note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)
                 log.info("run %s thawed", lv.run_id)
             elif isinstance(action, lifecycle.StartCheck):

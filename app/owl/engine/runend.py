@@ -105,6 +105,7 @@ def _judge(
             exit_code=f.exit_code,
             report=lv.report,
             max_wait=eng.cfg.max_wait,
+            freeze=lv.freeze,
         )
         verdict = budgeting.run_ended(eng, lv, verdict)
     except Exception as e:

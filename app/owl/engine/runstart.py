@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -79,10 +80,25 @@ class Live:
     net_report: Path | None = None  # where its network helper says how that went
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
     meter: Meter | None = None  # the windows its agent reports as it runs (owl.engine.meter)
+    # its last freeze: (frozen, thawed) in epoch seconds, thawed None while frozen;
+    # a turn the agent loses at the thaw is judged by it (jobrules.judge)
+    freeze: tuple[float, float | None] | None = None
     places: jobstore.Places | None = None  # where its git lives, from Owl's records
     # its worktree's git files as its last process left them (checked on that
     # process's waiting thread): changed, no check starts (runchecks)
     git_changed: list[dict[str, Any]] = field(default_factory=list)
+
+    def freeze_now(self) -> None:
+        """Stop every process of the Run, noting when (for `freeze`)."""
+        self.tree.freeze()
+        self.freeze = (time.time(), None)
+
+    def thaw_now(self) -> None:
+        """Let the Run's processes go on, noting when; what the freeze left
+        running is forgotten."""
+        self.tree.thaw()
+        self.freeze = (self.freeze[0], time.time()) if self.freeze else None
+        self.not_stopped = []
 
 
 def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:

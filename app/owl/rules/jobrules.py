@@ -119,6 +119,7 @@ class Verdict:
     reason: str | None
     wait: Wait | None = None  # the agent waits from now on
     clear: bool = False  # the agent worked: its backoff starts over
+    thaw_lost: bool = False  # the agent lost its turn at a thaw: carried on at once
     block: bool = False  # the Job is blocked with `reason` (a setup problem), nothing spent
 
     @property
@@ -182,11 +183,13 @@ def judge(
     now: float,
     tz: tzinfo | None = None,
     max_wait: float = MAX_WAIT,
+    freeze: tuple[float, float | None] | None = None,
 ) -> Verdict:
     """What the end of a Run of `agent` means (see the module docstring).
 
     `strikes` is how many backoffs in a row the agent has waited already;
-    `max_wait` the longest wait a reset moment it gave may set."""
+    `max_wait` the longest wait a reset moment it gave may set; `freeze` the
+    Run's last freeze, (frozen, thawed) in epoch seconds."""
     rep = report or Report()
     # an agent that says it gave up failed by its own account, whatever its exit code
     own_exit = ended_by == "exit" and (exit_code not in (None, 0) or bool(rep.gave_up))
@@ -210,6 +213,13 @@ def judge(
             f"{setup_hint(agent, rep.setup_problem)}"
         )
         return Verdict("interrupted", why, block=True)
+    lost = thaw_lost(freeze, now) if outcome == "failed" and own_exit else None
+    if lost is not None and rep.service_error:
+        why = (
+            f"{agent_label(agent)} lost its turn when its Run was thawed after a freeze "
+            f"of {lost:.0f} s ({rep.service_error}): the same idle spell, carried on at once"
+        )
+        return Verdict("interrupted", why, thaw_lost=True)
     if outcome == "failed" and own_exit and rep.service_error:
         until = now + backoff(strikes)
         why = (
@@ -218,6 +228,23 @@ def judge(
         )
         return Verdict("interrupted", why, Wait(agent, "service", until, why, strikes + 1))
     return Verdict(outcome, reason, clear=outcome != "interrupted")
+
+
+THAW_SPAN = 600.0  # a service error this soon after a thaw is the freeze's doing
+
+
+def thaw_lost(freeze: tuple[float, float | None] | None, now: float) -> float | None:
+    """How long the Run was frozen, when it was thawed at most `THAW_SPAN`
+    seconds before `now`: an agent whose stream watchdog fired at the thaw
+    (a connection the freeze left stale, "stream disconnected", "went to sleep
+    mid-response") and that gave up on it lost its turn to the freeze, not to
+    its model's service. None otherwise."""
+    if freeze is None:
+        return None
+    frozen, thawed = real(freeze[0]), real(freeze[1])
+    if frozen is None or thawed is None or not frozen <= thawed <= now:
+        return None
+    return thawed - frozen if now - thawed <= THAW_SPAN else None
 
 
 def setup_hint(agent: str, problem: str) -> str:

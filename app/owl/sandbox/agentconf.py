@@ -128,7 +128,34 @@ def claude(home: str, env: Mapping[str, str]) -> Needs:
     return Needs(loopback_ports({k: v for k, v in said.items() if isinstance(v, str)}))
 
 
-READERS = {"codex": codex, "claude": claude}
+def opencode(home: str, env: Mapping[str, str]) -> Needs:
+    """OpenCode's ``opencode.json``: every provider's loopback
+    ``options.baseURL`` port, and the variable an ``options.apiKey`` of the form
+    ``{env:NAME}`` names."""
+    folder = expand("$XDG_CONFIG_HOME/opencode|~/.config/opencode", home, env) or "/"
+    data = _read(os.path.join(folder, "opencode.json"))
+    try:
+        doc = json.loads(data) if data else {}
+    except (ValueError, RecursionError):
+        doc = {}
+    providers = doc.get("provider") if isinstance(doc, dict) else None
+    urls: dict[str, str] = {}
+    keys: list[str] = []
+    for name, table in providers.items() if isinstance(providers, dict) else ():
+        options = table.get("options") if isinstance(table, dict) else None
+        if not isinstance(options, dict):
+            continue
+        if isinstance(options.get("baseURL"), str):
+            urls[str(name)] = options["baseURL"]
+        said = options.get("apiKey")
+        if isinstance(said, str) and said.startswith("{env:") and said.endswith("}"):
+            key = _env_name(said[5:-1])
+            if key and key not in keys:
+                keys.append(key)
+    return Needs(loopback_ports(urls), tuple(keys))
+
+
+READERS = {"codex": codex, "claude": claude, "opencode": opencode}
 
 
 def needs(agent: str, home: str, env: Mapping[str, str]) -> Needs:

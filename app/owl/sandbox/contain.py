@@ -75,6 +75,7 @@ def wrap(
     git = git or GitPlaces()
     private, links, files = private_system()
     home = env.get("HOME") or os.path.expanduser("~")
+    own = policy.AGENTS.get(agent, policy.AgentState())
     facts = policy.Facts(
         home=home,
         user_home=pwd.getpwuid(os.getuid()).pw_dir,
@@ -91,7 +92,6 @@ def wrap(
         host_sockets=host_sockets(skip=(*private, "/tmp", "/dev/shm")),
         project_git=git.project_git,
     )
-    own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
     make_caches(settings.caches, home, env)
     fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)

@@ -254,6 +254,39 @@ AGENTS: dict[str, AgentState] = {
         env_keep=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         folders=("~/.gemini",),
     ),
+    # OpenCode keeps its sessions (SQLite) under ~/.local/share/opencode, and
+    # dies at start with EROFS when it cannot make its folders; it writes a
+    # .gitignore (and plugins) into its config folder.
+    "opencode": AgentState(
+        state=(
+            "$XDG_DATA_HOME/opencode|~/.local/share/opencode",
+            "$XDG_STATE_HOME/opencode|~/.local/state/opencode",
+            "$XDG_CACHE_HOME/opencode|~/.cache/opencode",
+            "$XDG_CONFIG_HOME/opencode|~/.config/opencode",
+        ),
+        env_keep=("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "OPENCODE_API_KEY"),
+        folders=(
+            "$XDG_DATA_HOME/opencode|~/.local/share/opencode",
+            "$XDG_STATE_HOME/opencode|~/.local/state/opencode",
+            "$XDG_CACHE_HOME/opencode|~/.cache/opencode",
+            "$XDG_CONFIG_HOME/opencode|~/.config/opencode",
+        ),
+        fixed=("$XDG_CONFIG_HOME/opencode/opencode.json|~/.config/opencode/opencode.json",),
+    ),
+    # Copilot CLI keeps its sessions and settings under ~/.copilot (COPILOT_HOME),
+    # and unpacks its own package into ~/.cache/copilot at its first start
+    # (ENOENT on mkdir, exit 1, where it cannot).
+    "copilot": AgentState(
+        state=("$COPILOT_HOME|~/.copilot", "$XDG_CACHE_HOME/copilot|~/.cache/copilot"),
+        env_keep=(
+            "COPILOT_GITHUB_TOKEN",
+            "GH_TOKEN",
+            "GITHUB_TOKEN",
+            "COPILOT_PROVIDER_API_KEY",
+            "COPILOT_PROVIDER_BEARER_TOKEN",
+        ),
+        folders=("$COPILOT_HOME|~/.copilot", "$XDG_CACHE_HOME/copilot|~/.cache/copilot"),
+    ),
 }
 
 
