@@ -490,3 +490,37 @@ def test_render_shortens_and_summarises_tools() -> None:
         {"type": "result", "subtype": "error_max_turns", "is_error": True, "num_turns": 9}
     )
     assert render_line(err) == "✗ result (error_max_turns) (9 turns)"
+
+
+# ------------------------------------------------------------ setup problems
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        (
+            '{"type":"turn.failed","error":{"message":"Missing environment variable: `X_API_KEY`."}}',
+            "missing environment variable X_API_KEY",
+        ),
+        ("Error: connect ECONNREFUSED 127.0.0.1:11434", "could not connect to 127.0.0.1:11434"),
+        (
+            "request to http://localhost:8080/v1 failed: Connection refused (os error 111) "
+            "127.0.0.1:8080",
+            "could not connect to 127.0.0.1:8080",
+        ),
+        ("bwrap: execvp my-agent: No such file or directory", "my-agent was not found"),
+        ("/usr/bin/env: ‘/w/my-agent’: No such file or directory", "/w/my-agent was not found"),
+        ("Connection refused: api.example.com:443", None),  # a remote service: not setup
+        ("all good", None),
+    ],
+)
+def test_a_setup_problem_in_the_agents_last_words(line, problem):
+    from owl.agents import setup
+    from owl.rules.jobrules import Report
+
+    assert setup.problem(["started", line]) == problem
+    report = setup.read(Report(), ["started", line], 1)
+    assert report.setup_problem == problem
+    assert setup.read(Report(), ["started", line], 0).setup_problem is None
+    # said early, then the agent worked on for long: it did start
+    assert setup.problem([line, *["working"] * setup.TAIL]) is None

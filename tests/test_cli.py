@@ -142,6 +142,9 @@ def test_config_path_show_check_and_a_broken_config(tmp_path):
     doc = json.loads(run_owl(home, "config", "show", "--json").stdout)
     assert doc["idle"]["after"] == "10m" and doc["interruption"]["grace_window"] == "15m"
     assert doc["runs"]["max_parallel"] == 1 and doc["agent"]["default"] == "claude"
+    # Linux's default: a Run that cannot be contained waits (see test_sandbox_required)
+    assert doc["sandbox"]["mode"] == ("required" if sys.platform == "linux" else "auto")
+    assert doc["sandbox"]["network"] is True and doc["sandbox"]["read"] == "home"
 
     home.mkdir()
     cfg = home / "config.toml"
@@ -249,7 +252,6 @@ def test_refusals_are_one_line_and_change_nothing(daemon):
         (("jobs", "move", "999", "1"), "no job 999"),
         (("jobs", "verify", "999"), "no job 999"),
         (("jobs", "move", str(first), "2"), "outside the queue (1 to 1)"),
-        (("jobs", "move", str(first), "0"), "outside the queue"),
         (("jobs", "accept", str(first)), "not in review"),
         (("logs", "999"), "no job 999"),
         (("logs", "--run", "999"), "no run 999"),
@@ -258,10 +260,21 @@ def test_refusals_are_one_line_and_change_nothing(daemon):
         (("add", "--project", plain, "do it"), "is not a git repository"),
         (("add", "--project", plain + "/nope", "do it"), "does not exist"),
         (("add", "--project", project, "--agent", "nobody", "do it"), "nobody"),
-        (("add", "--project", project, "--attempts", "0", "do it"), "1 or more"),
     ]
     for args, words in cases:
         refused(daemon.owl(*args), words)
+    # 0 is no id, position or count, as abc is not: the same words, as usage (exit 2)
+    for args in (
+        ("jobs", "show", "0"),
+        ("jobs", "show", "abc"),
+        ("jobs", "move", str(first), "0"),
+        ("add", "--project", project, "--attempts", "0", "do it"),
+    ):
+        p = daemon.owl(*args)
+        assert p.returncode == 2 and p.stdout == "", (args, p)
+        assert p.stderr.splitlines()[-1].endswith(
+            "is not a whole number of 1 or more written with the digits 0-9"
+        ), p.stderr
     # a prompt of 1 MB: the daemon's limit; of 2 MB: more than a request may carry
     refused(
         daemon.owl("add", "--project", project, "-", input="x" * 1_000_000),
@@ -457,7 +470,12 @@ def test_status_reads_at_a_glance_and_its_json_carries_the_fields(tmp_path):
             (second, 2, "pending"),
         ]
         text = d.ok("status")
-        assert re.search(rf"job {first} · frozen by machine · (\d+s|1m) left", text), text
+        assert re.search(
+            rf"job {first} · frozen by machine · (\d+s|1m) of its grace window left"
+            rf"( · not contained)? · worked ",
+            text,
+        ), text
+        assert f"queue:      1 job waiting · next: job {second}" in text
         shown = d.job(first)
         assert {"id", "state", "position", "branch", "worktree", "attempts_left", "runs"} <= set(
             shown

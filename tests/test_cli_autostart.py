@@ -83,7 +83,7 @@ def test_add_starts_the_daemon_in_the_background_once_even_when_two_race(home, t
     assert d.ppid() != os.getpid() and os.getsid(d.pid) == d.pid  # a session of its own
     assert json.loads(owl(home, "status", "--json").stdout)["queue_length"] == 3
     again = owl(home, "daemon", "--detach")
-    assert again.returncode == 0 and f"already running (pid {d.pid})" in again.stdout
+    assert again.returncode == 0 and f"already running (pid {d.pid}, socket " in again.stdout
 
 
 def test_no_start_and_the_environment_opt_out(home, tmp_path):

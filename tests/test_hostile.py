@@ -414,7 +414,7 @@ def test_files_owl_writes_are_private(tmp_path: Path, project: Path) -> None:
                 home / "owl.db-wal",
                 home / "owl.db-shm",
                 Path(j["runs"][0]["log"]),
-                home / "run" / "owl.lock",
+                home / "owl.lock",
             ]
             sock = Path(d.status().get("socket") or home / "run" / "owl.sock")
             for f in files:

@@ -380,3 +380,58 @@ def test_the_config_refuses_a_broken_limit_pattern_or_exit_code_in_one_line():
         with pytest.raises(config.ConfigError) as e:
             config.from_dict({"agents": {"codex": {"command": ["codex"], **bad}}})
         assert words in str(e.value) and "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------ setup problems
+
+
+@pytest.mark.parametrize(
+    "problem, hint",
+    [
+        ("missing environment variable X_API_KEY", 'sandbox.env_keep = ["X_API_KEY"]'),
+        ("could not connect to 127.0.0.1:11434", "sandbox.host_ports = [11434]"),
+        ("my-agent was not found", "check agents.codex.path or its command"),
+    ],
+)
+def test_an_agent_that_cannot_start_for_its_setup_blocks_the_job_and_spends_nothing(problem, hint):
+    v = judge(
+        agent="codex",
+        outcome="failed",
+        ended_by="exit",
+        exit_code=1,
+        reason="the agent exited 1",
+        report=Report(setup_problem=problem),
+        strikes=0,
+        now=NOW,
+    )
+    assert (v.outcome, v.block, v.spends_attempt, v.wait) == ("interrupted", True, False, None)
+    assert v.reason is not None
+    assert v.reason.startswith(f"codex could not start: {problem}; ") and hint in v.reason
+    assert v.reason.endswith("then owl jobs extend")
+
+
+def test_a_setup_problem_is_not_one_when_the_agent_succeeded_or_was_stopped():
+    for outcome, ended_by, code in (("succeeded", "exit", 0), ("interrupted", "sigterm", -15)):
+        v = judge(
+            agent="codex",
+            outcome=outcome,
+            ended_by=ended_by,
+            exit_code=code,
+            reason=None,
+            report=Report(setup_problem="missing environment variable X"),
+            strikes=0,
+            now=NOW,
+        )
+        assert not v.block and v.outcome == outcome
+    # a usage limit the same Run met is a wait, as before
+    v = judge(
+        agent="codex",
+        outcome="failed",
+        ended_by="exit",
+        exit_code=1,
+        reason=None,
+        report=Report(limit="usage", setup_problem="missing environment variable X"),
+        strikes=0,
+        now=NOW,
+    )
+    assert not v.block and v.wait is not None

@@ -362,15 +362,21 @@ def test_a_shift_that_requires_power_freezes_on_battery():
     assert c.power(4.0, True) == [Thaw(1)]
 
 
-def test_when_a_shift_ends_its_runs_are_let_finish():
+def test_when_a_shift_ends_its_runs_are_the_machines_again():
+    """The person is there when the Shift ends: its Run freezes at once (the
+    machine is theirs again); nobody there: it carries on."""
     c = core(idle=False)
     c.shift_on(0.0)
     c.started(1, 1.0)
-    assert c.shift_off(2.0) == []
-    assert c.input(3.0) == []
-    assert c.runs[1].exempt
-    c.started(2, 4.0)  # started after: the machine's rule
-    assert c.runs[2].phase is Phase.FROZEN
+    assert c.shift_off(2.0) == [Freeze(1)]
+    assert c.runs[1].frozen_by == "machine" and not c.runs[1].exempt
+    assert c.idle(3.0) == [Thaw(1)]  # they left within the window: it goes on
+    c.started(2, 4.0, exempt=True)  # `owl start`'s own Run stays the person's choice
+    c.shift_on(5.0)
+    c.started(3, 5.5)
+    assert c.shift_off(6.0) == []  # nobody there
+    assert c.input(7.0) == [Freeze(1), Freeze(3)]
+    assert c.runs[2].phase is Phase.RUNNING
 
 
 def test_pause_holds_a_shift():

@@ -62,7 +62,8 @@ def test_sent_only_while_away_and_a_burst_is_one_digest(tmp_path: Path) -> None:
         # back: the briefing, in status and --since-away
         d.machine("input")
         brief = wait_for(lambda: d.status()["notify"]["briefing"], what="the briefing")
-        assert brief["review"] == jobs[1] and brief["runs"] == 2
+        newest = d.status()["recent"][0]["job_id"]  # the two finish in either order
+        assert brief["review"] == newest and newest in jobs and brief["runs"] == 2
         said = d.ok("status", "--since-away").strip()
         assert (
             said.startswith("While you were away (")
@@ -163,6 +164,38 @@ def test_notify_test_says_what_each_channel_answered(tmp_path: Path) -> None:
         assert "[notify]" in shown and "secret" not in shown
 
 
+def test_config_check_and_status_say_which_channel_apprise_cannot_use(tmp_path: Path) -> None:
+    """Read as Apprise reads a URL to send, and nothing sent."""
+    home = tmp_path / "home"
+    with Receiver() as rx:
+        good, typo = rx.url("hook-secret"), f"jsn://127.0.0.1:{rx.port}/my-secret-topic"
+        (home).mkdir()
+        (home / "config.toml").write_text(f'[notify]\naway = ["{good}", "{typo}"]\n')
+        env = dict(os.environ, OWL_HOME=str(home))
+        p = subprocess.run(
+            [*OWL, "config", "check"], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert p.returncode == 1 and p.stdout == "", p
+        assert p.stderr == (
+            f"owl: {home / 'config.toml'}: notify.away[2] = "
+            f"'jsn://127.0.0.1:{rx.port}/my…': not a URL Apprise knows\n"
+        )
+        with OwlDaemon(home, config={"notify": {"away": [good, typo]}}) as d:
+            chans = wait_for(
+                lambda: (c := d.status()["notify"]["channels"])[1]["problem"] and c,
+                what="the channels read",
+            )
+            assert chans[0]["problem"] is None
+            assert chans[1]["problem"] == "not a URL Apprise knows"
+            text = d.ok("status")
+            assert (
+                f"channel:    jsn://127.0.0.1:{rx.port}/my… · cannot be used: "
+                "not a URL Apprise knows · nothing sent yet"
+            ) in text
+            assert f"json://127.0.0.1:{rx.port}/ho… · nothing sent yet" in text
+        assert rx.got == []  # nothing was sent to find out
+
+
 def test_replies_through_the_ntfy_stream_move_the_job(tmp_path: Path) -> None:
     project = make_project(tmp_path / "p")
     with NtfyServer() as ntfy:
@@ -205,6 +238,23 @@ def test_replies_through_the_ntfy_stream_move_the_job(tmp_path: Path) -> None:
                 what="the second Run",
             )
             assert j["runs"][1]["outcome"] == "succeeded"
+            # the return to review is told as the first was, and the person hears back
+            reviews = ntfy.wait(
+                lambda: (
+                    (
+                        told := [
+                            m
+                            for m in ntfy.on(topic)
+                            if m.get("title") == f"Owl: Job {job} ready for review"
+                        ]
+                    )
+                    and len(told) == 2
+                    and told
+                )
+            )
+            for m in reviews:  # the agent's last line, and what may be answered
+                assert "“done commit=one”" in m["message"], m["message"]
+                assert f"Reply '{job} accept', '{job} drop'" in m["message"]
             ntfy.publish(topic, "what now?")
             assert ack("Owl understands")
             ntfy.publish(topic, f"{job} accept")
@@ -260,3 +310,52 @@ def test_telegram_replies_and_an_unknown_chat(tmp_path: Path) -> None:
                 what="the second Run",
             )
             assert j["state"] == "review"  # the stranger's accept did nothing
+
+
+def test_the_briefing_and_recent_runs_forget_a_dropped_job(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "p")
+    with OwlDaemon(tmp_path / "home") as d:
+        d.machine("idle")
+        kept = d.add("write=a commit=one exit=0", project)
+        gone = d.add("write=b commit=two exit=0", project)
+        d.wait_job(kept, "review")
+        d.wait_job(gone, "review")
+        d.machine("input")
+        brief = wait_for(lambda: d.status()["notify"]["briefing"], what="the briefing")
+        assert f"job {gone} ready for review" in brief["text"], brief
+        assert brief["review"] == gone
+        d.ok("jobs", "drop", "--force", str(gone))
+        st = d.status()
+        brief = st["notify"]["briefing"]
+        assert f"job {gone} " not in brief["text"] and f"job {kept} ready" in brief["text"]
+        assert brief["review"] == kept and "2 Runs" in brief["text"]  # they did happen
+        assert [r["job_id"] for r in st["recent"]] == [kept]
+        assert f"job {gone}" not in d.ok("status", "--since-away")
+
+
+def test_a_verify_that_sends_a_job_to_review_is_told_and_no_reply_hint_without_replies(
+    tmp_path: Path,
+) -> None:
+    project = make_project(tmp_path / "p", dict([FAILING_CHECK, ("README", "x\n")]))
+    with (
+        Receiver() as rx,
+        OwlDaemon(tmp_path / "home", config={"notify": {"away": [rx.url()], "batch": "0s"}}) as d,
+    ):
+        d.machine("idle")
+        job = d.add("write=b commit=two exit=0", project, "--attempts", "1")
+        d.wait_job(job, "blocked")
+        wait_for(lambda: rx.got, timeout=15, what="the blocked message")
+        blocked = rx.got[0]["body"]
+        assert blocked["title"] == f"Owl: Job {job} blocked"
+        assert "Reply '" not in blocked["message"] and "reply '" not in blocked["message"]
+        assert f"owl jobs reply {job} '<what to do>'" in blocked["message"]
+        assert "“done commit=two”" in blocked["message"]  # the agent's last line
+        # the check was wrong: fixed on main, the Job's checks run again from there
+        (project / ".owl.toml").write_text("[[checks]]\nname = 'unit'\nrun = 'true'\n")
+        subprocess.run(["git", "-C", str(project), "commit", "-qam", "fix"], check=True)
+        d.ok("jobs", "verify", str(job), "--checks-from", "main")
+        d.wait_job(job, "review")
+        wait_for(lambda: len(rx.got) == 2, timeout=15, what="the review message")
+        review = rx.got[1]["body"]
+        assert review["title"] == f"Owl: Job {job} ready for review", review
+        assert "unit passed" in review["message"] and "Reply '" not in review["message"]

@@ -58,6 +58,46 @@ def test_away_one_message_per_job_per_change_of_state() -> None:
     assert [m.title for m in r.tick(T0 + 4, NOON)] == ["Owl: Job 1 ready for review"]
 
 
+def test_every_return_is_told_after_a_reply_a_retry_or_a_verify() -> None:
+    """A reply moves the Job out of review with no Run's end said: the Run that
+    brings it back is a change all the same, and so is each later one."""
+    r = away_router(batch=0)
+    for run, state in ((10, "review"), (11, "review"), (12, "blocked"), (13, "blocked")):
+        r.event(at(ev.RunEnded(job_id=1, run_id=run, state=state, title="t"), T0 + run))
+        [m] = r.tick(T0 + run, NOON)
+        assert m.title.startswith("Owl: Job 1 "), (run, m)
+    # `owl jobs verify` sends it to review (no Run: run 0), then seen again: once
+    r.event(at(ev.RunEnded(job_id=1, run_id=0, state="review", title="t"), T0 + 20))
+    assert [m.title for m in r.tick(T0 + 20, NOON)] == ["Owl: Job 1 ready for review"]
+    r.event(at(ev.RunEnded(job_id=1, run_id=0, state="review", title="t"), T0 + 21))
+    assert r.tick(T0 + 21, NOON) == []
+
+
+def test_the_reply_hint_only_where_a_reply_channel_listens() -> None:
+    for replies in (False, True):
+        r = away_router(batch=0, replies=replies)
+        r.event(at(ended(1, "review"), T0 + 1))
+        r.event(at(ended(2, "blocked", reason="check unit failed"), T0 + 1))
+        [m] = r.tick(T0 + 1, NOON)
+        assert ("Reply '1 accept', '1 drop' or '1 <what to change>'." in m.body) is replies
+        assert ("reply '2 <what to do>'" in m.body) is replies
+        assert ("owl jobs reply 2 '<what to do>'" in m.body) is not replies
+
+
+def test_a_command_agents_last_line_comes_from_its_log() -> None:
+    """No final message (a command agent): the log's last line, read off the engine thread."""
+    r = away_router(batch=0)
+    stamp = at(ended(1, "review"), T0 + 1)
+    stamp.extra["log_tail"] = "half a line\nworking\nwrote hello.txt and committed\n\n"
+    r.event(stamp)
+    stamp = at(ended(2, "exhausted", reason="the agent exited with code 3"), T0 + 1)
+    stamp.extra["log_tail"] = "tried\nerror: \x1b[31mno network\n"
+    r.event(stamp)
+    [m] = r.tick(T0 + 1, NOON)
+    assert "“wrote hello.txt and committed”" in m.body
+    assert "The agent's last line: “error: \\x1b[31mno network”" in m.body
+
+
 def test_a_burst_within_batch_is_one_digest() -> None:
     r = away_router(batch=60)
     r.event(at(ended(1, "review"), T0 + 10))
@@ -329,3 +369,35 @@ def test_the_briefing_tops_the_menu_and_is_announced_once() -> None:
     said = notices.update(status)
     assert [(n[0], n[1], n.review) for n in said] == [("Welcome back", brief["text"], 12)]
     assert notices.update(status) == []
+
+
+def test_a_dropped_job_is_no_news_and_the_spell_forgets_it() -> None:
+    r = away_router(batch=60)
+    r.event(at(ended(1, "review"), T0 + 1))
+    r.event(at(ended(2, "blocked", reason="check unit failed"), T0 + 2))
+    r.event(at(ev.JobGone(2), T0 + 3))  # dropped within the batch: not sent
+    [m] = r.tick(T0 + 61, NOON)
+    assert m.title == "Owl: Job 1 ready for review"
+    ended_spell = r.presence(False, T0 + 70)
+    assert ended_spell is not None and "job 2" not in summary(ended_spell, T0 + 70)
+    r.event(at(ev.JobGone(1), T0 + 80))  # after the spell: the briefing forgets it too
+    assert summary(ended_spell, T0 + 70).endswith("(1m): 2 Runs")
+    assert ended_spell.newest_review() is None
+
+
+def test_runs_that_cannot_be_contained_are_told_once_an_away_spell() -> None:
+    why = "bubblewrap is not installed (sudo apt install bubblewrap)"
+    r = away_router(batch=0)
+    for _ in range(3):  # every idle spell's first look says it again
+        r.event(at(ev.Uncontained(why), T0))
+    [m] = r.tick(T0, NOON)
+    assert m.title == "Owl: Runs cannot be contained"
+    assert why in m.body and "start by themselves" in m.body
+    assert [i.kind for i in m.items] == ["sandbox"]
+    spell = r.presence(False, T0 + 60)  # back: the briefing says it happened
+    assert spell is not None and "Runs could not be contained" in summary(spell, T0 + 60)
+    r.presence(True, T0 + 120)  # away again: news again, once
+    r.event(at(ev.Uncontained(why), T0 + 130))
+    r.event(at(ev.Uncontained(why), T0 + 140))
+    [m] = r.tick(T0 + 140, NOON)
+    assert len(m.items) == 1

@@ -375,3 +375,21 @@ def test_a_worktree_holding_a_checked_out_submodule_is_not_removed_unforced(
     assert ws.worktree.is_dir()
     workspace.remove(repo, ws.worktree, force=True)
     assert not ws.worktree.exists()
+
+
+def test_a_reused_pid_is_never_taken_for_gits_session() -> None:
+    """git is reaped before its leftovers are looked for, so its pid is free
+    again; on a machine that forks fast another process may have it, leading a
+    session and group of its own. That process and its group are not git's
+    leftovers (git's session, had it any member left, would hold the number)."""
+    from owl import tree
+
+    mark = tree.backend.last_pid()
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)  # as a Run's leader is
+    try:
+        # as if git had had the stranger's pid, exited and been reaped
+        safegit.end_leftovers(stranger.pid, "no-such-tag", mark)
+        assert stranger.poll() is None, "a stranger's group was killed for git's"
+    finally:
+        stranger.kill()
+        stranger.wait()

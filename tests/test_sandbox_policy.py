@@ -68,6 +68,8 @@ def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_part
     # nothing of the project's own git folder is writable: it is read only
     assert not [p for p in pol.writable if p.startswith("/home/me/code/api")]
     assert "/home/me/code/api/.git" in pol.readable
+    # Claude's own settings, which Owl reads for its provider: no Run changes them
+    assert "/home/me/.claude/settings.json" in pol.readonly_over
 
 
 def test_the_environment_loses_display_owl_and_secrets_but_keeps_the_agents_key():
@@ -100,23 +102,6 @@ def test_config_keys_are_checked_with_the_key_named(tmp_path):
         keys.check_table({"write": [str(tmp_path / "missing")]}, "sandbox")
     ok = keys.check_table({"write": [str(tmp_path)], "network": False}, "sandbox")
     assert keys.settings_from(ok).write == (str(tmp_path),)
-
-
-def test_the_macos_profile_denies_every_hidden_path_and_allows_the_worktree():
-    from owl.sandbox import seatbelt
-
-    pol = P.compute(P.Settings(), P.AGENTS["claude"], facts())
-    text = seatbelt.profile(pol)
-    for path in pol.hidden:
-        assert f'(deny file-read* file-write* (subpath "{path}"))' in text
-    allow = next(ln for ln in text.splitlines() if ln.startswith("(allow file-write*"))
-    assert '(subpath "/home/me/.local/share/owl/worktrees/job-1")' in allow
-    assert "/home/me/code/api/.git" not in allow  # the project's history: read only
-    store = "/home/me/.local/share/owl/worktrees/job-1.git"
-    assert f'(allow file-read* (subpath "{store}"))' in text
-    assert f'(subpath "{store}/refs")' in allow and f'(subpath "{store}")' not in allow
-    # the worktree's allow comes after Owl's home is denied: the last rule wins
-    assert text.index(allow) > text.index('(subpath "/home/me/.local/share/owl"))')
 
 
 def test_the_config_file_takes_sandbox_tables_and_names_a_bad_key(tmp_path):

@@ -177,12 +177,17 @@ def test_a_run_started_by_idle_at_night_is_not_frozen_once_a_shift_starts(tmp_pa
         d.machine("input")
         time.sleep(0.5)
         assert d.run_of(job)["state"] == "running"
-        # when the Shift ends its Run is let finish, and status says so
-        assert "Shift ended, 1 Run finishing" in d.ok("shift", "stop")
-        d.machine("input")
-        time.sleep(0.3)
+        # the Shift ends while the person is here: the machine is theirs again at once
+        said = d.ok("shift", "stop")
+        assert "Shift ended; 1 Run frozen, as you are here" in said, said
+        run = d.wait_run(job, "frozen")
+        assert run["frozen_by"] == "machine"
+        d.machine("idle")  # they leave within the grace window: it carries on
+        d.wait_run(job, "running")
+        d.ok("shift", "start", "--for", "10m")
+        said = d.ok("shift", "stop")  # nobody here now
+        assert "Shift ended; 1 Run carrying on while nobody is here" in said, said
         assert d.run_of(job)["state"] == "running"
-        assert "Shift ended, 1 Run finishing" in d.ok("status")
 
 
 def test_pause_during_a_shift_freezes_and_holds_and_resume_releases(tmp_path, projects):

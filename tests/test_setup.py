@@ -245,3 +245,24 @@ def test_a_branch_another_setup_is_making_is_not_blamed_on_a_run(tmp_path):
         slow.slow(None)
         for s in sleepers(slow.folder):
             s.kill()
+
+
+def test_owl_start_on_a_job_being_set_up_starts_it_when_ready(tmp_path):
+    """The machine's own start was setting the Job up when the person came back
+    and said `owl start`: its Run starts once the worktree is ready, as
+    `owl start` starts one (input does not freeze it), not "try again"."""
+    slow = SlowGit(tmp_path / "bin")
+    project = make_project(tmp_path / "proj")
+    with daemon(tmp_path, slow) as d:
+        slow.slow(3)
+        job = d.add("tick=0.2 sleep=60", project)
+        d.machine("idle")
+        wait_for(lambda: sleepers(slow.folder), what="the setup to hang in git")
+        d.machine("input")
+        p = d.owl("start")
+        assert p.returncode == 0, p.stderr
+        assert f"job {job} is being set up; its Run starts when it is ready" in p.stdout, p
+        run = d.wait_run(job, "running", timeout=20)
+        d.machine("input")  # taken by the engine before the status below
+        assert d.status()["runs"][0]["state"] == "running", run
+        d.ok("stop", "--force")

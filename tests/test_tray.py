@@ -39,7 +39,9 @@ from traydesk import (
     icon_text,
     job,
     open_menu,
+    open_menus,
     pid_windows,
+    run,
     screenshot,
     stand_in_tray_fixture,
     wait_for,
@@ -96,6 +98,45 @@ def test_menu_opens_and_pause_reaches_the_daemon(fresh: Tray, desk: DisplayEnv) 
     close_menus(desk)
     choose(desk, WORKING, "Pause")
     assert fresh.wait_call("pause") == {"verb": "pause", "args": {}}
+
+
+def test_the_open_menu_follows_a_freeze_and_its_countdown_moves(
+    fresh: Tray, desk: DisplayEnv
+) -> None:
+    """Opening the menu is input: the Run freezes as the menu opens. The menu on
+    screen then says so, and its countdown moves, as the hover text does,
+    without being opened again."""
+    from PIL import Image, ImageChops
+
+    def differs(a: Path, b: Path) -> bool:
+        with Image.open(a) as x, Image.open(b) as y:
+            return ImageChops.difference(x.convert("RGB"), y.convert("RGB")).getbbox() is not None
+
+    working = doc(runs=[run()], queue=[job(12, 1, "active", "Fix the flaky test"), job(13, 2)])
+    frozen = copy.deepcopy(working)
+    frozen["runs"] = [run(state="frozen", frozen_by="machine", grace_left_s=822.0)]
+    fresh.shows(desk, working)
+    crop = _around(open_menu(desk), pad=120)
+    shots = ARTIFACTS / "open-menu"
+    opened = screenshot(desk, shots / "1-working.png", crop=crop)
+    fresh.set_status(frozen)
+    wait_for(lambda: "Frozen · 13m 42s left" in icon_text(desk), "the hover text to say frozen")
+    wait_for(
+        lambda: differs(screenshot(desk, shots / "2-frozen.png", crop=crop), opened),
+        "the open menu to say frozen",
+    )
+    assert len(open_menus(desk)) == 1  # the same menu, open all along
+    later = copy.deepcopy(frozen)
+    later["runs"][0]["grace_left_s"] = 821.0
+    fresh.set_status(later)
+    wait_for(lambda: "13m 41s left" in icon_text(desk), "the hover text to count down")
+    wait_for(
+        lambda: differs(
+            screenshot(desk, shots / "3-a-second-later.png", crop=crop), shots / "2-frozen.png"
+        ),
+        "the open menu's countdown to move",
+    )
+    assert len(open_menus(desk)) == 1
 
 
 def test_left_click_opens_the_menu_too(fresh: Tray, desk: DisplayEnv) -> None:

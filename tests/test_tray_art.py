@@ -562,3 +562,13 @@ def test_a_run_not_entirely_frozen_is_never_shown_frozen() -> None:
     ]
     assert tooltip(doc(runs=[freezing()])).startswith("Owl: NOT frozen: 2 processes")
     assert find(items, "Stop").enabled
+
+
+def test_runs_that_cannot_be_contained_show_on_the_icon_and_its_tooltip() -> None:
+    line = (
+        "Runs cannot be contained: bubblewrap is not installed (sudo apt install "
+        'bubblewrap); they wait until they can (sandbox.mode = "auto" runs them uncontained)'
+    )
+    status = doc(attention=line)
+    assert icon_state(status)[0] == "attention"
+    assert tooltip(status).splitlines()[1] == line

@@ -10,8 +10,11 @@ the tray refuses in one line that says how to install it so it can show.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -28,9 +31,17 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE_PYTHON = getattr(sys, "_base_executable", None) or sys.executable
 
 
+def readme_command(needle: str) -> list[str]:
+    """The README's own command line that holds `needle`, as words (its comment cut)."""
+    [line] = [ln for ln in (ROOT / "README.md").read_text().splitlines() if needle in ln]
+    return shlex.split(line.split("#")[0])
+
+
 def build_wheel(work: Path) -> Path:
-    """`python -m build --wheel` of a copy of the checkout (no tests, no .venv), in
-    build's own isolated environment, as from a clean clone."""
+    """The wheel built by the README's own command, in a copy of the checkout
+    (no tests, no .venv), as from a clean clone: `.venv/bin/python` is this
+    test's interpreter, which a fresh `tools/owl` set-up has as well (pip is in
+    every venv; `build` only in the test set-up's)."""
     src = work / "src"
     shutil.copytree(
         ROOT / "app",
@@ -39,14 +50,22 @@ def build_wheel(work: Path) -> Path:
     )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
+    words = readme_command(" -m pip wheel ")
+    assert words[0] == ".venv/bin/python", words
     p = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(src)],
+        [sys.executable, *words[1:]],
         capture_output=True,
         text=True,
         timeout=120,
+        cwd=src,
     )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    [wheel] = (work / "dist").glob("*.whl")
+    [wheel] = (src / "dist").glob("*.whl")
+    # the file the README's pipx line and the macOS recipe name is this one
+    assert fnmatch.fnmatch(f"dist/{wheel.name}", readme_command("pipx install --system")[-1])
+    mac = (ROOT / "packaging" / "README.md").read_text()
+    [named] = re.findall(r"pip install (dist/\S+\.whl)", mac)
+    assert fnmatch.fnmatch(f"dist/{wheel.name}", named), named
     return wheel
 
 

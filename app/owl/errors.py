@@ -9,6 +9,16 @@ class NoDaemon(Exception):
     """No daemon is running for this OWL_HOME."""
 
 
+class Unreachable(NoDaemon):
+    """A daemon holds this home's lock, yet its socket does not answer: no
+    other may be started beside it. `starting` while it has not listened yet
+    (or is stopping): a moment's wait, not a refusal."""
+
+    def __init__(self, message: str, starting: bool = False) -> None:
+        super().__init__(message)
+        self.starting = starting
+
+
 class StoreError(Exception):
     """The database cannot be used (corrupt, from a newer Owl, unwritable)."""
 

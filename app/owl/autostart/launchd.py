@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import plistlib
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from owl.autostart.command import install, owl_environment, template, uninstall
@@ -53,24 +55,71 @@ def session_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
     return out
 
 
+SAID_KEPT = 2000  # of what the shell printed, the last characters kept to show
+
+
+@dataclass(frozen=True)
+class LoginPath:
+    """What asking the login shell for its PATH gave: the PATH, or why not,
+    with the command tried and what the shell printed before it ended or
+    was ended (its rc files' own output, a tmux they exec'd, ...)."""
+
+    path: str | None
+    tried: str  # "/bin/zsh -l -i -c 'printf …'"
+    why: str | None = None  # "gave no PATH", "did not answer within 5 s", ...
+    said: str = ""
+
+
 def login_shell_path(environ: Mapping[str, str]) -> str | None:
     """PATH as the person's login shell sets it up, or None if it cannot tell."""
+    return read_login_path(environ).path
+
+
+def read_login_path(environ: Mapping[str, str], timeout: float | None = None) -> LoginPath:
+    """Ask ``$SHELL -l -i`` for its PATH, within a bound (LOGIN_SHELL_TIMEOUT).
+
+    The shell runs in a session of its own: past the bound the whole of it
+    (a background job an rc file started that holds the output open) is
+    killed, and what it printed until then is kept."""
     shell = environ.get("SHELL") or "/bin/zsh"
+    script = f'printf "\\n{_MARK}%s\\n" "$PATH"'
+    tried = f"{shell} -l -i -c '{script}'"
+    bound = LOGIN_SHELL_TIMEOUT if timeout is None else timeout
     try:
-        done = subprocess.run(
-            [shell, "-l", "-i", "-c", f'printf "\\n{_MARK}%s\\n" "$PATH"'],
-            capture_output=True,
-            text=True,
-            timeout=LOGIN_SHELL_TIMEOUT,
+        proc = subprocess.Popen(
+            [shell, "-l", "-i", "-c", script],
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             env=dict(environ),
+            start_new_session=True,
         )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith(_MARK):
-            return line[len(_MARK) :] or None
-    return None
+    except OSError as e:
+        return LoginPath(None, tried, f"could not start: {e.strerror or e}")
+    try:
+        out, _ = proc.communicate(timeout=bound)
+        why = None if proc.returncode == 0 else f"exited with status {proc.returncode}"
+    except subprocess.TimeoutExpired as e:
+        out = e.output or b""
+        why = f"did not answer within {bound:g} s"
+        _end(proc)
+    text = out.decode("utf-8", "replace")
+    for line in reversed(text.splitlines()):
+        if line.startswith(_MARK) and line[len(_MARK) :]:
+            return LoginPath(line[len(_MARK) :], tried)
+    said = text[-SAID_KEPT:]
+    return LoginPath(None, tried, why or "printed no PATH", said)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the shell and all its session left (a background job, a tmux)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def mend_path(
@@ -90,11 +139,20 @@ def mend_path(
     if not wanted or path_now not in ("", LAUNCHD_PATH):
         return path_now, "inherited"
     shell = env.get("SHELL") or "/bin/zsh"
-    found = login_shell_path(env)
-    if not found:
-        return path_now, f"launchd's; the login shell {shell} gave none"
-    env["PATH"] = found
-    return found, f"from the login shell {shell}; launchd gave {path_now or 'none'}"
+    read = read_login_path(env)
+    _last_read["read"] = read
+    if not read.path:
+        return path_now, f"launchd's; the login shell {shell} gave none: {read.why}"
+    env["PATH"] = read.path
+    return read.path, f"from the login shell {shell}; launchd gave {path_now or 'none'}"
+
+
+_last_read: dict[str, LoginPath] = {}
+
+
+def path_read() -> LoginPath | None:
+    """What the daemon's start got asking the login shell for PATH (None: not asked)."""
+    return _last_read.get("read")
 
 
 def log_file() -> Path:

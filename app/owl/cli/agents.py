@@ -5,8 +5,10 @@
 One line per agent, built-in (claude, codex, gemini, aider) or configured
 (`[agents.NAME]`): whether its CLI is found (and where), its version, whether
 it waits out a usage limit (and until when), and its Runs and cost today.
-Read from the config and the database (read-only), so it works with no
-daemon. Each action is a subparser of its own (`register_list`), so more
+Read from the config, the database (read-only) and the agents' package
+files, so it works with no daemon and runs nothing: a built-in CLI's version
+is read from its package (`owl.agents.version`), and a configured command
+runs only as a Run, never to be asked its version. Each action is a subparser of its own (`register_list`), so more
 verbs on agents sit beside it:
 
     owl agents wake NAME
@@ -39,8 +41,6 @@ from owl.cli.common import (
     verb,
 )
 from owl.errors import Refused, StoreError
-
-VERSION_TIMEOUT = 10.0  # a CLI's `--version` (node CLIs take a second or two)
 
 
 def register(sub: Any) -> None:
@@ -113,8 +113,6 @@ def row_text(r: dict[str, Any]) -> str:
 
 def agent_facts(now: float | None = None) -> list[dict[str, Any]]:
     """One dict per agent (see the module docstring)."""
-    import concurrent.futures
-
     from owl import agents
     from owl.settings import config as configmod
 
@@ -126,8 +124,7 @@ def agent_facts(now: float | None = None) -> list[dict[str, Any]]:
     names = list(agents.BUILT_IN) + [n for n in cfg.agents if n not in agents.BUILT_IN]
     waits, today = _store_facts(now)
     found = {n: _where(n, cfg.agent(n)) for n in names}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        versions = dict(zip(names, pool.map(lambda n: _version(found[n][0]), names)))
+    versions = {n: _version(n, cfg.agent(n), found[n][0]) for n in names}
     rows = []
     for n in names:
         path, problem = found[n]
@@ -184,25 +181,12 @@ def _where(name: str, cfg: dict[str, Any]) -> tuple[str | None, str | None]:
     return os.path.realpath(path) if os.sep in exe else path, None
 
 
-def _version(path: str | None) -> str | None:
-    """The first line of `PATH --version`, or None (not found, or no answer in time)."""
-    import subprocess  # here: the CLI's import leaves process-running modules out
+def _version(name: str, cfg: dict[str, Any], path: str | None) -> str | None:
+    """A built-in CLI's version from its package's files; a command agent's is
+    not known (its command runs only as a Run)."""
+    from owl.agents import version
 
-    if path is None:
-        return None
-    try:
-        p = subprocess.run(
-            [path, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=VERSION_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    first = (p.stdout or p.stderr).strip().splitlines()
-    return textsafe.line(first[0])[:80] if first and p.returncode == 0 else None
+    return None if cfg.get("command") else version.installed(name, path)
 
 
 def _store_facts(now: float) -> tuple[dict[str, dict], list[tuple[str, dict | None]]]:

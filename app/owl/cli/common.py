@@ -180,7 +180,7 @@ def id_number(text: str) -> int:
     from owl.rules.bounds import SQLITE_INT_MAX, digits
 
     value = digits(text)
-    if value is None:
+    if value is None or value < 1:  # 0 and abc alike: the same words, exit 2
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a whole number of 1 or more written with the digits 0-9"
         )
@@ -201,22 +201,28 @@ def ask(verb_name: str, args: dict[str, Any] | None = None) -> Any:
     """Ask the daemon. Its socket is worked out on strings where that is
     plain (OWL_HOME, or a private XDG_RUNTIME_DIR); through `paths`
     (pathlib, platformdirs) otherwise, or when that first place has no
-    daemon: the two could differ only where platformdirs sees further."""
+    daemon: the two could differ only where platformdirs sees further. When
+    nobody answers there either, the home's lock names the socket of the
+    daemon that runs (`owl.control.locate`)."""
+    from owl.control import locate
     from owl.control.client import ask as _ask
     from owl.errors import NoDaemon
     from owl.settings import socketpath
 
     home = socketpath.under_home()
     if home is not None:
-        return _ask(home, verb_name, args)
+        return locate.ask(home, socketpath.home_lock, verb_name, args)
     guess = socketpath.likely_default()
+    nobody = None
     if guess is not None:
         try:
             return _ask(guess, verb_name, args)
-        except NoDaemon:  # raised before anything was sent: asking again is safe
-            if str(paths().socket) == guess:
-                raise
-    return _ask(str(paths().socket), verb_name, args)
+        except NoDaemon as e:  # raised before anything was sent: asking again is safe
+            nobody = e
+    p = paths()
+    if nobody is not None and str(p.socket) == guess:
+        return locate.through_lock(str(p.lock), guess, verb_name, args, 60.0, nobody)
+    return locate.ask(str(p.socket), lambda: str(p.lock), verb_name, args)
 
 
 def print_json(data: Any) -> None:

@@ -13,7 +13,7 @@ import os
 import time
 
 from owl.cli.common import EXIT_NO_DAEMON, EXIT_OK, EXIT_REFUSED, ask, paths, print_json
-from owl.errors import NoDaemon
+from owl.errors import NoDaemon, Refused, Unreachable
 from owl.rules.timefmt import moment
 
 STOP_WAIT = 15.0  # the Runs' 5 s, the engine's own stop and a loaded machine
@@ -22,6 +22,12 @@ STOP_WAIT = 15.0  # the Runs' 5 s, the engine's own stop and a loaded machine
 def status(a: argparse.Namespace) -> int:
     try:
         about = ask("daemon.status")
+    except Unreachable as e:
+        if a.json:
+            print_json({"running": True, "answering": False, "message": str(e)})
+        else:
+            print(f"owl: {e}")
+        return EXIT_REFUSED
     except NoDaemon:
         if a.json:
             print_json({"running": False, "home": str(paths().db.parent)})
@@ -37,11 +43,13 @@ def status(a: argparse.Namespace) -> int:
     print(
         f"the daemon is running (pid {about['pid']}, since "
         f"{moment(about['started_at'], time.time())}"
-        + (", with its tray" if about.get("tray") else "")
+        + (", with its tray" if about.get("tray") else ", no tray")
         + ")"
     )
-    print(f"  home: {about['home']}")
-    print(f"  log:  {about['log']}")
+    print(f"  home:   {about['home']}")
+    if about.get("socket"):
+        print(f"  socket: {about['socket']}")
+    print(f"  log:    {about['log']}")
     print("  stop it with: owl daemon stop")
     return EXIT_OK
 
@@ -49,6 +57,8 @@ def status(a: argparse.Namespace) -> int:
 def stop(a: argparse.Namespace) -> int:
     try:
         about = ask("daemon.stop")
+    except Unreachable as e:
+        raise Refused(str(e)) from None
     except NoDaemon:
         said = {"running": False, "stopped": False, "message": "no Owl daemon was running"}
         print_json(said) if a.json else print(said["message"])

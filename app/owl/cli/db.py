@@ -57,7 +57,7 @@ def cmd_recover(a: argparse.Namespace) -> int:
 
     p = paths()
     try:
-        done = dbrepair.recover(p.db, p.runtime / "owl.lock")
+        done = dbrepair.recover(p.db, p.lock)
     except (RuntimeError, OSError) as e:
         raise Refused(str(e)) from None
     if a.json:

@@ -42,7 +42,8 @@ def _took(r: dict, now: float) -> str:
         return ""
     if end is None:
         return f"started {moment(start, now)}, {duration(now - start)} so far"
-    return f"started {moment(start, now)}, took {duration(end - start)}"
+    took = r.get("duration_s")  # unrounded, as the review page has it
+    return f"started {moment(start, now)}, took {duration(end - start if took is None else took)}"
 
 
 def show_job(job: dict, now: float | None = None) -> None:

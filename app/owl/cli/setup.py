@@ -79,6 +79,11 @@ def cmd_config(a: argparse.Namespace) -> int:
     except configmod.ConfigError as e:
         raise Refused(str(e)) from None
     if a.action == "check":
+        bad = _channel_problems(cfg)
+        if bad:
+            raise Refused(
+                f"{p.config}: {bad[0]}" + (f" (and {len(bad) - 1} more)" if bad[1:] else "")
+            )
         if a.json:
             print_json({"path": str(p.config), "exists": p.config.exists(), "ok": True})
         else:
@@ -96,6 +101,25 @@ def cmd_config(a: argparse.Namespace) -> int:
 
         sys.stdout.write(tomli_w.dumps(doc))
     return EXIT_OK
+
+
+def _channel_problems(cfg) -> list[str]:
+    """Each channel URL Apprise could not use, as Apprise reads it (nothing is
+    sent: `owl notify test` sends), the URL masked: it is a secret."""
+    n = cfg.notify
+    urls = [(f"notify.away[{i}]", u) for i, u in enumerate(n.away, start=1)]
+    if n.reply:
+        urls.append(("notify.reply", n.reply))
+    if not urls:
+        return []
+    from owl.notify.channels import mask, problem
+
+    out = []
+    for key, url in urls:
+        why = problem(url)
+        if why:
+            out.append(f"{key} = {mask(url)!r}: {why}")
+    return out
 
 
 def cmd_autostart(a: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from owl.errors import NoDaemon, Refused
+from owl.errors import NoDaemon, Refused, Unreachable
 
 # Not typing.TYPE_CHECKING: importing typing costs each `owl` call ~2 ms;
 # type checkers read a TYPE_CHECKING of our own alike.
@@ -42,19 +42,43 @@ def log_path(paths) -> "Path":
 
 
 def running_pid(paths) -> int | None:
-    """The pid of the daemon answering on the socket, or None."""
-    from owl.control.client import ask
+    """The pid of this home's daemon, answering at the socket worked out here
+    or at the one its lock names (`owl.control.locate`); None when none runs.
+    Unreachable when one holds the home's lock without answering."""
+    answer = _ping(paths)
+    return None if answer is None else int(answer["pid"])
+
+
+def _ping(paths) -> dict | None:
+    """The daemon's answer to ping (its pid and socket), or None when none runs."""
+    from owl.control import locate
 
     try:
-        return int(ask(paths.socket, "ping", timeout=5.0)["pid"])
+        return locate.ask(str(paths.socket), lambda: str(paths.lock), "ping", timeout=5.0)
+    except Unreachable:
+        raise
     except NoDaemon:
         return None
 
 
+def answering(paths) -> int | None:
+    """`running_pid`, waiting out a daemon that holds the lock while it starts;
+    Refused (one line) for one that holds it and does not answer."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            return running_pid(paths)
+        except Unreachable as e:
+            if not e.starting or time.monotonic() >= deadline:
+                raise Refused(str(e)) from None
+        time.sleep(0.05)
+
+
 def ensure(paths) -> int | None:
-    """Start a daemon if none answers. Returns the new daemon's pid, or None
-    when one was already there. Raises Refused (one line) if it cannot start."""
-    if running_pid(paths) is not None:
+    """Start a daemon if none runs for this home. Returns the new daemon's pid,
+    or None when one was already there. Raises Refused (one line) if it cannot
+    start, or if one holds the home without answering."""
+    if answering(paths) is not None:
         return None
     return _start(paths)
 
@@ -64,10 +88,11 @@ def _start(paths) -> int | None:
     import subprocess
 
     paths.ensure()
-    fd = os.open(paths.runtime / "spawn.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    # Beside the home's lock, not in a runtime folder the environment moves.
+    fd = os.open(paths.db.parent / "spawn.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if running_pid(paths) is not None:
+        if answering(paths) is not None:
             return None  # another command started it while we waited
         log = log_path(paths)
         with open(log, "ab") as out:
@@ -86,37 +111,26 @@ def _start(paths) -> int | None:
 
 
 def _wait_ready(paths, proc: "subprocess.Popen", log: "Path") -> int:
+    from owl.settings import daemonlock
+
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        pid = running_pid(paths)
+        try:
+            pid = running_pid(paths)
+        except Unreachable as e:
+            if not e.starting:
+                raise Refused(str(e)) from None
+            pid = None  # ours, or another (the tray's), still starting
         if pid is not None:
             return pid
-        if proc.poll() is not None and not _daemon_lock_held(paths):
-            if running_pid(paths) is not None:  # the tray's daemon won the race
-                return running_pid(paths) or proc.pid
-            raise Refused(f"the daemon did not start: {_last_line(log)} (log: {log})")
-        # (ours is starting, or it lost the daemon's lock to another, the tray's,
-        # which is still starting: wait for whichever it is to answer)
+        if proc.poll() is not None:
+            holder = daemonlock.holder(str(paths.lock))
+            if holder is None or not holder.alive():
+                raise Refused(f"the daemon did not start: {_last_line(log)} (log: {log})")
+            # (it lost the home's lock to another, the tray's, still starting:
+            # wait for that one to answer)
         time.sleep(0.05)
     raise Refused(f"the daemon did not answer within {START_TIMEOUT:g} s (log: {log})")
-
-
-def _daemon_lock_held(paths) -> bool:
-    """Whether a daemon holds its lock (`owl.lock`) for this home: one is running or starting.
-
-    Asked of the lock, not of the log: the log holds every daemon's output, so
-    a daemon that lost the race and said "already running" may have the
-    winner's first lines after its own."""
-    import fcntl
-
-    fd = os.open(paths.runtime / "owl.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # lets go of it, had it been taken here
-    return False
 
 
 def _last_line(log: "Path") -> str:
@@ -143,11 +157,15 @@ def announce(paths, pid: int | None) -> None:
 
 def ask_starting(a, verb_name: str, args: dict | None = None):
     """Ask the daemon; if none runs, start one (unless --no-start or
-    OWL_NO_AUTOSTART) and ask again. No extra round trip when one runs."""
+    OWL_NO_AUTOSTART) and ask again. No extra round trip when one runs; none
+    started beside a daemon that holds the home without answering."""
     from owl.cli.common import ask, paths
 
     try:
         return ask(verb_name, args)
+    except Unreachable as e:
+        if not e.starting:
+            raise Refused(str(e)) from None
     except NoDaemon:
         if getattr(a, "no_start", False) or disabled():
             raise
@@ -161,9 +179,11 @@ def detach() -> int:
     from owl.cli.common import paths
 
     p = paths()
-    pid = running_pid(p)
-    if pid is not None:
-        print(f"the daemon is already running (pid {pid})")
+    if answering(p) is not None:
+        there = _ping(p) or {}
+        print(
+            f"the daemon is already running (pid {there.get('pid')}, socket {there.get('socket')})"
+        )
         return 0
     pid = _start(p) or running_pid(p)
     print(f"the daemon is running in the background (pid {pid}; log {log_path(p)})")

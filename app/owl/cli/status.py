@@ -17,7 +17,7 @@ from owl.cli.common import (
     print_json,
     verb,
 )
-from owl.errors import NoDaemon, Refused, StoreError
+from owl.errors import NoDaemon, Refused, StoreError, Unreachable
 
 # Not typing.TYPE_CHECKING: importing typing costs each `owl` call ~2 ms;
 # type checkers read a TYPE_CHECKING of our own alike.
@@ -41,8 +41,8 @@ def register(sub: Any) -> None:
 def cmd_status(a: argparse.Namespace) -> int:
     try:
         st = ask("status")
-    except NoDaemon:
-        return _status_offline(a)
+    except NoDaemon as nobody:
+        return _status_offline(a, nobody)
     if getattr(a, "since_away", False):
         return _since_away(a, st)
     if a.json:
@@ -71,13 +71,31 @@ def _since_away(a: argparse.Namespace, st: dict) -> int:
 
 
 def _sandbox_lines(st: dict) -> list[str]:
-    """Said only when Runs are not contained: the mode, why, and what fixes it."""
+    """Said only when Runs are not contained: the mode, why, and what fixes it.
+    Where they cannot be (not the person's "off"), `owl status` leads with it."""
     sb = st.get("sandbox") or {}
     if not sb or sb.get("contained"):
         return []
     if sb.get("mode") == "off":
         return [_line("sandbox", 'off: Runs are not contained (sandbox.mode = "off")')]
-    return [_line("sandbox", f"Runs are not contained: {sb.get('problem')}")]
+    return [_line("sandbox", sb.get("line") or f"Runs are not contained: {sb.get('problem')}")]
+
+
+def _login_path_lines(lp: dict | None) -> list[str]:
+    """The login shell's PATH could not be read: what was tried, why, what it printed."""
+    if not lp:
+        return []
+    said = " | ".join(ln.strip() for ln in textsafe.lines(lp.get("said") or "") if ln.strip())
+    out = [
+        _line(
+            "PATH",
+            f"the login shell's could not be read ({lp.get('why')}), so agents are looked up "
+            f"on {lp.get('path') or 'none'}; tried: {lp.get('tried')}",
+        )
+    ]
+    if said:
+        out.append(_line("", f"it printed: {said[-300:]}"))
+    return out
 
 
 def _notify_lines(st: dict) -> list[str]:
@@ -95,6 +113,8 @@ def _notify_lines(st: dict) -> list[str]:
                 + ("" if last["ok"] else f" ({last['answer']})")
             )
         )
+        if ch.get("problem"):
+            said = f"cannot be used: {ch['problem']} · " + said
         if ch.get("retry_at"):
             said += (
                 f" · trying again at {time.strftime('%H:%M:%S', time.localtime(ch['retry_at']))}"
@@ -114,8 +134,9 @@ def _notify_lines(st: dict) -> list[str]:
     return out
 
 
-def _status_offline(a: argparse.Namespace) -> int:
-    """No daemon: say what the database holds (read-only), then exit 3."""
+def _status_offline(a: argparse.Namespace, nobody: NoDaemon) -> int:
+    """No daemon answers: say what the database holds (read-only), then exit 3.
+    `nobody` says why (none runs, or one holds the home and does not answer)."""
     from owl.cli.carry import offline_limit_facts
     from owl.rules.jobtable import QUEUED
 
@@ -149,6 +170,7 @@ def _status_offline(a: argparse.Namespace) -> int:
                 "open_runs": open_runs,
                 "head": head[0]["id"] if head else None,
                 "problem": problem,
+                **({"unreachable": str(nobody)} if isinstance(nobody, Unreachable) else {}),
             }
         )
     else:
@@ -156,7 +178,12 @@ def _status_offline(a: argparse.Namespace) -> int:
         parts += [f"{counts[s]} {s}" for s in ("review", "blocked", "exhausted") if counts.get(s)]
         if paused:
             parts.append("paused")
-        print("no daemon is running · " + " · ".join(parts))
+        said = (
+            "the daemon does not answer"
+            if isinstance(nobody, Unreachable)
+            else "no daemon is running"
+        )
+        print(f"{said} · " + " · ".join(parts))
         if head:
             print(_line("next", f"job {head[0]['id']} {textsafe.line(head[0]['title'])!r}"))
         if open_runs:
@@ -171,7 +198,7 @@ def _status_offline(a: argparse.Namespace) -> int:
             print(_line(*fact))
         if problem:
             print(_line("database", problem))
-    print("owl: no Owl daemon is running (start one with: owl daemon --detach)", file=sys.stderr)
+    print(f"owl: {nobody}", file=sys.stderr)
     return EXIT_NO_DAEMON
 
 
@@ -190,7 +217,12 @@ def _status_text(st: dict) -> str:
 
     sh = st.get("shift")
     shift_on = isinstance(sh, dict) and not sh.get("ended")
-    lines = [
+    sandbox = _sandbox_lines(st)
+    off = (st.get("sandbox") or {}).get("mode") == "off"
+    lines = [_line("permission", p) for p in [st["machine"].get("permission")] if p]
+    lines += _login_path_lines(st.get("login_path"))
+    lines += [
+        *([] if off else sandbox),  # first: Runs cannot be contained here
         _line("machine", _machine(st["machine"], shift_on)),
         _line("paused", "yes (owl resume lets work go on)" if st["paused"] else "no"),
     ]
@@ -213,19 +245,23 @@ def _status_text(st: dict) -> str:
         lines.append(_line("runs", "none live"))
     for r in st["runs"]:
         state = r["state"]
+        worked = f"worked {duration(r['running_for_s'])}"
         if state == "frozen":
-            state = f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} left"
+            state = (
+                f"frozen by {r['frozen_by']} · {countdown(r['grace_left_s'])} of its grace "
+                "window left"
+            )
         elif state == "freezing":
             n = len(r.get("not_stopped") or [])
             state = (
                 f"NOT frozen: {n} process{'' if n == 1 else 'es'} still running, Owl keeps "
-                f"trying · {countdown(r['grace_left_s'])} left"
+                f"trying · {countdown(r['grace_left_s'])} of its grace window left"
             )
+        bare = " · not contained" if (r.get("contained") or "").startswith("not") else ""
         lines.append(
             _line(
                 f"run {r['id']}",
-                f"job {r['job_id']} · {state} · "
-                f"{duration(r['running_for_s'])} · {r['title']} · owl logs "
+                f"job {r['job_id']} · {state}{bare} · {worked} · {r['title']} · owl logs "
                 f"{r['job_id']} -f",
             )
         )
@@ -240,9 +276,11 @@ def _status_text(st: dict) -> str:
     lines.append(_line("queue", _queue(st)))
     lines += _needs_you(st)
     lines += _notify_lines(st)
-    lines += _sandbox_lines(st)
+    lines += sandbox if off else []
     note = st.get("attention")
-    if note and not note.startswith("the machine cannot be read"):  # the machine line says it
+    said = ("the machine cannot be read", st["machine"].get("permission") or "\0")
+    if note and not note.startswith(said) and note != (st.get("sandbox") or {}).get("line"):
+        # (the machine's, the permission's and the sandbox's own lines say those)
         lines.append(_line("note", note))
     if st.get("config_problem"):
         lines.append(_line("config", st["config_problem"]))
@@ -269,6 +307,8 @@ def _machine(m: dict, shift_on: bool) -> str:
     if m.get("screen_locked"):
         text = f"screen locked · {text}"
     det = ", ".join(m["detectors"]) or "none"
+    if m.get("missing"):
+        det += f" (missing: {m['missing']}, keys only through the idle time)"
     return f"{text} · detectors: {det}"
 
 
@@ -296,15 +336,24 @@ def _awake(aw: dict, any_runs: bool) -> str | None:
 
 
 def _queue(st: dict) -> str:
+    """What waits for a Run; the Jobs working now are the runs' lines."""
     n = st.get("queue_length", len(st["queue"]))
+    pending = st.get("queue_pending", n)
     if not n:
         return "empty"
+    working = n - pending
+    if not pending:
+        return f"nothing waiting ({working} job{'s' if working != 1 else ''} working)"
     head = next((q for q in st["queue"] if q["state"] == "pending"), None)
-    text = f"{n} job{'s' if n != 1 else ''}"
+    text = f"{pending} job{'s' if pending != 1 else ''} waiting"
     if head:
         text += f" · next: job {head['id']} {head['title']!r}"
-        if st.get("waiting"):
-            text += f" · waiting: {st['waiting']}"
+        waiting = st.get("waiting")
+        said = (st.get("sandbox") or {}).get("line")
+        if waiting and said and waiting.endswith(said):
+            waiting = waiting.removesuffix(said) + "Runs cannot be contained (see above)"
+        if waiting:
+            text += f" · waiting: {waiting}"
     return text
 
 

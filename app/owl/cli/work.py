@@ -78,7 +78,8 @@ def register_shift(sub: Any) -> None:
         description="A Shift is a bounded time in which Runs start and are not frozen "
         "although the machine is in use. Caps still apply; power is ignored unless "
         "--require-power. Starting one while one is on extends it to the later end "
-        "(unless --replace). When it ends, its Runs are let finish. `owl pause` holds "
+        "(unless --replace). When it ends, its Runs freeze at once if you are here "
+        "(the machine is yours again), and carry on if not. `owl pause` holds "
         "a Shift; its clock keeps running.",
     )
     acts = sh.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -100,7 +101,7 @@ def register_shift(sub: Any) -> None:
     _no_start(s)
     json_flag(s)
     s.set_defaults(fn=cmd_shift_start, parser=s)
-    s = verb(acts, "stop", help="end the Shift; its Runs are let finish")
+    s = verb(acts, "stop", help="end the Shift; its Runs then freeze if you are here")
     json_flag(s)
     s.set_defaults(fn=cmd_shift_stop)
     s = verb(acts, "status", help="whether a Shift is on, and how long it has left")
@@ -220,6 +221,8 @@ def cmd_shift_start(a: argparse.Namespace) -> int:
         length = parse_duration(a.length)
         if length > MAX_SHIFT_S:
             raise ValueError(f"{a.length!r} is longer than a Shift may be (at most 7d)")
+        if length <= 0:
+            raise ValueError(f"{a.length!r} is no time at all (a Shift lasts more than 0s)")
     except ValueError as e:
         a.parser.error(f"--for: {e}")
     from owl.cli import spawn

@@ -136,7 +136,7 @@ def answer(
         "shift.stop": lambda: e.verbs.shift_stop(),
         "shift.status": lambda: e.shift_view(),
         "agents.wake": lambda: e.verbs.wake_agent(A.text(args, "name")),
-        "ping": lambda: {"pid": os.getpid()},
+        "ping": lambda: {"pid": os.getpid(), "socket": str(paths.socket)},
     }
     if verb in _IN_HALVES:
         return table[verb]()  # their git runs here, between engine calls

@@ -27,6 +27,9 @@ def setup_logging() -> None:
     )
     for h in logging.getLogger().handlers:
         h.setFormatter(LogFormatter(LOG_FORMAT))
+    # A library's Python warning is a log line like any other, not a source
+    # line on the person's terminal.
+    logging.captureWarnings(True)
     try:
         if sys.stderr is None or not sys.stderr.isatty():
             _log_to_file(get_paths().logs / LOG_NAME)

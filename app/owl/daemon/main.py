@@ -32,6 +32,7 @@ from owl.daemon import watchdog
 from owl.daemon.logfile import LOG_NAME, setup_logging
 from owl.engine.loop import Engine
 from owl.errors import StoreError
+from owl.settings import daemonlock
 from owl.settings.paths import Paths, get_paths
 from owl.store.db import Store
 
@@ -42,6 +43,7 @@ log = logging.getLogger("owl.daemon")
 
 CRASH_REASON = crash_recovery.CRASH_REASON
 LOCK_WAIT = 15.0  # how long a start waits for a dead daemon's watchdog
+PEEK_WAIT = 0.5  # how long it waits out a command's look at the lock
 
 
 class StartupError(Exception):
@@ -103,9 +105,11 @@ class Daemon:
         except OSError as err:
             self.engine = None
             raise StartupError(f"cannot listen on {paths.socket}: {err}") from None
+        assert self._lock_fd is not None
+        daemonlock.record(self._lock_fd, os.getpid(), str(paths.socket), daemonlock.READY)
         self._no_nap = _no_app_nap()
         # Before any Run starts: should this process die, the guard ends its Runs.
-        self.guard = watchdog.start(paths.db, paths.runtime / "owl.lock", instance, paths.logs)
+        self.guard = watchdog.start(paths.db, paths.lock, instance, paths.logs)
         self._start_notifier(cfg)
         self.engine.start()
         log.info(
@@ -128,28 +132,30 @@ class Daemon:
         self.notifier.start()
 
     def _take_lock(self) -> None:
-        lock = self.paths.runtime / "owl.lock"
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + LOCK_WAIT
+        """The home's one-daemon lock, beside the database, whatever the
+        environment says of runtime folders; refused in one line naming the
+        daemon that holds it and its socket."""
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
+        started = time.monotonic()
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 os.lseek(fd, 0, os.SEEK_SET)
-                other = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-                # The daemon named in the file is dead, yet the lock is held:
-                # its watchdog is ending its Runs. Wait for that, then start.
-                if not _alive(other) and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                other = daemonlock.parse(os.read(fd, 4096).decode(errors="replace"))
+                waited = time.monotonic() - started
+                # A command's look at the lock holds it for an instant; a dead
+                # daemon's watchdog holds it while it ends that daemon's Runs.
+                if waited < PEEK_WAIT or (not other.alive() and waited < LOCK_WAIT):
+                    time.sleep(0.02)
                     continue
                 os.close(fd)
                 raise StartupError(
                     f"another Owl daemon is already running for "
-                    f"{self.paths.db.parent} (pid {other})"
+                    f"{self.paths.db.parent} ({other.naming()})"
                 ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        daemonlock.record(fd, os.getpid(), str(self.paths.socket), daemonlock.STARTING)
         self._lock_fd = fd
 
     def _recover(self, instance: str) -> None:
@@ -210,6 +216,10 @@ class Daemon:
         return self.engine.wait_stopped(timeout)
 
     def close(self) -> None:
+        fd = self._lock_fd
+        held = fd is not None  # this daemon ran: its stop is said once
+        if fd is not None:  # a command meanwhile waits for it to be gone, rather than refuse
+            daemonlock.record(fd, os.getpid(), str(self.paths.socket), daemonlock.STOPPING)
         if self.engine is not None and not self.engine.stopped:
             self.engine.stop()
         if self.notifier is not None:
@@ -232,6 +242,8 @@ class Daemon:
         if self._no_nap is not None:
             self._no_nap.end()
             self._no_nap = None
+        if held and self.engine is not None:
+            log.info("owl daemon %s stopped (pid %s)", self.engine.instance[:8], os.getpid())
 
     # -------------------------------------------------------------- interface
 
@@ -252,6 +264,7 @@ class Daemon:
         return {
             "pid": os.getpid(),
             "home": str(self.paths.db.parent),
+            "socket": str(self.paths.socket),
             "started_at": self.started_at,
             "tray": self.with_tray,
             "log": str(self.paths.logs / LOG_NAME),
@@ -292,16 +305,6 @@ def _no_app_nap() -> Any:
         return None
 
 
-def _alive(pid: str) -> bool:
-    """Whether the process a lock file names is still running (not a zombie)."""
-    import psutil
-
-    try:
-        return psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
-    except (ValueError, psutil.Error):
-        return False
-
-
 # Job-control stops from a terminal: a Ctrl-Z must not stop the supervisor
 # with Runs frozen. (SIGSTOP cannot be ignored; the watchdog covers that.)
 TERMINAL_STOPS = ("SIGTSTP", "SIGTTIN", "SIGTTOU")
@@ -334,7 +337,7 @@ def start_daemon() -> Daemon | None:
 
 def _mend_path() -> None:
     """Before any agent is looked up: a PATH that finds one (see launchd.mend_path)."""
-    from owl.autostart.launchd import mend_path
+    from owl.autostart.launchd import mend_path, path_read
 
     try:
         path, source = mend_path()
@@ -343,6 +346,14 @@ def _mend_path() -> None:
         return
     if source != "inherited" or sys.platform == "darwin":
         log.info("PATH %s (%s)", path, source)
+    read = path_read()
+    if read is not None and read.path is None:
+        log.warning(
+            "the login shell's PATH could not be read: tried %s; %s; it printed: %r",
+            read.tried,
+            read.why,
+            read.said[-500:],
+        )
 
 
 def _stacks_on_request() -> None:

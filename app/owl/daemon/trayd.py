@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from owl.daemon.main import serve_until_signal, start_daemon
-from owl.errors import NoDaemon
+from owl.errors import NoDaemon, Unreachable
 
 
 def run() -> int:
@@ -38,6 +38,7 @@ def run() -> int:
     try:
         code = run_tray(d)
     except TrayUnavailable as e:
+        d.with_tray = False  # `owl daemon status` says so
         print(
             f"owl: no tray: {e}; running without one (owl status shows what happens)",
             file=sys.stderr,
@@ -48,15 +49,21 @@ def run() -> int:
 
 
 def _join() -> int | None:
-    """The tray as a client of the daemon already running; None when none runs."""
-    from owl.control.client import ask
+    """The tray as a client of the daemon already running (wherever the home's
+    lock says its socket is); None when none runs."""
+    from pathlib import Path
+
     from owl.settings.paths import get_paths
 
     paths = get_paths()
     try:
-        pid = int(ask(paths.socket, "ping", timeout=5.0)["pid"])
-    except NoDaemon:
+        there = _running(str(paths.socket), str(paths.lock))
+    except Unreachable as e:
+        print(f"owl: {e}", file=sys.stderr)
+        return 1
+    if there is None:
         return None
+    pid, socket = int(there["pid"]), Path(there.get("socket") or paths.socket)
     from owl.tray.app import TrayUnavailable, run_tray
     from owl.tray.remote import RemoteDaemon
 
@@ -66,7 +73,7 @@ def _join() -> int | None:
         file=sys.stderr,
     )
     try:
-        code = run_tray(RemoteDaemon(paths.socket, pid))
+        code = run_tray(RemoteDaemon(socket, pid))
     except TrayUnavailable as e:
         print(f"owl: no tray: {e}; the daemon (pid {pid}) goes on", file=sys.stderr)
         return 1
@@ -75,3 +82,27 @@ def _join() -> int | None:
         file=sys.stderr,
     )
     return code
+
+
+JOIN_WAIT = 20.0  # a daemon starting on a loaded machine answers within 0.3-3 s
+
+
+def _running(socket: str, lock: str) -> dict | None:
+    """The running daemon's ping (pid, socket), waiting out one that is
+    starting; None when none runs; Unreachable for one that holds the home
+    and does not answer."""
+    import time
+
+    from owl.control import locate
+
+    deadline = time.monotonic() + JOIN_WAIT
+    while True:
+        try:
+            answer: dict = locate.ask(socket, lambda: lock, "ping", timeout=5.0)
+            return answer
+        except Unreachable as e:
+            if not e.starting or time.monotonic() >= deadline:
+                raise
+        except NoDaemon:
+            return None
+        time.sleep(0.05)

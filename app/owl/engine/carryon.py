@@ -33,6 +33,7 @@ from owl.rules import agentchain, jobrules
 from owl.rules import timefmt
 from owl.agents.claude_stream import read_head, read_span, session_in
 from owl.agents.codex_stream import per_run
+from owl.agents import setup
 from owl.agents.handoff import read_handoff
 from owl.rules.jobrules import Report, Wait
 from owl.store.db import Store
@@ -174,8 +175,9 @@ def watch_agent(
     if settle is not None:
         settle()  # the output so far reaches the log before it is read
     try:
-        report = driver.report(
-            read_span(log_path, offset), code, resuming=resuming, now=time.time()
+        lines = read_span(log_path, offset)
+        report = setup.read(
+            driver.report(lines, code, resuming=resuming, now=time.time()), lines, code
         )
     except Exception:  # a driver's bug must not lose the Run's end
         log.exception("could not read the Run's output in %s", log_path)

@@ -10,30 +10,161 @@ found by the setup off the engine thread), never from the worktree's files;
 the host's list of bound unix sockets (`/proc/net/unix`) and the top of `/run`
 are read, each a fraction of a millisecond (`bench/sandbox.py` times it).
 
-`mode = "required"` and no sandbox to be had: the Run does not start
-(`Refusal`), and its Job is blocked with the reason and the command that
-fixes it; "auto" starts it uncontained and says so in its record.
+`mode = "required"` (the default on Linux) and no sandbox to be had: the Run
+does not start. Its Job waits, neither spent nor blocked, with one line that
+says why and what fixes it (`Watch`): the agents that must be contained are
+held as an agent waiting out a usage limit is, and the sandbox is asked again
+off this thread at the scheduling attempts while they wait (`REASK_FIRST`,
+doubling to `REASK_MAX`, and at once when the machine is idle anew), so the
+Jobs start by themselves once it works. "auto" starts the Run uncontained
+and says so in its record and its log; "off" never contains.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from owl.git import jobstore
-from owl.sandbox import bwrap, contain, keys, policy
+from owl.rules import agentchain
+from owl.sandbox import contain, keys, policy, ready
 from owl.settings.config import Config
 from owl.settings.paths import Paths
 
+if TYPE_CHECKING:
+    from owl.engine.loop import Engine
+
+log = logging.getLogger("owl.engine")
+
+REASK_FIRST = 5.0  # while Jobs wait for a sandbox: ask again after this, doubling
+REASK_MAX = 300.0
+
 
 class Refusal(Exception):
-    """`sandbox.mode = "required"`, and this Run cannot be contained here."""
+    """`sandbox.mode = "required"`, and this Run cannot be contained here
+    (`problem`: why, and what fixes it)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(waiting_words(problem))
+        self.problem = problem
 
 
 def warm() -> str | None:
-    """Ask once, before the engine starts, whether bwrap works here (a process):
-    None when it does, else why not."""
-    return bwrap.probe()
+    """Ask, before the engine starts, whether bwrap works here (a process):
+    None when it does, else the line that says why not and what fixes it."""
+    return ready.ask()
+
+
+waiting_words = ready.waiting_words
+
+
+@dataclass
+class Watch:
+    """The engine's view of whether Runs can be contained, and of the re-asking."""
+
+    problem: str | None = None  # the last answer's line; None: they can (or not asked)
+    next_at: float = 0.0  # the engine's clock: not asked again before this
+    strikes: int = 0  # failed answers in a row
+    asking: bool = False  # a probe is under way on its own thread
+    held: set[int] = field(default_factory=set)  # Jobs turned back at their launch
+
+    @classmethod
+    def now(cls) -> Watch:
+        """From the answer the daemon got before the engine started (nothing is run)."""
+        answer = ready.last()
+        return cls(problem=answer.problem if answer is not None else None)
+
+
+def needs_sandbox(cfg: Config, agent: str) -> bool:
+    """Whether `agent`'s Runs may start only contained (the config's word and the agent's)."""
+    return settings_for(cfg, agent).mode == "required"
+
+
+def held_agents(eng: Engine, job_agents: Iterable[str]) -> frozenset[str]:
+    """The agents (of these Jobs' chains and the fallback) whose Runs wait for a
+    sandbox now; asks again, off this thread, when the last answer is old."""
+    w = eng.containment
+    if w.problem is None:
+        return frozenset()
+    reask(eng)
+    names = {n for a in job_agents for n in agentchain.names(a, eng.cfg.fallback or [])}
+    return frozenset(n for n in names if needs_sandbox(eng.cfg, n))
+
+
+def wake_at(eng: Engine, now: float) -> list[float]:
+    """When the engine should wake to ask the sandbox again (Jobs wait for it)."""
+    w = eng.containment
+    return [w.next_at] if w.problem and eng.has_pending and w.next_at > now else []
+
+
+def reask(eng: Engine, force: bool = False) -> None:
+    """Probe the sandbox again on a thread of its own, when due (or `force`)."""
+    w = eng.containment
+    if w.asking or (not force and eng.clock() < w.next_at):
+        return
+    w.asking = True
+
+    def probe() -> None:
+        try:
+            problem = ready.ask()
+        except Exception as e:  # never leave the engine believing a probe is under way
+            problem = f"bwrap could not be asked: {e}"
+        eng.post(lambda: learned(eng, problem))
+
+    threading.Thread(target=probe, name="owl-sandbox-probe", daemon=True).start()
+
+
+def learned(eng: Engine, problem: str | None) -> None:
+    """A probe's answer, on the engine thread."""
+    w = eng.containment
+    w.asking = False
+    if problem is None:
+        if w.problem is not None:
+            log.info("Runs can be contained again; the Jobs that waited for it may start")
+        w.problem, w.strikes, w.held = None, 0, set()
+        return
+    if problem != w.problem:
+        log.warning("Runs cannot be contained here: %s", problem)
+    w.problem = problem
+    w.strikes += 1
+    w.next_at = eng.clock() + min(REASK_MAX, REASK_FIRST * 2 ** min(w.strikes - 1, 16))
+
+
+NET_SAID_MAX = 1024
+
+
+def network_said(label: str, report: Path) -> tuple[str, bool]:
+    """The Run's label as its network came out, from the helper's `report`
+    (a small file of Owl's logs folder), and whether the helper has spoken:
+    "contained: bwrap 0.8, own network" stays; a helper that failed makes it
+    "contained: bwrap 0.8, no network: pasta: Failed to open() /dev/net/tun: …"."""
+    try:
+        with open(report, "rb") as f:
+            said = f.read(NET_SAID_MAX).decode("utf-8", "replace").strip()
+    except FileNotFoundError:
+        return label, False
+    except OSError:
+        return label, True
+    if not said:
+        return label, True
+    head = label.split(", own network", 1)[0]
+    return f"{head}, no network: {' '.join(said.split())}", True
+
+
+def hold(eng: Engine, job_id: int, agent: str, narrowed: Mapping[str, object] | None) -> bool:
+    """At a Run's launch: whether it must wait for a sandbox (its project's
+    `.owl.toml` may require one where the config does not); the Job then sits
+    out until the sandbox works, spending nothing."""
+    problem = eng.containment.problem
+    if problem is None or settings_for(eng.cfg, agent, narrowed).mode != "required":
+        return False
+    eng.containment.held.add(job_id)
+    log.info("job %s waits: %s", job_id, waiting_words(problem))
+    return True
 
 
 def settings_for(
@@ -72,10 +203,12 @@ def wrap(
     project: Path,
     narrowed: Mapping[str, object] | None = None,
     places: jobstore.Places | None = None,
+    net_report: Path | None = None,
 ) -> contain.Wrapped:
     """`argv` as the Run starts it; Refusal when it must be contained and cannot be.
     `narrowed`: the project's `.owl.toml` `[sandbox]`; `places`: where the
-    Job's git lives (none: nothing of git is writable)."""
+    Job's git lives (none: nothing of git is writable); `net_report`: where the
+    network helper says whether the Run got its network (`network_said`)."""
     settings = settings_for(cfg, agent, narrowed)
     w = contain.wrap(
         argv,
@@ -86,13 +219,10 @@ def wrap(
         project=str(project),
         owl_dirs=owl_dirs(paths),
         git=git_places(places),
+        net_report=str(net_report) if net_report is not None else None,
     )
     if settings.mode == "required" and not w.contained:
-        raise Refusal(
-            f'sandbox.mode is "required" and this Run cannot be contained '
-            f"({w.label.removeprefix('not contained: ')}); install bubblewrap "
-            '(sudo apt install bubblewrap), or set sandbox.mode = "auto"'
-        )
+        raise Refusal(w.label.removeprefix("not contained: "))
     return w
 
 
@@ -125,7 +255,7 @@ def for_checks(
             w = wrap(cfg, paths, CHECK, argv, env, worktree, project, narrowed, where)
             return w.argv, w.env
         except Refusal as e:
-            raise OSError(str(e)) from None
+            raise OSError(f"the check cannot be contained here: {e.problem}") from None
 
     return contain
 

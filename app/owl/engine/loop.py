@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from owl.engine import carryon
+from owl.engine import carryon, containing
 from owl.engine.changes import Changes, fingerprint
 from owl.engine import checks as checksmod
 from owl.settings import config as configmod
@@ -135,6 +135,7 @@ class Engine:
         self.verifications: dict[int, checksmod.Verification] = {}  # `owl jobs verify`'s
         self.held: dict[int, str] = {}  # Jobs a verb's git holds (owl.verbs.engine_side.hold)
         self.waits = carryon.load_waits(store, cfg.max_wait)  # agents waiting out a usage limit
+        self.containment = containing.Watch.now()  # whether Runs can be contained here
         self.after_run: dict[int, Callable[[], None]] = {}  # once a Run's tree is gone
         # Worktree setups run off this thread and come back as ("setup", result).
         self.setups = setupmod.Setups(
@@ -268,6 +269,7 @@ class Engine:
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self.has_pending:
             moments.append(now + min(ends) + 0.05)  # a limit resets: its Jobs may start
+        moments += containing.wake_at(self, now)  # the sandbox asked again: its Jobs may start
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
@@ -350,7 +352,7 @@ class Engine:
                 lv.tree.term()
                 lv.not_stopped = []
                 self.note(lv.run_id, state="ending", frozen_by=None)
-                log.info("run %s asked to stop", lv.run_id)
+                log.log(runend.term_level(self, action.run), "run %s asked to stop", lv.run_id)
             elif isinstance(action, lifecycle.Kill):
                 # One round of SIGKILLs, no waiting for the kernel to reap: the
                 # watch sees the tree go, and the core asks again if it is wedged.

@@ -29,7 +29,7 @@ from owl.git import outside
 from owl.git import outsidekeep
 from owl.git import workspace
 from owl.engine import checks as checksmod
-from owl.engine import telling
+from owl.engine import runstart, telling
 from owl.engine.runstart import Live
 from owl.rules import jobtable
 
@@ -89,10 +89,10 @@ def _block_if_twice(eng: Engine, job_id: int, reason: str) -> str | None:
 
 def _judge(
     eng: Engine, lv: Live, f: lifecycle.Finish
-) -> tuple[lifecycle.Finish, bool, jobrules.Wait | None]:
-    """The Run's end as `jobrules` judges it from the agent's report, and the
-    wait it puts its agent in; a judging that fails ends it failed, saying so
-    (and True)."""
+) -> tuple[lifecycle.Finish, bool, jobrules.Wait | None, bool]:
+    """The Run's end as `jobrules` judges it from the agent's report, the
+    wait it puts its agent in, and whether it blocks the Job (a setup problem);
+    a judging that fails ends it failed, saying so (and True)."""
     try:
         verdict = carryon.conclude(
             eng.store,
@@ -114,6 +114,7 @@ def _judge(
             ),
             True,
             None,
+            False,
         )
     return (
         lifecycle.Finish(
@@ -121,12 +122,21 @@ def _judge(
         ),
         False,
         verdict.wait,
+        verdict.block,
     )
+
+
+def term_level(eng: Engine, run_id: int) -> int:
+    """How loud "asked to stop" is: after the agent's own exit the Term only ends
+    what it left (every normal finish), which the log need not say."""
+    ended_by = getattr(eng.core.runs.get(run_id), "ended_by", None)
+    return logging.DEBUG if ended_by is lifecycle.EndedBy.EXIT else logging.INFO
 
 
 def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     lv.sink.close()
-    f, unread, wait = _judge(eng, lv, f)
+    runstart.note_network(eng, lv)  # a Run too short for the watch to have read it
+    f, unread, wait, block = _judge(eng, lv, f)
     reason = f.reason
     failed = [r for r in lv.results if r.outcome == "failed"]
     if f.outcome is lifecycle.Outcome.FAILED and failed and reason:
@@ -152,6 +162,9 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
             new_state = eng.store.apply(lv.job_id, jobtable.Event.BROKEN, reason=broken)
         if unread:
             new_state = _block_if_twice(eng, lv.job_id, reason or UNREAD) or new_state
+        if block and jobtable.allows(jobtable.Event.BROKEN, new_state):
+            # the agent could not start for its setup: once, with what fixes it
+            new_state = eng.store.apply(lv.job_id, jobtable.Event.BROKEN, reason=reason)
     except sqlite3.OperationalError as e:
         # A full disk: the Run is over all the same. Keep its record and
         # write it when there is room (or the next start records it

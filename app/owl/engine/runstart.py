@@ -35,7 +35,7 @@ from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
-from owl.rules import jobtable
+from owl.rules import jobrules, jobtable
 
 log = logging.getLogger("owl.engine")
 
@@ -75,6 +75,7 @@ class Live:
     cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
+    net_report: Path | None = None  # where its network helper says how that went
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
     places: jobstore.Places | None = None  # where its git lives, from Owl's records
     # its worktree's git files as its last process left them (checked on that
@@ -89,6 +90,8 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
     exempt = ready.exempt
     project = Path(job["project"])
+    if containing.hold(eng, job_id, driver.name, settings.sandbox):
+        return None  # it waits for a sandbox, as it is: no Run, nothing spent
     before = ready.outside_before  # taken by the setup, off this thread
     plan, replies = carryon.plan_for(eng.store, job, driver, ws.worktree)
     run_id = eng.store.start_run(job_id)
@@ -120,6 +123,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     env = carryon.agent_env(os.environ)
     env.update(driver.env(ctx))
     env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id), "OWL_INSTANCE": eng.instance})
+    net_report = eng.paths.logs / f"{run_id}.net"
     try:
         wrapped = containing.wrap(
             eng.cfg,
@@ -131,14 +135,20 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             project,
             settings.sandbox,
             ready.places,
+            net_report,
         )
     except containing.Refusal as e:
+        # found out only now (no answer was at hand before): the Job waits, as above
         outsidekeep.forget(eng.paths.logs, run_id)
-        eng.store.finish_run(run_id, "failed", None, str(e), None)
-        eng.store.apply(job_id, jobtable.Event.BROKEN, reason=str(e))
+        eng.store.finish_run(run_id, "interrupted", None, str(e), None)
+        eng.store.apply(job_id, jobtable.Event.INTERRUPTED)
+        containing.learned(eng, e.problem)
+        containing.hold(eng, job_id, driver.name, settings.sandbox)
         return None
     eng.store.set_run(run_id, contained=wrapped.label)
     sink = logpipe.Sink(log_path, LOG_CAP)
+    if not wrapped.contained:  # said in the Run's own log too, before the agent speaks
+        os.write(sink.fd, f"owl: {wrapped.label}\n".encode())
     cg = tree.RunGroup.make(eng.instance, str(run_id))
     try:
         popen = tree.spawn(
@@ -156,10 +166,13 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         outsidekeep.forget(eng.paths.logs, run_id)
         if cg is not None:
             cg.remove()
-        eng.store.finish_run(run_id, "failed", None, f"the agent could not be started: {e}", None)
-        eng.store.apply(
-            job_id, jobtable.Event.BROKEN, reason=f"the agent could not be started: {e}"
+        # a setup problem (its program is not there): blocked once, no attempt spent
+        why = (
+            f"the agent could not be started: {e}; "
+            f"{jobrules.setup_hint(driver.name, 'its program was not found')}"
         )
+        eng.store.finish_run(run_id, "interrupted", None, why, None)
+        eng.store.apply(job_id, jobtable.Event.BROKEN, reason=why)
         return None
     sink.started()
     pt = tree.ProcessTree(("OWL_RUN_ID", str(run_id)), popen.pid, cgroup=cg, nice=eng.cfg.nice)
@@ -182,6 +195,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         cgroup=cg,
         exempt=exempt,
         contained=wrapped.label,
+        net_report=net_report if "own network" in wrapped.label else None,
         sandbox=settings.sandbox,
         places=ready.places,
     )
@@ -200,6 +214,25 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         )
     )
     return run_id
+
+
+def note_network(eng: Engine, lv: Live) -> None:
+    """Once the Run's network helper has said how its network came out: the
+    Run's label says so where it has none (pasta failed), not "own network"."""
+    if lv.net_report is None or lv.contained is None:
+        return
+    label, spoke = containing.network_said(lv.contained, lv.net_report)
+    if not spoke:
+        return
+    try:
+        lv.net_report.unlink()
+    except OSError:
+        pass
+    lv.net_report = None
+    if label != lv.contained:
+        lv.contained = label
+        eng.note(lv.run_id, contained=label)
+        log.warning("run %s: %s", lv.run_id, label)
 
 
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
@@ -284,6 +317,7 @@ def fall_back(eng: Engine, lv: Live) -> bool:
             Path(lv.project),
             lv.sandbox,
             lv.places,
+            lv.net_report,
         )
         popen = tree.spawn(
             wrapped.argv,

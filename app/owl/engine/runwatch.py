@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
 from owl import tree
-from owl.engine import runend
+from owl.engine import runend, runstart
 from owl.engine.runstart import Live
 
 
@@ -24,6 +24,7 @@ def watch(eng: Engine, now: float) -> None:
     tree.reap_orphans(lambda pid: owned(eng, pid))
     for lv in list(eng.live.values()):
         watch_log(eng, lv, now)
+        runstart.note_network(eng, lv)
         if lv.check_proc is not None:
             lv.check_proc.trim()
         if lv.exited and not lv.tree.alive():

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
 from owl.rules import shifts
+from owl.rules.lifecycle import Phase
 from owl.verbs import views
 
 log = logging.getLogger("owl.engine")
@@ -49,7 +50,9 @@ def check_shift(eng: Engine) -> None:
         eng.shift_runs &= set(eng.live)
         return
     eng.shift_runs |= set(eng.live)
-    why = eng.shift.over(time.time(), queue_empty=not eng.has_pending)
+    # until the queue is empty: until no Job waits and none of its Runs works
+    # (its end would freeze them if the person is here)
+    why = eng.shift.over(time.time(), queue_empty=not eng.has_pending and not eng.shift_runs)
     if why is not None:
         log.info("the Shift ended: %s", why)
         eng.store.set_setting("shift", None)
@@ -57,17 +60,32 @@ def check_shift(eng: Engine) -> None:
         eng.shift_runs &= set(eng.live)
 
 
+def ended(eng: Engine) -> dict[str, Any]:
+    """What became of a Shift's live Runs as it ended: frozen (the person is
+    here: the machine is theirs again) or carrying on (nobody is)."""
+    mine = [eng.core.runs[i] for i in sorted(eng.shift_runs & set(eng.live)) if i in eng.core.runs]
+    frozen = sum(1 for r in mine if r.phase is Phase.FROZEN)
+    going = len(mine) - frozen
+    said = []
+    if frozen:
+        said.append(
+            f"{frozen} Run{'s' if frozen != 1 else ''} frozen, as you are here "
+            "(ended when the grace window passes, unless you leave)"
+        )
+    if going:
+        said.append(f"{going} Run{'s' if going != 1 else ''} carrying on while nobody is here")
+    return {
+        "on": False,
+        "ended": True,
+        "frozen": frozen,
+        "running": going,
+        "message": "Shift ended" + ("; " + "; ".join(said) if said else ""),
+    }
+
+
 def shift_view(eng: Engine) -> dict[str, Any] | None:
     if eng.shift is None:
-        finishing = len(eng.shift_runs & set(eng.live))
-        if not finishing:
-            return None
-        return {
-            "on": False,
-            "ended": True,
-            "finishing": finishing,
-            "text": f"Shift ended, {finishing} Run{'s' if finishing != 1 else ''} finishing",
-        }
+        return None
     sh, now = eng.shift, time.time()
     return {
         "on": True,
@@ -78,5 +96,4 @@ def shift_view(eng: Engine) -> dict[str, Any] | None:
         "until_empty": sh.until_empty,
         "require_power": sh.require_power,
         "held": eng.core.paused,
-        "finishing": 0,
     }

@@ -9,6 +9,8 @@ Job. Runs on the engine thread; takes the engine as `eng`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import threading
 import time
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import carryon
+from owl.engine import carryon, containing
 from owl.rules import scheduler
 from owl.engine import runend
 from owl.engine import runstart
@@ -45,6 +47,7 @@ def maybe_start(eng: Engine, now: float) -> None:
         return
     ok, why = eng.core.may_start()
     if not ok:
+        eng.containment.next_at = 0.0  # the next spell's first attempt asks the sandbox afresh
         eng.waiting = (
             why
             if why != "the machine is in use" or eng.reading.problem is None
@@ -53,8 +56,11 @@ def maybe_start(eng: Engine, now: float) -> None:
         return
     while True:
         decision = eng.decide()
-        eng.waiting = decision.waiting
+        was, eng.waiting = eng.waiting, decision.waiting
         if decision.job is None:
+            problem = eng.containment.problem
+            if problem and eng.waiting and eng.waiting != was and problem in eng.waiting:
+                telling.uncontained(eng, problem)  # told as the wait begins, not at every look
             return
         eng.start_job(decision.job.id, exempt=False)
 
@@ -63,13 +69,19 @@ def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
     """What the scheduler says now. Jobs the person stopped sit out the rest
     of this spell (`owl stop` ends this work, not work), unless `asked`."""
     aside = frozenset() if asked else frozenset(eng.set_aside)
+    pending = eng.store.pending_agents()
+    # agents that must be contained wait, while no sandbox can be made, as
+    # agents waiting out a limit do; so do Jobs whose project asks for one
+    unsandboxed = containing.held_agents(eng, pending)
+    sandboxless = frozenset(eng.containment.held) if eng.containment.problem else frozenset()
     limited = carryon.held_jobs_agents(
-        eng.store.pending_agents(),
+        pending,
         eng.cfg.fallback or [],
-        carryon.blocked_agents(eng.waits, time.time()),
+        carryon.blocked_agents(eng.waits, time.time()) | unsandboxed,
     )
     setting_up = eng.setups.jobs()  # they hold their places and slots
-    passed = aside | frozenset(setting_up) | frozenset(eng.held)  # held: a verb's git
+    # held: a verb's git
+    passed = aside | frozenset(setting_up) | frozenset(eng.held) | sandboxless
 
     def first(skip: set[str] = set()) -> scheduler.QueuedJob | None:
         row = eng.store.first_pending(skip, passed, limited)
@@ -97,7 +109,14 @@ def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
         if agent in limited:
             lead = agent.split(",")[0]
             why = eng.waits[lead].reason if lead in eng.waits else "its agents' limits"
-            decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits for {why}")
+            if lead in unsandboxed and lead not in eng.waits:
+                why = containing.waiting_words(eng.containment.problem or "")
+                decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits: {why}")
+            else:
+                decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits for {why}")
+    if head_row is not None and head_row[0] in sandboxless and decision.waiting is None:
+        why = containing.waiting_words(eng.containment.problem or "")
+        decision = scheduler.Decision(decision.job, f"job {head_row[0]} waits: {why}")
     return decision
 
 
@@ -158,7 +177,10 @@ def start_job(eng: Engine, job_id: int, *, exempt: bool) -> None:
     # A Job naming several agents (or a config fallback): the first that does
     # not wait does this Run.
     agent = carryon.next_agent(
-        job["agent"], eng.cfg.fallback or [], carryon.blocked_agents(eng.waits, time.time())
+        job["agent"],
+        eng.cfg.fallback or [],
+        carryon.blocked_agents(eng.waits, time.time())
+        | containing.held_agents(eng, [job["agent"]]),
     )
     job = {**job, "agent": agent}
     eng.setups.begin(
@@ -193,6 +215,10 @@ def setup_done(eng: Engine, result: setupmod.Result) -> None:
     """A setup came back: start the agent, block the Job, or leave it waiting."""
     job_id = result.job_id
     eng.setups.done(job_id)
+    if job_id in eng.setups.asked and isinstance(result, (setupmod.Ready, setupmod.Failed)):
+        # `owl start` came while the machine's own start was setting it up
+        result = dataclasses.replace(result, exempt=True)
+    eng.setups.asked.discard(job_id)
     pending = dict(eng.store.setting(setupmod.SETTING, {}) or {})
     fresh = pending.pop(str(job_id), None)
     if isinstance(result, setupmod.Cancelled):

@@ -54,10 +54,33 @@ def run_ended(eng: Engine, lv: Live, state: str, wait: Any) -> None:
             project=str(lv.project),
             base=job.get("base"),
             branch=job.get("branch"),
+            log=str(lv.log_path),
         ),
     )
     if wait is not None:
         _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time()))
+
+
+def verified(eng: Engine, job: dict[str, Any], checks: list[tuple[str, bool]]) -> None:
+    """A Job's checks, run again on demand, all passed: it is back in review."""
+    _emit(
+        eng,
+        ev.RunEnded(
+            job_id=int(job["id"]),
+            run_id=0,
+            state="review",
+            title=str(job.get("title") or ""),
+            checks=tuple(checks),
+            project=str(job.get("project") or ""),
+            base=job.get("base"),
+            branch=job.get("branch"),
+        ),
+    )
+
+
+def job_gone(eng: Engine, job_id: int) -> None:
+    """The person dropped or accepted a Job: what was said of it is no news."""
+    _emit(eng, ev.JobGone(job_id))
 
 
 def untouchable(eng: Engine, lv: Live, procs: list[dict[str, Any]]) -> None:
@@ -76,6 +99,11 @@ def untouchable(eng: Engine, lv: Live, procs: list[dict[str, Any]]) -> None:
 
 def disk_full(eng: Engine, where: str, detail: str) -> None:
     _emit(eng, ev.DiskFull(where, detail))
+
+
+def uncontained(eng: Engine, problem: str) -> None:
+    """Jobs wait because Runs cannot be contained here: told once a spell away."""
+    _emit(eng, ev.Uncontained(problem))
 
 
 def reading(eng: Engine, idle_for: float | None, locked: bool | None, now: float) -> None:

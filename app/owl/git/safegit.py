@@ -25,7 +25,7 @@ unfrozen and untagged. So every git call Owl makes goes through `run()`, which:
   The sweeper is a Python process (some 10 ms, more on a loaded machine), so
   the commands that touch refs and objects only (`_OBJECTS_ONLY`), where no
   driver applies, run without it and without the listing below: git alone,
-  in a session whose leftovers `_end_leftovers` ends as before.
+  in a session whose leftovers `end_leftovers` ends as before.
 
 How the drivers are found, and why so. A driver runs when an attribute
 (`filter=x`, `merge=x`) names it and the config gives `filter.x.smudge`
@@ -86,7 +86,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -314,14 +313,16 @@ def _spawn(
     backend = tree.backend
     mark = backend.last_pid()
     if swept:
-        command_line = [sys.executable, "-I", "-S", tree.SWEEPER, str(os.getpid()), *command]
+        command_line, child_env = tree.helper_command(
+            tree.SWEEPER, [str(os.getpid()), *command], env
+        )
     else:
-        command_line = command
+        command_line, child_env = command, env
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(
                 command_line,
-                env=env,
+                env=child_env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -337,7 +338,7 @@ def _spawn(
                 f"git {command[4] if len(command) > 4 else ''} ran longer "
                 f"than {timeout:g} s and was ended"
             ) from None
-        _end_leftovers(popen.pid, env[_TAG], mark)
+        end_leftovers(popen.pid, env[_TAG], mark)
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode("utf-8", "replace")
@@ -360,7 +361,7 @@ def _end_in_time(popen: subprocess.Popen[bytes], tag: str) -> None:
     popen.wait()
 
 
-def _end_leftovers(leader: int, tag: str, mark: int | None) -> None:
+def end_leftovers(leader: int, tag: str, mark: int | None) -> None:
     """Kill whatever git started and left behind when it exited.
 
     Its session (one signal, if anything is left in it), then whatever left
@@ -374,7 +375,12 @@ def _end_leftovers(leader: int, tag: str, mark: int | None) -> None:
     last = backend.last_pid()
     since = mark if mark is not None and last is not None and last >= mark else None
     rows = backend.snapshot(since)
-    ours = {pid for pid, row in rows.items() if row.sid == leader}
+    # git was reaped before this look, so its pid is free again. A process that
+    # has it now is another's (on a machine that forks fast the counter comes
+    # round in moments): its session and group are its own, and git's session
+    # is empty (a session keeps its leader's number from being handed out).
+    reused = leader in rows
+    ours = set() if reused else {pid for pid, row in rows.items() if row.sid == leader}
     if ours:
         try:
             os.killpg(leader, signal.SIGKILL)  # the group git led: stopped at once

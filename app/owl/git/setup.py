@@ -112,6 +112,9 @@ class Setups:
         self._lock = threading.Lock()
         self._under_way: dict[int, _Setup] = {}
         self._made: set[str] = set()  # every branch a setup here named for its Job
+        # Jobs being set up that `owl start` asked for meanwhile: their Run
+        # starts as `owl start` starts one (the engine's thread alone uses it)
+        self.asked: set[int] = set()
 
     def branches_made(self) -> frozenset[str]:
         """The branches setups in this process made (or are making) for their

@@ -26,6 +26,9 @@ class Reading:
     problem: str | None = None  # why the machine cannot be read
     locked: bool | None = None  # the screen is locked; None: no desktop says
     lock_sources: list[str] = field(default_factory=list)  # who says it (screensaver, logind)
+    # a permission the input hooks lack ("Input Monitoring"), and where to grant it
+    missing: str | None = None
+    permission: str | None = None
 
 
 QUIET = 86400.0
@@ -147,6 +150,7 @@ class RealMachine:
 
     def read(self) -> Reading:
         self._tell_after()
+        missing = self._monitor.missing_permission
         return Reading(
             idle_for=self._monitor.idle_seconds(),
             on_ac=self._power.on_ac(),
@@ -155,6 +159,8 @@ class RealMachine:
             hooks_may_miss=self._monitor.hooks_may_miss,
             backends=list(self._monitor.backends),
             problem=self._monitor.problem,
+            missing=missing[0] if missing else None,
+            permission=missing[1] if missing else None,
         )
 
 

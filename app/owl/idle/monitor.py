@@ -148,6 +148,16 @@ class IdleMonitor:
         return self.hooks_live and bool(getattr(self._hooks, "may_miss_input", False))
 
     @property
+    def missing_permission(self) -> tuple[str, str] | None:
+        """(the permission, the line that says where to grant it) when the
+        hooks run without a permission they need (macOS's Input Monitoring)."""
+        hooks = self._hooks
+        if hooks is None:
+            return None
+        missing = getattr(hooks, "missing_permission", None)
+        return missing if isinstance(missing, tuple) else None
+
+    @property
     def problem(self) -> str | None:
         """Why the machine cannot be read, one line, or None if it can."""
         if self.hooks_live or self._reader is not None:

@@ -115,7 +115,7 @@ class PynputHooks:
             self.stop()
             raise BackendError(
                 f"pynput may not watch input: grant Accessibility to {grantee()} "
-                "(System Settings > Privacy & Security > Accessibility)"
+                "(System Settings › Privacy & Security › Accessibility)"
             )
 
     @property

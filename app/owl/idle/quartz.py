@@ -76,6 +76,10 @@ def load_quartz(quartz: ModuleType | None = None) -> ModuleType:
     return Quartz
 
 
+#: Where a person grants it, as System Settings names it (macOS 13 and later).
+SETTINGS_PATH = "System Settings › Privacy & Security › Input Monitoring"
+
+
 def permission_message(app: str | None = None) -> str:
     """One line that says what to grant, where, and to whom."""
     if app is None:
@@ -84,7 +88,7 @@ def permission_message(app: str | None = None) -> str:
         app = grantee()
     return (
         f"Owl may not watch the keyboard: grant Input Monitoring to {app} "
-        "(System Settings > Privacy & Security > Input Monitoring); until then "
+        f"({SETTINGS_PATH}); until then "
         "keys are seen through the idle time, read once a second while a Run works"
     )
 
@@ -160,6 +164,15 @@ class QuartzHooks:
             and not self._stopping.is_set()
             and (self._tap is None or not self._tap_granted)
         )
+
+    @property
+    def missing_permission(self) -> tuple[str, str] | None:
+        """(what is missing, one line saying where to grant it and to whom)
+        while the tap waits for Input Monitoring (it hears the pointer only),
+        else None."""
+        if not self.waiting_for_grant:
+            return None
+        return "Input Monitoring", permission_message(self._app)
 
     def stop(self) -> None:
         self._stopping.set()

@@ -36,6 +36,7 @@ class Spell:
     waits: dict[str, float] = field(default_factory=dict)  # agent -> until
     untouchable: int = 0
     disk_full: bool = False
+    uncontained: bool = False  # Jobs waited: Runs could not be contained
     review_order: list[int] = field(default_factory=list)  # newest last
 
     def add(self, event: ev.Event) -> None:
@@ -53,10 +54,23 @@ class Spell:
             self.untouchable += 1
         elif isinstance(event, ev.DiskFull):
             self.disk_full = True
+        elif isinstance(event, ev.Uncontained):
+            self.uncontained = True
+        elif isinstance(event, ev.JobGone):
+            self.forget(event.job_id)
+
+    def forget(self, job_id: int) -> None:
+        """A Job the person dropped or accepted: its state is no news (its Runs
+        and cost still happened)."""
+        self.jobs.pop(job_id, None)
+        if job_id in self.review_order:
+            self.review_order.remove(job_id)
 
     @property
     def happened(self) -> bool:
-        return bool(self.runs or self.waits or self.untouchable or self.disk_full)
+        return bool(
+            self.runs or self.waits or self.untouchable or self.disk_full or self.uncontained
+        )
 
     def newest_review(self) -> int | None:
         """The Job whose review page the briefing's Review opens: the newest still in review."""
@@ -92,6 +106,8 @@ def parts(spell: Spell, hhmm: Callable[[float], str] = local_hhmm) -> list[str]:
         )
     if spell.disk_full:
         out.append("the disk was full")
+    if spell.uncontained:
+        out.append("Runs could not be contained, so Jobs waited (owl status says why)")
     return out
 
 

@@ -61,6 +61,13 @@ def known(url: str) -> bool:
     return apprise.Apprise.instantiate(url, suppress_exceptions=True) is not None
 
 
+def problem(url: str) -> str | None:
+    """Why Apprise could not use `url` (None when it can), asked as a send
+    would ask it, without sending anything: Apprise's own parse of the URL
+    into one of its services. (Its log, which may name the URL, stays out.)"""
+    return None if known(url) else "not a URL Apprise knows"
+
+
 def send(
     url: str,
     title: str,

@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The kinds a person may name in `notify.urgent`.
-KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk")
+KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk", "sandbox")
 
 
 @dataclass(frozen=True)
 class RunEnded:
-    """A Run ended and its Job is now `state` (review, blocked, exhausted, pending, ...)."""
+    """A Run ended and its Job is now `state` (review, blocked, exhausted, pending, ...).
+
+    Also a Job's checks run again on demand (`owl jobs verify`) that sent it
+    to review: `run_id` is then 0, no Run's."""
 
     job_id: int
     run_id: int
@@ -28,6 +31,7 @@ class RunEnded:
     project: str = ""  # for the diffstat, read off the engine thread
     base: str | None = None
     branch: str | None = None
+    log: str | None = None  # the Run's log: its last line, read off the engine thread
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,21 @@ class DiskFull:
 
 
 @dataclass(frozen=True)
+class JobGone:
+    """The person dropped a Job, or accepted it: what an away spell said of it
+    ("ready for review") is no longer news, and the briefing forgets it."""
+
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Uncontained:
+    """Runs cannot be contained here and must be: their Jobs wait (`problem`: why, the fix)."""
+
+    problem: str
+
+
+@dataclass(frozen=True)
 class Presence:
     """The person's presence changed: `away` since `since` (epoch), or back at `since`."""
 
@@ -67,7 +86,7 @@ class Presence:
     since: float
 
 
-Event = RunEnded | LimitWait | Untouchable | DiskFull | Presence
+Event = RunEnded | LimitWait | Untouchable | DiskFull | Uncontained | JobGone | Presence
 
 
 @dataclass

@@ -8,10 +8,12 @@ to send. Tested with a fake clock:
   remembered, so it is not sent later either.
 - Away: a Job ready for review, blocked or out of attempts; an agent waiting on
   a usage limit for longer than `limit_after`; a process Owl may not signal; a
-  full disk.
+  full disk; Runs that cannot be contained (their Jobs wait), once a spell.
 - At most one message per Job per change of state (a Job in review is told
-  once, however often it is seen there; a reply that sends it back and a new
-  review is a new change).
+  once, however often it is seen there; each Run that brings it back to
+  review, blocked or exhausted, after a reply, a retry or `owl jobs verify`,
+  is a new change, told as the first was).
+- The reply hint ("Reply '4 accept', ...") only where a reply channel listens.
 - What comes within `batch` of the first goes as one digest.
 - Inside the quiet hours only the urgent kinds go; the rest wait for the quiet
   to end (and are dropped if the person came back meanwhile: the briefing has them).
@@ -37,6 +39,7 @@ class Rules:
     limit_after: float = 3600.0
     quiet: tuple[int, int] | None = None  # (start, end) minutes of the day
     urgent: frozenset[str] = frozenset({"blocked"})
+    replies: bool = False  # a reply channel listens: messages may say what to answer
 
 
 @dataclass(frozen=True)
@@ -75,17 +78,32 @@ def cut(text: str | None, limit: int = TEXT_MAX) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def item_for(stamp: ev.Stamp, limit_after: float) -> Item | None:
-    """What one event tells the person, or None when it is not news for a channel."""
+def last_line(text: str | None, limit: int = TEXT_MAX) -> str:
+    """Agent text's last non-blank line, made safe and cut (a command agent's
+    output ends with what it did)."""
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return cut(lines[-1], limit) if lines else ""
+
+
+def said_last(e: ev.RunEnded, stamp: ev.Stamp) -> str:
+    """What the agent said last: its final message's first line, or else its
+    log's last line (read off the engine thread into `stamp.extra`)."""
+    return cut(e.last_message) or last_line(stamp.extra.get("log_tail"))
+
+
+def item_for(stamp: ev.Stamp, limit_after: float, replies: bool = False) -> Item | None:
+    """What one event tells the person, or None when it is not news for a channel.
+    `replies`: a reply channel listens, so the message says what may be answered."""
     e = stamp.event
     if isinstance(e, ev.RunEnded):
         title = cut(e.title, 80)
+        said = said_last(e, stamp)
         if e.state == "review":
             lines = [title]
             if stamp.extra.get("diffstat"):
                 lines.append(cut(stamp.extra["diffstat"]))
-            if e.last_message:
-                lines.append(f"“{cut(e.last_message)}”")
+            if said:
+                lines.append(f"“{said}”")
             if e.checks:
                 lines.append(
                     "checks: "
@@ -95,18 +113,27 @@ def item_for(stamp: ev.Stamp, limit_after: float) -> Item | None:
                 )
             if e.cost:
                 lines.append(f"${e.cost:.2f}")
-            lines.append(
-                f"Reply '{e.job_id} accept', '{e.job_id} drop' or '{e.job_id} <what to change>'."
-            )
+            if replies:
+                lines.append(
+                    f"Reply '{e.job_id} accept', '{e.job_id} drop' or "
+                    f"'{e.job_id} <what to change>'."
+                )
             return Item("review", f"Job {e.job_id} ready for review", "\n".join(lines), e.job_id)
         if e.state in ("blocked", "exhausted"):
             word = "blocked" if e.state == "blocked" else "out of attempts"
-            lines = [
-                title,
-                f"Why: {cut(e.reason) or 'not said'}",
-                f"What would help: reply '{e.job_id} <what to do>' to send it back with "
-                f"your words, or '{e.job_id} drop'.",
-            ]
+            lines = [title, f"Why: {cut(e.reason) or 'not said'}"]
+            if said:
+                lines.append(f"The agent's last line: “{said}”")
+            if replies:
+                lines.append(
+                    f"What would help: reply '{e.job_id} <what to do>' to send it back with "
+                    f"your words, or '{e.job_id} drop'."
+                )
+            else:
+                lines.append(
+                    f"What would help: owl jobs reply {e.job_id} '<what to do>' sends it back "
+                    f"with your words; owl jobs drop {e.job_id} drops it."
+                )
             return Item(e.state, f"Job {e.job_id} {word}", "\n".join(lines), e.job_id)
         return None
     if isinstance(e, ev.LimitWait):
@@ -124,6 +151,12 @@ def item_for(stamp: ev.Stamp, limit_after: float) -> Item | None:
             f"Job {e.job_id} left a process Owl may not stop",
             f"pid {e.pid} ({cut(e.command, 60)}): {cut(e.why)}",
             e.job_id,
+        )
+    if isinstance(e, ev.Uncontained):
+        return Item(
+            "sandbox",
+            "Runs cannot be contained",
+            f"{cut(e.problem, 400)}\nThe Jobs wait, and start by themselves once it works.",
         )
     if isinstance(e, ev.DiskFull):
         return Item(
@@ -143,6 +176,8 @@ def _key(stamp: ev.Stamp) -> tuple | None:
         return ("untouchable", e.run_id, e.pid)
     if isinstance(e, ev.DiskFull):
         return ("disk",)
+    if isinstance(e, ev.Uncontained):
+        return ("sandbox", e.problem)
     return None
 
 
@@ -160,7 +195,10 @@ class Router:
     away: bool = False
     spell: Spell | None = None
     last_spell: tuple[Spell, float] | None = None  # the spell that ended, and when
-    _states: dict[int, str] = field(default_factory=dict)  # Job -> the state last seen
+    # Job -> (state, Run) last seen: a Run's end is a change of state of its own
+    # (the Job left review, blocked or exhausted to have it: a reply, a retry),
+    # and so is a verify that sent it back to review (Run 0)
+    _states: dict[int, tuple[str, int]] = field(default_factory=dict)
     _said: set[tuple] = field(default_factory=set)  # other news already told
     _batch: list[Item] = field(default_factory=list)
     _batch_at: float | None = None  # when the batch goes
@@ -174,7 +212,8 @@ class Router:
         self.away = away
         if away:
             self.spell = Spell(since=since)
-            self._said = {k for k in self._said if k[0] != "disk"}  # a full disk is news again
+            # a full disk, or Runs that cannot be contained, are news again
+            self._said = {k for k in self._said if k[0] not in ("disk", "sandbox")}
             return None
         ended, self.spell = self.spell, None
         self._batch, self._batch_at, self._held = [], None, []
@@ -190,10 +229,18 @@ class Router:
             return
         if self.spell is not None:
             self.spell.add(e)
+        if isinstance(e, ev.JobGone):
+            # what waits to be told of it is no news now; a later Run of it is
+            self._batch = [it for it in self._batch if it.job_id != e.job_id]
+            self._held = [it for it in self._held if it.job_id != e.job_id]
+            self._states.pop(e.job_id, None)
+            if self.last_spell is not None:
+                self.last_spell[0].forget(e.job_id)
+            return
         news = True
         if isinstance(e, ev.RunEnded):
-            news = self._states.get(e.job_id) != e.state
-            self._states[e.job_id] = e.state
+            news = self._states.get(e.job_id) != (e.state, e.run_id)
+            self._states[e.job_id] = (e.state, e.run_id)
         else:
             key = _key(stamp)
             news = key not in self._said
@@ -201,7 +248,7 @@ class Router:
                 self._said.add(key)
         if not news or not self.away:
             return
-        item = item_for(stamp, self.rules.limit_after)
+        item = item_for(stamp, self.rules.limit_after, self.rules.replies)
         if item is None:
             return
         self._batch.append(item)

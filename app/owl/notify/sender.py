@@ -52,6 +52,7 @@ class Channel:
         self.last: Result | None = None
         self.retry_at: float | None = None  # wall time of the next try, while backing off
         self.sending = False
+        self.problem: str | None = None  # why Apprise cannot use it (read on its thread)
         self._thread = threading.Thread(
             target=self._main, daemon=True, name=f"owl-notify-send-{index}"
         )
@@ -76,6 +77,14 @@ class Channel:
             return not self._stopping
 
     def _main(self) -> None:
+        # Apprise's parse of the URL, here rather than at the daemon's start
+        # (importing Apprise is most of what a channel costs)
+        try:
+            self.problem = channels.problem(self.url)
+        except Exception as e:  # a plugin's bug: the sends will say more
+            self.problem = f"Apprise could not read it: {type(e).__name__}"
+        if self.problem:
+            log.warning("notify: %s cannot be used: %s", self.masked, self.problem)
         while True:
             with self._cv:
                 while not self._q and not self._stopping:
@@ -109,6 +118,7 @@ class Channel:
         last = self.last
         return {
             "url": self.masked,
+            "problem": self.problem,
             "queued": len(self._q),
             "sending": self.sending,
             "retry_at": None if self.retry_at is None else round(self.retry_at, 3),

@@ -44,7 +44,13 @@ def local_minute(t: float) -> int:
 
 
 def rules_of(n: NotifyConfig) -> Rules:
-    return Rules(batch=n.batch, limit_after=n.limit_after, quiet=n.quiet, urgent=n.urgent)
+    return Rules(
+        batch=n.batch,
+        limit_after=n.limit_after,
+        quiet=n.quiet,
+        urgent=n.urgent,
+        replies=bool(n.reply),
+    )
 
 
 class Notifier:
@@ -71,7 +77,7 @@ class Notifier:
         self.listener: Listener | None = None
         self._away = False  # as last told (the engine thread's)
         self._told: NotifyConfig = self.cfg  # the config last handed over (the engine's)
-        self._briefing: dict | None = None
+        self._briefing: tuple[briefmod.Spell, float] | None = None  # the spell, and when it ended
         self._thread = threading.Thread(target=self._main, daemon=True, name="owl-notify")
 
     # ------------------------------------------------ the engine's side (never waits)
@@ -170,15 +176,20 @@ class Notifier:
             with self._lock:
                 ended = self.router.presence(e.away, e.since)
                 if ended is not None:
-                    self._briefing = briefmod.view(ended, e.since, ended=e.since)
+                    self._briefing = (ended, e.since)
             return
-        if isinstance(e, ev.RunEnded) and e.state == "review" and self.router.away:
-            stamp.extra["diffstat"] = diffstat(e)
+        if isinstance(e, ev.RunEnded) and self.router.away:
+            if e.state == "review":
+                stamp.extra["diffstat"] = diffstat(e)
+            if not e.last_message and e.log:
+                stamp.extra["log_tail"] = log_tail(e.log)
         if isinstance(e, ev.LimitWait):
             # dated when not today: a weekly limit must not read as this evening
             stamp.extra["until_hhmm"] = timefmt.ahead(e.until, stamp.at)
         with self._lock:
             self.router.event(stamp)
+            if isinstance(e, ev.JobGone) and self._briefing is not None:
+                self._briefing[0].forget(e.job_id)
 
     def _tick(self) -> None:
         now = self._clock()
@@ -230,7 +241,12 @@ class Notifier:
             since_away = current or (
                 briefmod.view(last[0], last[1], ended=last[1]) if last else None
             )
-            brief = dict(self._briefing) if self._briefing else None
+            # made afresh at each look: a Job dropped since is forgotten (JobGone)
+            brief = (
+                briefmod.view(*self._briefing, ended=self._briefing[1]) if self._briefing else None
+            )
+            if brief is not None and not brief["text"]:
+                brief = None
         if brief is not None:
             brief["age_s"] = round(max(0.0, now - (brief.get("back_at") or now)), 1)
             brief["id"] = brief.get("back_at")
@@ -272,6 +288,20 @@ def status_line(st: Any) -> str:
     for w in st.get("limits") or []:
         bits.append(f"{w.get('agent')} waits until {str(w.get('until') or '')[11:16]}")
     return " · ".join(bits)
+
+
+LOG_TAIL = 4096  # the last line of a Run's log is in its last bytes
+
+
+def log_tail(path: str) -> str | None:
+    """The end of a Run's log (a command agent's last line), or None."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - LOG_TAIL))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
 
 
 def diffstat(e: ev.RunEnded) -> str | None:

@@ -66,6 +66,7 @@ def run_facts(store: Store, run: dict[str, Any]) -> dict[str, Any]:
         "attempt": run["attempt"],
         "state": run["state"],
         "agent": run.get("agent"),
+        "contained": run.get("contained"),
         "outcome": run.get("outcome"),
         "ended_by": run.get("ended_by"),
         "reason": run.get("reason"),

@@ -52,6 +52,8 @@ def runs_section(f: dict[str, Any]) -> str:
     for r in f["runs"]:
         how = ended_how(r)
         why = f'<div class="cbody">{esc(r["reason"])}</div>' if r.get("reason") else ""
+        if (r.get("contained") or "").startswith("not contained"):
+            why += f'<div class="cbody warn">{esc(r["contained"])}</div>'  # said on every view
         log = file_url(r.get("log"))
         by = f"{esc(r['agent'])} · " if r.get("agent") else ""
         rows.append(

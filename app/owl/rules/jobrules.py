@@ -17,6 +17,11 @@ conversation's session id, what the Run cost), and `judge` decides:
     aider does after its own retries), and
     Report.limit                             -> interrupted, no attempt spent;
                                                 the agent waits until the reset
+    ... and Report.setup_problem             -> interrupted, no attempt spent;
+                                                the Job is blocked with the reason
+                                                and a hint (a missing variable, a
+                                                port out of reach, no program): a
+                                                person's config fixes it, not a retry
     ... and Report.service_error             -> interrupted, no attempt spent;
                                                 the agent waits for a backoff
     exited 0 but Report.gave_up, neither     -> failed, saying on what
@@ -86,6 +91,10 @@ class Report:
     # session ids the stream announced but that were not taken: not the shape
     # of one, or a different one after the first (kept for the log, never obeyed)
     sessions_ignored: tuple[str, ...] = ()
+    # the agent could not start for a reason of its setup (owl.agents.setup):
+    # "missing environment variable X", "could not connect to 127.0.0.1:P",
+    # "PROGRAM was not found"
+    setup_problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,7 @@ class Verdict:
     reason: str | None
     wait: Wait | None = None  # the agent waits from now on
     clear: bool = False  # the agent worked: its backoff starts over
+    block: bool = False  # the Job is blocked with `reason` (a setup problem), nothing spent
 
     @property
     def spends_attempt(self) -> bool:
@@ -189,6 +199,12 @@ def judge(
             "the next Run starts afresh"
         )
         return Verdict("interrupted", why)
+    if outcome == "failed" and own_exit and rep.setup_problem:
+        why = (
+            f"{agent_label(agent)} could not start: {rep.setup_problem}; "
+            f"{setup_hint(agent, rep.setup_problem)}"
+        )
+        return Verdict("interrupted", why, block=True)
     if outcome == "failed" and own_exit and rep.service_error:
         until = now + backoff(strikes)
         why = (
@@ -197,6 +213,26 @@ def judge(
         )
         return Verdict("interrupted", why, Wait(agent, "service", until, why, strikes + 1))
     return Verdict(outcome, reason, clear=outcome != "interrupted")
+
+
+def setup_hint(agent: str, problem: str) -> str:
+    """What fixes a setup problem (`Report.setup_problem`), in the config's words."""
+    if problem.startswith("missing environment variable "):
+        name = problem.removeprefix("missing environment variable ")
+        return (
+            f'pass it into the sandbox with sandbox.env_keep = ["{name}"] (a contained Run '
+            "drops variables whose names look secret), or set it where Owl runs; then "
+            "owl jobs extend"
+        )
+    if problem.startswith("could not connect to 127.0.0.1:"):
+        port = problem.rsplit(":", 1)[1]
+        return (
+            f"keep the port reachable from the Run with sandbox.host_ports = [{port}] and "
+            "check its server runs; then owl jobs extend"
+        )
+    if problem.endswith(" was not found"):
+        return f"install it, or check agents.{agent}.path or its command; then owl jobs extend"
+    return "fix the agent's setup, then owl jobs extend"
 
 
 def _limited(

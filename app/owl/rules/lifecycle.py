@@ -67,7 +67,9 @@ event (`_settle`): a Run the machine froze thaws as soon as that rule stops
 holding; a Run the person froze (pause, stop) is never thawed by the machine.
 A Run started by `owl start` (exempt) and every Run during a Shift are not
 frozen by input; a Shift that asks for power still freezes on battery. When a
-Shift ends, the Runs it had are let finish: they become exempt.
+Shift ends, the machine is the person's again at once: the Runs it had fall
+under the machine's rule, frozen now if the person is there (their grace
+window from that moment), carrying on if not.
 
 The 5 s between Term and Kill is not configurable (ADR-0034): it is the
 guarantee behind the grace window.
@@ -505,10 +507,7 @@ class Core:
     def shift_off(self, now: float) -> list[Action]:
         if self.shift is None:
             return []
-        self.shift = None
-        for r in self.runs.values():
-            if r.phase is Phase.RUNNING:
-                r.exempt = True  # a Shift's Runs are let finish
+        self.shift = None  # its Runs are the machine's now: frozen if the person is here
         return self._settle(now)
 
     def shutdown(self, now: float) -> list[Action]:

@@ -4,7 +4,8 @@ the machine is in use (`owl shift start --for 1h`). Pure: no clock, no I/O.
 A Shift is always time-bound. Starting one while one is on extends it to the
 later end (or replaces it with `--replace`). It ends when its time is up, when
 the queue is empty if it was started `--until-empty`, or on `owl shift stop`;
-the Runs it had are then let finish. It is stored as wall-clock times so that
+the Runs it had then fall under the machine's rule at once (frozen if the
+person is there). It is stored as wall-clock times so that
 it survives a restart, and one whose end passed while the daemon was down is
 simply over.
 """

@@ -157,9 +157,9 @@ def ignoring_term(argv: list[str], term_env: str | None) -> list[str]:
 _found: dict[str, tuple[str | None, str]] = {}
 
 
-def find() -> tuple[str | None, str]:
-    """(path of bwrap, "0.8") or (None, why not); asked once."""
-    if "bwrap" not in _found:
+def find(fresh: bool = False) -> tuple[str | None, str]:
+    """(path of bwrap, "0.8") or (None, why not); asked once, or again when ``fresh``."""
+    if fresh or "bwrap" not in _found:
         path = shutil.which("bwrap")
         if path is None:
             _found["bwrap"] = (None, f"bubblewrap is not installed ({INSTALL_HINT})")
@@ -205,11 +205,12 @@ def term_env() -> str | None:
 _probed: dict[str, str | None] = {}
 
 
-def probe() -> str | None:
-    """None when a sandbox can be made here, else why not (asked once, cached)."""
+def probe(fresh: bool = False) -> str | None:
+    """None when a sandbox can be made here, else why not (asked once, cached;
+    ``fresh``: asked again, as ``owl.sandbox.ready`` does while it does not work)."""
     term_env()  # asked here too, so that wrapping a Run starts no process
-    if "works" not in _probed:
-        path, detail = find()
+    if fresh or "works" not in _probed:
+        path, detail = find(fresh)
         if path is None:
             _probed["works"] = detail
         else:

@@ -17,10 +17,10 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import bwrap, policy
+from . import agentconf, bwrap, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -58,12 +58,16 @@ def wrap(
     owl_dirs: Sequence[str],
     git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
+    net_report: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
-    ``which`` finds the network helpers (pasta, slirp4netns)."""
+    ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
+    file the network helper says in whether the Run got its network (see netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
-    why = bwrap.probe()
+    if sys.platform == "darwin":
+        return wrap_darwin(command, settings, agent, env, worktree, project, owl_dirs, git)
+    why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
@@ -89,6 +93,14 @@ def wrap(
     own = policy.AGENTS.get(agent, policy.AgentState())
     make_folders(own.folders, home, env)
     make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
     pol = policy.compute(settings, own, facts)
     env_path = bwrap.term_env()
     argv = bwrap.argv(
@@ -121,8 +133,9 @@ def wrap(
             inside,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
+    report = ["--report", net_report] if net_report else []
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
         f"contained: bwrap {version}, own network{how}{opened}",
         True,
         inside,
@@ -225,6 +238,7 @@ CACHE_TOOLS = {
     "~/go/pkg/mod": ("go",),
     "~/.local/share/pnpm": ("pnpm",),
     "~/.yarn": ("yarn",),
+    "~/Library/Caches": ("sw_vers",),  # macOS's own (sw_vers is too): never made elsewhere
 }
 
 
@@ -258,3 +272,53 @@ def user_net(
             "(sudo apt install passt)"
         )
     return slirp, ""
+
+
+def wrap_darwin(
+    command: Sequence[str],
+    settings: policy.Settings,
+    agent: str,
+    env: Mapping[str, str],
+    worktree: str,
+    project: str,
+    owl_dirs: Sequence[str],
+    git: GitPlaces | None = None,
+) -> Wrapped:
+    """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``
+    (the facts gathered as for bwrap, real paths: Seatbelt matches those)."""
+    why = seatbelt.probe()
+    if why is not None:
+        return Wrapped(list(command), f"not contained: {why}", False, dict(env))
+    git = git or GitPlaces()
+    home = env.get("HOME") or os.path.expanduser("~")
+
+    def real(path: str | None) -> str | None:
+        return os.path.realpath(path) if path else None
+
+    facts = policy.Facts(
+        home=home,
+        user_home=pwd.getpwuid(os.getuid()).pw_dir,
+        worktree=os.path.realpath(worktree),
+        git_common=real(git.store),
+        git_admin=real(git.admin),
+        project=os.path.realpath(project),
+        owl_home=tuple(os.path.realpath(d) for d in owl_dirs),
+        runtime_dir=None,  # macOS has none; its per-user folders are under the home
+        env=env,
+        project_git=real(git.project_git),
+    )
+    own = policy.AGENTS.get(agent, policy.AgentState())
+    make_folders(own.folders, home, env)
+    make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
+    pol = policy.compute(settings, own, facts)
+    keychain = agent in seatbelt.KEYCHAIN_AGENTS
+    argv = seatbelt.argv(pol, command, keychain=keychain)
+    return Wrapped(argv, seatbelt.label(pol), True, policy.agent_env(env, pol))

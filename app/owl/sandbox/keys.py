@@ -14,7 +14,7 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from .policy import DEFAULT_CACHES, DEFAULT_TMP_SIZE, MODES, READS, Settings, expand
+from .policy import DEFAULT_CACHES, DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, READS, Settings, expand
 
 LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches", "sockets")
 KEYS = ("mode", "read", *LIST_KEYS, "network", "host_ports", "tmp_size")
@@ -116,7 +116,7 @@ def _size(dotted: str, value: Any) -> int:
 def settings_from(table: Mapping[str, Any]) -> Settings:
     """The Settings a checked ``[sandbox]`` table gives (defaults for the rest)."""
     return Settings(
-        mode=str(table.get("mode", "auto")),
+        mode=str(table.get("mode", DEFAULT_MODE)),
         read=str(table.get("read", "home")),
         read_also=tuple(table.get("read_also", ())),
         write=tuple(table.get("write", ())),

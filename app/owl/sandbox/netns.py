@@ -1,8 +1,11 @@
 """Give a bwrap sandbox a network of its own (run as a script, not imported).
 
-    python -I -S netns.py HELPER PORTS -- BWRAP [ARGS...]
+    python -I -S netns.py HELPER PORTS [--report FILE] -- BWRAP [ARGS...]
 
 HELPER is the path of ``pasta`` or, where pasta is missing, ``slirp4netns``.
+FILE, when given, is written once the network is set up: empty when the Run
+has its own network, else why it has none ("pasta: Failed to open() /dev/net/tun:
+…"), so the Run's record says what its network is, not what was asked.
 
 Why: a sandbox that shares the host's network namespace shares its abstract
 Unix sockets too, and the X server listens on one (``@/tmp/.X11-unix/X0``): any
@@ -367,8 +370,25 @@ def _present(bwrap: list[str]) -> list[str]:
     return out
 
 
+def _report(path: str | None, why: str | None) -> None:
+    """Say how the network came out (see the module's docstring)."""
+    if path is None:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, (why or "").encode()[:1024])
+    finally:
+        os.close(fd)
+
+
 def main(argv: list[str]) -> int:
-    helper, ports, sep, bwrap = argv[0], argv[1], argv[2], _present(argv[3:])
+    helper, ports, report = argv[0], argv[1], None
+    if argv[2] == "--report":
+        report, argv = argv[3], [helper, ports, *argv[4:]]
+    sep, bwrap = argv[2], _present(argv[3:])
     assert sep == "--" and bwrap
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
     info_r, info_w = os.pipe()
@@ -391,6 +411,8 @@ def main(argv: list[str]) -> int:
         why, network = _attach(helper, ports, pid)
         if why is not None:
             os.write(2, f"owl: no user-mode networking ({why}); the Run has no network\n".encode())
+            why = f"{os.path.basename(helper)}: {why}"
+        _report(report, why)
     try:
         os.write(block_w, b"go")
     except OSError:

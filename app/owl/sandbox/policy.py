@@ -29,10 +29,15 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 MODES = ("auto", "required", "off")
+# On Linux a Run that cannot be contained does not start unless the person
+# wrote otherwise ("auto" falls back, "off" never contains); on macOS, where
+# the Seatbelt profile has not run yet, Runs start uncontained, saying so.
+DEFAULT_MODE = "required" if sys.platform.startswith("linux") else "auto"
 READS = ("home", "project")
 
 # Under every home the Run may see: hidden (an empty folder, or /dev/null for a file).
@@ -63,6 +68,31 @@ HOME_SECRETS = (
     ".bash_history",
     ".zsh_history",
 )
+# macOS's own secret places under a home (absent on Linux, where bwrap skips them).
+MACOS_HOME_SECRETS = (
+    "Library/Keychains",
+    "Library/Cookies",
+    "Library/HTTPStorages",
+    "Library/Mail",
+    "Library/Messages",
+    "Library/Safari",
+    "Library/Accounts",
+    "Library/Calendars",
+    "Library/Application Support/AddressBook",
+    "Library/Application Support/com.apple.TCC",
+    "Library/Containers/com.apple.Safari",
+    "Library/Containers/com.apple.mail",
+    "Library/Group Containers/group.com.apple.notes",
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Chromium",
+    "Library/Application Support/Firefox",
+    "Library/Application Support/BraveSoftware",
+    "Library/Application Support/Microsoft Edge",
+    "Library/Application Support/Arc",
+    "Library/Application Support/Code/User/globalStorage",
+    "Library/Application Support/1Password",
+    "Library/Group Containers/2BUA8C4S2C.com.1password",
+)
 # Outside any home: the X11 sockets (the private /tmp hides them too; named for Seatbelt).
 SYSTEM_HIDDEN = ("/tmp/.X11-unix", "/tmp/.ICE-unix")
 
@@ -77,6 +107,7 @@ DEFAULT_CACHES = (
     "~/go/pkg/mod",
     "~/.local/share/pnpm",
     "~/.yarn",
+    "~/Library/Caches",  # macOS's (pip, go-build, Homebrew); Owl's own in it stays hidden
 )
 # With read = "project": toolchains in the home the Run still needs to read.
 HOME_TOOLCHAINS = (
@@ -195,6 +226,9 @@ class AgentState:
     # is not there cannot be bound writable, and what the agent then wrote
     # (its conversations, which the next Run resumes) would be lost with it.
     folders: tuple[str, ...] = ()
+    # The agent's own config files Owl reads to give it its provider's port and
+    # key (`agentconf`): read-only inside, so no Run widens the next one's reach.
+    fixed: tuple[str, ...] = ()
 
 
 AGENTS: dict[str, AgentState] = {
@@ -207,11 +241,13 @@ AGENTS: dict[str, AgentState] = {
         ),
         env_keep=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
         folders=("$CLAUDE_CONFIG_DIR|~/.claude",),
+        fixed=("$CLAUDE_CONFIG_DIR/settings.json|~/.claude/settings.json",),
     ),
     "codex": AgentState(
         state=("$CODEX_HOME|~/.codex",),
         env_keep=("OPENAI_API_KEY", "CODEX_API_KEY"),
         folders=("$CODEX_HOME|~/.codex",),
+        fixed=("$CODEX_HOME/config.toml|~/.codex/config.toml",),
     ),
     "gemini": AgentState(
         state=("~/.gemini",),
@@ -225,7 +261,7 @@ AGENTS: dict[str, AgentState] = {
 class Settings:
     """The ``[sandbox]`` table as checked (see ``keys.py``), merged for one Run."""
 
-    mode: str = "auto"
+    mode: str = DEFAULT_MODE
     read: str = "home"
     read_also: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
@@ -450,7 +486,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     if facts.project_git:
         readable.append(facts.project_git)
 
-    hidden = [posixpath.join(h, s) for h in homes for s in HOME_SECRETS]
+    hidden = [posixpath.join(h, s) for h in homes for s in (*HOME_SECRETS, *MACOS_HOME_SECRETS)]
     hidden += list(ex(settings.hide))
     hidden += list(facts.owl_home)
     if facts.runtime_dir:
@@ -467,6 +503,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         if facts.git_admin:
             writable.append(facts.git_admin)
     writable += [*state, *caches, *extra_write]
+    readonly_over += list(ex(agent.fixed))
     hidden = [h for h in _unique(hidden) if h not in writable and h not in revealed]
 
     drop, set_ = env_plan(env, settings, agent, facts.runtime_dir)

@@ -1,63 +1,352 @@
-"""The same Policy as a macOS Seatbelt (``sandbox-exec``) profile: pure text.
+"""The same Policy as a macOS Seatbelt (``sandbox-exec``) profile, and the argv that runs it.
 
-Never run on a Mac yet; tested on Linux by its content. Seatbelt takes the last
-matching rule, so the profile allows reading, then denies the hidden paths, then
-allows writing only where the Policy does, and denies the git config, hooks and
-info laid over those.
+Seatbelt reads a profile as a list of rules and, for each operation, takes the
+LAST rule that matches it (``(deny default)`` first, so what no rule allows is
+refused). The order below is what makes it say what bwrap's mounts say:
+
+1. what every process needs to run at all (each rule with its reason), with
+   ``mach-lookup`` limited to the services a command-line agent uses: no
+   LaunchServices (``open``), no pasteboard, no window server;
+2. reading: everything (``read = "home"``) or the system's folders and the
+   Policy's readable paths (``read = "project"``);
+3. the hidden paths (denied) and the writable paths (allowed, read and write)
+   laid DEEPEST LAST: the rule on the longer path wins, so the Run's own
+   worktree inside Owl's hidden data folder is readable and writable, and a
+   secret inside a writable folder (``sandbox.write = ["~"]``) stays hidden,
+   whatever order the Policy listed them in (bwrap's later mount would cover
+   such a secret; the profile does not);
+4. the git ``config``, ``hooks/`` and ``info/`` denied for writing over that;
+5. no renaming a hidden path, or any folder above it, out of its place (a
+   path the rules no longer name would be readable);
+6. the network: allowed, as a contained Linux Run's own network is; the host's
+   loopback only on the Policy's ports; no unix socket of the host but the
+   resolver's and ``sandbox.sockets``; ``network = false``: none. What Seatbelt
+   cannot say: which 127.0.0.1 port is the Run's own server (one it starts
+   is reached only on the Policy's ports too); addresses other than
+   127.0.0.1 and ::1 that lead to the host (another 127.x, the Mac's LAN
+   address); where a server the Run starts listens (binding is left
+   alone: a QUIC client binds 0.0.0.0 too).
+
+Modelled on Anthropic's sandbox-runtime profile for macOS (its process,
+sysctl, mach-lookup, IPC, ioctl and pty rules), narrowed where Owl's Policy
+says less. Never run on a Mac here: tested on Linux by parsing the profile
+and evaluating paths with Seatbelt's documented matching (``subpath``,
+``literal``, ``regex``; last match wins).
 """
 
 from __future__ import annotations
 
+import os
+import posixpath
+import subprocess
+from collections.abc import Sequence
+
 from .policy import Policy
+
+SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+ENV = "/usr/bin/env"
+
+# macOS resolves these symlinks before Seatbelt matches a path: the rules name the targets.
+_FIRMLINKS = (("/tmp", "/private/tmp"), ("/var", "/private/var"), ("/etc", "/private/etc"))
+
+# With read = "project": macOS's own folders a command needs to read.
+SYSTEM_READ = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/System",
+    "/Library",
+    "/opt",  # Homebrew on Apple silicon, MacPorts
+    "/nix",
+    "/private/etc",
+    "/private/var/select",  # xcode-select's choice of developer tools
+    "/private/var/db/xcode_select_link",
+    "/private/var/db/timezone",
+    "/Applications/Xcode.app",  # git and clang when Xcode is the chosen toolchain
+    "/dev",
+)
+
+# Apple's services a command-line agent looks up, each with why (sandbox-runtime's list,
+# without LaunchServices' launchservicesd: `open` and `NSWorkspace` start apps through it,
+# outside the Run).
+MACH_SERVICES = (
+    ("com.apple.system.logger", "syslog(3) and os_log from every program"),
+    ("com.apple.logd", "os_log"),
+    ("com.apple.system.notification_center", "notify(3): the resolver and time zone watch it"),
+    ("com.apple.system.opendirectoryd.libinfo", "getpwuid, getgrgid: who the user is"),
+    ("com.apple.system.opendirectoryd.membership", "group membership for access checks"),
+    ("com.apple.bsd.dirhelper", "confstr(_CS_DARWIN_USER_TEMP_DIR): the per-user temp folder"),
+    ("com.apple.distributed_notifications@Uv3", "CoreFoundation's notifications"),
+    ("com.apple.lsd.mapdb", "reading LaunchServices' type database (UTIs), not opening apps"),
+    ("com.apple.FontObjectsServer", "fonts, for tools that render text (browsers under test)"),
+    ("com.apple.fonts", "fonts"),
+    ("com.apple.audio.systemsoundserver", "a terminal bell from a tool"),
+    ("com.apple.PowerManagement.control", "power assertions a build tool takes"),
+    ("com.apple.trustd.agent", "TLS certificate checks (git, curl and Go use the system's)"),
+)
+# Only for an agent that keeps its login in the Keychain (Claude Code does, through
+# `security`): the Keychain's items are reached through securityd, never the files.
+KEYCHAIN_SERVICES = (
+    ("com.apple.SecurityServer", "the Keychain: the agent's own login is kept there"),
+    ("com.apple.securityd.xpc", "the Keychain, newer macOS"),
+)
+# The Keychain holders: agents whose state is in the Keychain (Policy is agent-neutral).
+KEYCHAIN_AGENTS = ("claude",)
+
+# Read-only machine facts (the Linux Run reads /proc/sys likewise).
+SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its threads
+
+# macOS's /tmp is shared with the person's programs (Linux gives the Run its own):
+# writable, as TMPDIR (the per-user folder under /var/folders) is, but launchd's
+# listeners there (the ssh-agent's socket) stay hidden.
+SHARED_TMP = ("/private/tmp", "/private/var/folders")
+LAUNCHD_LISTENERS = r"^/private/tmp/com\.apple\.launchd\."
+
+DEVICES_RW = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/dtracehelper",
+)
 
 
 def _q(path: str) -> str:
     return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def profile(policy: Policy) -> str:
-    lines = [
+def real(path: str) -> str:
+    """``path`` as Seatbelt sees it: /tmp, /var and /etc are /private's."""
+    for short, long in _FIRMLINKS:
+        if path == short or path.startswith(short + "/"):
+            return long + path[len(short) :]
+    return path
+
+
+def _depth(path: str) -> int:
+    return len([p for p in path.split("/") if p])
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    parent = posixpath.dirname(path)
+    while parent not in ("/", ""):
+        out.append(parent)
+        parent = posixpath.dirname(parent)
+    return out
+
+
+def _base(keychain: bool) -> list[str]:
+    """What every process of the Run needs to run at all, each rule with its reason."""
+    services = (*MACH_SERVICES, *(KEYCHAIN_SERVICES if keychain else ()))
+    return [
         "(version 1)",
+        "; refused unless a later rule allows it",
         "(deny default)",
+        "; a Run is a tree of processes: fork and exec (the profile holds for all of them)",
         "(allow process-fork)",
         "(allow process-exec)",
-        "(allow signal (target children))",
+        "; ps, top, a test runner watching its workers: only the Run's own processes",
+        "(allow process-info* (target same-sandbox))",
+        "(allow signal (target same-sandbox))",
+        "(allow mach-priv-task-port (target same-sandbox))",
+        "; dyld maps the executable pages of every library (Homebrew's dylibs, node's addons)",
+        "(allow file-map-executable)",
+        "; CoreFoundation reads the person's defaults (locale, ...); it writes none",
+        "(allow user-preference-read)",
+        "; machine facts: CPU count, memory, OS version (read only)",
         "(allow sysctl-read)",
-        "(allow mach-lookup)",
+        "; V8 sizes its threads by kern.tcsm_enable and writes it",
+        "(allow sysctl-write " + " ".join(f"(sysctl-name {_q(n)})" for n in SYSCTL_WRITE) + ")",
+        "; POSIX shared memory and semaphores: Python's multiprocessing, node's workers",
         "(allow ipc-posix-shm)",
+        "(allow ipc-posix-sem)",
+        "; IOKit: power source and surface facts the frameworks read (no device opened)",
+        "(allow iokit-get-properties)",
+        '(allow iokit-open (iokit-registry-entry-class "RootDomainUserClient"))',
+        "; socket(2) itself; where it may connect is said under the network",
+        "(allow system-socket)",
+        "; Mach services by name: these only (not LaunchServices, the pasteboard, the window "
+        "server or Apple Events, through which a process leaves the Run)",
+        "(allow mach-lookup",
+        *(f"  (global-name {_q(name)}) ; {why}" for name, why in services),
+        ")",
+        "; the devices every shell uses",
+        "(allow file-read* file-write* file-ioctl "
+        + " ".join(f"(literal {_q(d)})" for d in DEVICES_RW)
+        + ")",
+        '(allow file-read* file-write* (regex #"^/dev/fd/"))',
+        "; a terminal of its own: script(1), expect, an agent's own pty for its tools",
+        "(allow pseudo-tty)",
+        '(allow file-read* file-write* file-ioctl (literal "/dev/ptmx") (regex #"^/dev/ttys[0-9]+$"))',
     ]
+
+
+def _reads(policy: Policy) -> list[str]:
     if policy.read_root == "home":
-        lines.append("(allow file-read*)")
-    else:
-        lines.append(
-            "(allow file-read* "
-            + " ".join(
-                f"(subpath {_q(p)})"
-                for p in (
-                    "/usr",
-                    "/bin",
-                    "/sbin",
-                    "/System",
-                    "/Library",
-                    "/opt",
-                    "/private/etc",
-                    "/dev",
-                    *policy.readable,
-                )
-            )
-            + ")"
+        return ["; reading: everything but what is hidden below", "(allow file-read*)"]
+    places = [*SYSTEM_READ, *(real(p) for p in policy.readable)]
+    return [
+        '; reading (read = "project"): the system, the project, the toolchains',
+        "(allow file-read* " + " ".join(f"(subpath {_q(p)})" for p in places) + ")",
+        '(allow file-read-metadata (literal "/"))',
+    ]
+
+
+def _layers(policy: Policy) -> list[str]:
+    """Hidden and writable paths, deepest last: the longer path's rule wins."""
+    writable = [*SHARED_TMP, *(real(p) for p in policy.writable)]
+    out = ["; hidden (denied) and writable (allowed) paths, the deeper one last: it wins"]
+    out += _deepest_last(
+        policy,
+        "(deny file-read* file-write* {})",
+        "(allow file-read* file-write* {})",
+        SHARED_TMP,
+        read="(allow file-read* {})",
+    )
+    out.append(f'(deny file-read* file-write* (regex #"{LAUNCHD_LISTENERS}"))')
+    # realpath(3) and git stat every folder above the worktree, some of them hidden
+    above = sorted({a for p in writable for a in _ancestors(p)})
+    if above:
+        out.append("; the folders above a writable path may be looked at, not listed")
+        out.append(
+            "(allow file-read-metadata " + " ".join(f"(literal {_q(a)})" for a in above) + ")"
         )
-    for path in policy.hidden:
-        lines.append(f"(deny file-read* file-write* (subpath {_q(path)}))")
-    for path in policy.revealed:
-        lines.append(f"(allow file-read* (subpath {_q(path)}))")
-    writable = [*policy.writable, "/private/tmp", "/private/var/folders", "/dev/null"]
-    lines.append("(allow file-write* " + " ".join(f"(subpath {_q(p)})" for p in writable) + ")")
-    for path in policy.readonly_over:
-        lines.append(f"(deny file-write* (subpath {_q(path)}))")
+    return out
+
+
+def _deepest_last(
+    policy: Policy, deny: str, allow: str, more: Sequence[str] = (), read: str | None = None
+) -> list[str]:
+    """A rule per hidden and writable path (``{}``: its ``subpath``), and with
+    ``read`` per revealed one (read only inside a hidden folder: the Job's git
+    store), shallower first: on a path under several, the longest one's rule
+    is the last that matches."""
+    layers = [(real(p), 0) for p in policy.hidden]
+    if read is not None:
+        layers += [(real(p), 1) for p in policy.revealed]
+    layers += [(p, 2) for p in (*more, *(real(p) for p in policy.writable))]
+    layers.sort(key=lambda item: (_depth(item[0]), item[1]))
+    rules = (deny, read or deny, allow)
+    return [rules[kind].format(f"(subpath {_q(path)})") for path, kind in layers]
+
+
+def _over(policy: Policy) -> list[str]:
+    out = []
+    if policy.readonly_over:
+        out.append("; read only over what is writable (the agent's own config Owl reads)")
+        out += [f"(deny file-write* (subpath {_q(real(p))}))" for p in policy.readonly_over]
+    # (what is inside a hidden path is denied writing already, unlink included)
+    hidden = [real(p) for p in policy.hidden]
+    keep = sorted({*hidden, *(a for p in hidden for a in _ancestors(p))})
+    if keep:
+        out.append("; a hidden path, or a folder above it, is not renamed out of the rules' reach")
+        out.append("(deny file-write-unlink " + " ".join(f"(literal {_q(a)})" for a in keep) + ")")
+    return out
+
+
+def _network(policy: Policy) -> list[str]:
+    # unix sockets in the Run's own folders, not in what is hidden there
+    own = _deepest_last(
+        policy,
+        "(deny network-outbound (remote unix-socket {}))",
+        "(allow network-bind (local unix-socket {}))\n"
+        "(allow network-outbound (remote unix-socket {}))".replace("{}", "{0}"),
+    )
+    own = [ln for rule in own for ln in rule.split("\n")]
     if policy.network == "none":
-        lines.append("(deny network*)")
-    else:
-        lines.append("(allow network-outbound (remote ip))")
-        lines.append("(deny network-outbound (remote unix-socket))")
+        return [
+            "; network = false: none, but unix sockets the Run makes in its own folders",
+            "(deny network*)",
+            *own,
+        ]
+    out = [
+        "; the network, as a contained Linux Run has its own",
+        "(allow network*)",
+        "; the host's loopback: only the agent's own ports (its provider, sandbox.host_ports)",
+        '(deny network-outbound (remote ip "localhost:*"))',
+    ]
+    out += [f'(allow network-outbound (remote ip "localhost:{p}"))' for p in policy.host_ports]
+    out += [
+        "; no unix socket of the host (ssh-agent, Docker, launchd's listeners): the resolver's only",
+        "(deny network-outbound (remote unix-socket))",
+        '(allow network-outbound (remote unix-socket (literal "/private/var/run/mDNSResponder")))',
+        "; and its own, in its own folders",
+        *own,
+    ]
+    if policy.sockets:
+        out.append("; the host's sockets opened on purpose (sandbox.sockets)")
+        out += [
+            f"(allow network-outbound (remote unix-socket (literal {_q(real(p))})))"
+            for p in policy.sockets
+        ]
+    return out
+
+
+def profile(policy: Policy, *, keychain: bool = False) -> str:
+    """The profile text for ``policy``; ``keychain``: the agent keeps its login there."""
+    lines = [
+        *_base(keychain),
+        *_reads(policy),
+        *_layers(policy),
+        *_over(policy),
+        *_network(policy),
+    ]
     return "\n".join(lines) + "\n"
+
+
+def argv(policy: Policy, command: Sequence[str], *, keychain: bool = False) -> list[str]:
+    """``sandbox-exec -p PROFILE env -u SECRET… TMPDIR=… command…``: the profile
+    holds from the first instruction of ``env`` on, for it and all it starts;
+    ``env`` drops what the Policy drops (bwrap's --unsetenv/--setenv). Both exec:
+    the agent is the process Owl started, and SIGTERM reaches it directly.
+    (``env`` takes a first word with ``=`` for a variable: agents' programs have none.)"""
+    out = [SANDBOX_EXEC, "-p", profile(policy, keychain=keychain), ENV]
+    for name in policy.env_unset:
+        out += ["-u", name]
+    out += [f"{name}={value}" for name, value in policy.env_set]
+    return [*out, *command]
+
+
+def label(policy: Policy) -> str:
+    """What `owl jobs show` says of a Run contained so."""
+    if policy.network == "none":
+        return "contained: Seatbelt, no network"
+    ports = ", ".join(str(p) for p in policy.host_ports)
+    return "contained: Seatbelt, network" + (
+        f" (the host's loopback: ports {ports})" if ports else " (not the host's loopback)"
+    )
+
+
+INSTALL_HINT = (
+    "macOS's sandbox-exec (/usr/bin/sandbox-exec, part of macOS) is missing or refuses to run here"
+)
+
+_probed: dict[str, str | None] = {}
+
+
+def probe(sandbox_exec: str = SANDBOX_EXEC, fresh: bool = False) -> str | None:
+    """None when ``sandbox-exec`` runs a profile here, else why not, in macOS's
+    words (asked once, cached; ``fresh``: asked again)."""
+    if fresh or sandbox_exec not in _probed:
+        if not os.access(sandbox_exec, os.X_OK):
+            _probed[sandbox_exec] = f"{sandbox_exec} is not there ({INSTALL_HINT})"
+        else:
+            try:
+                done = subprocess.run(
+                    [sandbox_exec, "-p", "(version 1)(allow default)", "/usr/bin/true"],
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                )
+                _probed[sandbox_exec] = (
+                    None
+                    if done.returncode == 0
+                    else "sandbox-exec cannot apply a profile here: "
+                    + (done.stderr.strip().splitlines() or ["?"])[-1]
+                )
+            except (OSError, subprocess.TimeoutExpired) as e:
+                _probed[sandbox_exec] = f"sandbox-exec cannot apply a profile here: {e}"
+    return _probed[sandbox_exec]

@@ -362,7 +362,13 @@ def effective_document(cfg: Config) -> dict[str, Any]:
     if cfg.projects:
         doc["projects"] = copy.deepcopy(cfg.projects)
     doc["notify"] = notifyconf.document(cfg.notify, doc["idle"]["after"], format_duration)
+    sb = sandbox_keys.settings_from(cfg.sandbox or {})
+    doc["sandbox"] = {key: _plain(getattr(sb, key)) for key in sandbox_keys.KEYS}
     return doc
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def set_value(path: Path, section: str, key: str, value: Any) -> None:

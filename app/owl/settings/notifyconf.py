@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk")
+KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk", "sandbox")
 REPLY_SCHEMES = ("ntfy", "ntfys", "tgram")
 MAX_CHANNELS = 20
 MAX_URL = 2000

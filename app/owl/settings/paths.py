@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from owl.settings import socketpath
+from owl.settings import daemonlock, socketpath
 
 
 class Paths(NamedTuple):
@@ -34,6 +34,13 @@ class Paths(NamedTuple):
         return self.runtime / "owl.pid"
 
     @property
+    def lock(self) -> Path:
+        """The one-daemon lock, beside the database (`owl.settings.daemonlock`):
+        where the data is, not where the socket is, which moves with the
+        environment."""
+        return self.db.parent / daemonlock.LOCK_NAME
+
+    @property
     def reviews(self) -> Path:
         """Review pages (`owl jobs review`), beside the database in the data folder."""
         return self.db.parent / "reviews"
@@ -49,9 +56,26 @@ class Paths(NamedTuple):
             self.socket.parent,
         }:
             make_private_dir(folder)
+        fallback = self.runtime.parent  # platformdirs' TMPDIR/runtime-UID, without XDG_RUNTIME_DIR
+        if fallback.name == f"runtime-{os.getuid()}" and fallback.stat().st_uid == os.getuid():
+            make_private_dir(fallback)  # an earlier Owl may have made it 0755
 
 
 def make_private_dir(folder: Path) -> None:
+    """`folder` and every folder Owl makes on the way to it, mode 0700 (mkdir's
+    own `parents` would make those with the umask's mode: platformdirs'
+    `/tmp/runtime-UID` fallback came out 0755, which platformdirs then
+    complains of)."""
+    missing = []
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    for new in reversed(missing):
+        try:
+            new.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         if folder.stat().st_mode & 0o077:
@@ -86,6 +110,18 @@ def socket_in(runtime: Path) -> Path:
     return Path(socketpath.socket_in(str(runtime)))
 
 
+def _runtime_dir(dirs: Any) -> str:
+    """platformdirs' runtime folder, without the warning it prints where
+    XDG_RUNTIME_DIR is unset (ssh, su, a headless box): its fallback is what
+    Owl wants there, and a person's terminal is no place for a Python warning.
+    Whatever that place, the one-daemon lock is beside the data (`Paths.lock`)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return str(dirs.user_runtime_dir)
+
+
 def get_paths() -> Paths:
     home = os.environ.get("OWL_HOME")
     if home:
@@ -103,7 +139,7 @@ def get_paths() -> Paths:
 
     dirs = platformdirs.PlatformDirs("owl", appauthor=False)
     data = Path(dirs.user_data_dir)
-    runtime = Path(dirs.user_runtime_dir)
+    runtime = Path(_runtime_dir(dirs))
     return Paths(
         config=Path(dirs.user_config_dir) / "config.toml",
         db=data / "owl.db",

@@ -56,6 +56,13 @@ def under_home() -> str | None:
     return socket_in(runtime_in(home_root(home))) if home else None
 
 
+def home_lock() -> str:
+    """The one-daemon lock under OWL_HOME (`owl.settings.daemonlock`), beside the database."""
+    from owl.settings import daemonlock
+
+    return daemonlock.path_in(home_root(os.environ.get("OWL_HOME") or "."))
+
+
 def likely_default() -> str | None:
     """Where the socket is under the platform's own places, when that is
     plain without platformdirs: on Linux, `$XDG_RUNTIME_DIR/owl/owl.sock`

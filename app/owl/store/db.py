@@ -274,6 +274,10 @@ class Store(RunRows, CheckRows, ReplyRows, LimitRows, VerbIntents, NotifySeen):
             "SELECT COUNT(*) FROM jobs WHERE state IN ('pending','active')"
         ).fetchone()[0]
 
+    def pending_count(self) -> int:
+        """The Jobs of the queue that wait for a Run (not the ones working now)."""
+        return self.db.execute("SELECT COUNT(*) FROM jobs WHERE state = 'pending'").fetchone()[0]
+
     def integrity(self) -> str:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0]
 

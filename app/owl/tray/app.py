@@ -33,7 +33,7 @@ from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.choose import HOST_WAIT_S, TrayUnavailable, choose_backend
 from owl.tray.coming_back import DEFAULT_ACTION, ComingBack
-from owl.tray.menu import Action, Item, build_menu, counting_down
+from owl.tray.menu import Action, Item, build_menu, counting_down, same_shape
 from owl.tray.notices import Notices
 from owl.tray.toolkits import toolkit_environment, toolkit_for
 from owl.rules.lifecycle import GRACE_DEFAULT
@@ -248,10 +248,18 @@ class TrayApp(ComingBack):
             image = draw_icon(state, ICON_SIZE, progress)
             self._main(lambda: setattr(self.icon, "icon", image))
         model = build_menu(status, autostart_on=self._autostart_on(), owns_daemon=self.owns_daemon)
-        if self._shown.get("menu") != model:
+        before = self._shown.get("menu")
+        if before != model:
             self._shown["menu"] = model
             menu = to_pystray(model, self.on_action)
-            self._main(lambda: setattr(self.icon, "menu", menu))
+            in_place = before is not None and same_shape(before, model)
+
+            def show() -> None:
+                # the open menu follows: relabelled in place where only words changed
+                if not (in_place and self._toolkit.relabel(self.icon, model)):
+                    self.icon.menu = menu
+
+            self._main(show)
         tip = tooltip(status, self.grace_window_s)
         if self._shown.get("tip") != tip:
             self._shown["tip"] = tip

@@ -69,6 +69,34 @@ class GtkToolkit(Toolkit):
         if status_icon is not None and popup is not None:
             status_icon.connect("activate", lambda si: popup(si, 1, 0))
 
+    def relabel(self, icon: Any, items: Any) -> bool:
+        """Set the words and greyed-out items of pystray's Gtk.Menu where it is:
+        a menu already open keeps its widgets, so a new one would show only at
+        the next opening. Opening the menu is input that freezes a Run; the
+        open menu then says so and its countdown moves, as the hover text does."""
+        handle = getattr(icon, "_menu_handle", None)
+        if handle is None:
+            return False
+        self._relabel(handle, items)
+        if handle.get_visible():
+            handle.reposition()  # open: wide enough for its new words, still on screen
+        return True
+
+    def _relabel(self, menu: Any, items: Any) -> None:
+        for widget, it in zip(menu.get_children(), items):
+            if it.separator:
+                continue
+            if it.default:  # pystray draws the heading bold through its label's markup
+                widget.get_children()[0].set_markup(
+                    "<b>%s</b>" % self._glib.markup_escape_text(it.label)
+                )
+            else:
+                widget.set_label(it.label)
+            widget.set_sensitive(it.enabled)
+            sub = widget.get_submenu() if it.submenu is not None else None
+            if sub is not None:
+                self._relabel(sub, it.submenu)
+
     def set_tooltip(self, icon: Any, text: str) -> None:
         icon.title = text
         status_icon = getattr(icon, "_status_icon", None)

@@ -113,6 +113,9 @@ def status_line(status: dict[str, Any]) -> str:
     """The one line at the top of the menu (and in the tooltip): what Owl does,
     and how many Jobs wait for the person ("Nothing to do" never hides them)."""
     line = _doing_line(status)
+    missing = (status.get("machine") or {}).get("missing")
+    if missing:  # the keyboard is heard only through the idle time: said first
+        line = f"{missing} not granted · {line}"
     n = len(need_you(status))
     if not n:
         return line
@@ -417,6 +420,27 @@ def build_menu(
     return tuple(items)
 
 
+def same_shape(a: tuple[Item, ...], b: tuple[Item, ...]) -> bool:
+    """Whether menu `b` differs from `a` only in its words and in which items
+    are greyed out: the same entries, doing the same things, the same checks.
+    Such a menu is relabelled where it is, open or not (a menu on screen keeps
+    the widgets it opened with); any other change makes a new one."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if (x.separator, x.action, x.checked, x.default, x.submenu is None) != (
+            y.separator,
+            y.action,
+            y.checked,
+            y.default,
+            y.submenu is None,
+        ):
+            return False
+        if x.submenu is not None and y.submenu is not None and not same_shape(x.submenu, y.submenu):
+            return False
+    return True
+
+
 def find(items: tuple[Item, ...], label: str) -> Item | None:
     """The first item (searching submenus too) whose label is `label`."""
     for it in items:
@@ -446,5 +470,6 @@ __all__ = [
     "clock",
     "span",
     "find",
+    "same_shape",
     "counting_down",
 ]

@@ -46,6 +46,7 @@ class Notices:
         self._outside_said: set[int] = set()
         self._limits_said: set[tuple] = set()
         self._briefing_said: set[Any] = set()
+        self._permission_said: str | None = None
 
     def update(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """(title, message) pairs to show for this status document."""
@@ -116,7 +117,19 @@ class Notices:
             # Run frozen right now (its countdown is running).
             self._primed = True
             out = [n for n in out if n[0].endswith(" frozen")] + said
-        return out + self._outside(status)
+        return out + self._permission(machine) + self._outside(status)
+
+    def _permission(self, machine: dict[str, Any]) -> list[tuple[str, str]]:
+        """A permission the input hooks lack (Input Monitoring): said once, at
+        start too, and again only if it goes missing again after a grant."""
+        missing = machine.get("missing")
+        if not missing:
+            self._permission_said = None
+            return []
+        if self._permission_said == missing:
+            return []
+        self._permission_said = missing
+        return [(f"{missing} is not granted", textsafe.line(machine.get("permission") or missing))]
 
     def _untouchable(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """One notice per Run that has processes Owl may not signal."""

@@ -50,6 +50,12 @@ class Toolkit:
     def adopt(self, icon: Any) -> None:
         """Fix what the backend gets wrong about `icon`, once it is made."""
 
+    def relabel(self, icon: Any, items: Any) -> bool:
+        """Give the menu on screen `items`' words in place (a menu of the same
+        shape, `menu.same_shape`); False where the toolkit cannot, and the
+        menu is made anew instead."""
+        return False
+
     def set_tooltip(self, icon: Any, text: str) -> None:
         """Make `text` the hover text."""
         icon.title = text

@@ -33,6 +33,7 @@ from .process_tree import ProcessTree
 from .survivors import end_processes, find_survivors, kill_processes
 from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
 from .cgroup import RunGroup
+from .pyhelper import command as helper_command
 
 # Run a short command under this script (see sweeper.py) and nothing it starts outlives it.
 SWEEPER = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "sweeper.py")
@@ -49,6 +50,7 @@ __all__ = [
     "become_subreaper",
     "end_processes",
     "find_survivors",
+    "helper_command",
     "kill_processes",
     "own",
     "reap_orphans",

@@ -14,12 +14,11 @@ import os
 import select
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _platform
+from . import _platform, pyhelper
 
 SPAWN_LOCK = threading.Lock()
 
@@ -148,7 +147,7 @@ def spawn(
     if reaper:
         rfd, wfd = os.pipe()
         where = str(cgroup.path) if cgroup is not None else "-"
-        command = [sys.executable, "-I", "-S", REAPER, str(wfd), where, *command]
+        command, env = pyhelper.command(REAPER, [str(wfd), where, *command], env)
     command = _platform.backend.priority_prefix(nice) + command
     try:
         with SPAWN_LOCK:

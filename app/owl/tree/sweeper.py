@@ -140,13 +140,17 @@ def main(argv: list[str]) -> int:
     code = 127
     while True:
         try:
-            pid, raw = os.waitpid(child, 0)
+            # Left a zombie (WNOWAIT) until its group is killed: while it is
+            # one, its pid, the group's id, cannot be handed to another
+            # process, whose group the kill would hit instead. sweep() reaps it.
+            info = os.waitid(os.P_PID, child, os.WEXITED | os.WNOWAIT)
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             continue
         except ChildProcessError:
             break
-        if pid == child:
-            code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 128 + os.WTERMSIG(raw)
+        if info is not None and info.si_pid == child:
+            exited = info.si_code == os.CLD_EXITED
+            code = info.si_status if exited else 128 + info.si_status
             break
     _end(child, code)
     return code

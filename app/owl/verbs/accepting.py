@@ -7,6 +7,7 @@ records the Job done, with the branch's deletion still to come when asked.
 
 from __future__ import annotations
 
+from owl.engine import telling
 from owl.errors import Refused
 from owl.rules import jobtable
 from owl.verbs.holding import Holding, job_row
@@ -63,6 +64,7 @@ class AcceptVerbs(Holding):
                 store.verb_step(job_id, "done")  # the branch's deletion is still to come
             else:
                 store.end_verb(job_id)
+        telling.job_gone(self.engine, job_id)
         said = f"; {merged}" if merged else ""
         if note:
             said += "; accepted past failing checks"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from owl.engine import telling
 from owl.errors import Refused
 from owl.git import guards
 from owl.rules import jobtable
@@ -64,6 +65,7 @@ class DropVerbs(Holding):
         with store.tx():  # dropped, and the git still to do, in one write
             store.apply(job_id, jobtable.Event.DROP)
             store.begin_verb(job_id, "drop", {"force": force})
+        telling.job_gone(self.engine, job_id)
         if not live:
             return {
                 "id": job_id,

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from owl.engine import shiftwork
 from owl.rules import jobrules
 from owl.rules import lifecycle
 from owl.rules import shifts
@@ -129,7 +130,14 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         decision = self.engine.decide(asked=True)
         if decision.job is None:
             for job_id in self.engine.setups.jobs():
-                raise Refused(f"job {job_id} is being set up; try again in a moment")
+                # its Run starts when the setup is done, as `owl start` starts it
+                self.engine.setups.asked.add(job_id)
+                return {
+                    "run_id": None,
+                    "job_id": job_id,
+                    "message": f"job {job_id} is being set up; its Run starts when it is "
+                    "ready, and input will not freeze it",
+                }
             head = self.engine.store.first_pending()
             if head is not None:
                 agent = (self.engine.store.job(head[0]) or {}).get("agent")
@@ -338,10 +346,4 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             return {"on": False, "already": True, "message": "no Shift is on"}
         self.engine.store.set_setting("shift", None)
         self.engine.set_shift(None)
-        # shift_view() is None once no Run of the Shift is left to finish
-        view = self.engine.shift_view() or {"on": False, "ended": True, "finishing": 0}
-        n = view.get("finishing", 0)
-        view["message"] = "Shift ended" + (
-            f", {n} Run{'s' if n != 1 else ''} finishing" if n else ""
-        )
-        return view
+        return shiftwork.ended(self.engine)

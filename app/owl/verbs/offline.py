@@ -11,13 +11,13 @@ its place, as if `owl add` had asked it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from typing import Any
 
 from owl.errors import Refused
 from owl.settings import config as configmod
+from owl.settings import daemonlock
 from owl.settings.paths import Paths
 from owl.store.db import Store
 from owl.verbs import caller_side, views
@@ -28,11 +28,9 @@ from owl.verbs.engine_side import check_prompt, disk_full
 def queue_lock(paths: Paths) -> Iterator[None]:
     """The daemon's own lock, taken without waiting; Refused when a daemon holds it."""
     paths.ensure()
-    fd = os.open(paths.runtime / "owl.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not daemonlock.take_now(fd):
             raise Refused(
                 "a daemon is starting for this OWL_HOME and holds the queue; "
                 "run the same owl add again in a moment"

@@ -63,6 +63,7 @@ def status(e: Snapshot) -> dict:
     runs = live_runs(e) + _unrecorded_runs(e)
     recent = recent_runs(e.store)
     stuck = stuck_jobs(e.store)
+    sandbox = sandbox_view(e.cfg)
     return {
         "version": __version__,
         "machine": machine(e),
@@ -72,16 +73,38 @@ def status(e: Snapshot) -> dict:
         "runs": runs,
         "limits": carryon.limits_view(e.waits, time.time()),
         "queue": queue(e.store),
-        "queue_length": e.store.queue_length(),
+        "queue_length": e.store.queue_length(),  # waiting and working
+        "queue_pending": e.store.pending_count(),  # waiting for a Run
         "waiting": e.waiting,
         "recent": recent,
         "review": review_jobs(e.store),
         "stuck": stuck,  # blocked and exhausted Jobs: they wait for the person
-        "attention": attention(e.reading, runs, recent, stuck),
+        "attention": attention(e.reading, runs, recent, stuck, sandbox),
         "notice": recent[0]["message"] if recent and recent[0]["message"] else None,
         "config_problem": e.config_problem,
         "notify": e.notify,
-        "sandbox": sandbox_view(e.cfg),
+        "sandbox": sandbox,
+        "login_path": login_path_view(),
+    }
+
+
+def login_path_view() -> dict | None:
+    """When the daemon's start asked the login shell for PATH and got none
+    (Owl.app opened from Finder: launchd's PATH finds no agent): what was
+    tried, why it failed, the PATH used instead and the end of what the shell
+    printed. None when not asked, or when it answered."""
+    import os
+
+    from owl.autostart.launchd import path_read
+
+    read = path_read()
+    if read is None or read.path is not None:
+        return None
+    return {
+        "tried": read.tried,
+        "why": read.why,
+        "path": os.environ.get("PATH", ""),
+        "said": read.said,
     }
 
 
@@ -100,6 +123,8 @@ def machine(e: Snapshot) -> dict:
         "idle_in_s": None if idle_in is None else round(idle_in, 1),
         "detectors": r.backends,
         "problem": r.problem,
+        "missing": r.missing,  # a permission the input hooks lack ("Input Monitoring")
+        "permission": r.permission,  # ...and where to grant it, to whom
         "screen_locked": r.locked,
         "lock_sources": r.lock_sources,
     }
@@ -157,10 +182,15 @@ def queue(store: Store) -> list[dict]:
 
 
 def recent_runs(store: Store) -> list[dict]:
-    """The last five Runs that ended, newest first, with what they mean."""
-    out = []
-    for row in store.recent_runs(5):
+    """The last five Runs that ended, newest first, with what they mean; the
+    Runs of a dropped Job are forgotten (its work is gone: nothing to look at)."""
+    out: list[dict] = []
+    for row in store.recent_runs(20):
         job = store.job(row["job_id"])
+        if job is None or job["state"] == "cancelled":
+            continue  # dropped: the person is done with it
+        if len(out) == 5:
+            break
         out.append(
             {
                 "run_id": row["id"],
@@ -202,7 +232,13 @@ def stuck_jobs(store: Store) -> list[dict]:
     ]
 
 
-def attention(r: Reading, runs: list[dict], recent: list[dict], stuck: list[dict]) -> str | None:
+def attention(
+    r: Reading,
+    runs: list[dict],
+    recent: list[dict],
+    stuck: list[dict],
+    sandbox: dict | None = None,
+) -> str | None:
     """The one thing the person should know first, or None."""
     unrecorded = next((run for run in runs if run.get("unrecorded")), None)
     if unrecorded is not None:
@@ -210,8 +246,12 @@ def attention(r: Reading, runs: list[dict], recent: list[dict], stuck: list[dict
             f"run {unrecorded['id']} of job {unrecorded['job_id']} ended at "
             f"{unrecorded['ended_at']}; the disk is full, so its end is written when there is room"
         )
+    if sandbox and sandbox.get("waits"):
+        return str(sandbox["line"])
     if r.problem:
         return f"the machine cannot be read: {r.problem}"
+    if r.permission:
+        return r.permission
     last = recent[0] if recent else None
     if last is None:
         return None
@@ -248,13 +288,28 @@ def awake(e: Snapshot) -> dict:
 
 
 def sandbox_view(cfg: Config) -> dict:
-    """Whether Runs are contained here, and if not why and what fixes it (asked of
-    bwrap once at the daemon's start: no process here)."""
-    from owl.sandbox import bwrap
+    """Whether Runs are contained here, and if not why and what fixes it: the
+    last answer of bwrap's probe (asked at the daemon's start, and again while
+    Jobs wait for it: no process here). `waits`: Runs must be contained
+    (`required`, the default on Linux), so Jobs wait; `line` says so in one line."""
+    from owl.sandbox import keys, ready
 
-    mode = str((cfg.sandbox or {}).get("mode", "auto"))
-    why = None if mode == "off" else bwrap.probe()
-    return {"mode": mode, "contained": mode != "off" and why is None, "problem": why}
+    mode = keys.settings_from(cfg.sandbox or {}).mode
+    why = None if mode == "off" else ready.problem()
+    waits = mode == "required" and why is not None
+    if why is None:
+        line = None if mode != "off" else 'Runs are not contained (sandbox.mode = "off")'
+    elif waits:
+        line = ready.waiting_words(why)
+    else:
+        line = f'Runs are not contained: {why} (sandbox.mode = "auto")'
+    return {
+        "mode": mode,
+        "contained": mode != "off" and why is None,
+        "problem": why,
+        "waits": waits,
+        "line": line,
+    }
 
 
 def _last_run_of(store: Any, job_id: int) -> dict:

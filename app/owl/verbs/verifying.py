@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import carryon, containing
+from owl.engine import carryon, containing, telling
 from owl.engine import checks as checksmod
 from owl.errors import Refused
 from owl.rules import jobtable
@@ -71,6 +71,8 @@ def verified(eng: Engine, job_id: int, declared: int, results: list[checksmod.Re
     job = eng.store.job(job_id)
     if ok and job is not None and jobtable.allows(jobtable.Event.VERIFIED, job["state"]):
         eng.store.apply(job_id, jobtable.Event.VERIFIED, reason=None)
+        # back in review: told as a Run's end would be (away, batched)
+        telling.verified(eng, job, [(r.name, r.passed) for r in results])
     log.info(
         "job %s verified on demand: %s", job_id, "all checks passed" if ok else "a check failed"
     )

@@ -57,6 +57,12 @@ def job_view(store: Store, job: dict, git: bool = True) -> dict:
             "exit_code": r["exit_code"],
             "started_at": iso(r["started_at"]),
             "ended_at": iso(r["ended_at"]),
+            # from start to end, unrounded: the review page's figure too
+            "duration_s": (
+                round(r["ended_at"] - r["started_at"], 3)
+                if r["ended_at"] is not None and r["started_at"] is not None
+                else None
+            ),
             "log": r["log"],
             "untouchable": r.get("untouchable") or [],
             "outside": r.get("outside"),

@@ -1,0 +1,138 @@
+"""What an agent's own configuration says it needs through its sandbox: the
+host's 127.0.0.1 ports of its model provider, and the variable holding its key.
+
+A person points an agent at a provider in the agent's own files as often as in
+the environment: Codex names providers in ``$CODEX_HOME/config.toml``
+(``[model_providers.x] base_url = "http://127.0.0.1:11434/v1"``, ``env_key =
+"X_API_KEY"``, as for a local Ollama, OpenRouter or Azure), Claude Code may set
+``ANTHROPIC_BASE_URL`` in the ``env`` of ``~/.claude/settings.json``. Contained,
+such an agent would lose its key (the name looks secret, so it is dropped) and
+its port (its own network reaches only the ports named), and fail every Run;
+what its config names is what the person already chose to give it.
+
+The files are read as data: bounded, never executed, and a file that is
+missing, too large or broken gives nothing (the agent then says what is wrong,
+as it would outside). They live in the agent's own state, which a Run may
+write, so what a Run writes there must not decide the next Run's reach: each
+is laid read-only over that state (`policy.AgentState.fixed`), made first
+when missing (`make_fixed`: an empty file, `{}` for JSON, what the agent reads
+as no settings), and one that is not a regular file — a symlink, which a Run
+could have planted — is neither read nor bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .policy import expand, loopback_ports
+
+READ_MAX = 256 * 1024
+ENV_NAME_MAX = 128
+
+
+@dataclass(frozen=True)
+class Needs:
+    ports: tuple[int, ...] = ()  # the host's 127.0.0.1 ports to keep reachable
+    env_keep: tuple[str, ...] = ()  # variables to pass although their names look secret
+
+
+def _read(path: str) -> bytes | None:
+    """A regular file's bytes (never through a symlink, never past READ_MAX)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > READ_MAX:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(READ_MAX)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def make_fixed(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Of the agent's own config files (expanded paths), those that are regular
+    files, each made first when missing (so a Run cannot make it for the next):
+    the ones to lay read-only over its state."""
+    out = []
+    for path in paths:
+        if not os.path.lexists(path):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except OSError:
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write("{}\n" if path.endswith(".json") else "")
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                out.append(path)
+        except OSError:
+            continue
+    return tuple(out)
+
+
+def _env_name(value: object) -> str | None:
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= ENV_NAME_MAX
+        and (value[0].isalpha() or value[0] == "_")
+        and all(c.isalnum() or c == "_" for c in value)
+    ):
+        return value
+    return None
+
+
+def codex(home: str, env: Mapping[str, str]) -> Needs:
+    """Codex's ``config.toml``: every model provider's loopback ``base_url``
+    port and its ``env_key``."""
+    data = _read(os.path.join(expand("$CODEX_HOME|~/.codex", home, env) or "/", "config.toml"))
+    try:
+        doc = tomllib.loads(data.decode("utf-8")) if data else {}
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        doc = {}
+    providers = doc.get("model_providers")
+    urls: dict[str, str] = {}
+    keys: list[str] = []
+    for name, table in providers.items() if isinstance(providers, dict) else ():
+        if not isinstance(table, dict):
+            continue
+        if isinstance(table.get("base_url"), str):
+            urls[str(name)] = table["base_url"]
+        key = _env_name(table.get("env_key"))
+        if key and key not in keys:
+            keys.append(key)
+    return Needs(loopback_ports(urls), tuple(keys))
+
+
+def claude(home: str, env: Mapping[str, str]) -> Needs:
+    """The ``env`` of Claude Code's ``settings.json``: the loopback ports of the
+    URLs it sets (Claude sets those variables itself, inside)."""
+    folder = expand("$CLAUDE_CONFIG_DIR|~/.claude", home, env) or "/"
+    data = _read(os.path.join(folder, "settings.json"))
+    try:
+        doc = json.loads(data) if data else {}
+    except ValueError:
+        doc = {}
+    said = doc.get("env") if isinstance(doc, dict) else None
+    if not isinstance(said, dict):
+        return Needs()
+    return Needs(loopback_ports({k: v for k, v in said.items() if isinstance(v, str)}))
+
+
+READERS = {"codex": codex, "claude": claude}
+
+
+def needs(agent: str, home: str, env: Mapping[str, str]) -> Needs:
+    """What ``agent``'s own files say it needs (nothing for an agent Owl does
+    not know the files of)."""
+    reader = READERS.get(agent)
+    return reader(home, env) if reader is not None else Needs()

@@ -1,0 +1,403 @@
+"""The macOS Seatbelt profile, rule by rule against what a contained Linux Run may reach.
+
+No Mac here: the profile is parsed and every path is decided by a small
+evaluator that follows Seatbelt's documented semantics (the last matching rule
+wins; subpath, literal, regex; see support/seatbelt_eval.py). Each Linux
+guarantee (tests/test_sandbox_policy.py, the README's table) is asked of it."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+from owl.sandbox import contain, policy, seatbelt
+from support.seatbelt_eval import allowed, parse, rules
+
+HOME = "/Users/me"
+OWL = f"{HOME}/Library/Application Support/owl"
+WT = f"{OWL}/worktrees/job-1"
+RUNTIME = f"{HOME}/Library/Caches/TemporaryItems/owl"
+PROJECT = f"{HOME}/code/api"
+STORE = f"{OWL}/worktrees/job-1.git"  # the Job's own git store, beside its worktree
+
+
+def facts(**kw: object) -> policy.Facts:
+    base: dict = {
+        "home": HOME,
+        "user_home": HOME,
+        "worktree": WT,
+        "git_common": STORE,
+        "git_admin": f"{STORE}/worktrees/job-1",
+        "project_git": f"{PROJECT}/.git",
+        "project": PROJECT,
+        "owl_home": (OWL, f"{HOME}/Library/Logs/owl", RUNTIME),
+        "runtime_dir": None,
+        "env": {
+            "HOME": HOME,
+            "GITHUB_TOKEN": "t",
+            "ANTHROPIC_API_KEY": "a",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:4123",
+            "PATH": "/opt/homebrew/bin:/usr/bin",
+        },
+    }
+    base.update(kw)
+    return policy.Facts(**base)
+
+
+def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: object) -> str:
+    pol = policy.compute(
+        settings or policy.Settings(), policy.AGENTS.get(agent, policy.AgentState()), facts(**kw)
+    )
+    return seatbelt.profile(pol, keychain=agent in seatbelt.KEYCHAIN_AGENTS)
+
+
+def can_read(text: str, path: str) -> bool:
+    return allowed(text, "file-read-data", path=path)
+
+
+def can_write(text: str, path: str) -> bool:
+    return allowed(text, "file-write-data", path=path) and allowed(
+        text, "file-write-create", path=path
+    )
+
+
+def test_the_worktree_is_readable_and_writable_though_owls_folder_around_it_is_hidden():
+    text = make()
+    for path in (WT, f"{WT}/src/main.py", f"{WT}/.git"):
+        assert can_read(text, path) and can_write(text, path), path
+    assert allowed(text, "file-write-unlink", path=f"{WT}/old.txt")  # rm, mv inside it
+    # the rest of Owl's folders: the database, other Jobs' worktrees, the logs, the socket
+    for path in (
+        f"{OWL}/owl.db",
+        f"{OWL}/worktrees/job-2/secret.txt",
+        f"{HOME}/Library/Logs/owl/owl.log",
+        f"{RUNTIME}/owl.sock",
+    ):
+        assert not can_read(text, path) and not can_write(text, path), path
+    # realpath and git may stat the folders above the worktree, not list or read them
+    assert allowed(text, "file-read-metadata", path=f"{OWL}/worktrees")
+    assert not allowed(text, "file-read-data", path=f"{OWL}/worktrees")
+
+
+def test_what_a_commit_needs_is_writable_and_git_config_hooks_info_are_read_only():
+    """The Job's own store, inside Owl's hidden folder: its objects, refs, logs
+    and the worktree's admin folder writable, the rest of it read only; the
+    project's own git folder read only; another Job's store hidden."""
+    text = make()
+    for path in (
+        f"{STORE}/objects/ab/cdef",
+        f"{STORE}/refs/heads/owl/job-1",
+        f"{STORE}/logs/HEAD",
+        f"{STORE}/worktrees/job-1/index",
+    ):
+        assert can_write(text, path), path
+    for path in (
+        f"{STORE}/config",
+        f"{STORE}/hooks/pre-commit",
+        f"{STORE}/info/exclude",
+        f"{STORE}/packed-refs",
+        f"{PROJECT}/.git/config",
+        f"{PROJECT}/.git/refs/heads/main",
+        f"{PROJECT}/.git/objects/ab/cdef",
+    ):
+        assert can_read(text, path) and not can_write(text, path), path
+    assert not can_read(text, f"{OWL}/worktrees/job-2.git/config")
+
+
+def test_the_agents_state_and_caches_are_writable_and_the_rest_read_only():
+    text = make()
+    for path in (
+        f"{HOME}/.claude/projects/x.jsonl",
+        f"{HOME}/.claude.json",
+        f"{HOME}/.npm/_cacache/x",
+        f"{HOME}/Library/Caches/pip/http/x",
+        "/private/tmp/build.o",
+        "/private/var/folders/ab/xyz/T/tmp1",
+    ):
+        assert can_write(text, path), path
+    for path in (
+        f"{HOME}/Documents/notes.txt",
+        f"{HOME}/.zshrc",
+        "/usr/bin/git",
+        "/opt/homebrew/bin/node",
+        f"{PROJECT}/README.md",
+    ):
+        assert can_read(text, path) and not can_write(text, path), path
+    assert not can_write(text, f"{HOME}/.codex/config.toml")  # another agent's state
+    # the agent's own config, which Owl reads: read only, not renamed away either
+    settings = f"{HOME}/.claude/settings.json"
+    assert can_read(text, settings) and not can_write(text, settings)
+    assert not allowed(text, "file-write-unlink", path=settings)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"{HOME}/.ssh/id_ed25519",
+        f"{HOME}/.aws/credentials",
+        f"{HOME}/.config/gh/hosts.yml",
+        f"{HOME}/.netrc",
+        f"{HOME}/.docker/config.json",
+        f"{HOME}/Library/Keychains/login.keychain-db",
+        f"{HOME}/Library/Cookies/Cookies.binarycookies",
+        f"{HOME}/Library/Safari/History.db",
+        f"{HOME}/Library/Application Support/Google/Chrome/Default/Login Data",
+        f"{HOME}/Library/Application Support/Firefox/Profiles/x.default/logins.json",
+        f"{HOME}/Library/Mail/V10/MailData/Envelope Index",
+        f"{HOME}/Library/Messages/chat.db",
+        "/private/tmp/com.apple.launchd.AbCd/Listeners",  # the ssh-agent's socket
+        "/private/tmp/.X11-unix/X0",
+    ],
+)
+def test_secrets_are_hidden_macos_own_included(path):
+    text = make()
+    assert not can_read(text, path) and not can_write(text, path)
+    assert not allowed(text, "file-read-metadata", path=path)
+
+
+def test_a_secret_inside_a_writable_folder_stays_hidden_whatever_the_policys_order():
+    """The deeper path's rule comes last: `sandbox.write = ["~"]` does not open
+    ~/.ssh, and the runtime folder (inside ~/Library/Caches, writable) stays hidden."""
+    pol = policy.compute(policy.Settings(write=(HOME,)), policy.AGENTS["claude"], facts())
+    for p in (pol, dataclasses.replace(pol, hidden=pol.hidden[::-1], writable=pol.writable[::-1])):
+        text = seatbelt.profile(p)
+        assert can_write(text, f"{HOME}/Documents/x")
+        assert not can_read(text, f"{HOME}/.ssh/id_ed25519")
+        assert not can_read(text, f"{HOME}/Library/Keychains/login.keychain-db")
+        assert not can_read(text, f"{RUNTIME}/owl.sock")
+        assert can_write(text, f"{WT}/a.py")  # deeper again than Owl's hidden folder
+
+
+def test_order_sensitive_rules_come_in_the_right_order():
+    """Read by position in the profile, not only by outcome: the broad read allow
+    before the first deny; each hidden path's deny after every allow that covers
+    it; the git config's write deny after the writable allow of .git's parts."""
+    text = make(policy.Settings(write=(HOME,)))
+    lines = [ln for ln in text.splitlines() if ln.startswith("(")]
+
+    def first(s: str) -> int:
+        return next(i for i, ln in enumerate(lines) if s in ln)
+
+    read_all = lines.index("(allow file-read*)")
+    for secret in (f"{HOME}/.ssh", f"{HOME}/Library/Keychains", RUNTIME):
+        deny = first(f'(deny file-read* file-write* (subpath "{secret}"))')
+        assert deny > read_all
+        for i, ln in enumerate(lines):
+            covers = ln.startswith("(allow file-read* file-write* (subpath ") and secret.startswith(
+                ln.split('"')[1].rstrip("/") + "/"
+            )
+            assert not covers or i < deny, (ln, secret)
+    # the store is revealed (read) after Owl's folder is hidden, its parts to
+    # write after that
+    assert first(f'(allow file-read* (subpath "{STORE}"))') > first(f'(subpath "{OWL}"))')
+    assert first(f'(allow file-read* file-write* (subpath "{STORE}/refs"))') > first(
+        f'(allow file-read* (subpath "{STORE}"))'
+    )
+
+
+def test_a_hidden_path_or_a_folder_above_it_cannot_be_renamed_away():
+    text = make()
+    for path in (f"{HOME}/Library/Caches/TemporaryItems", RUNTIME, f"{HOME}/.ssh"):
+        assert not allowed(text, "file-write-unlink", path=path), path
+    assert allowed(text, "file-write-unlink", path=f"{HOME}/Library/Caches/pip")
+
+
+def test_read_project_reads_the_system_the_project_and_the_toolchains_only():
+    text = make(policy.Settings(read="project"))
+    for path in (
+        "/usr/lib/libSystem.B.dylib",
+        "/System/Library/x",
+        "/opt/homebrew/bin/node",
+        f"{PROJECT}/src/a.py",
+        f"{WT}/a.py",
+        f"{HOME}/.claude/x",
+        "/private/etc/hosts",
+    ):
+        assert can_read(text, path), path
+    for path in (f"{HOME}/Documents/x", f"{HOME}/Desktop/y", f"{HOME}/code/other/z"):
+        assert not can_read(text, path), path
+
+
+def test_mach_lookup_only_for_what_a_cli_agent_needs():
+    text = make(agent="check")
+    assert allowed(text, "mach-lookup", mach="com.apple.system.logger")
+    assert allowed(text, "mach-lookup", mach="com.apple.trustd.agent")
+    for service in (
+        "com.apple.coreservices.launchservicesd",  # open -a
+        "com.apple.pasteboard.1",
+        "com.apple.windowserver.active",
+        "com.apple.coreservices.appleevents",  # osascript
+        "com.apple.SecurityServer",  # a check gets no Keychain
+        "com.example.anything",
+    ):
+        assert not allowed(text, "mach-lookup", mach=service), service
+    # Claude Code keeps its login in the Keychain: reached through securityd
+    assert allowed(make(agent="claude"), "mach-lookup", mach="com.apple.SecurityServer")
+    # every rule naming mach-lookup names its services: no blanket allow
+    for rule in rules(text):
+        if "mach-lookup" in rule.ops and rule.action == "allow":
+            assert rule.filters
+
+
+def test_what_node_and_python_need():
+    text = make()
+    assert allowed(text, "process-info-pidinfo", same_sandbox=True)
+    assert not allowed(text, "process-info-pidinfo", same_sandbox=False)
+    assert allowed(text, "signal", same_sandbox=True)
+    assert not allowed(text, "signal", same_sandbox=False)  # the daemon, the person's shell
+    assert allowed(text, "user-preference-read")
+    assert not allowed(text, "user-preference-write")
+    assert allowed(text, "sysctl-write", sysctl="kern.tcsm_enable")
+    assert not allowed(text, "sysctl-write", sysctl="kern.maxfiles")
+    assert allowed(text, "sysctl-read", sysctl="hw.ncpu")
+    assert allowed(text, "ipc-posix-sem") and allowed(text, "ipc-posix-shm")
+    assert allowed(text, "file-map-executable", path="/opt/homebrew/lib/libssl.3.dylib")
+    assert allowed(text, "pseudo-tty")
+    for dev in ("/dev/ttys004", "/dev/ptmx", "/dev/null", "/dev/tty"):
+        assert allowed(text, "file-ioctl", path=dev) and can_write(text, dev), dev
+    assert not can_write(text, "/dev/disk0")
+
+
+def test_the_network_as_on_linux():
+    text = make()
+    assert allowed(text, "network-outbound", remote_ip=("*", 443))
+    assert allowed(text, "network-outbound", remote_ip=("localhost", 4123))  # its provider
+    assert not allowed(text, "network-outbound", remote_ip=("localhost", 5432))  # a host's db
+    assert allowed(text, "network-bind", local_unix=f"{WT}/.s.sock")
+    assert allowed(text, "network-outbound", remote_unix="/private/var/run/mDNSResponder")
+    for sock in (
+        "/private/tmp/com.apple.launchd.AbCd/Listeners",
+        f"{HOME}/.docker/run/docker.sock",
+        f"{RUNTIME}/owl.sock",
+    ):
+        assert not allowed(text, "network-outbound", remote_unix=sock), sock
+    assert allowed(text, "network-outbound", remote_unix=f"{WT}/.s.sock")
+    opened = make(policy.Settings(sockets=(f"{HOME}/.colima/default/docker.sock",)))
+    assert allowed(opened, "network-outbound", remote_unix=f"{HOME}/.colima/default/docker.sock")
+    assert not allowed(opened, "network-outbound", remote_unix=f"{HOME}/.docker/run/docker.sock")
+    ported = make(policy.Settings(host_ports=(11434,)))
+    assert allowed(ported, "network-outbound", remote_ip=("localhost", 11434))
+    off = make(policy.Settings(network=False))
+    assert not allowed(off, "network-outbound", remote_ip=("*", 443))
+    assert not allowed(off, "network-outbound", remote_ip=("localhost", 4123))
+    assert allowed(off, "network-outbound", remote_unix=f"{WT}/.s.sock")
+
+
+def test_each_rule_says_why():
+    """Every rule of the fixed part is under a comment giving its reason."""
+    text = make()
+    base = text.split("; reading")[0].splitlines()
+    for i, line in enumerate(base):
+        if line.startswith("(allow") or line.startswith("(deny"):
+            above = next(ln for ln in reversed(base[:i]) if not ln.startswith(("(", "  ", ")")))
+            assert above.startswith(";"), line
+    assert parse(text)  # balanced
+
+
+def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
+    pol = policy.compute(policy.Settings(), policy.AGENTS["claude"], facts())
+    argv = seatbelt.argv(pol, ["/opt/homebrew/bin/claude", "-p", "hi"])
+    assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[2].startswith("(version 1)")
+    assert argv[3] == "/usr/bin/env"
+    rest = argv[4:]
+    assert rest[rest.index("GITHUB_TOKEN") - 1] == "-u"
+    assert "ANTHROPIC_API_KEY" not in rest and "TMPDIR=/tmp" in rest
+    assert rest[-3:] == ["/opt/homebrew/bin/claude", "-p", "hi"]
+
+
+def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    w = contain.wrap(
+        ["/bin/echo", "hi"],
+        settings=policy.Settings(),
+        agent="codex",
+        env={"HOME": str(tmp_path / "home"), "PATH": "/usr/bin"},
+        worktree=str(wt),
+        project=str(tmp_path),
+        owl_dirs=[str(tmp_path / "owl")],
+    )
+    assert w.contained and w.argv[0] == "/usr/bin/sandbox-exec"
+    assert w.label == "contained: Seatbelt, network (not the host's loopback)"
+    # the rules name real paths (/tmp is /private/tmp on macOS)
+    assert allowed(w.argv[2], "file-write-data", path=seatbelt.real(f"{wt}/x"))
+    assert not allowed(w.argv[2], "file-read-data", path=seatbelt.real(f"{tmp_path}/owl/db"))
+    assert not allowed(w.argv[2], "mach-lookup", mach="com.apple.SecurityServer")  # codex
+
+
+@pytest.fixture
+def fresh_answer(monkeypatch):
+    """The sandbox's last answer asked again once this test's stand-ins are gone
+    (it is kept for the whole process)."""
+    from owl.sandbox import ready
+
+    yield
+    monkeypatch.undo()
+    ready.ask()
+
+
+def test_without_sandbox_exec_macos_words_and_no_apt(tmp_path, monkeypatch, fresh_answer):
+    why = seatbelt.probe(str(tmp_path / "sandbox-exec"))
+    assert why and "sandbox-exec" in why and "part of macOS" in why and "apt" not in why
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: why)
+    from owl.sandbox import ready
+
+    assert ready.ask() == why and ready.problem() == why
+    w = contain.wrap(
+        ["/bin/true"],
+        settings=policy.Settings(),
+        agent="claude",
+        env={},
+        worktree=str(tmp_path),
+        project=str(tmp_path),
+        owl_dirs=[],
+    )
+    assert not w.contained and w.label == f"not contained: {why}"
+    from owl.engine import containing
+    from owl.settings import config
+    from owl.settings.paths import Paths
+    from owl.verbs.statusdoc import sandbox_view
+
+    view = sandbox_view(config.from_dict({"sandbox": {"mode": "auto"}}, "c.toml"))
+    assert view["problem"] == why and not view["contained"] and "apt" not in view["line"]
+    cfg = config.from_dict({"sandbox": {"mode": "required"}}, "c.toml")
+    o = tmp_path / "owl"
+    paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
+    with pytest.raises(containing.Refusal) as refused:
+        containing.wrap(cfg, paths, "claude", ["/bin/true"], {}, tmp_path, tmp_path)
+    assert "sandbox-exec" in str(refused.value) and "apt" not in str(refused.value)
+
+
+def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, monkeypatch):
+    """A check runs the project's tests, which the agent wrote: contained as the
+    agent is, with no agent's state and no Keychain."""
+    from owl.engine import containing
+    from owl.settings import config
+    from owl.settings.paths import Paths
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    o = tmp_path / "owl"
+    paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
+    wt = o / "wt" / "job-1"
+    wt.mkdir(parents=True)
+    check = containing.for_checks(config.from_dict({}, "c.toml"), paths, wt, tmp_path)
+    argv, env = check(["make", "test"], {"HOME": str(tmp_path), "GITHUB_TOKEN": "t"})
+    assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[-2:] == ["make", "test"]
+    assert "GITHUB_TOKEN" not in env
+    text = argv[2]
+    assert allowed(text, "file-write-data", path=seatbelt.real(f"{wt}/build.o"))
+    assert not allowed(text, "file-read-data", path=seatbelt.real(f"{o}/owl.db"))
+    assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")
+    assert "/.claude" not in text  # no agent's state (the home here is under /tmp: shared)
+
+
+def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    contain.make_caches(policy.DEFAULT_CACHES, str(home), {"PATH": "/usr/bin:/bin"})
+    assert not (home / "Library").exists()
