@@ -128,3 +128,16 @@ def test_removing_a_worktree_removes_its_store(tmp_path):
     workspace.remove(p, ws.worktree)
     assert list((tmp_path / "wts").iterdir()) == []
     assert git(p, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_sha256_project_gets_a_sha256_store(tmp_path):
+    p = tmp_path / "proj"
+    subprocess.run(
+        ["git", "init", "-q", "-b", "main", "--object-format=sha256", str(p)], check=True
+    )
+    commit(p, "README")
+    ws = storing.ensure(p, 1, "owl/", tmp_path / "wts")
+    new = commit(ws.worktree, "a.txt")
+    assert len(new) == 64
+    storing.land(p, jobstore.places(p, ws.worktree), ws.branch)
+    assert git(p, "rev-parse", ws.branch) == new

@@ -206,15 +206,21 @@ def _init(store: Path, project_git: Path, branch: str, head: str) -> None:
     """A bare store whose config is Owl's: the project's hooks and config (read
     where they are), bare all the same; the project's objects as an alternate."""
     store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    workspace.git(store.parent, "init", "--bare", "-q", "--template=", str(store))
+    # the project's object format (sha1, or sha256), which the store must share
+    fmt = workspace.git(project_git, "rev-parse", "--show-object-format").stdout.strip()
+    fmt = fmt if fmt in ("sha1", "sha256") else "sha1"
+    workspace.git(
+        store.parent, "init", "--bare", "-q", "--template=", f"--object-format={fmt}", str(store)
+    )
+    extensions = "" if fmt == "sha1" else f"[extensions]\n\tobjectFormat = {fmt}\n"
     (store / "config").write_text(
         "[core]\n"
-        "\trepositoryformatversion = 0\n"
+        f"\trepositoryformatversion = {0 if fmt == 'sha1' else 1}\n"
         f"\thooksPath = {_quoted(str(project_git / 'hooks'))}\n"
         "[include]\n"
         f"\tpath = {_quoted(str(project_git / 'config'))}\n"
         "[core]\n"
-        "\tbare = true\n"
+        "\tbare = true\n" + extensions
     )
     jobstore.write_file(str(store), "objects/info/alternates", f"{project_git}/objects\n")
     # the folders a Run writes must be there to be bound: the store's top is read only
