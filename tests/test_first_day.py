@@ -109,8 +109,22 @@ def test_did_you_mean_only_for_a_slip_and_autostart_off_takes_service(tmp_path: 
 
 
 def test_the_man_page_builds_from_the_readmes_command(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert "pip install '.[man]'" in readme and "python -m owl.cli.docs man" in readme
+    using = (Path(__file__).resolve().parent.parent / "docs" / "using.md").read_text()
+    assert "pip install '.[man]'" in using and "python -m owl.cli.docs man" in using
     out = tmp_path / "owl.1"
     subprocess.run([sys.executable, "-m", "owl.cli.docs", "man", str(out)], check=True, timeout=60)
     assert out.read_text().startswith(".TH") and "owl daemon" in out.read_text()
+
+
+def test_the_readme_is_read_in_five_minutes_and_every_page_it_names_is_there() -> None:
+    """At most 200 lines, and each of its links to a page of this checkout leads
+    somewhere, as do the docs' own links (none repeats another page whole)."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    assert readme.count("\n") <= 200
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\((?!https?:|#|mailto:)([^)#]+)", page.read_text()):
+            assert (page.parent / target).exists(), (page.name, target)
