@@ -31,6 +31,7 @@ size; the person's start within 2x of a quiet machine's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import signal
@@ -115,9 +116,14 @@ def kernel_signals(pids: list[int]) -> float:
     return took
 
 
+def heartbeat_of(tag: str) -> str:
+    """Where the tree tagged `tag` writes its heartbeat (removed with it)."""
+    return os.path.join(tempfile.gettempdir(), f"owl-bench-{tag}")
+
+
 def start_tree(shape: list[str], cgroup: tree.RunGroup | None, nice: int) -> tuple[object, str]:
     tag = uuid.uuid4().hex
-    heartbeat = tempfile.mktemp(prefix="owl-bench-")
+    heartbeat = heartbeat_of(tag)
     popen = tree.spawn(
         [sys.executable, "-S", BIG, heartbeat, *shape],
         cwd="/",
@@ -137,6 +143,8 @@ def stop_tree(popen: object, tag: str, cgroup: tree.RunGroup | None) -> None:
         run.kill()
     popen.wait(10)  # type: ignore[attr-defined]
     tree.reap_orphans(lambda pid: False)
+    with contextlib.suppress(OSError):
+        os.unlink(heartbeat_of(tag))
 
 
 def line(name: str, values: list[float]) -> str:
