@@ -43,7 +43,10 @@ def states() -> dict[str, int]:
             except OSError:
                 continue
             rest = data[data.rfind(b")") + 2 :].split()
-            rows[int(name)] = (int(rest[1]), rest[0].decode())
+            st = rest[0].decode()
+            if st == "D" and stop_pending(name):
+                st = "T"  # acts on its stop before it runs again (a vfork parent)
+            rows[int(name)] = (int(rest[1]), st)
     out: dict[str, int] = {}
     for ppid, st in rows.values():
         up, hops = ppid, 0
@@ -56,6 +59,19 @@ def states() -> dict[str, int]:
                 break
             up, hops = row[0], hops + 1
     return out
+
+
+def stop_pending(pid: str) -> bool:
+    """A SIGSTOP pending for the process (its own or its group's)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return False
+    bit = 1 << (19 - 1)  # SIGSTOP
+    return any(
+        ln.startswith(("SigPnd:", "ShdPnd:")) and int(ln.split()[1], 16) & bit for ln in lines
+    )
 
 
 def fds() -> int:

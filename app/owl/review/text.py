@@ -80,6 +80,8 @@ def last_message(log_text: str) -> str | None:
         shown = result or said
         return _cut(shown) if shown else None
     lines = [line.rstrip() for line in log_text.splitlines() if line.strip()]
+    while lines and lines[0].startswith("owl: "):
+        lines.pop(0)  # what Owl said at the top (not contained, ...): not the agent's words
     if not lines:
         return None
     tail = "\n".join(lines[-TAIL_LINES:])

@@ -17,11 +17,12 @@ Why it is safe, for a group chosen here:
   group's session is not the daemon's (a group of the daemon's session is
   never signalled this way), so its every process descends from one of the
   Run's;
-- what a group signal misses is caught after: a member that left the group
-  since the last sweep read it is seen in its new group when the freeze
-  waits for its members to stop (``missed``), and is signalled alone; a new
-  process is found by the freeze's sweeps, as ever; one that may not be
-  signalled (it became root) is met by its own signal in that wait.
+- what a group signal misses is caught after: a member still running when
+  the freeze waits for its members to stop is signalled alone, once (it may
+  have left the group since the last sweep read it, or be one the kernel
+  will not let us signal, which the group's signal passes over in silence
+  and only its own signal names); a new process is found by the freeze's
+  sweeps, as ever.
 
 Only the freeze sends this way; the thaw, the TERM and the kill go member by
 member, where a missed one would be left stopped or running.
@@ -70,9 +71,3 @@ def stop(members: Iterable[M], own_sid: int, sig: int) -> dict[M, int]:
         for m in group:
             covered[m] = pgid
     return covered
-
-
-def missed(pgid_now: int, signalled: int | None) -> bool:
-    """Whether a member covered by the group ``signalled`` was not in it
-    when read again (it moved to ``pgid_now``), so must be signalled alone."""
-    return signalled is not None and pgid_now != signalled

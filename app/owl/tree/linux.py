@@ -60,6 +60,12 @@ def _read_stat(pid: int | str) -> Stat | None:
     """One process's row; None if it is gone. Out of file descriptors, the
     spare one is used (see handles.py); if even that fails, OSError: a
     process that cannot be read is never taken as gone."""
+    data = _read_raw(pid)
+    return _parse(data) if data is not None else None
+
+
+def _read_raw(pid: int | str) -> bytes | None:
+    """/proc/PID/stat as read, or None if the process is gone (see _read_stat)."""
     path = f"{_PROC}/{pid}/stat"
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -73,12 +79,11 @@ def _read_stat(pid: int | str) -> Stat | None:
                 raise
             return None
     try:
-        data = os.read(fd, 2048)
+        return os.read(fd, 2048)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return _parse(data)
 
 
 def snapshot(since: int | None = None) -> dict[int, Stat]:
@@ -114,8 +119,39 @@ def last_pid() -> int | None:
 
 
 def stat(pid: int) -> Stat | None:
-    """One process's row, or None if there is no such process."""
-    return _read_stat(pid)
+    """One process's row, or None if there is no such process. A process in
+    the kernel's uninterruptible wait with a SIGSTOP pending reads stopped:
+    it acts on the stop before it runs a line of its own again. Such is a
+    shell waiting out its vfork child (`sh` starting `/bin/true`) whose child
+    the freeze stopped first: it waits in the kernel until the thaw."""
+    data = _read_raw(pid)
+    row = _parse(data) if data is not None else None
+    if row is not None and data is not None and row.state == RUNNING:
+        if data[data.rfind(b")") + 2 :][:1] == b"D" and _stop_pending_in_kernel(pid):
+            return row._replace(state=STOPPED)
+    return row
+
+
+_SIGSTOP_BIT = 1 << (signal.SIGSTOP - 1)
+
+
+def _stop_pending_in_kernel(pid: int) -> bool:
+    """In uninterruptible sleep ('D') with SIGSTOP pending (its own or its group's)."""
+    try:
+        with open(f"{_PROC}/{pid}/status", "rb") as fh:
+            data = fh.read(4096)
+    except OSError:
+        return False
+    fields = dict(line.split(b":", 1) for line in data.splitlines() if b":" in line)
+    if not fields.get(b"State", b"").strip().startswith(b"D"):
+        return False
+    pending = 0
+    for key in (b"SigPnd", b"ShdPnd"):
+        try:
+            pending |= int(fields.get(key, b"0").strip(), 16)
+        except ValueError:
+            continue
+    return bool(pending & _SIGSTOP_BIT)
 
 
 def zombie_children(pid: int) -> list[tuple[int, int]]:

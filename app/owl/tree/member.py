@@ -15,8 +15,6 @@ from typing import Any
 
 import psutil
 
-from . import groups
-
 
 class TreeMember:
     """One process start seen in the Run, and the open handle to signal it."""
@@ -76,9 +74,11 @@ def wait_stopped(
     mostly after it stopped, not once per pause: a read (about 13 us)
     is the daemon's CPU, taken from the very processes that must run to
     stop. A member the kernel refused our signal (`refused`) is read, not
-    waited for. A member stopped with its process group (``grouped``, the
-    group signalled) that is read running in another group missed that
-    signal: it is given one of its own (``alone``), once.
+    waited for. A member stopped with its process group (``grouped``) that
+    is read still running is given a signal of its own (``alone``), once: it
+    may have left the group since the sweep, or be one the kernel would not
+    let us signal (it became root), which the group's signal passes over
+    without a word and only its own signal names (``refused``).
     """
     grouped = dict(grouped or {})
     seen: dict[TreeMember, Any] = {}
@@ -103,7 +103,7 @@ def wait_stopped(
             gone.append(pending.pop())
         elif row.state != b.RUNNING or m.refused is not None or time.monotonic() >= deadline:
             seen[pending.pop()] = row
-        elif alone is not None and groups.missed(row.pgid, grouped.pop(m, None)):
+        elif alone is not None and grouped.pop(m, None) is not None:
             alone(m)
         else:
             time.sleep(pause)
