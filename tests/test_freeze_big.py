@@ -32,6 +32,9 @@ AGENTS = Path(__file__).parent / "agents"
 PROBE = AGENTS / "freeze_probe.py"
 BIG = AGENTS / "big_tree.py"
 DESKTOP_NOFILE = 1024
+#: Thousands of processes (a bomb among them) would take the cores from the
+#: timed tests beside them: these run alone, after the parallel run.
+ALONE = pytest.mark.isolated
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sweep's file descriptors are Linux's pidfds"
@@ -97,12 +100,14 @@ def assert_held(seen: dict, at_least: int) -> None:
     assert seen["kill_s"] < 5.0, seen
 
 
+@ALONE
 @pytest.mark.timeout(300)
 def test_a_run_of_3000_processes_in_many_sessions_is_stopped_entirely(tmp_path: Path) -> None:
     seen = probe(tmp_path, "sessions", "30", "100")
     assert_held(seen, 3000)
 
 
+@ALONE
 @pytest.mark.timeout(300)
 def test_a_tree_still_forking_is_stopped_entirely(tmp_path: Path) -> None:
     """A bomb 3 wide and 6 deep (1,093 shells, each forking on and on)."""
@@ -110,6 +115,7 @@ def test_a_tree_still_forking_is_stopped_entirely(tmp_path: Path) -> None:
     assert_held(seen, 1093)
 
 
+@ALONE
 @pytest.mark.timeout(300)
 def test_the_cgroup_path_stops_3000_processes_the_same(tmp_path: Path) -> None:
     seen = probe(tmp_path, "sessions", "30", "100", cgroup=True)
@@ -226,6 +232,7 @@ def run_processes(daemon_pid: int) -> list[int]:
     return out
 
 
+@ALONE
 @pytest.mark.timeout(300)
 def test_the_daemon_freezes_and_kills_a_run_of_1200_at_a_desktops_file_limit(
     tmp_path: Path,

@@ -30,7 +30,7 @@ d=$1
 if [ "$d" -lt {depth} ]; then
   i=0; while [ $i -lt {width} ]; do sh -c "$0" "$0" $((d+1)) & i=$((i+1)); done
 fi
-while :; do /bin/true; sleep 0.5; done
+while :; do /bin/true; sleep 1; done
 """
 
 
