@@ -128,7 +128,7 @@ def stat(pid: int) -> Stat | None:
     row = _parse(data) if data is not None else None
     if row is not None and data is not None and row.state == RUNNING:
         if data[data.rfind(b")") + 2 :][:1] == b"D" and _stop_pending_in_kernel(pid):
-            return row._replace(state=STOPPED)
+            return Stat(row.ppid, row.start, STOPPED, row.sid, row.pgid)
     return row
 
 
