@@ -85,6 +85,15 @@ def test_opencode_server_error_is_a_service_wait() -> None:
     assert rep.service_error == "HTTP 500" and rep.limit is None
 
 
+def test_opencode_providers_outage_words_are_matched_never_repeated_as_owls() -> None:
+    """A provider that says "Internal error" with no HTTP status is an outage
+    (a wait, no attempt spent), named in Owl's own words, not the provider's."""
+    error = {"type": "error", "error": {"name": "APIError", "data": {"message": "Internal error"}}}
+    rep = opencode_report([json.dumps(error)], 1, now=NOW)
+    assert rep.service_error == "connection error" and rep.limit is None
+    assert "internal" not in repr(rep).lower()
+
+
 def test_opencode_refused_resume_falls_back() -> None:
     rep = opencode_report(lines("opencode-resume.txt"), 1, resuming=True, now=NOW)
     assert rep.resume_failed == "Error: Session not found"
