@@ -16,9 +16,9 @@ Beside it, each with a reason of its own: ``orphans`` (which re-parented
 processes are the Run's), ``untouchable`` (a process Owl may not signal),
 ``escaped`` (work the Run may have handed to launchd, named, not claimed),
 ``cgroup_bracket`` (the Run's cgroup v2 around the freeze and the kill),
-``survivors`` (processes known only by their tag, after a crash),
-``walk`` (the walk down one table's parent links) and ``signalling`` (how a
-signal reaches one member, through a handle checked to be it).
+``survivors`` (processes known only by their tag, after a crash), ``known``
+(the members met), ``walk`` (down one table's parent links) and
+``signalling`` (a signal to one member, through a handle checked to be it).
 """
 
 from __future__ import annotations
@@ -168,8 +168,6 @@ class ProcessTree:
         if self._kin is not None:
             self._kin.note(m.pid for m in live)
         return live
-
-    # -- the sessions' weight ----------------------------------------------
 
     def _weigh(self, m: TreeMember, sid: int) -> None:
         """Give the session of ``m`` the Run's niceness, once per session
