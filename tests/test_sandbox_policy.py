@@ -224,7 +224,7 @@ def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_
 def test_the_hosts_bound_sockets_are_read_from_its_table(tmp_path):
     import socket
 
-    from owl.sandbox import contain
+    from owl.sandbox import hostsockets
 
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(tmp_path / "a b.sock"))
@@ -238,7 +238,48 @@ def test_the_hosts_bound_sockets_are_read_from_its_table(tmp_path):
             f"0000: 00000002 00000000 00010000 0001 01 4 {tmp_path}/gone.sock\n"
             "0000: 00000003 00000000 00000000 0001 03 5\n"
         )
-        assert contain.host_sockets(str(table)) == (f"{tmp_path}/a b.sock",)
+        assert hostsockets.host_sockets([str(table)]) == (f"{tmp_path}/a b.sock",)
+
+
+def test_one_table_of_each_other_network_namespace_is_read_and_no_more_than_most(tmp_path):
+    """Grouped by the namespace's inode; a pid that cannot be read is passed
+    over; the lowest pids first, and at most ``most`` besides the daemon's own."""
+    from owl.sandbox import hostsockets
+
+    def process(name: str, ns: str | None) -> None:
+        (tmp_path / name / "ns").mkdir(parents=True)
+        if ns is not None:
+            (tmp_path / name / "ns" / "net").symlink_to(f"net:[{ns}]")
+
+    process("self", "1")
+    for pid, ns in (("7", "1"), ("12", "2"), ("30", "2"), ("9", None), ("100", "3"), ("45", "4")):
+        process(pid, ns)
+    tables = hostsockets.netns_tables(str(tmp_path), most=2)
+    assert tables == (
+        f"{tmp_path}/self/net/unix",
+        f"{tmp_path}/12/net/unix",
+        f"{tmp_path}/45/net/unix",
+    )
+    assert len(hostsockets.netns_tables(str(tmp_path))) == 4
+
+
+def test_a_socket_bound_in_another_network_namespace_is_found(tmp_path):
+    """/proc/net/unix lists only the daemon's own namespace's sockets; one bound
+    by a process of another (a container's) is found through that process's."""
+    import socket
+
+    from owl.sandbox import hostsockets
+    from support.netns_server import in_own_netns
+
+    path = str(tmp_path / "elsewhere.sock")
+    with in_own_netns(path):
+        # (asked before a connection from here: the server's end of one is
+        # listed, with the path, in the namespace of the side that connected)
+        assert path not in hostsockets.host_sockets(["/proc/self/net/unix"])
+        with socket.socket(socket.AF_UNIX) as s:  # it answers from here, by its path
+            s.connect(path)
+            assert s.recv(5) == b"hello"
+        assert path in hostsockets.host_sockets()
 
 
 def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_path):

@@ -3,9 +3,9 @@
 The glue between the facts of a Run (its worktree, its project's git directory,
 Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``.
 The git places come from Owl's records (``GitPlaces``): no file of the worktree
-is read, since the agent writes them. Reads the host's list of bound unix
-sockets (``/proc/net/unix``, a few ms at most) and the top of ``/run``; runs
-no git.
+is read, since the agent writes them. Reads the host's lists of bound unix
+sockets, its own network namespace's and the others' (``hostsockets``, about
+1 ms), and the top of ``/run``; runs no git.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import os
 import pwd
 import re
 import shutil
-import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import agentconf, bwrap, policy, ready, seatbelt
+from . import agentconf, bwrap, hostsockets, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -73,7 +72,7 @@ def wrap(
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
     git = git or GitPlaces()
-    private, links, files = private_system()
+    private, links, files = hostsockets.private_system()
     home = env.get("HOME") or os.path.expanduser("~")
     own = policy.AGENTS.get(agent, policy.AgentState())
     facts = policy.Facts(
@@ -89,7 +88,7 @@ def wrap(
         private=private,
         private_links=links,
         private_files=files,
-        host_sockets=host_sockets(skip=(*private, "/tmp", "/dev/shm")),
+        host_sockets=hostsockets.host_sockets(skip=(*private, "/tmp", "/dev/shm")),
         project_git=git.project_git,
     )
     make_folders(own.folders, home, env)
@@ -160,69 +159,6 @@ def signing(common: str | None, home: str) -> bool:
         except OSError:
             continue
     return False
-
-
-# Files the Run reads through a path that may lead into /run: the resolver's.
-RESOLVER = ("/etc/resolv.conf",)
-
-
-def private_system() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """Of ``policy.PRIVATE_SYSTEM``, the real folders, the symlinks directly in
-    them and the resolver's file that lies there (as ``policy.Facts`` takes them)."""
-    private = [
-        top for top in policy.PRIVATE_SYSTEM if os.path.isdir(top) and not os.path.islink(top)
-    ]
-    links: list[tuple[str, str]] = []
-    for top in private:
-        try:
-            with os.scandir(top) as entries:
-                links += [(e.path, os.readlink(e.path)) for e in entries if e.is_symlink()]
-        except OSError:
-            continue
-    files = []
-    for path in RESOLVER:
-        real = os.path.realpath(path)
-        if any(policy.under(real, top) for top in private) and os.path.isfile(real):
-            files.append(real)
-    return tuple(private), tuple(links), tuple(files)
-
-
-def host_sockets(
-    table: str = "/proc/net/unix", most: int = 4096, skip: Sequence[str] = ()
-) -> tuple[str, ...]:
-    """The paths (resolved) of the unix sockets bound on this host: in the
-    daemon's network namespace, which is where a socket another program
-    listens on is listed. A few hundred lines on a desktop; ``most`` paths.
-    Those written under a folder of ``skip`` (the Run's own /tmp, the private
-    /run) are left out before their paths are resolved, which is most of the
-    time this takes (/var/run's lead there too: it is resolved once)."""
-    cover = tuple(skip)
-    if any(os.path.realpath("/var/run") == c for c in cover):
-        cover += ("/var/run",)
-    try:
-        with open(table, "rb") as f:
-            rows = f.read(4 << 20).splitlines()[1:]
-    except OSError:
-        return ()
-    paths: set[bytes] = set()
-    for row in rows:
-        parts = row.split(None, 7)
-        if len(parts) == 8 and parts[7].startswith(b"/"):
-            paths.add(parts[7])
-            if len(paths) >= most:
-                break
-    out: list[str] = []
-    for raw in sorted(paths):
-        written = os.fsdecode(raw)
-        if any(policy.under(written, c) for c in cover):
-            continue
-        real = os.path.realpath(written)
-        try:
-            if stat.S_ISSOCK(os.stat(real).st_mode):
-                out.append(real)
-        except (OSError, ValueError):
-            continue
-    return tuple(out)
 
 
 def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str]:

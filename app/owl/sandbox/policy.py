@@ -366,7 +366,8 @@ class Facts:
     # ... and files read through a path that leads there (/etc/resolv.conf's
     # target, /run/systemd/resolve/stub-resolv.conf): read-only, never a socket.
     private_files: tuple[str, ...] = ()
-    # The host's bound unix sockets (their paths resolved), from /proc/net/unix.
+    # The host's bound unix sockets (their paths resolved), from the socket
+    # tables of every network namespace in sight (`hostsockets`).
     host_sockets: tuple[str, ...] = ()
     project_git: str | None = None  # the project's own git folder: read only
 
