@@ -2,6 +2,7 @@
 
 import pytest
 from owl.sandbox import keys
+from owl.sandbox.agentstate import AGENTS
 from owl.sandbox import policy as P
 
 
@@ -35,7 +36,7 @@ def facts(**kw):
 
 
 def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_parts_writable():
-    pol = P.compute(P.Settings(), P.AGENTS["claude"], facts())
+    pol = P.compute(P.Settings(), AGENTS["claude"], facts())
     for path in (
         "/home/me/.ssh",
         "/home/me/.gnupg",
@@ -73,7 +74,7 @@ def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_part
 
 
 def test_the_environment_loses_display_owl_and_secrets_but_keeps_the_agents_key():
-    pol = P.compute(P.Settings(env_keep=("MY_API_KEY",)), P.AGENTS["claude"], facts())
+    pol = P.compute(P.Settings(env_keep=("MY_API_KEY",)), AGENTS["claude"], facts())
     assert set(pol.env_unset) == {"DISPLAY", "GITHUB_TOKEN", "AWS_PROFILE", "OWL_HOME", "BUS"}
     assert ("TMPDIR", "/tmp") in pol.env_set
     assert pol.host_ports == (4123,) and pol.network == "own"
@@ -89,7 +90,7 @@ def test_a_project_may_only_narrow():
 
 
 def test_read_project_keeps_other_repositories_out():
-    pol = P.compute(P.Settings(read="project"), P.AGENTS["claude"], facts())
+    pol = P.compute(P.Settings(read="project"), AGENTS["claude"], facts())
     assert pol.read_root == "project" and "/home/me" not in pol.readable
     assert "/home/me/code/api" in pol.readable
 
@@ -124,7 +125,7 @@ def test_the_config_file_takes_sandbox_tables_and_names_a_bad_key(tmp_path):
 def test_the_runs_environment_is_the_sandboxs_too_with_its_tag_and_commits_unsigned():
     env = {**facts().env, "OWL_INSTANCE": "abc", "GIT_CONFIG_COUNT": "1"}
     env |= {"GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "Me"}
-    pol = P.compute(P.Settings(), P.AGENTS["claude"], facts(env=env))
+    pol = P.compute(P.Settings(), AGENTS["claude"], facts(env=env))
     inside = P.agent_env(env, pol)
     assert not {"DISPLAY", "GITHUB_TOKEN", "OWL_HOME", "BUS"} & set(inside)
     assert inside["OWL_INSTANCE"] == "abc" and inside["TMPDIR"] == "/tmp"
@@ -143,7 +144,7 @@ def test_host_sockets_in_sight_are_masked_but_the_opened_one():
     )
     pol = P.compute(
         P.Settings(sockets=("/srv/podman.sock",)),
-        P.AGENTS["claude"],
+        AGENTS["claude"],
         facts(private=("/run",), host_sockets=found),
     )
     assert pol.masked == (
@@ -179,7 +180,7 @@ def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_
 
     pol = P.compute(
         P.Settings(tmp_size=8 << 20, sockets=("/srv/podman.sock",)),
-        P.AGENTS["claude"],
+        AGENTS["claude"],
         facts(
             private=("/run",),
             private_links=(("/run/shm", "/dev/shm"),),

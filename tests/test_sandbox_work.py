@@ -82,6 +82,36 @@ def committed(project: Path, branch: str, name: str) -> str:
     ).stdout
 
 
+def shell_daemon(
+    base: Path,
+    home: Path,
+    script: str,
+    sandbox: dict[str, object] | None = None,
+    env: dict[str, str] | None = None,
+) -> OwlDaemon:
+    """A daemon whose Runs must be contained, its agent a shell running ``script``."""
+    (base / "agent.sh").write_text(script)
+    return OwlDaemon(
+        base / "owl",
+        {
+            "sandbox": {"mode": "required", **(sandbox or {})},
+            "agents": {"shell": {"command": ["bash", str(base / "agent.sh")]}},
+            "agent": {"default": "shell"},
+        },
+        env={"HOME": str(home), "AGENT_PIDS": "", **(env or {})},
+    )
+
+
+def one_run(d: OwlDaemon, project: Path, prompt: str, timeout: float) -> tuple[dict, dict]:
+    """A Job of ``prompt`` run once, contained, to review: the Job and its Run."""
+    job = d.add(prompt, project)
+    d.ok("start")
+    j = d.wait_job(job, "review", timeout=timeout)
+    [run] = j["runs"]
+    assert run["contained"].startswith("contained: bwrap "), run["contained"]
+    return j, run
+
+
 @pytest.fixture
 def base() -> Iterator[Path]:
     """Not under /tmp, which a contained Run sees as a private folder of its own."""
@@ -115,23 +145,16 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
             ),
         },
     )
-    (base / "agent.sh").write_text(AGENT)
-    d = OwlDaemon(
-        base / "owl",
-        {
-            # this checkout (the interpreter that runs pytest) readable wherever it lies
-            "sandbox": {"mode": "required", "read_also": [str(ROOT)]},
-            "agents": {"shell": {"command": ["bash", str(base / "agent.sh")]}},
-            "agent": {"default": "shell"},
-        },
-        env={"HOME": str(home), "AGENT_PIDS": "", "WHEEL": str(wheel(base))},
+    d = shell_daemon(
+        base,
+        home,
+        AGENT,
+        # this checkout (the interpreter that runs pytest) readable wherever it lies
+        sandbox={"read_also": [str(ROOT)]},
+        env={"WHEEL": str(wheel(base))},
     )
     with d:
-        job = d.add("install, test and commit", project)
-        d.ok("start")
-        j = d.wait_job(job, "review", timeout=90)
-        [run] = j["runs"]
-        assert run["contained"].startswith("contained: bwrap "), run["contained"]
+        j, run = one_run(d, project, "install, test and commit", timeout=90)
         assert [(c["name"], c["passed"]) for c in run["checks"]] == [
             ("tests", True),
             ("contained", True),
@@ -182,27 +205,10 @@ def test_a_contained_cargo_build_fetches_a_git_dependency_on_a_fresh_home(base: 
         base / "proj",
         {"Cargo.toml": app_toml, "src/main.rs": APP_MAIN, ".gitignore": "target/\n"},
     )
-    (base / "agent.sh").write_text(CARGO_AGENT)
-    d = OwlDaemon(
-        base / "owl",
-        {
-            "sandbox": {"mode": "required"},
-            "agents": {"shell": {"command": ["bash", str(base / "agent.sh")]}},
-            "agent": {"default": "shell"},
-        },
-        env={
-            "HOME": str(home),
-            "AGENT_PIDS": "",
-            "PATH": f"{cargo_bin}:{os.environ.get('PATH', os.defpath)}",
-            "RUSTUP_HOME": rustup_home,
-        },
-    )
+    path = f"{cargo_bin}:{os.environ.get('PATH', os.defpath)}"
+    d = shell_daemon(base, home, CARGO_AGENT, env={"PATH": path, "RUSTUP_HOME": rustup_home})
     with d:
-        job = d.add("build and commit", project)
-        d.ok("start")
-        j = d.wait_job(job, "review", timeout=120)
-        [run] = j["runs"]
-        assert run["contained"].startswith("contained: bwrap "), run["contained"]
+        j, run = one_run(d, project, "build and commit", timeout=120)
         log = Path(run["log"]).read_text(errors="replace")
         assert committed(project, j["branch"], "cargo.out") == "the answer: 42\n", log
         assert any((home / ".cargo" / "git" / "checkouts").iterdir())

@@ -25,9 +25,14 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from .policy import PRIVATE_SYSTEM, under
+from .folders import under
+
+# The host's folders of sockets (and pid files, locks) that a Run sees as an
+# empty folder of its own: a socket there (docker's, podman's, snapd's, the
+# system bus, the session's) answers a connect() through any read-only bind.
+PRIVATE_SYSTEM = ("/run", "/var/run")
 
 # The most network namespaces whose tables are read besides the daemon's own.
 # A desktop has a handful (each container, a flatpak app's, each contained Run
@@ -41,6 +46,18 @@ NETNS_MOST = 32
 PATHS_MOST = 4096
 # Files the Run reads through a path that may lead into /run: the resolver's.
 RESOLVER = ("/etc/resolv.conf",)
+
+
+def masked_sockets(
+    found: Iterable[str], covered: Iterable[str], opened: Iterable[str]
+) -> tuple[str, ...]:
+    """Of the host's sockets ``found``, those a Run would still see: not under a
+    folder it sees empty or as its own (``covered``), not opened on purpose.
+    Pure: the policy's, from what ``host_sockets`` found."""
+    cover, keep = tuple(covered), set(opened)
+    return tuple(
+        dict.fromkeys(s for s in found if s not in keep and not any(under(s, c) for c in cover))
+    )
 
 
 def netns_tables(proc: str = "/proc", most: int = NETNS_MOST) -> tuple[str, ...]:
