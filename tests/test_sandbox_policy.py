@@ -283,6 +283,40 @@ def test_a_socket_bound_in_another_network_namespace_is_found(tmp_path):
         assert path in hostsockets.host_sockets()
 
 
+def test_a_socket_bound_in_a_containers_own_mounts_is_found_where_the_host_has_it(tmp_path):
+    """Bound at /VIEW/api.sock by a process whose mounts put the host's
+    /SHARE at /VIEW (a container's volume): listed by its path there, found
+    at the host's through the mounts of its mount namespace."""
+    from owl.sandbox import hostsockets
+    from support.netns_server import in_own_netns
+
+    share, view = tmp_path / "share", tmp_path / "view"
+    share.mkdir()
+    view.mkdir()  # empty on the host
+    with in_own_netns(str(view / "api.sock"), volume=(str(share), str(view))) as pid:
+        assert (share / "api.sock").is_socket() and not (view / "api.sock").exists()
+        assert str(share / "api.sock") in hostsockets.host_sockets()
+        theirs = hostsockets.mounts(f"/proc/{pid}")
+        ours = hostsockets.mounts("/proc/self")
+        assert hostsockets.translated(str(view / "api.sock"), theirs, ours) == [
+            str(share / "api.sock")
+        ]
+
+
+def test_a_path_is_translated_through_the_mount_that_holds_it():
+    from owl.sandbox import hostsockets as H
+
+    theirs = [("0:1", "/", "/"), ("8:1", "/home/me/code", "/work"), ("8:1", "/srv", "/work/x")]
+    ours = [("0:2", "/", "/"), ("8:1", "/", "/home"), ("8:1", "/home/me", "/mnt/me")]
+    # /home/me/code/a.sock on 8:1, which the host mounts at /home and, from /home/me, at /mnt/me
+    assert H.translated("/work/a.sock", theirs, ours) == [
+        "/home/home/me/code/a.sock",
+        "/mnt/me/code/a.sock",
+    ]
+    assert H.translated("/work/x/b.sock", theirs, ours) == ["/home/srv/b.sock"]
+    assert H.translated("/etc/c.sock", theirs, ours) == []  # its root is not the host's
+
+
 def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_path):
     from owl.sandbox import netns
 

@@ -134,6 +134,7 @@ def test_no_host_socket_answers_but_the_one_opened_on_purpose(base: Path) -> Non
 
 
 ELSEWHERE = "a socket bound in another network namespace"
+MOUNTED = "a socket bound in a container's volume, at its own path"
 
 
 def test_a_socket_bound_in_another_network_namespace_answers_only_when_opened(
@@ -142,19 +143,24 @@ def test_a_socket_bound_in_another_network_namespace_answers_only_when_opened(
     """A container's (or a rootless podman's) socket in the home: its process
     is in a network namespace of its own, so the host's /proc/net/unix does
     not list it, and a connect() to its path from inside a Run answers all the
-    same unless it is masked too."""
+    same unless it is masked too. Also one a container binds in its volume
+    (a folder of the home mounted at another path): listed by its own path."""
     programs("bwrap", "pasta")
     home = person(base)
     (home / ".local" / "share" / "containers").mkdir(parents=True)
     path = str(home / ".local" / "share" / "containers" / "api.sock")
+    volume = (str(home / "code" / "app"), str(base / "container" / "app"))
+    for folder in volume:
+        Path(folder).mkdir(parents=True)
     proj = project(base)
-    with in_own_netns(path):
-        assert reached(path)  # it answers outside, across the namespaces
+    with in_own_netns(path), in_own_netns(f"{volume[1]}/app.sock", volume):
+        in_volume = f"{volume[0]}/app.sock"
+        assert reached(path) and reached(in_volume)  # each answers outside, by the host's path
         d = daemon(
             base,
             home,
-            CONNECT + f'probe "{ELSEWHERE}" "$ELSEWHERE"\n',
-            known={"ELSEWHERE": path},
+            CONNECT + f'probe "{ELSEWHERE}" "$ELSEWHERE"\nprobe "{MOUNTED}" "$MOUNTED"\n',
+            known={"ELSEWHERE": path, "MOUNTED": in_volume},
             agents={"opener": {"sandbox": {"sockets": [path]}}},
         )
         with d:
@@ -162,10 +168,11 @@ def test_a_socket_bound_in_another_network_namespace_answers_only_when_opened(
             opened = d.add("do the work", proj, "--agent", "opener")
             d.ok("start")
             j, log = done(d, shut)
-            refused(log, ELSEWHERE)
+            refused(log, ELSEWHERE, MOUNTED)
             landed(proj, j["branch"])
             d.ok("start")
             j, log = done(d, opened)
             assert f"connected: {ELSEWHERE}" in log, log
+            refused(log, MOUNTED)
             landed(proj, j["branch"])
             assert j["runs"][-1]["contained"].endswith(f"; sockets opened: {path}")

@@ -27,14 +27,25 @@ while True:
 """
 
 
+# With a volume: the host's folder mounted at another path, in a mount
+# namespace of the server's own, before the server starts.
+MOUNTED = 'mount --bind "$1" "$2" && exec "$3" -I -c "$4" "$5"'
+
+
 @contextlib.contextmanager
-def in_own_netns(path: str) -> Iterator[int]:
+def in_own_netns(path: str, volume: tuple[str, str] | None = None) -> Iterator[int]:
     """Serve ``path`` from a process of a network namespace of its own (its
-    pid); the socket answers whoever connects with ``hello``."""
+    pid); the socket answers whoever connects with ``hello``. ``volume``: (the
+    host's folder, where the server sees it), as a container's volume is, the
+    server's mounts its own; ``path`` is then the server's."""
     programs("unshare")
     unshare = ["unshare", "-n"] if os.getuid() == 0 else ["unshare", "-rn"]
+    serve = [sys.executable, "-I", "-c", SERVER, path]
+    if volume is not None:
+        unshare += ["-m", "--propagation", "private"]
+        serve = ["sh", "-c", MOUNTED, "sh", *volume, sys.executable, SERVER, path]
     proc = subprocess.Popen(
-        [*unshare, sys.executable, "-I", "-c", SERVER, path],
+        [*unshare, *serve],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -50,4 +61,4 @@ def in_own_netns(path: str) -> Iterator[int]:
         proc.kill()
         proc.wait()
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+            os.unlink(path if volume is None else path.replace(volume[1], volume[0], 1))
