@@ -20,7 +20,9 @@ that file system mounted.
 
 Reads ``/proc`` only (no disk, no process started): one ``readlink`` per
 process (about 3 µs each: 1.5 ms for 500 processes) and a table of a few
-hundred rows per namespace.
+hundred rows per network namespace; where a listed socket is not at its path
+on the host, one ``readlink`` more per process and a mountinfo per mount
+namespace.
 """
 
 from __future__ import annotations
@@ -186,13 +188,11 @@ def host_sockets(
             out.append(real)
         return True
 
-    elsewhere = [
-        written
-        for written in map(
-            os.fsdecode, bound_paths(netns_tables(proc) if tables is None else tables, most)
-        )
-        if not any(under(written, c) for c in cover) and not found(written)
-    ]
+    elsewhere: list[str] = []  # listed, but no socket at that path on the host
+    for raw in bound_paths(netns_tables(proc) if tables is None else tables, most):
+        written = os.fsdecode(raw)
+        if not any(under(written, c) for c in cover) and not found(written):
+            elsewhere.append(written)
     if elsewhere:  # bound in a mount namespace of its own, under a path of its own?
         ours = mounts(f"{proc}/self")
         for folder in others("mnt", proc, MOUNTNS_MOST):
