@@ -23,7 +23,7 @@ from owl.agents.opencode import OpenCodeDriver
 from owl.agents.opencode_stream import read_report as opencode_report
 from owl.agents.opencode_stream import session_in as opencode_session
 from owl.agents.render import render_line
-from owl.sandbox import policy
+from owl.sandbox import agentstate
 
 STREAMS = Path(__file__).parent / "support" / "streams"
 NOW = time.time()
@@ -205,7 +205,7 @@ def test_opencode_config_gives_its_providers_port_and_key(tmp_path: Path) -> Non
     assert agentconf.needs("opencode", str(tmp_path), {}).ports == ()
     assert agentconf.needs("opencode", str(tmp_path / "nowhere"), {}).ports == ()
     # it is laid read-only over the writable config folder: no Run widens the next one's reach
-    assert policy.AGENTS["opencode"].fixed == (
+    assert agentstate.AGENTS["opencode"].fixed == (
         "$XDG_CONFIG_HOME/opencode/opencode.json|~/.config/opencode/opencode.json",
     )
 
