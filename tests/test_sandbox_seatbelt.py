@@ -256,8 +256,14 @@ def test_what_node_and_python_need():
     assert allowed(text, "ipc-posix-sem") and allowed(text, "ipc-posix-shm")
     assert allowed(text, "file-map-executable", path="/opt/homebrew/lib/libssl.3.dylib")
     assert allowed(text, "pseudo-tty")
-    for dev in ("/dev/ttys004", "/dev/ptmx", "/dev/null", "/dev/tty"):
+    for dev in ("/dev/ptmx", "/dev/null", "/dev/tty"):
         assert allowed(text, "file-ioctl", path=dev) and can_write(text, dev), dev
+    # a pty it opened itself (macOS marks it), not the person's terminal
+    own = frozenset({seatbelt.PTY_EXTENSION})
+    assert allowed(text, "file-ioctl", path="/dev/ttys004", extensions=own)
+    assert allowed(text, "file-write-data", path="/dev/ttys004", extensions=own)
+    for op in ("file-ioctl", "file-write-data", "file-read-data"):
+        assert not allowed(text, op, path="/dev/ttys004"), op
     assert not can_write(text, "/dev/disk0")
 
 

@@ -61,6 +61,9 @@ class Target:
     sysctl: str | None = None
     same_sandbox: bool = True
     iokit: str | None = None
+    # sandbox extensions the process holds for the path (macOS issues
+    # com.apple.sandbox.pty for a pty the process opened itself)
+    extensions: frozenset[str] = frozenset()
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -126,10 +129,14 @@ def matches(f: Sexp, t: Target) -> bool:
         return any(matches(g, t) for g in f[1:])
     if kind == "vnode-type":
         return f[1] == "DIRECTORY" and t.is_dir
+    if kind == "extension":
+        return _s(f[1]) in t.extensions
     if kind == "global-name":
         return t.mach == _s(f[1])
     if kind == "sysctl-name":
         return t.sysctl == _s(f[1])
+    if kind == "sysctl-name-prefix":
+        return t.sysctl is not None and t.sysctl.startswith(_s(f[1]))
     if kind == "target":
         return f[1] == "same-sandbox" and t.same_sandbox
     if kind == "iokit-registry-entry-class":

@@ -221,6 +221,10 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
             writable.append(facts.git_admin)
     writable += [*state, *caches, *extra_write]
     readonly_over += list(ex(agent.fixed))
+    if facts.project_git:
+        # laid over the writable ones too: a `sandbox.write` that holds the
+        # project (`~`, `~/code`) must not open its history to the Run
+        readonly_over.append(facts.project_git)
     hidden = [h for h in _unique(hidden) if h not in writable and h not in revealed]
 
     drop, set_ = env_plan(env, (*agent.env_keep, *settings.env_keep), facts.runtime_dir)

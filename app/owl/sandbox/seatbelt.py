@@ -8,7 +8,9 @@ refused). The order below is what makes it say what bwrap's mounts say:
    ``mach-lookup`` limited to the services a command-line agent uses: no
    LaunchServices (``open``), no pasteboard, no window server;
 2. reading: everything (``read = "home"``) or the system's folders and the
-   Policy's readable paths (``read = "project"``);
+   Policy's readable paths (``read = "project"``); then no terminal but the
+   ptys the Run opened itself (the reads would reach the person's, and no
+   other process's arguments or environment (``ps eww``);
 3. the hidden paths (denied) and the writable paths (allowed, read and write)
    laid DEEPEST LAST: the rule on the longer path wins, so the Run's own
    worktree inside Owl's hidden data folder is readable and writable, and a
@@ -102,6 +104,14 @@ SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its thre
 SHARED_TMP = ("/private/tmp", "/private/var/folders")
 LAUNCHD_LISTENERS = r"^/private/tmp/com\.apple\.launchd\."
 
+# What stands for /proc/PID/cmdline and environ: another process's arguments
+# and environment (the daemon's secrets among them) are read through these sysctls.
+PROCARGS = ("kern.procargs",)  # kern.procargs and kern.procargs2
+
+# The sandbox extension macOS gives a sandboxed process for a pty it opened
+# itself (/dev/ptmx): its own terminals, not the person's.
+PTY_EXTENSION = "com.apple.sandbox.pty"
+
 DEVICES_RW = (
     "/dev/null",
     "/dev/zero",
@@ -157,6 +167,9 @@ def _base(keychain: bool) -> list[str]:
         "(allow user-preference-read)",
         "; machine facts: CPU count, memory, OS version (read only)",
         "(allow sysctl-read)",
+        "; but no other process's arguments and environment (`ps eww`, the daemon's secrets:",
+        "; what /proc/PID/environ is on Linux); `ps` still lists pids and names",
+        "(deny sysctl-read " + " ".join(f"(sysctl-name-prefix {_q(n)})" for n in PROCARGS) + ")",
         "; V8 sizes its threads by kern.tcsm_enable and writes it",
         "(allow sysctl-write " + " ".join(f"(sysctl-name {_q(n)})" for n in SYSCTL_WRITE) + ")",
         "; POSIX shared memory and semaphores: Python's multiprocessing, node's workers",
@@ -179,7 +192,21 @@ def _base(keychain: bool) -> list[str]:
         '(allow file-read* file-write* (regex #"^/dev/fd/"))',
         "; a terminal of its own: script(1), expect, an agent's own pty for its tools",
         "(allow pseudo-tty)",
-        '(allow file-read* file-write* file-ioctl (literal "/dev/ptmx") (regex #"^/dev/ttys[0-9]+$"))',
+        '(allow file-read* file-write* file-ioctl (literal "/dev/ptmx"))',
+    ]
+
+
+def _terminals() -> list[str]:
+    """After the reads, which would open every /dev/ttysNNN: the person's
+    terminals (Terminal's windows, the same user's ptys) are neither read (their
+    keys), written, nor controlled (TIOCSTI); the ptys the Run opened are its own."""
+    ttys = '(regex #"^/dev/ttys[0-9]+$")'
+    return [
+        "; no terminal but the ptys it opened (macOS marks them with this extension):",
+        "; the person's are /dev/ttysNNN of the same user",
+        f"(deny file-read* file-write* file-ioctl {ttys})",
+        f"(allow file-read* file-write* file-ioctl (require-all {ttys} "
+        f"(extension {_q(PTY_EXTENSION)})))",
     ]
 
 
@@ -289,6 +316,7 @@ def profile(policy: Policy, *, keychain: bool = False) -> str:
     lines = [
         *_base(keychain),
         *_reads(policy),
+        *_terminals(),
         *_layers(policy),
         *_over(policy),
         *_network(policy),

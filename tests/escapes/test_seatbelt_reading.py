@@ -1,0 +1,484 @@
+"""Every way out of the Linux table ("Ways out, tried" in docs/containment.md),
+read against the Seatbelt profile a Run gets on macOS.
+
+No Mac here, so nothing is tried for real: the profile is the one Owl makes
+(``containing.wrap`` on "darwin", Owl's records for the Job's git), for a
+person laid out on disk as a Mac has it (a home with ``~/.ssh`` and
+``~/.gnupg``, a project and another repository with their ``.git``, Owl's
+folders under ``~/Library``, a Job's worktree and its own git store, another
+Job's), and each attack's operation is decided by Seatbelt's documented rules
+(``support/seatbelt_eval.py``: the last matching rule wins). Where macOS has
+no such way out (``/proc``, cgroups, user namespaces) the test reads what
+stands for it there; where Seatbelt does not stop it (``/tmp`` filling) the
+test asserts what the profile does, and the docs say so."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from owl.engine import containing
+from owl.git import jobstore, storing
+from owl.sandbox import contain, seatbelt
+from owl.settings import config
+from owl.settings.paths import Paths
+from support.need import programs
+from support.seatbelt_eval import allowed, rules
+
+from owlproc import make_project
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "containment.md"
+LAUNCHD_SOCK = "/private/tmp/com.apple.launchd.AbCd1234/Listeners"  # the ssh-agent's
+TMPDIR = "/private/var/folders/x9/abc123/T"  # the per-user temp folder
+
+
+@dataclass(repr=False)
+class Mac:
+    """A person's Mac as a Run sees it through its profile (paths as macOS names them)."""
+
+    home: Path
+    project: Path
+    other: Path
+    paths: Paths
+    places: jobstore.Places
+    wrapped: contain.Wrapped
+
+    @property
+    def text(self) -> str:
+        return self.wrapped.argv[2]
+
+    def may(self, op: str, path: Path | str, **kw: object) -> bool:
+        return allowed(self.text, op, path=seatbelt.real(str(path)), **kw)
+
+    def reads(self, path: Path | str) -> bool:
+        return self.may("file-read-data", path)
+
+    def writes(self, path: Path | str) -> bool:
+        """Any of the writes an attack needs: change, create, delete (or rename away)."""
+        return any(
+            self.may(op, path)
+            for op in ("file-write-data", "file-write-create", "file-write-unlink")
+        )
+
+    def made(self) -> tuple[Path, Path, Paths, jobstore.Places]:
+        return self.home, self.project, self.paths, self.places
+
+    def connects(self, sock: str) -> bool:
+        return allowed(self.text, "network-outbound", remote_unix=seatbelt.real(sock))
+
+
+def person(base: Path) -> tuple[Path, Path, Path, Paths]:
+    """A home with its secrets, a project, another repository and Owl's folders
+    where platformdirs puts them on macOS."""
+    home = base / "Users" / "me"
+    for secret, text in (
+        (".ssh/id_ed25519", "PRIVATE KEY\n"),
+        (".gnupg/private-keys-v1.d/AB12.key", "PRIVATE KEY\n"),
+        (".netrc", "machine example.com password hunter2\n"),
+        ("Library/Keychains/login.keychain-db", "keys\n"),
+        (".docker/run/docker.sock", ""),  # Docker Desktop's socket (a file here)
+    ):
+        (home / secret).parent.mkdir(parents=True, exist_ok=True)
+        (home / secret).write_text(text)
+    project = make_project(home / "code" / "api")
+    other = make_project(home / "code" / "other")
+    lib = home / "Library"
+    data = lib / "Application Support" / "owl"
+    runtime = lib / "Caches" / "TemporaryItems" / "owl"
+    paths = Paths(
+        data / "config.toml",
+        data / "owl.db",
+        runtime / "owl.sock",
+        lib / "Logs" / "owl",
+        data / "worktrees",
+        runtime,
+    )
+    for folder in (data, paths.logs, paths.worktrees, runtime):
+        folder.mkdir(parents=True, exist_ok=True)
+    (paths.logs / "owl.log").write_text("every Run's log\n")
+    return home, project, other, paths
+
+
+def environment(home: Path) -> dict[str, str]:
+    return {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TMPDIR": TMPDIR + "/",
+        "GITHUB_TOKEN": "ghp_secret",
+        "AWS_SECRET_ACCESS_KEY": "aws_secret",
+        "ANTHROPIC_API_KEY": "sk-ant-own",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:4123",
+        "SSH_AUTH_SOCK": LAUNCHD_SOCK,
+        "OWL_HOME": str(home / "Library" / "Application Support" / "owl"),
+    }
+
+
+def profile_for(
+    home: Path,
+    project: Path,
+    paths: Paths,
+    places: jobstore.Places,
+    cfg: dict[str, object] | None = None,
+) -> contain.Wrapped:
+    """The Run's argv as Owl starts it on macOS: its settings, Owl's folders,
+    and the Job's git places from Owl's records (never from the worktree)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "platform", "darwin")
+        mp.setattr(seatbelt, "probe", lambda fresh=False: None)
+        w = containing.wrap(
+            config.from_dict(cfg or {}, "config.toml"),
+            paths,
+            "claude",
+            ["/opt/homebrew/bin/claude", "-p", "work"],
+            environment(home),
+            Path(places.worktree),
+            project,
+            places=jobstore.places(project, places.worktree),
+        )
+    assert w.contained and w.argv[0] == seatbelt.SANDBOX_EXEC, w.label
+    return w
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[Path]:
+    """Not under /tmp: macOS's /tmp is shared and writable, so a home there would
+    read as writable for that reason alone (as a Linux Run's private /tmp would
+    hide it), proving nothing."""
+    path = Path(tempfile.mkdtemp(prefix="owl-seatbelt-", dir="/var/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def make_mac(base: Path, cfg: dict[str, object] | None = None) -> Mac:
+    programs("git")
+    home, project, other, paths = person(base)
+    for job in ("job-1", "job-2"):
+        make_branch(project, f"owl/{job}")
+        storing.create(project, paths.worktrees / job, f"owl/{job}")
+    places = jobstore.places(project, paths.worktrees / "job-1")
+    return Mac(home, project, other, paths, places, profile_for(home, project, paths, places, cfg))
+
+
+def make_branch(project: Path, branch: str) -> None:
+    from owl.git import workspace
+
+    workspace.git(project, "branch", branch)
+
+
+@pytest.fixture(scope="module")
+def mac(base: Path) -> Mac:
+    return make_mac(base / "mac")
+
+
+def test_the_runs_own_work_is_allowed(mac: Mac) -> None:
+    """What every row's Linux test also asserts: the Job's work still lands."""
+    wt, store = Path(mac.places.worktree), Path(str(mac.places.store))
+    assert mac.reads(wt / "README") and mac.writes(wt / "work.txt")
+    assert mac.writes(store / "objects" / "ab" / "cdef0123")
+    assert mac.writes(store / "refs" / "heads" / "owl" / "job-1")
+    assert mac.writes(store / "logs" / "HEAD")
+    assert mac.writes(Path(str(mac.places.admin)) / "index")
+    assert mac.reads(mac.project / ".git" / "objects" / "info" / "packs")  # its alternate
+
+
+# --- one test per row of the Linux table, in its order ---------------------------------------
+
+
+def test_environ(mac: Mac) -> None:
+    """Linux: the daemon's secrets in /proc/*/environ. macOS has no /proc: every
+    process of the Run starts with the agent's environment (sandbox-exec and env
+    exec, none stays with the daemon's), and what stands for /proc/PID/environ,
+    ``ps eww`` (the sysctl kern.procargs2), is refused: an outside process's
+    arguments and environment, the daemon's among them, are not read."""
+    env = mac.wrapped.env
+    for secret in ("GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "OWL_HOME", "SSH_AUTH_SOCK"):
+        assert secret not in env, secret
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant-own"  # the agent's own
+    argv = mac.wrapped.argv
+    assert argv[3] == seatbelt.ENV and "-u" in argv and "GITHUB_TOKEN" in argv
+    for name in ("kern.procargs2", "kern.procargs"):
+        assert not allowed(mac.text, "sysctl-read", sysctl=name), name
+    assert allowed(mac.text, "sysctl-read", sysctl="kern.proc")  # ps lists pids and names
+    assert not allowed(mac.text, "process-info-pidinfo", same_sandbox=False)
+
+
+@pytest.mark.parametrize(
+    "sock",
+    [
+        "/var/run/docker.sock",  # Docker's, as root on the machine
+        "/var/run/com.docker.vmnetd.sock",
+        "/var/run/syslog",
+        "~/.docker/run/docker.sock",  # Docker Desktop's, in the home
+        "~/.colima/default/docker.sock",
+        "~/.orbstack/run/docker.sock",
+        "~/.local/share/containers/podman/machine/podman.sock",
+        LAUNCHD_SOCK,  # the ssh-agent's
+        "/tmp/tmux-501/default",  # the person's tmux, in the shared /tmp
+        TMPDIR + "/vscode-ipc-1.sock",  # in the per-user temp folder
+        "~/Library/Application Support/owl/worktrees/job-2/.s.sock",  # another Job's
+        "~/Library/Caches/TemporaryItems/owl/owl.sock",  # Owl's own
+    ],
+)
+def test_host_unix_sockets(mac: Mac, sock: str) -> None:
+    """Linux: a host unix socket in /run, /var/run, the home, the host's /tmp.
+    Seatbelt: no unix socket is connected to but the resolver's, those in the
+    Run's own folders and those sandbox.sockets names."""
+    path = sock.replace("~", str(mac.home), 1)
+    assert not mac.connects(path), path
+
+
+def test_host_unix_sockets_the_resolvers_the_runs_own_and_those_opened(base: Path) -> None:
+    m = make_mac(base / "opened", {"sandbox": {"sockets": ["~/.colima/default/docker.sock"]}})
+    assert m.connects("/var/run/mDNSResponder")  # name resolution
+    assert m.connects(f"{m.places.worktree}/.s.PGSQL.5432")  # a server the Run starts
+    assert m.connects(f"{m.home}/.colima/default/docker.sock")  # opened on purpose
+    assert not m.connects(f"{m.home}/.docker/run/docker.sock")
+    assert not m.connects("/var/run/docker.sock")
+    # Not stopped: a socket the host binds inside a folder the Run may write
+    # (Linux lays /dev/null over every bound one; Seatbelt cannot know them).
+    assert m.connects(f"{m.home}/Library/Caches/some-tool/server.sock")
+
+
+def test_abstract_sockets(mac: Mac) -> None:
+    """Linux: the X server's abstract socket. macOS has no abstract socket
+    namespace; XQuartz listens at a launchd socket in /tmp, and its X11 folder is
+    hidden: neither is connected to, nor read."""
+    for sock in ("/private/tmp/com.apple.launchd.Xq1/org.xquartz:0", "/tmp/.X11-unix/X0"):
+        assert not mac.connects(sock) and not mac.reads(sock), sock
+
+
+def test_capabilities_and_mounts(mac: Mac) -> None:
+    """Linux: capabilities under a root daemon (umount ~/.ssh, mount, mount --bind /).
+    Seatbelt hides by rule, not by mount, and holds for root as for anyone: no
+    rule allows mounting or unmounting, and unmounting would reveal nothing."""
+    ssh = mac.home / ".ssh"
+    for op in ("file-mount", "file-unmount", "file-mount-update"):
+        assert not mac.may(op, ssh) and not mac.may(op, "/"), op
+    assert not mac.reads(ssh / "id_ed25519")
+
+
+def test_user_namespaces(mac: Mac) -> None:
+    """Linux: a user namespace made inside to unmount or re-bind. macOS has no
+    user namespaces; the nearest, chroot(2) into a tree of its own, is refused."""
+    assert not mac.may("file-chroot", mac.places.worktree)
+
+
+def test_setuid(mac: Mac) -> None:
+    """Linux: a setuid program to regain root (no_new_privs). Seatbelt lets the
+    Run exec one (sudo asks for the person's password, which an agent has not)
+    but the profile is inherited by every process the Run starts, root's
+    included: it does not depend on who runs. Not refused; nothing gained."""
+    assert mac.may("process-exec", "/usr/bin/sudo")
+    assert not any(
+        r.action == "allow" and not r.filters and "default" in r.ops for r in rules(mac.text)
+    )
+    assert not mac.reads(mac.home / ".ssh" / "id_ed25519")
+
+
+@pytest.mark.parametrize(
+    "service",
+    [
+        "com.apple.coreservices.launchservicesd",  # open -a Terminal: an app outside
+        "com.apple.coreservices.appleevents",  # osascript -e 'tell app "Terminal" to do script'
+        "com.apple.pasteboard.1",  # pbcopy, pbpaste
+        "com.apple.windowserver.active",  # the screen, key events
+        "com.apple.tccd",
+    ],
+)
+def test_leaving_the_run(mac: Mac, service: str) -> None:
+    """Linux: moving itself out of the Run's cgroup. macOS has no cgroups (Owl
+    follows a Run by its sessions and groups) and Seatbelt is inherited across
+    fork, exec and setsid, so a process leaves the profile only if another starts
+    it: LaunchServices and Apple Events, through which it would ask an app
+    outside to run it, are not looked up, nor the pasteboard or window server."""
+    assert not allowed(mac.text, "mach-lookup", mach=service), service
+
+
+def test_processes_outside(mac: Mac) -> None:
+    """Linux: ptrace or a signal to a process outside. Seatbelt: signals, process
+    information and task ports only within the same sandbox."""
+    for op in ("signal", "process-info-pidinfo", "process-info-pidfdinfo", "mach-priv-task-port"):
+        assert not allowed(mac.text, op, same_sandbox=False), op
+        assert allowed(mac.text, op, same_sandbox=True), op
+
+
+def test_filling_tmp(mac: Mac) -> None:
+    """Linux: filling /tmp or /dev/shm (sandbox.tmp_size). NOT bounded on macOS:
+    /tmp and the per-user temp folder are shared with the person's programs and
+    writable, and Seatbelt has no word for a size; a full disk is the machine's."""
+    assert mac.writes("/tmp/fill") and mac.writes(f"{TMPDIR}/fill")
+    assert allowed(mac.text, "ipc-posix-shm")  # POSIX shared memory, unbounded by the profile
+
+
+def test_terminals(mac: Mac) -> None:
+    """Linux: TIOCSTI into a terminal, the person's pty. The Run starts in a
+    session of its own with no terminal; a pty it opens itself (/dev/ptmx) is
+    its own, marked by macOS with the com.apple.sandbox.pty extension; the
+    person's terminals (/dev/ttysNNN of Terminal's windows, the same user's)
+    are neither opened nor controlled."""
+    person_tty = "/dev/ttys003"
+    for op in ("file-read-data", "file-write-data", "file-ioctl"):
+        assert not allowed(mac.text, op, path=person_tty), op
+        own = allowed(
+            mac.text, op, path=person_tty, extensions=frozenset({"com.apple.sandbox.pty"})
+        )
+        assert own, op
+    assert allowed(mac.text, "pseudo-tty") and allowed(mac.text, "file-ioctl", path="/dev/ptmx")
+    assert not allowed(mac.text, "file-write-data", path="/dev/console")
+
+
+def test_hard_links(mac: Mac) -> None:
+    """Linux: a hard link from the worktree to the key, ~/.bashrc, the project's
+    git config, Owl's config. Seatbelt: no rule allows file-link (deny
+    default), so none is made, wherever it points; and what it would point at
+    is hidden or read only."""
+    for target in (
+        mac.home / ".ssh" / "id_ed25519",
+        mac.home / ".zshrc",
+        mac.project / ".git" / "config",
+        mac.paths.config,
+    ):
+        assert not mac.may("file-link", target), target
+        assert not mac.writes(target), target
+    assert not mac.may("file-link", Path(mac.places.worktree) / "k")
+    assert not mac.reads(mac.paths.config)
+
+
+def test_symlinks(mac: Mac) -> None:
+    """Linux: a symlink to a secret, /proc/self/root. Seatbelt decides on the
+    path the kernel resolved (and /tmp, /var, /etc by their /private names), so
+    a link in the worktree leads to the same refusal; macOS has no /proc."""
+    for target in (
+        mac.home / ".ssh" / "id_ed25519",
+        mac.home / ".gnupg" / "private-keys-v1.d" / "AB12.key",
+        mac.home / ".netrc",
+        mac.home / "Library" / "Keychains" / "login.keychain-db",
+        mac.paths.logs / "owl.log",
+        mac.paths.db,
+    ):
+        assert not mac.reads(target) and not mac.writes(target), target
+        assert not mac.may("file-read-metadata", target), target
+    assert seatbelt.real("/tmp/x") == "/private/tmp/x"
+
+
+def test_the_projects_refs(mac: Mac) -> None:
+    """Linux: move main, make a tag, move another Job's branch in the project.
+    Seatbelt: the project's git folder is only read; another Job's store is
+    hidden; the Job's own store's refs are writable (and reported)."""
+    git = mac.project / ".git"
+    for path in (
+        git / "refs" / "heads" / "main",
+        git / "refs" / "heads" / "owl" / "job-2",
+        git / "refs" / "tags" / "v1",
+        git / "HEAD",
+        git / "logs" / "refs" / "heads" / "main",
+    ):
+        assert mac.reads(path) and not mac.writes(path), path
+    other_store = mac.paths.worktrees / "job-2.git"
+    assert not mac.reads(other_store / "config")
+    assert not mac.writes(other_store / "refs" / "heads" / "owl" / "job-2")
+    assert mac.writes(Path(str(mac.places.store)) / "refs" / "heads" / "main")  # its own store's
+
+
+def test_the_projects_history_stays_read_only_inside_a_writable_folder(base: Path) -> None:
+    """``sandbox.write = ["~"]`` (or a folder holding the project): the project's
+    git folder is laid read only over it, as the agent's own config is."""
+    m = make_mac(base / "write-home", {"sandbox": {"write": ["~"]}})
+    assert m.writes(m.home / "Documents" / "notes.txt")  # what the person opened
+    git = m.project / ".git"
+    for path in (git / "refs" / "heads" / "main", git / "packed-refs", git / "objects" / "x"):
+        assert not m.writes(path), path
+    assert not m.writes(git / "objects" / "info" / "alternates")
+    assert m.writes(Path(str(m.places.store)) / "refs" / "heads" / "owl" / "job-1")
+    assert m.writes(Path(m.places.worktree) / "work.txt")
+
+
+def test_the_projects_objects(mac: Mac) -> None:
+    """Linux: rewrite packed-refs; delete or replace a pack or a loose object;
+    add objects/info/alternates. Seatbelt: the same, only read."""
+    git = mac.project / ".git"
+    for path in (
+        git / "packed-refs",
+        git / "objects" / "pack" / "pack-1234.pack",
+        git / "objects" / "pack" / "pack-1234.idx",
+        git / "objects" / "ab" / "cdef0123",
+        git / "objects" / "info" / "alternates",
+        git / "config",
+        git / "hooks" / "pre-commit",
+    ):
+        assert not mac.writes(path), path
+    store = Path(str(mac.places.store))
+    for path in (store / "config", store / "packed-refs", store / "hooks" / "post-checkout"):
+        assert not mac.writes(path), path
+
+
+def test_a_planted_commondir(base: Path) -> None:
+    """Linux: a commondir (or gitdir, or the worktree's .git) planted through a
+    link, to get another repository's .git or Owl's logs/ writable in the next
+    Run. Seatbelt: the next Run's profile is made from Owl's records as the
+    first's was; it names nothing the planted files point to."""
+    m = make_mac(base / "planted")
+    admin = Path(str(m.places.admin))
+    deep = base / "planted" / "deep" / "a"
+    deep.mkdir(parents=True)
+    os.symlink(deep, admin / "L")
+    up = "../" * len(deep.parts[1:])
+    for name, aim in (("other", m.other / ".git"), ("logs", m.paths.logs)):
+        (admin / "commondir").write_text(f"L/{up}{str(aim).lstrip('/')}\n")
+        (admin / "gitdir").write_text(f"{aim}\n")
+        (Path(m.places.worktree) / ".git").write_text(f"gitdir: {aim}\n")
+        nxt = Mac(m.home, m.project, m.other, m.paths, m.places, profile_for(*m.made()))
+        assert not nxt.writes(m.other / ".git" / "refs" / "heads" / "planted-by-agent")
+        assert not nxt.writes(m.other / ".git" / "objects" / "info" / "alternates")
+        assert not nxt.reads(m.paths.logs / "owl.log") and not nxt.writes(m.paths.logs / "x")
+        assert nxt.text == m.text, name  # the very same profile
+    assert [e["name"] for e in jobstore.verify(m.places)] == [".git", "gitdir", "commondir"]
+
+
+# --- every row of the docs' table is read here ------------------------------------------------
+
+ROWS: dict[str, Callable[..., None]] = {
+    "the daemon's secrets": test_environ,
+    "a host unix socket": test_host_unix_sockets,
+    "an abstract socket": test_abstract_sockets,
+    "capabilities under a root daemon": test_capabilities_and_mounts,
+    "a user namespace made inside": test_user_namespaces,
+    "a setuid program": test_setuid,
+    "moving itself out of the Run's cgroup": test_leaving_the_run,
+    "`ptrace` or a signal": test_processes_outside,
+    "filling `/tmp`": test_filling_tmp,
+    "`TIOCSTI` into a terminal": test_terminals,
+    "a hard link": test_hard_links,
+    "a symlink to a secret": test_symlinks,
+    "move `main`": test_the_projects_refs,
+    "rewrite `packed-refs`": test_the_projects_objects,
+    "a `commondir`": test_a_planted_commondir,
+}
+
+
+def table() -> list[list[str]]:
+    text = DOCS.read_text()
+    start = text.index("**Ways out, tried.**")
+    lines = text[start:].split("\n\n", 2)[1].splitlines()
+    return [[c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in lines[2:]]
+
+
+def test_every_row_of_the_ways_out_table_is_read_against_the_profile() -> None:
+    """A Linux way out added to the table without its macOS reading fails here."""
+    rows = table()
+    assert len(rows) == len(ROWS)
+    for cells in rows:
+        assert len(cells) == 4, cells
+        way, _, macos, _ = cells
+        assert any(way.startswith(k) for k in ROWS), way
+        assert macos, way
+        assert "test_seatbelt_reading.py" in macos, way
