@@ -6,8 +6,16 @@ reaches its branch."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 from escapes.gitrun import base, daemon, git, landed, outside_of, project, refused, run_log, state
+from owl.engine import containing
+from owl.git import storing
+from owl.sandbox import contain, policy
 from support.need import programs
+
+from owlproc import make_project
 
 __all__ = ["base"]
 
@@ -70,3 +78,38 @@ def test_a_run_cannot_touch_the_projects_refs_or_objects_and_its_work_lands(base
         assert git(p, "rev-parse", "main").strip() == head
         git(p, "fsck", "--no-dangling")
         landed(p, j["branch"])
+
+
+def test_a_writable_folder_holding_the_project_does_not_open_its_history(base):
+    """`sandbox.write = ["~"]` with the project under the home: the project's git
+    folder is laid read only over the writable home, as before over the root."""
+    programs("bwrap", "git")
+    home = base / "home"
+    p = make_project(home / "code" / "api")
+    git(p, "branch", "owl/job-1")
+    owl = base / "owl"
+    places = storing.create(p, owl / "worktrees" / "job-1", "owl/job-1")
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    main = p / ".git" / "refs" / "heads" / "main"
+    script = (
+        f"echo planted > {home}/notes.txt && echo home-written; "
+        f"echo 0 > {main} || echo no-main; "
+        f"touch {p}/.git/objects/info/alternates || echo no-alternates; "
+        f"touch {places.store}/refs/heads/mine && echo own-store"
+    )
+    w = contain.wrap(
+        ["sh", "-c", script],
+        settings=policy.Settings(write=(str(home),)),
+        agent="script",
+        env=env,
+        worktree=places.worktree,
+        project=str(p),
+        owl_dirs=[str(owl)],
+        git=containing.git_places(places),
+    )
+    done = subprocess.run(w.argv, cwd=places.worktree, env=env, capture_output=True, text=True)
+    for said in ("home-written", "no-main", "no-alternates", "own-store"):
+        assert said in done.stdout, done
+    assert (home / "notes.txt").read_text() == "planted\n"
+    assert main.read_text().strip() == git(p, "rev-parse", "main").strip() != "0"
+    assert not (p / ".git" / "objects" / "info" / "alternates").exists()
