@@ -115,7 +115,8 @@ def wrap(
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
     if signing(git.project_git, home):
-        opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
+        # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)
+        opened += "; commits unsigned here, signed at accept (commit.gpgSign)"
     if pol.network == "none":
         return Wrapped(
             alone(argv, env_path, pol),
