@@ -192,7 +192,7 @@ def decide(settings: list[Setting], cwd: Path, owls: list[str], job_id: int) -> 
         path = origin_path(s, cwd)
         if path is not None and _inside(path, owls):
             raise Refused(
-                f"cannot accept job {job_id} signed: {s.key} is set in {path}, inside Owl's "
+                f"cannot sign job {job_id}'s commits: {s.key} is set in {path}, inside Owl's "
                 "own folders, where an agent could have written it; nothing was changed; "
                 "remove that setting, or accept with --unsigned"
             )
@@ -212,7 +212,7 @@ def decide(settings: list[Setting], cwd: Path, owls: list[str], job_id: int) -> 
     fmt = (fmt_set.value or "").strip().lower() if fmt_set is not None else "openpgp"
     if fmt not in FORMATS:
         raise Refused(
-            f"cannot accept job {job_id} signed: gpg.format = {fmt!r} is not one git signs "
+            f"cannot sign job {job_id}'s commits: gpg.format = {fmt!r} is not one git signs "
             "with (openpgp, ssh, x509); nothing was changed; fix it, or accept with --unsigned"
         )
     program = FORMATS[fmt][1]
@@ -230,7 +230,7 @@ def decide(settings: list[Setting], cwd: Path, owls: list[str], job_id: int) -> 
     )
     if fmt == "ssh" and signer.key is None and signer.key_command is None:
         raise Refused(
-            f"cannot accept job {job_id} signed: gpg.format = ssh, and neither "
+            f"cannot sign job {job_id}'s commits: gpg.format = ssh, and neither "
             "user.signingKey nor gpg.ssh.defaultKeyCommand names a key; nothing was changed; "
             "set one, or accept with --unsigned"
         )
@@ -253,7 +253,7 @@ def reason(said: str) -> str:
 
 def failure(job_id: int, signer: Signer, said: str) -> str:
     return (
-        f"cannot accept job {job_id}: its commits could not be signed with "
+        f"cannot sign job {job_id}'s commits with "
         f"{signer.words()} ({reason(said)}); nothing was changed; {signer.how_to_look()}; "
         "or accept with --unsigned to keep them unsigned"
     )
@@ -322,7 +322,7 @@ def resign(
         return 0
     if len(rows) > MAX_COMMITS:
         raise Refused(
-            f"cannot accept job {job_id} signed: its branch has {len(rows)} commits to sign, "
+            f"cannot sign job {job_id}'s commits: its branch has {len(rows)} commits to sign, "
             f"more than Owl signs ({MAX_COMMITS}); nothing was changed; accept with "
             "--unsigned and sign them yourself"
         )
@@ -375,7 +375,7 @@ def _copy(
     author = _AUTHOR.match(fields.get(b"author", b""))
     tree = fields.get(b"tree", b"").decode("ascii", "replace")
     if author is None or not tree:
-        raise Refused(f"cannot accept job {job_id} signed: commit {sha[:10]} is malformed")
+        raise Refused(f"cannot sign job {job_id}'s commits: commit {sha[:10]} is malformed")
     name, email, when, zone = (g.decode("utf-8", "surrogateescape") for g in author.groups())
     env = {
         **_ENV,
