@@ -16,6 +16,7 @@ import pytest
 
 from escapes.harness import base, daemon, done, person, project
 from owl.errors import Refused
+from owl.git.jobstore import store_path
 from owl.review import signing
 from support.need import programs
 
@@ -318,3 +319,55 @@ def test_a_setting_from_owls_folders_is_refused_even_one_that_turns_signing_off(
     # a file beside Owl's folders, by a name that only starts alike, is the person's
     beside = f"file:{tmp_path}/owl/worktrees-old/x.cfg"
     assert signing.decide([S("commit.gpgsign", "true", beside)], tmp_path, owls, 3) is not None
+
+
+def test_a_merge_refused_after_signing_leaves_the_store_following_the_signed_branch(base):
+    """A merge commit that conflicts is found only once it is tried, after the
+    signing: the branch stays signed, in the project and in the Job's own
+    store alike, so bringing the store's branch in again takes nothing back."""
+    programs("bwrap")
+    key = ssh_key(base)
+    home = person(base)
+    proj = signed_project(base, gpg_format="ssh", user_signingKey=str(key))
+    with daemon(base, home, WORK) as d:
+        job, j = review(d, proj)
+        branch = j["branch"]
+        before = commits(proj, f"main..{branch}")
+        (proj / "work.txt").write_text("the person's own\n")
+        git(proj, "add", "work.txt")
+        git(proj, "-c", "commit.gpgSign=false", "commit", "-qm", "meanwhile")
+        p = d.owl("jobs", "accept", str(job), "--merge")
+        assert p.returncode != 0 and "conflicts in work.txt" in p.stderr, p.stderr
+        assert d.job(job)["state"] == "review"
+        after = commits(proj, f"main..{branch}")
+        assert [kept(proj, c) for c in after] == [kept(proj, c) for c in before]
+        assert (
+            ssh_verified(base, key, proj, f"main..{branch}")
+            == ["G Test <test@example.invalid>"] * 3
+        )
+        store = store_path(Path(j["worktree"]))
+        assert git(store, "rev-parse", f"refs/heads/{branch}") == git(proj, "rev-parse", branch)
+        # the worktree is on the signed tip, its files as they were: nothing to commit
+        assert git(Path(j["worktree"]), "status", "--porcelain") == ""
+        p = d.owl("jobs", "drop", str(job), "--force")
+        assert p.returncode == 0, p.stderr
+    assert git(proj, "for-each-ref", "refs/owl/dropped/").count("\n") <= 1
+
+
+def test_a_merge_it_would_refuse_signs_nothing(base):
+    programs("bwrap")
+    key = ssh_key(base)
+    home = person(base)
+    proj = signed_project(base, gpg_format="ssh", user_signingKey=str(key))
+    with daemon(base, home, WORK) as d:
+        job, j = review(d, proj)
+        branch = j["branch"]
+        tip = git(proj, "rev-parse", branch)
+        (proj / "other.txt").write_text("the person's\n")
+        git(proj, "add", "other.txt")
+        git(proj, "-c", "commit.gpgSign=false", "commit", "-qm", "meanwhile")
+        (proj / "README").write_text("changed, not committed\n")
+        p = d.owl("jobs", "accept", str(job), "--merge")
+        assert p.returncode != 0 and "uncommitted changes" in p.stderr, p.stderr
+        assert git(proj, "rev-parse", branch) == tip
+        assert d.job(job)["state"] == "review"

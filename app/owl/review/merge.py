@@ -364,6 +364,13 @@ def _unsigned(said: str) -> bool:
 def merge(project: Path, job: dict, signer: signing.Signer | None = None) -> tuple[str, str]:
     """Bring a Job's branch into its base branch: (base branch, what happened);
     with `signer`, a merge commit made is signed."""
+    s, p = prepare(project, job)
+    return s.base, carry_out(p, s, job.get("title") or f"job {job['id']}", signer)
+
+
+def prepare(project: Path, job: dict) -> tuple[Situation, Plan]:
+    """What merging a Job's branch would do, looked at before anything changes:
+    Refused at once when the plan is to refuse (so accept signs nothing first)."""
     base = base_branch_of(project, job)
     if base is None:
         raise Refused(
@@ -371,7 +378,10 @@ def merge(project: Path, job: dict, signer: signing.Signer | None = None) -> tup
             f"{job['branch']} yourself on that branch"
         )
     s = situation(project, base, job["branch"])
-    return base, carry_out(plan(s), s, job.get("title") or f"job {job['id']}", signer)
+    p = plan(s)
+    if p.kind == "refuse":
+        raise Refused(p.message)
+    return s, p
 
 
 def require_merged(project: Path, job: dict) -> None:

@@ -18,7 +18,8 @@ does the branch move, by `update-ref` guarded by its old value (a branch moved
 meanwhile is a refusal, nothing changed); then the Job's own store's branch
 follows, so a later bringing-in (`owl.git.storing.land`) does not take the
 unsigned tip back. A merge commit Owl then makes is signed too
-(`owl.review.merge`). What a copy does not keep: a commit's old signature
+(`owl.review.merge`). An accept tried again (after a merge it refused) signs
+the copies again: new hashes, the same trees. What a copy does not keep: a commit's old signature
 (replaced) and a `mergetag` header (a signed tag merged in; its tag is not
 what the host checks).
 
@@ -303,21 +304,31 @@ def resign(
     as the module docstring says; how many were signed. Refused, with nothing
     changed, when one cannot be."""
     ref = f"refs/heads/{branch}"
-    old = workspace.branch_tip(project, branch)
+    try:
+        old = workspace.branch_tip(project, branch)
+    except workspace.WorkspaceError as e:
+        raise Refused(f"cannot accept job {job_id}: {e}") from None
     if old is None:
         raise Refused(f"the branch {branch} is not in {project} any more")
     listed = workspace.git(
         project,
         "rev-list",
+        "--ignore-missing",  # a base commit the person's history no longer has
         "--topo-order",
         "--reverse",
         "--parents",
         old,
         "--not",
         *keep,
+        check=False,
         env=_ENV,
-    ).stdout.split("\n")
-    rows = [r.split() for r in listed if r.strip()]
+    )
+    if listed.returncode != 0:
+        raise Refused(
+            f"cannot sign job {job_id}'s commits: git cannot list them "
+            f"({reason(listed.stderr)}); nothing was changed"
+        )
+    rows = [r.split() for r in listed.stdout.split("\n") if r.strip()]
     if not rows:
         return 0
     if len(rows) > MAX_COMMITS:

@@ -263,6 +263,8 @@ def _accept_git(
 
     job_id = job["id"]
     signs = signer if isinstance(signer, signing.Signer) else None
+    if merge and signs is not None:
+        mergemod.prepare(project, job)  # a merge it would refuse: refused before signing
     signed = _sign(e, project, job, signs) if signs is not None else signer
     merged = _merge(e, project, job, signs) if merge else None
     if delete_branch:
@@ -301,8 +303,9 @@ def _sign(e: Any, project: Path, job: dict, signer: signing.Signer) -> str | Non
 
 
 def _merge(e: Any, project: Path, job: dict, signer: signing.Signer | None = None) -> str:
-    """Merge the Job's branch; live Runs in the project take the refs Owl
-    moved as their starting point, so no agent is said to have moved them."""
+    """Merge the Job's branch (looked at afresh: signing may have taken a
+    while); live Runs in the project take the refs Owl moved as their starting
+    point, so no agent is said to have moved them."""
     from owl.review import merge as mergemod
 
     before = outside.take(project)
