@@ -29,7 +29,7 @@ echo one > one.txt && git add one.txt
 GIT_AUTHOR_NAME="Agent Smith" GIT_AUTHOR_EMAIL=agent@example.invalid \
   GIT_AUTHOR_DATE="2001-02-03T04:05:06+0700" git commit -qm "the first of the Job's"
 printf 'second  \n\nbody line   \n\n\n' > msg.txt
-echo two > two.txt && git add two.txt && git commit -q -F msg.txt && rm msg.txt
+echo two > two.txt && git add two.txt && git commit -q --cleanup=verbatim -F msg.txt && rm msg.txt
 """
 
 
@@ -371,3 +371,35 @@ def test_a_merge_it_would_refuse_signs_nothing(base):
         assert p.returncode != 0 and "uncommitted changes" in p.stderr, p.stderr
         assert git(proj, "rev-parse", branch) == tip
         assert d.job(job)["state"] == "review"
+
+
+def test_a_signed_copy_keeps_a_message_that_is_not_utf8_byte_for_byte(base):
+    """Straight through `signing.resign`: a Latin-1 message with its
+    `encoding` header kept byte for byte; the base merged into the branch
+    (as an agent may do) keeps the base's commit as it is."""
+    key = ssh_key(base)
+    repo = project(base)
+    git(repo, "switch", "-qc", "work")
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt")
+    (base / "msg").write_bytes(b"caf\xe9 cr\xe8me\n\n  indented  \n")
+    git(repo, "-c", "i18n.commitEncoding=ISO-8859-1", "commit", "-qF", str(base / "msg"))
+    git(repo, "switch", "-q", "main")
+    (repo / "b.txt").write_text("b\n")
+    git(repo, "add", "b.txt")
+    git(repo, "commit", "-qm", "meanwhile on main")
+    meanwhile = git(repo, "rev-parse", "main").strip()
+    git(repo, "switch", "-q", "work")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge main", "main")
+    latin, merged = git(repo, "rev-list", "--topo-order", "--reverse", "main..work").split()
+    signer = signing.Signer("ssh", "ssh-keygen", str(key))
+    assert signing.resign(repo, 5, "work", ["refs/heads/main"], signer) == 2
+    latin2, merged2 = git(repo, "rev-list", "--topo-order", "--reverse", "main..work").split()
+    assert kept(repo, latin2) == kept(repo, latin) and kept(repo, merged2) == kept(repo, merged)
+    raw = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "commit", latin2], capture_output=True, check=True
+    ).stdout
+    assert b"\nencoding ISO-8859-1\n" in raw
+    assert raw.endswith(b"\n\ncaf\xe9 cr\xe8me\n\n  indented\n")  # as git commit left it
+    assert git(repo, "rev-list", "--parents", "-n1", merged2).split()[1:] == [latin2, meanwhile]
+    assert ssh_verified(base, key, repo, "main..work") == ["G Test <test@example.invalid>"] * 2
