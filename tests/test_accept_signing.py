@@ -393,7 +393,7 @@ def test_a_signed_copy_keeps_a_message_that_is_not_utf8_byte_for_byte(base):
     git(repo, "merge", "-q", "--no-ff", "-m", "merge main", "main")
     latin, merged = git(repo, "rev-list", "--topo-order", "--reverse", "main..work").split()
     signer = signing.Signer("ssh", "ssh-keygen", str(key))
-    assert signing.resign(repo, 5, "work", ["refs/heads/main"], signer) == 2
+    assert signing.resign(repo, 5, "work", ["refs/heads/main"], signer) == signing.Resigned(2, 0)
     latin2, merged2 = git(repo, "rev-list", "--topo-order", "--reverse", "main..work").split()
     assert kept(repo, latin2) == kept(repo, latin) and kept(repo, merged2) == kept(repo, merged)
     raw = subprocess.run(
@@ -403,3 +403,27 @@ def test_a_signed_copy_keeps_a_message_that_is_not_utf8_byte_for_byte(base):
     assert raw.endswith(b"\n\ncaf\xe9 cr\xe8me\n\n  indented\n")  # as git commit left it
     assert git(repo, "rev-list", "--parents", "-n1", merged2).split()[1:] == [latin2, meanwhile]
     assert ssh_verified(base, key, repo, "main..work") == ["G Test <test@example.invalid>"] * 2
+
+
+def test_a_commit_another_branch_holds_is_left_as_it_was(base):
+    """A branch the agent merged in (a colleague's feature), or one the person
+    made from the Job's: a copy of its commits would fork that history."""
+    key = ssh_key(base)
+    repo = project(base)
+    git(repo, "switch", "-qc", "feature")
+    (repo / "f.txt").write_text("f\n")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-qm", "a colleague's")
+    feature = git(repo, "rev-parse", "feature").strip()
+    git(repo, "switch", "-qc", "work", "main")
+    (repo / "w.txt").write_text("w\n")
+    git(repo, "add", "w.txt")
+    git(repo, "commit", "-qm", "the Job's")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    signer = signing.Signer("ssh", "ssh-keygen", str(key))
+    main = git(repo, "rev-parse", "main").strip()
+    assert signing.resign(repo, 5, "work", [main], signer) == signing.Resigned(2, 1)
+    parents = git(repo, "rev-list", "--parents", "-n1", "work").split()[1:]
+    assert parents[1] == feature and git(repo, "rev-parse", "feature").strip() == feature
+    shown = sorted(ssh_verified(base, key, repo, "main..work"))
+    assert shown == ["G Test <test@example.invalid>"] * 2 + ["N Test <test@example.invalid>"]

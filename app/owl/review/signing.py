@@ -292,17 +292,32 @@ def signer(project: Path, owls: list[str], job_id: int) -> Signer | None:
     return decide(parse(proc.stdout), project, [os.path.realpath(f) for f in owls], job_id)
 
 
+@dataclass(frozen=True)
+class Resigned:
+    signed: int  # commits copied, signed
+    shared: (
+        int  # the Job's commits some other branch, tag or remote branch holds: left as they were
+    )
+
+
 def resign(
     project: Path,
     job_id: int,
     branch: str,
-    keep: list[str],
+    base: list[str],
     signer: Signer,
     store: Path | None = None,
-) -> int:
-    """Sign the commits of `branch` that none of `keep` (commits, refs) holds,
-    as the module docstring says; how many were signed. Refused, with nothing
-    changed, when one cannot be."""
+) -> Resigned:
+    """Sign the commits of `branch` that `base` (commits, refs) does not hold,
+    as the module docstring says. A commit another branch, tag or remote
+    branch holds too (a branch the agent merged in, one the person made from
+    the Job's) is left as it is: a copy would fork that history. Refused, with
+    nothing changed, when one cannot be signed."""
+    if not base:
+        raise Refused(
+            f"cannot sign job {job_id}'s commits: Owl cannot tell where they begin (no base "
+            "recorded); nothing was changed; accept with --unsigned and sign them yourself"
+        )
     ref = f"refs/heads/{branch}"
     try:
         old = workspace.branch_tip(project, branch)
@@ -310,27 +325,14 @@ def resign(
         raise Refused(f"cannot accept job {job_id}: {e}") from None
     if old is None:
         raise Refused(f"the branch {branch} is not in {project} any more")
-    listed = workspace.git(
-        project,
-        "rev-list",
-        "--ignore-missing",  # a base commit the person's history no longer has
-        "--topo-order",
-        "--reverse",
-        "--parents",
-        old,
-        "--not",
-        *keep,
-        check=False,
-        env=_ENV,
-    )
-    if listed.returncode != 0:
-        raise Refused(
-            f"cannot sign job {job_id}'s commits: git cannot list them "
-            f"({reason(listed.stderr)}); nothing was changed"
-        )
-    rows = [r.split() for r in listed.stdout.split("\n") if r.strip()]
+    # git before 2.41 matches --exclude for --branches against the short name,
+    # later versions against the full one: say both
+    others = (f"--exclude={branch}", f"--exclude={ref}", "--branches", "--tags", "--remotes")
+    rows = _listed(project, job_id, old, *base, *others)
+    everything = _listed(project, job_id, old, *base, count=True)
+    shared = int(everything[0][0]) - len(rows) if everything else 0
     if not rows:
-        return 0
+        return Resigned(0, shared)
     if len(rows) > MAX_COMMITS:
         raise Refused(
             f"cannot sign job {job_id}'s commits: its branch has {len(rows)} commits to sign, "
@@ -357,7 +359,32 @@ def resign(
         workspace.git(
             store, "update-ref", "-m", "owl: signed at accept", ref, tip, old, check=False
         )
-    return len(rows)
+    return Resigned(len(rows), shared)
+
+
+def _listed(
+    project: Path, job_id: int, tip: str, *exclude: str, count: bool = False
+) -> list[list[str]]:
+    """The commits of `tip` none of `exclude` holds, parents first, each with
+    its parents (or, with `count`, their number)."""
+    how = ["--count"] if count else ["--topo-order", "--reverse", "--parents"]
+    listed = workspace.git(
+        project,
+        "rev-list",
+        "--ignore-missing",  # a base commit the person's history no longer has
+        *how,
+        tip,
+        "--not",
+        *exclude,
+        check=False,
+        env=_ENV,
+    )
+    if listed.returncode != 0:
+        raise Refused(
+            f"cannot sign job {job_id}'s commits: git cannot list them "
+            f"({reason(listed.stderr)}); nothing was changed"
+        )
+    return [r.split() for r in listed.stdout.split("\n") if r.strip()]
 
 
 _AUTHOR = re.compile(rb"^(.*) <(.*)> (\d+) ([+-]\d{4})$")

@@ -293,13 +293,23 @@ def _sign(e: Any, project: Path, job: dict, signer: signing.Signer) -> str | Non
     store = jobstore.store_path(Path(os.path.realpath(worktree))) if worktree else None
     before = outside.take(project)
     try:
-        n = signing.resign(project, job["id"], job["branch"], keep, signer, store)
+        done = signing.resign(project, job["id"], job["branch"], keep, signer, store)
     finally:
         moved = outside.moves(before, outside.take(project))
         e.call(lambda: e.own_ref_moves(project, moved))
-    if n == 0:
-        return None
-    return f"signed {n} commit{'s' if n != 1 else ''} with {signer.words()}"
+    said = []
+    if done.signed:
+        said.append(f"signed {_commits(done.signed)} with {signer.words()}")
+    if done.shared:
+        said.append(
+            f"{_commits(done.shared)} another branch or tag holds too left as "
+            + ("it was" if done.shared == 1 else "they were")
+        )
+    return "; ".join(said) or None
+
+
+def _commits(n: int) -> str:
+    return f"{n} commit{'s' if n != 1 else ''}"
 
 
 def _merge(e: Any, project: Path, job: dict, signer: signing.Signer | None = None) -> str:
