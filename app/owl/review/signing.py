@@ -9,7 +9,10 @@ Why every commit, not a signed merge commit on top: a host's "require signed
 commits" rule checks every commit pushed, and a signed merge over unsigned
 commits does not meet it. So accept makes a signed copy of each of the Job's
 commits that its base does not hold (not reachable from the base branch nor
-from the commit the Job started at), parents before children, with plumbing:
+from the commit the Job started at) and no other branch, tag or remote branch
+holds either (a copy of a colleague's commits the agent merged in would fork
+their history: those are left as they are, and the answer says how many),
+parents before children, with plumbing:
 `git commit-tree -S` with the same tree, the parents mapped to their signed
 copies, the same message bytes (and `encoding` header) and the same author
 (name, email and date); the committer is the person, now. The trees are
@@ -125,13 +128,20 @@ class Signer:
             key = key if len(key) <= 40 else key[:40] + "…"
         return f"{self.fmt} key {key}"
 
+    @staticmethod
+    def _q(path: str) -> str:
+        """A path for the shell, a leading ~/ left for it to expand."""
+        if path.startswith("~/"):
+            return "~/" + shlex.quote(path[2:])
+        return shlex.quote(path)
+
     def how_to_look(self) -> str:
         """A command the person can run to see why signing failed (git says little)."""
         if self.fmt == "ssh":
             if self.key and not self.key.startswith("key::"):
                 return (
                     f"see why with: echo test | {shlex.quote(self.program)} -Y sign -n git "
-                    f"-f {shlex.quote(self.key)}"
+                    f"-f {self._q(self.key)}"
                 )
             return "check that your ssh-agent holds the key (ssh-add -L)"
         local = f" --local-user {shlex.quote(self.key)}" if self.key else ""
