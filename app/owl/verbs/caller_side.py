@@ -263,8 +263,11 @@ def _accept_git(
 
     job_id = job["id"]
     signs = signer if isinstance(signer, signing.Signer) else None
-    if merge and signs is not None:
-        mergemod.prepare(project, job)  # a merge it would refuse: refused before signing
+    if signs is not None:  # what would refuse, refused before any commit is signed
+        if merge:
+            mergemod.prepare(project, job)
+        elif delete_branch:
+            mergemod.require_merged(project, job)
     signed = _sign(e, project, job, signs) if signs is not None else signer
     merged = _merge(e, project, job, signs) if merge else None
     if delete_branch:
