@@ -148,9 +148,14 @@ _SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | r
 
 
 def signing(common: str | None, home: str) -> bool:
-    """Whether the project's or the person's git config asks for signed
-    commits (read as text, includes not followed: only for saying so)."""
-    files = [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")]
+    """Whether the project's, the person's or the system's git config asks for
+    signed commits (read as text, includes not followed: only for saying so;
+    `owl.review.signing` reads it as git does, at accept)."""
+    files = [
+        "/etc/gitconfig",
+        os.path.join(home, ".gitconfig"),
+        os.path.join(home, ".config", "git", "config"),
+    ]
     if common:
         files.append(os.path.join(common, "config"))
     for path in files:
