@@ -67,27 +67,8 @@ from owl import tree  # noqa: E402
 
 from figures import state  # noqa: E402
 
-
-def descendants(top: int) -> list[int]:
-    """Every process under `top`, from /proc's parent links."""
-    parent: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                continue
-            parent[int(name)] = int(data[data.rfind(b")") + 2 :].split()[1])
-    out = []
-    for pid in parent:
-        up, hops = parent.get(pid), 0
-        while up is not None and hops < 64:
-            if up == top:
-                out.append(pid)
-                break
-            up, hops = parent.get(up), hops + 1
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "agents"))
+from proclinks import under  # noqa: E402
 
 
 def until_all_stopped(pids: list[int], t0: float, timeout: float = 10.0) -> float:
@@ -160,7 +141,7 @@ def curve(size: int, path: str, trials: int, nice: int) -> None:
     sessions = max(1, size // 100)
     popen, tag = start_tree(["sessions", str(sessions), str(size // sessions)], group, nice)
     try:
-        pids = descendants(popen.pid)  # type: ignore[attr-defined]
+        pids = under(popen.pid)  # type: ignore[attr-defined]
         run = tree.ProcessTree(("OWL_RUN_ID", tag), popen.pid, cgroup=group, nice=nice)  # type: ignore[attr-defined]
         stopped, held, signals = [], [], []
         for _ in range(trials):

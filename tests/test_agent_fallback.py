@@ -87,7 +87,8 @@ def test_an_agent_list_is_checked_when_the_job_is_added(tmp_path):
 
 
 def test_the_tray_says_which_agent_does_each_run_and_every_wait() -> None:
-    from owl.tray.menu import _recent_item, _run_label, limit_line
+    from owl.tray.menu import recent_item
+    from owl.tray.wording import limit_line, run_label
 
     live = {
         "job_id": 3,
@@ -96,8 +97,8 @@ def test_the_tray_says_which_agent_does_each_run_and_every_wait() -> None:
         "running_for_s": 65,
         "agent": "codex",
     }
-    assert _run_label(live).endswith("— codex running · 1m")
-    assert _recent_item(
+    assert run_label(live).endswith("— codex running · 1m")
+    assert recent_item(
         {"job_id": 3, "title": "t", "outcome": "interrupted", "agent": "claude"}
     ).label.endswith("— interrupted (claude)")
     waits = [

@@ -7,7 +7,7 @@ from owl.cli.carry import budget_facts, limit_facts
 from owl.notify import events as ev
 from owl.notify.briefing import spent, summary, view
 from owl.notify.route import Router, Rules
-from owl.tray.menu import limit_line
+from owl.tray.wording import limit_line
 
 T0 = 1_800_000_000.0
 WORDS = "claude: keeping 20% of your five-hour window for you — 85% used, resets 21:40"

@@ -118,9 +118,7 @@ def test_the_man_page_builds_from_the_readmes_command(tmp_path: Path) -> None:
 
 def test_the_readme_is_read_in_five_minutes_and_every_page_it_names_is_there() -> None:
     """At most 200 lines, and each of its links to a page of this checkout leads
-    somewhere, as do the docs' own links (none repeats another page whole)."""
-    import re
-
+    somewhere, as do the docs' own links; every page of docs/ is named."""
     root = Path(__file__).resolve().parent.parent
     readme = (root / "README.md").read_text()
     assert readme.count("\n") <= 200
@@ -128,3 +126,34 @@ def test_the_readme_is_read_in_five_minutes_and_every_page_it_names_is_there() -
     for page in pages:
         for target in re.findall(r"\]\((?!https?:|#|mailto:)([^)#]+)", page.read_text()):
             assert (page.parent / target).exists(), (page.name, target)
+    docs = {f"docs/{p.name}" for p in pages[1:]}
+    assert docs <= set(re.findall(r"\]\((docs/[^)#]+)\)", readme)), "a page the README never names"
+
+
+def _anchor(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped,
+    spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_docs_links_to_a_section_find_it_and_no_page_repeats_another() -> None:
+    """A page moved out of another says where a section went with a link that
+    reaches it (not "above" or "see Configuration"), and says nothing twice:
+    no paragraph or long sentence stands in two pages."""
+    root = Path(__file__).resolve().parent.parent
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    texts = {p.resolve(): p.read_text() for p in pages}
+    anchors = {
+        p: {_anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.M)} for p, text in texts.items()
+    }
+    for page, text in texts.items():
+        for target, anchor in re.findall(r"\]\((?!https?:|mailto:)([^)#]*)#([^)]+)\)", text):
+            where = (page.parent / target).resolve() if target else page
+            assert anchor in anchors.get(where, {anchor}), (page.name, target, anchor)
+    said: dict[str, str] = {}
+    for page, text in texts.items():
+        flat = " ".join(text.split())
+        pieces = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
+        for piece in [*pieces, *re.split(r"(?<=[.!?]) ", flat)]:
+            if len(piece) >= 80 and said.setdefault(piece, page.name) != page.name:
+                raise AssertionError(f"{page.name} repeats {said[piece]}: {piece[:80]}")

@@ -16,7 +16,8 @@ from owl.cli.status import _status_text
 from owl.idle import Plan
 from owl.idle.machine import RealMachine
 from owl.idle.quartz import SETTINGS_PATH, QuartzHooks, QuartzReader
-from owl.tray.menu import build_menu, status_line
+from owl.tray.menu import build_menu
+from owl.tray.wording import status_line
 from owl.tray.notices import Notices
 from owl.verbs import statusdoc
 from owlproc import wait_for

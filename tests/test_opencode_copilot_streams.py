@@ -23,7 +23,7 @@ from owl.agents.opencode import OpenCodeDriver
 from owl.agents.opencode_stream import read_report as opencode_report
 from owl.agents.opencode_stream import session_in as opencode_session
 from owl.agents.render import render_line
-from owl.sandbox import policy
+from owl.sandbox import agentstate
 
 STREAMS = Path(__file__).parent / "support" / "streams"
 NOW = time.time()
@@ -83,6 +83,15 @@ def test_opencode_retry_after_header_is_a_reset_when_the_words_say_none() -> Non
 def test_opencode_server_error_is_a_service_wait() -> None:
     rep = opencode_report(lines("opencode-5xx.jsonl"), 1, now=NOW)
     assert rep.service_error == "HTTP 500" and rep.limit is None
+
+
+def test_opencode_providers_outage_words_are_matched_never_repeated_as_owls() -> None:
+    """A provider that says "Internal error" with no HTTP status is an outage
+    (a wait, no attempt spent), named in Owl's own words, not the provider's."""
+    error = {"type": "error", "error": {"name": "APIError", "data": {"message": "Internal error"}}}
+    rep = opencode_report([json.dumps(error)], 1, now=NOW)
+    assert rep.service_error == "connection error" and rep.limit is None
+    assert "internal" not in repr(rep).lower()
 
 
 def test_opencode_refused_resume_falls_back() -> None:
@@ -196,7 +205,7 @@ def test_opencode_config_gives_its_providers_port_and_key(tmp_path: Path) -> Non
     assert agentconf.needs("opencode", str(tmp_path), {}).ports == ()
     assert agentconf.needs("opencode", str(tmp_path / "nowhere"), {}).ports == ()
     # it is laid read-only over the writable config folder: no Run widens the next one's reach
-    assert policy.AGENTS["opencode"].fixed == (
+    assert agentstate.AGENTS["opencode"].fixed == (
         "$XDG_CONFIG_HOME/opencode/opencode.json|~/.config/opencode/opencode.json",
     )
 

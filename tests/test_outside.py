@@ -165,7 +165,8 @@ def test_checks_gate_with_the_commit_the_job_started_from(tmp_path):
 
 
 def test_changes_leave_out_the_jobs_branches_and_owls_refs():
-    from owl.git.outside import Snapshot, changes, owned_ref, summary
+    from owl.git.outside import Snapshot, changes, owned_ref
+    from owl.git.outsidewords import summary
 
     a, b = "a" * 40, "b" * 40
     before = Snapshot(
@@ -360,12 +361,12 @@ def test_what_changes_while_you_work_beside_a_run_is_said_to_be_perhaps_yours(tm
 
 
 def test_a_report_of_shared_changes_names_you_too():
-    from owl.git import outside
+    from owl.git import outside, outsidewords
 
     found = [{"kind": "ref", "name": "refs/heads/main", "from": "a" * 40, "to": "b" * 40}]
-    assert outside.summary(found).startswith("the agent moved main from aaaaaaa")
+    assert outsidewords.summary(found).startswith("the agent moved main from aaaaaaa")
     mine = outside.shared(found)
-    assert outside.summary(mine) == (
+    assert outsidewords.summary(mine) == (
         "the agent, or you, moved main from aaaaaaa to bbbbbbb "
         "(perhaps yours: you were working meanwhile)"
     )

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from display import DisplayEnv, display_fixture
-from owl.tray.menu import Action, build_menu, find
+from owl.tray.items import Action, find
+from owl.tray.menu import build_menu
 from owl.tray.notices import Notices
 from traydesk import (
     ARTIFACTS,

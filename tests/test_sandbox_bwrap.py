@@ -7,6 +7,7 @@ from pathlib import Path
 
 from owl.sandbox import bwrap as B
 from owl.sandbox import policy as P
+from owl.sandbox.agentstate import AGENTS
 from support.bwrapped import MINIMAL
 from support.need import programs as need
 
@@ -38,7 +39,7 @@ def run_inside(tmp_path: Path, script: str, term_env: str | None = None, **setti
         runtime_dir=None,
         env=env,
     )
-    pol = P.compute(P.Settings(**settings), P.AGENTS["claude"], f)
+    pol = P.compute(P.Settings(**settings), AGENTS["claude"], f)
     done = subprocess.run(
         check=False,
         args=B.ignoring_term(

@@ -2,6 +2,7 @@
 
 import pytest
 from owl.sandbox import keys
+from owl.sandbox.agentstate import AGENTS
 from owl.sandbox import policy as P
 
 
@@ -35,7 +36,7 @@ def facts(**kw):
 
 
 def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_parts_writable():
-    pol = P.compute(P.Settings(), P.AGENTS["claude"], facts())
+    pol = P.compute(P.Settings(), AGENTS["claude"], facts())
     for path in (
         "/home/me/.ssh",
         "/home/me/.gnupg",
@@ -73,7 +74,7 @@ def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_part
 
 
 def test_the_environment_loses_display_owl_and_secrets_but_keeps_the_agents_key():
-    pol = P.compute(P.Settings(env_keep=("MY_API_KEY",)), P.AGENTS["claude"], facts())
+    pol = P.compute(P.Settings(env_keep=("MY_API_KEY",)), AGENTS["claude"], facts())
     assert set(pol.env_unset) == {"DISPLAY", "GITHUB_TOKEN", "AWS_PROFILE", "OWL_HOME", "BUS"}
     assert ("TMPDIR", "/tmp") in pol.env_set
     assert pol.host_ports == (4123,) and pol.network == "own"
@@ -89,7 +90,7 @@ def test_a_project_may_only_narrow():
 
 
 def test_read_project_keeps_other_repositories_out():
-    pol = P.compute(P.Settings(read="project"), P.AGENTS["claude"], facts())
+    pol = P.compute(P.Settings(read="project"), AGENTS["claude"], facts())
     assert pol.read_root == "project" and "/home/me" not in pol.readable
     assert "/home/me/code/api" in pol.readable
 
@@ -124,7 +125,7 @@ def test_the_config_file_takes_sandbox_tables_and_names_a_bad_key(tmp_path):
 def test_the_runs_environment_is_the_sandboxs_too_with_its_tag_and_commits_unsigned():
     env = {**facts().env, "OWL_INSTANCE": "abc", "GIT_CONFIG_COUNT": "1"}
     env |= {"GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "Me"}
-    pol = P.compute(P.Settings(), P.AGENTS["claude"], facts(env=env))
+    pol = P.compute(P.Settings(), AGENTS["claude"], facts(env=env))
     inside = P.agent_env(env, pol)
     assert not {"DISPLAY", "GITHUB_TOKEN", "OWL_HOME", "BUS"} & set(inside)
     assert inside["OWL_INSTANCE"] == "abc" and inside["TMPDIR"] == "/tmp"
@@ -143,7 +144,7 @@ def test_host_sockets_in_sight_are_masked_but_the_opened_one():
     )
     pol = P.compute(
         P.Settings(sockets=("/srv/podman.sock",)),
-        P.AGENTS["claude"],
+        AGENTS["claude"],
         facts(private=("/run",), host_sockets=found),
     )
     assert pol.masked == (
@@ -179,7 +180,7 @@ def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_
 
     pol = P.compute(
         P.Settings(tmp_size=8 << 20, sockets=("/srv/podman.sock",)),
-        P.AGENTS["claude"],
+        AGENTS["claude"],
         facts(
             private=("/run",),
             private_links=(("/run/shm", "/dev/shm"),),
@@ -224,7 +225,7 @@ def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_
 def test_the_hosts_bound_sockets_are_read_from_its_table(tmp_path):
     import socket
 
-    from owl.sandbox import contain
+    from owl.sandbox import hostsockets
 
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(tmp_path / "a b.sock"))
@@ -238,7 +239,82 @@ def test_the_hosts_bound_sockets_are_read_from_its_table(tmp_path):
             f"0000: 00000002 00000000 00010000 0001 01 4 {tmp_path}/gone.sock\n"
             "0000: 00000003 00000000 00000000 0001 03 5\n"
         )
-        assert contain.host_sockets(str(table)) == (f"{tmp_path}/a b.sock",)
+        assert hostsockets.host_sockets([str(table)]) == (f"{tmp_path}/a b.sock",)
+
+
+def test_one_table_of_each_other_network_namespace_is_read_and_no_more_than_most(tmp_path):
+    """Grouped by the namespace's inode; a pid that cannot be read is passed
+    over; the lowest pids first, and at most ``most`` besides the daemon's own."""
+    from owl.sandbox import hostsockets
+
+    def process(name: str, ns: str | None) -> None:
+        (tmp_path / name / "ns").mkdir(parents=True)
+        if ns is not None:
+            (tmp_path / name / "ns" / "net").symlink_to(f"net:[{ns}]")
+
+    process("self", "1")
+    for pid, ns in (("7", "1"), ("12", "2"), ("30", "2"), ("9", None), ("100", "3"), ("45", "4")):
+        process(pid, ns)
+    tables = hostsockets.netns_tables(str(tmp_path), most=2)
+    assert tables == (
+        f"{tmp_path}/self/net/unix",
+        f"{tmp_path}/12/net/unix",
+        f"{tmp_path}/45/net/unix",
+    )
+    assert len(hostsockets.netns_tables(str(tmp_path))) == 4
+
+
+def test_a_socket_bound_in_another_network_namespace_is_found(tmp_path):
+    """/proc/net/unix lists only the daemon's own namespace's sockets; one bound
+    by a process of another (a container's) is found through that process's."""
+    import socket
+
+    from owl.sandbox import hostsockets
+    from support.netns_server import in_own_netns
+
+    path = str(tmp_path / "elsewhere.sock")
+    with in_own_netns(path):
+        # (asked before a connection from here: the server's end of one is
+        # listed, with the path, in the namespace of the side that connected)
+        assert path not in hostsockets.host_sockets(["/proc/self/net/unix"])
+        with socket.socket(socket.AF_UNIX) as s:  # it answers from here, by its path
+            s.connect(path)
+            assert s.recv(5) == b"hello"
+        assert path in hostsockets.host_sockets()
+
+
+def test_a_socket_bound_in_a_containers_own_mounts_is_found_where_the_host_has_it(tmp_path):
+    """Bound at /VIEW/api.sock by a process whose mounts put the host's
+    /SHARE at /VIEW (a container's volume): listed by its path there, found
+    at the host's through the mounts of its mount namespace."""
+    from owl.sandbox import hostsockets
+    from support.netns_server import in_own_netns
+
+    share, view = tmp_path / "share", tmp_path / "view"
+    share.mkdir()
+    view.mkdir()  # empty on the host
+    with in_own_netns(str(view / "api.sock"), volume=(str(share), str(view))) as pid:
+        assert (share / "api.sock").is_socket() and not (view / "api.sock").exists()
+        assert str(share / "api.sock") in hostsockets.host_sockets()
+        theirs = hostsockets.mounts(f"/proc/{pid}")
+        ours = hostsockets.mounts("/proc/self")
+        assert hostsockets.translated(str(view / "api.sock"), theirs, ours) == [
+            str(share / "api.sock")
+        ]
+
+
+def test_a_path_is_translated_through_the_mount_that_holds_it():
+    from owl.sandbox import hostsockets as H
+
+    theirs = [("0:1", "/", "/"), ("8:1", "/home/me/code", "/work"), ("8:1", "/srv", "/work/x")]
+    ours = [("0:2", "/", "/"), ("8:1", "/", "/home"), ("8:1", "/home/me", "/mnt/me")]
+    # /home/me/code/a.sock on 8:1, which the host mounts at /home and, from /home/me, at /mnt/me
+    assert H.translated("/work/a.sock", theirs, ours) == [
+        "/home/home/me/code/a.sock",
+        "/mnt/me/code/a.sock",
+    ]
+    assert H.translated("/work/x/b.sock", theirs, ours) == ["/home/srv/b.sock"]
+    assert H.translated("/etc/c.sock", theirs, ours) == []  # its root is not the host's
 
 
 def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_path):

@@ -11,7 +11,7 @@ import dataclasses
 import sys
 
 import pytest
-from owl.sandbox import contain, policy, seatbelt
+from owl.sandbox import agentstate, contain, folders, policy, seatbelt
 from support.seatbelt_eval import allowed, parse, rules
 
 HOME = "/Users/me"
@@ -47,7 +47,9 @@ def facts(**kw: object) -> policy.Facts:
 
 def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: object) -> str:
     pol = policy.compute(
-        settings or policy.Settings(), policy.AGENTS.get(agent, policy.AgentState()), facts(**kw)
+        settings or policy.Settings(),
+        agentstate.AGENTS.get(agent, agentstate.AgentState()),
+        facts(**kw),
     )
     return seatbelt.profile(pol, keychain=agent in seatbelt.KEYCHAIN_AGENTS)
 
@@ -159,7 +161,7 @@ def test_secrets_are_hidden_macos_own_included(path):
 def test_a_secret_inside_a_writable_folder_stays_hidden_whatever_the_policys_order():
     """The deeper path's rule comes last: `sandbox.write = ["~"]` does not open
     ~/.ssh, and the runtime folder (inside ~/Library/Caches, writable) stays hidden."""
-    pol = policy.compute(policy.Settings(write=(HOME,)), policy.AGENTS["claude"], facts())
+    pol = policy.compute(policy.Settings(write=(HOME,)), agentstate.AGENTS["claude"], facts())
     for p in (pol, dataclasses.replace(pol, hidden=pol.hidden[::-1], writable=pol.writable[::-1])):
         text = seatbelt.profile(p)
         assert can_write(text, f"{HOME}/Documents/x")
@@ -296,7 +298,7 @@ def test_each_rule_says_why():
 
 
 def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
-    pol = policy.compute(policy.Settings(), policy.AGENTS["claude"], facts())
+    pol = policy.compute(policy.Settings(), agentstate.AGENTS["claude"], facts())
     argv = seatbelt.argv(pol, ["/opt/homebrew/bin/claude", "-p", "hi"])
     assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[2].startswith("(version 1)")
     assert argv[3] == "/usr/bin/env"
@@ -399,5 +401,5 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
 def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    contain.make_caches(policy.DEFAULT_CACHES, str(home), {"PATH": "/usr/bin:/bin"})
+    contain.make_caches(folders.DEFAULT_CACHES, str(home), {"PATH": "/usr/bin:/bin"})
     assert not (home / "Library").exists()

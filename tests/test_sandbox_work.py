@@ -4,12 +4,15 @@ it, runs the project's tests with pytest and `npm test` (a local package in
 node_modules), writes its caches (a fresh home has none: they are made before
 they are bound), commits on its branch, and the Job reaches
 review with its checks passed, the checks contained as the agent was (they
-run the tests the agent wrote)."""
+run the tests the agent wrote). A `cargo build` on a fresh home fetches a
+git dependency into ~/.cargo/git, made before it is bound."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -21,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from owlproc import ROOT, OwlDaemon, make_project
-from support.need import programs
+from support.need import missing, programs
 
 PACKAGE = "VALUE = 42\n"
 TEST = "import owlprobe\n\n\ndef test_value():\n    assert owlprobe.VALUE == 42\n"
@@ -79,6 +82,36 @@ def committed(project: Path, branch: str, name: str) -> str:
     ).stdout
 
 
+def shell_daemon(
+    base: Path,
+    home: Path,
+    script: str,
+    sandbox: dict[str, object] | None = None,
+    env: dict[str, str] | None = None,
+) -> OwlDaemon:
+    """A daemon whose Runs must be contained, its agent a shell running ``script``."""
+    (base / "agent.sh").write_text(script)
+    return OwlDaemon(
+        base / "owl",
+        {
+            "sandbox": {"mode": "required", **(sandbox or {})},
+            "agents": {"shell": {"command": ["bash", str(base / "agent.sh")]}},
+            "agent": {"default": "shell"},
+        },
+        env={"HOME": str(home), "AGENT_PIDS": "", **(env or {})},
+    )
+
+
+def one_run(d: OwlDaemon, project: Path, prompt: str, timeout: float) -> tuple[dict, dict]:
+    """A Job of ``prompt`` run once, contained, to review: the Job and its Run."""
+    job = d.add(prompt, project)
+    d.ok("start")
+    j = d.wait_job(job, "review", timeout=timeout)
+    [run] = j["runs"]
+    assert run["contained"].startswith("contained: bwrap "), run["contained"]
+    return j, run
+
+
 @pytest.fixture
 def base() -> Iterator[Path]:
     """Not under /tmp, which a contained Run sees as a private folder of its own."""
@@ -112,23 +145,16 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
             ),
         },
     )
-    (base / "agent.sh").write_text(AGENT)
-    d = OwlDaemon(
-        base / "owl",
-        {
-            # this checkout (the interpreter that runs pytest) readable wherever it lies
-            "sandbox": {"mode": "required", "read_also": [str(ROOT)]},
-            "agents": {"shell": {"command": ["bash", str(base / "agent.sh")]}},
-            "agent": {"default": "shell"},
-        },
-        env={"HOME": str(home), "AGENT_PIDS": "", "WHEEL": str(wheel(base))},
+    d = shell_daemon(
+        base,
+        home,
+        AGENT,
+        # this checkout (the interpreter that runs pytest) readable wherever it lies
+        sandbox={"read_also": [str(ROOT)]},
+        env={"WHEEL": str(wheel(base))},
     )
     with d:
-        job = d.add("install, test and commit", project)
-        d.ok("start")
-        j = d.wait_job(job, "review", timeout=90)
-        [run] = j["runs"]
-        assert run["contained"].startswith("contained: bwrap "), run["contained"]
+        j, run = one_run(d, project, "install, test and commit", timeout=90)
         assert [(c["name"], c["passed"]) for c in run["checks"]] == [
             ("tests", True),
             ("contained", True),
@@ -137,3 +163,52 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
         assert "1 passed" in committed(project, j["branch"], "pytest.out")
         assert "npm tests passed: 007" in committed(project, j["branch"], "npm.out")
         assert (home / ".cache" / "owl-probe").read_text().strip().isdigit()
+
+
+DEP_TOML = '[package]\nname = "dep"\nversion = "0.1.0"\nedition = "2021"\n'
+DEP_LIB = "pub fn answer() -> u32 {\n    42\n}\n"
+APP_MAIN = 'fn main() {\n    println!("the answer: {}", dep::answer());\n}\n'
+CARGO_AGENT = """set -eu
+cargo build -q
+./target/debug/probe > cargo.out
+git add Cargo.lock cargo.out && git commit -qm "the Job's work, built"
+"""
+
+
+def rustup_cargo() -> tuple[str, str]:
+    """cargo's folder and rustup's home, as the person's shell would give them
+    (rustup's proxies in ~/.cargo/bin, its toolchains in ~/.rustup): the
+    Run's home is a fresh one, so rustup's home is named."""
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    found = shutil.which("cargo") or str(home / ".cargo" / "bin" / "cargo")
+    rustup = os.environ.get("RUSTUP_HOME") or str(home / ".rustup")
+    if not os.access(found, os.X_OK):
+        missing("not installed: cargo (rustup's, https://rustup.rs)")
+    return str(Path(found).parent), rustup
+
+
+def test_a_contained_cargo_build_fetches_a_git_dependency_on_a_fresh_home(base: Path) -> None:
+    """cargo writes the dependency's clone and checkout under ~/.cargo/git, which
+    a fresh home lacks: it is made before it is bound, so the build works (the
+    rest of the home stays read-only: without it, "Read-only file system").
+    No network: the dependency is a local repository, fetched as a git one is."""
+    programs("bwrap")
+    cargo_bin, rustup_home = rustup_cargo()
+    home = base / "person"
+    home.mkdir()
+    dep = make_project(base / "dep", {"Cargo.toml": DEP_TOML, "src/lib.rs": DEP_LIB})
+    app_toml = (
+        '[package]\nname = "probe"\nversion = "0.1.0"\nedition = "2021"\n\n'
+        f'[dependencies]\ndep = {{ git = "file://{dep}" }}\n'
+    )
+    project = make_project(
+        base / "proj",
+        {"Cargo.toml": app_toml, "src/main.rs": APP_MAIN, ".gitignore": "target/\n"},
+    )
+    path = f"{cargo_bin}:{os.environ.get('PATH', os.defpath)}"
+    d = shell_daemon(base, home, CARGO_AGENT, env={"PATH": path, "RUSTUP_HOME": rustup_home})
+    with d:
+        j, run = one_run(d, project, "build and commit", timeout=120)
+        log = Path(run["log"]).read_text(errors="replace")
+        assert committed(project, j["branch"], "cargo.out") == "the answer: 42\n", log
+        assert any((home / ".cargo" / "git" / "checkouts").iterdir())

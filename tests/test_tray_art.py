@@ -10,16 +10,9 @@ import pytest
 from PIL import Image, ImageChops, ImageStat
 
 from owl.tray.art import STATES, draw_app_icon, draw_icon, grace_progress, icon_state, tooltip
-from owl.tray.menu import (
-    Action,
-    build_menu,
-    clock,
-    counting_down,
-    find,
-    outcome_word,
-    span,
-    status_line,
-)
+from owl.tray.items import Action, find
+from owl.tray.menu import build_menu, counting_down
+from owl.tray.wording import clock, outcome_word, span, status_line
 from owl.tray.notices import Notices
 
 SIZES = [16, 22, 24, 32, 48]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from test_tray_art import doc, job, run
 
 from owl.tray.art import tooltip
-from owl.tray.menu import build_menu, status_line
+from owl.tray.menu import build_menu
+from owl.tray.wording import status_line
 from owl.tray.notices import Notices
 
 WAIT = {

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from proclinks import under  # a sibling: this script's folder is on its path
+
 SESSION = "trap '' TERM; i=0; while [ $i -lt {per} ]; do sleep 600 & i=$((i+1)); done; wait"
 # A node: its children first, then churn (one short-lived child at a time).
 NODE = """trap '' TERM
@@ -32,28 +34,6 @@ if [ "$d" -lt {depth} ]; then
 fi
 while :; do /bin/true; sleep 1; done
 """
-
-
-def count_mine() -> int:
-    """Processes under this one (read from /proc, parent links)."""
-    me, parent = os.getpid(), {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                continue
-            parent[int(name)] = int(data[data.rfind(b")") + 2 :].split()[1])
-    n = 0
-    for pid in parent:
-        up, hops = parent.get(pid), 0
-        while up is not None and hops < 64:
-            if up == me:
-                n += 1
-                break
-            up, hops = parent.get(up), hops + 1
-    return n
 
 
 def main(argv: list[str]) -> None:
@@ -67,7 +47,7 @@ def main(argv: list[str]) -> None:
         script = NODE.format(width=a, depth=b)
         subprocess.Popen(["sh", "-c", script, script, "0"], start_new_session=True)
         want = sum(a**d for d in range(b + 1))
-    while count_mine() < want:
+    while len(under(os.getpid())) < want:
         time.sleep(0.1)
     print(f"ready {want}", flush=True)
     with open(heartbeat, "a") as fh:

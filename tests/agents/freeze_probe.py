@@ -31,33 +31,18 @@ if __name__ == "__main__":
 from owl import tree  # noqa: E402
 from owl.tree import handles  # noqa: E402
 
+import proclinks  # noqa: E402  (a sibling: this script's folder is on its path)
+
 
 def states() -> dict[str, int]:
     """Every process under this one, by its state letter."""
-    me, rows = os.getpid(), {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                continue
-            rest = data[data.rfind(b")") + 2 :].split()
-            st = rest[0].decode()
-            if st == "D" and stop_pending(name):
-                st = "T"  # acts on its stop before it runs again (a vfork parent)
-            rows[int(name)] = (int(rest[1]), st)
+    rows = proclinks.table()
     out: dict[str, int] = {}
-    for ppid, st in rows.values():
-        up, hops = ppid, 0
-        while hops < 64:
-            if up == me:
-                out[st] = out.get(st, 0) + 1
-                break
-            row = rows.get(up)
-            if row is None:
-                break
-            up, hops = row[0], hops + 1
+    for pid in proclinks.under(os.getpid(), rows):
+        st = rows[pid][1]
+        if st == "D" and stop_pending(str(pid)):
+            st = "T"  # acts on its stop before it runs again (a vfork parent)
+        out[st] = out.get(st, 0) + 1
     return out
 
 

@@ -4,8 +4,10 @@ docker's socket is root on the machine; podman's, snapd's, the system bus and
 an ssh-agent's are as much. A Run sees ``/run`` and ``/var/run`` as empty
 folders of its own and ``/tmp`` as its own; every other socket the host has
 bound where the Run could see it (in the home, under /var) has /dev/null laid
-over it; an abstract socket is per network namespace, and the Run has its own.
-``sandbox.sockets`` opens one on purpose, and ``owl jobs show`` says so."""
+over it, also one bound by a process of another network namespace (a
+container's: the host's /proc/net/unix does not list it); an abstract socket is
+per network namespace, and the Run has its own. ``sandbox.sockets`` opens one
+on purpose, and ``owl jobs show`` says so."""
 
 from __future__ import annotations
 
@@ -18,23 +20,28 @@ from pathlib import Path
 
 from escapes.harness import base, daemon, done, landed, person, project, refused
 from support.need import programs
+from support.netns_server import in_own_netns
 
 __all__ = ["base"]
 
-PROBE = r"""
+CONNECT = r"""
 probe() {
   if python3 -c 'import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 assert s.recv(5) == b"hello"' "$2" >/dev/null 2>&1; then echo "connected: $1"; else echo "refused: $1"; fi
 }
-probe "a socket in /run (mode 666)" "$IN_RUN"
+"""
+PROBE = (
+    CONNECT
+    + r"""probe "a socket in /run (mode 666)" "$IN_RUN"
 probe "a socket in /var/run" "/var/run/$(basename "$IN_RUN")"
 probe "a socket in the home" "$IN_HOME"
 probe "a socket elsewhere in sight" "$IN_SIGHT"
 probe "a socket in the host's /tmp" "$IN_TMP"
 probe "an abstract socket" "$ABSTRACT"
 """
+)
 
 WAYS = (
     "a socket in /var/run",
@@ -124,3 +131,48 @@ def test_no_host_socket_answers_but_the_one_opened_on_purpose(base: Path) -> Non
             label = j["runs"][-1]["contained"]
             assert label.endswith(f"; sockets opened: {paths['IN_RUN']}"), label
             assert label in d.ok("jobs", "show", str(opened))
+
+
+ELSEWHERE = "a socket bound in another network namespace"
+MOUNTED = "a socket bound in a container's volume, at its own path"
+
+
+def test_a_socket_bound_in_another_network_namespace_answers_only_when_opened(
+    base: Path,
+) -> None:
+    """A container's (or a rootless podman's) socket in the home: its process
+    is in a network namespace of its own, so the host's /proc/net/unix does
+    not list it, and a connect() to its path from inside a Run answers all the
+    same unless it is masked too. Also one a container binds in its volume
+    (a folder of the home mounted at another path): listed by its own path."""
+    programs("bwrap", "pasta")
+    home = person(base)
+    (home / ".local" / "share" / "containers").mkdir(parents=True)
+    path = str(home / ".local" / "share" / "containers" / "api.sock")
+    volume = (str(home / "code" / "app"), str(base / "container" / "app"))
+    for folder in volume:
+        Path(folder).mkdir(parents=True)
+    proj = project(base)
+    with in_own_netns(path), in_own_netns(f"{volume[1]}/app.sock", volume):
+        in_volume = f"{volume[0]}/app.sock"
+        assert reached(path) and reached(in_volume)  # each answers outside, by the host's path
+        d = daemon(
+            base,
+            home,
+            CONNECT + f'probe "{ELSEWHERE}" "$ELSEWHERE"\nprobe "{MOUNTED}" "$MOUNTED"\n',
+            known={"ELSEWHERE": path, "MOUNTED": in_volume},
+            agents={"opener": {"sandbox": {"sockets": [path]}}},
+        )
+        with d:
+            shut = d.add("do the work", proj)
+            opened = d.add("do the work", proj, "--agent", "opener")
+            d.ok("start")
+            j, log = done(d, shut)
+            refused(log, ELSEWHERE, MOUNTED)
+            landed(proj, j["branch"])
+            d.ok("start")
+            j, log = done(d, opened)
+            assert f"connected: {ELSEWHERE}" in log, log
+            refused(log, MOUNTED)
+            landed(proj, j["branch"])
+            assert j["runs"][-1]["contained"].endswith(f"; sockets opened: {path}")

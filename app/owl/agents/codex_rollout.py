@@ -28,7 +28,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from owl.rules.budget import FIVE_HOUR, SEVEN_DAY, Reading
+from owl.rules.budget import FIVE_HOUR, SEVEN_DAY, Reading, real
 
 TAIL = 512 * 1024
 MINUTES = {300: FIVE_HOUR, 10080: SEVEN_DAY}
@@ -74,14 +74,14 @@ def _readings(limits: dict[str, Any], now: float) -> list[Reading]:
         w = limits.get(place)
         if not isinstance(w, dict):
             continue
-        minutes = _num(w.get("window_minutes"))
+        minutes = real(w.get("window_minutes"))
         window = MINUTES.get(int(minutes)) if minutes is not None else default
         if window is None:
             continue  # a window of another length: no line is kept for it
-        used = _num(w.get("used_percent"))
-        reset = _num(w.get("resets_at"))
-        if reset is None and _num(w.get("resets_in_seconds")) is not None:
-            reset = now + (_num(w.get("resets_in_seconds")) or 0.0)
+        used = real(w.get("used_percent"))
+        reset = real(w.get("resets_at"))
+        if reset is None and real(w.get("resets_in_seconds")) is not None:
+            reset = now + (real(w.get("resets_in_seconds")) or 0.0)
         out.append(
             Reading(
                 window,
@@ -91,16 +91,6 @@ def _readings(limits: dict[str, Any], now: float) -> list[Reading]:
             )
         )
     return out
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
 
 
 def _tail(path: Path) -> list[str]:

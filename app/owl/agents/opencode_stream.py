@@ -45,6 +45,10 @@ _LIMIT_WORDS = (
     "resource exhausted",
 )
 _USAGE_WORDS = ("usage limit", "usagelimit", "quota", "exhausted")
+# The provider's words for its own outage, matched in what OpenCode passes on
+# ("internal error" among them: a provider's, never Owl's). They only pick the
+# verdict; what Owl says of it is _service()'s own few words (an HTTP status,
+# "overloaded", "connection error"), so none of these reads as Owl's.
 _SERVICE_WORDS = (
     "overloaded",
     "service unavailable",

@@ -21,7 +21,7 @@ import json
 from typing import Any
 
 from owl.agents import render_codex, render_copilot, render_gemini, render_opencode
-from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten
+from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten, tool_output
 
 __all__ = ["DETAIL_LIMIT", "TEXT_LIMIT", "render_line", "shorten"]
 
@@ -157,7 +157,7 @@ def _tool_result(block: dict[str, Any]) -> str | None:
     text = shorten(content or "", DETAIL_LIMIT)
     if block.get("is_error"):
         return f"✗ {text}" if text else "✗ (error)"
-    return f"← {text}" if text else "← (no output)"
+    return tool_output(text)
 
 
 def _result(event: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from owl.agents.jsonl import obj
-from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten
+from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten, tool_output
 
 KINDS = frozenset(
     {
@@ -56,7 +56,7 @@ def _item(item: dict[str, Any], started: bool) -> str | None:
         code = item.get("exit_code")
         if isinstance(code, int) and code != 0:
             return f"✗ exit {code}: {out}" if out else f"✗ exit {code}"
-        return f"← {out}" if out else "← (no output)"
+        return tool_output(out)
     if started:
         return None
     if kind == "agent_message":

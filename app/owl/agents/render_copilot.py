@@ -9,11 +9,10 @@ result                   ✓ result (session 1b2c…, 1 premium request, 12.3s) 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from owl.agents.jsonl import num, obj
-from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten
+from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten, tool_call, tool_output
 
 # Ephemeral events (deltas, background tasks, model calls) stay in the raw log.
 KINDS = frozenset(
@@ -43,13 +42,7 @@ def render(event: dict[str, Any]) -> str | None:
     if kind == "assistant.message":
         return shorten(str(data.get("content") or ""), TEXT_LIMIT) or None
     if kind == "tool.execution_start":
-        name = str(data.get("toolName", "?"))
-        args = obj(data.get("arguments"))
-        key = _TOOL_KEY.get(name)
-        said = args.get(key) if key else None
-        if not isinstance(said, str):
-            said = json.dumps(args, ensure_ascii=False, sort_keys=True) if args else ""
-        return f"→ {name}: {shorten(said, DETAIL_LIMIT)}".rstrip(": ")
+        return tool_call(str(data.get("toolName", "?")), obj(data.get("arguments")), _TOOL_KEY)
     if kind == "tool.execution_complete":
         out = shorten(str(obj(data.get("result")).get("content") or ""), DETAIL_LIMIT)
         code = obj(data.get("shellExecution")).get("exitCode")
@@ -57,7 +50,7 @@ def render(event: dict[str, Any]) -> str | None:
             return f"✗ exit {code}: {out}" if out else f"✗ exit {code}"
         if data.get("success") is False:
             return f"✗ {out}" if out else "✗ (tool failed)"
-        return f"← {out}" if out else "← (no output)"
+        return tool_output(out)
     if kind == "session.error":
         status = data.get("statusCode")
         head = f"✗ HTTP {status}: " if isinstance(status, int) else "✗ "

@@ -9,11 +9,10 @@ result       ✓ result (3 tool calls, 12.3s, 4.5k tokens)  /  ✗ result: the e
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from owl.agents.jsonl import obj
-from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten
+from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten, tool_call, tool_output
 
 KINDS = frozenset({"init", "message", "tool_use", "tool_result"})
 
@@ -51,13 +50,7 @@ def render(event: dict[str, Any]) -> str | None:
             return None
         return shorten(str(event.get("content", "")), TEXT_LIMIT) or None
     if kind == "tool_use":
-        name = str(event.get("tool_name", "?"))
-        params = obj(event.get("parameters"))
-        key = _TOOL_KEY.get(name)
-        said = params.get(key) if key else None
-        if not isinstance(said, str):
-            said = json.dumps(params, ensure_ascii=False, sort_keys=True) if params else ""
-        return f"→ {name}: {shorten(said, DETAIL_LIMIT)}".rstrip(": ")
+        return tool_call(str(event.get("tool_name", "?")), obj(event.get("parameters")), _TOOL_KEY)
     if kind == "tool_result":
         if event.get("status") == "error":
             err = obj(event.get("error"))
@@ -65,7 +58,7 @@ def render(event: dict[str, Any]) -> str | None:
                 f"✗ {shorten(str(err.get('message', '') or event.get('output', '')), DETAIL_LIMIT)}"
             )
         out = shorten(str(event.get("output") or ""), DETAIL_LIMIT)
-        return f"← {out}" if out else "← (no output)"
+        return tool_output(out)
     if kind == "error":
         return f"✗ {shorten(str(event.get('message', '')), DETAIL_LIMIT)}"
     if kind == "result":

@@ -10,11 +10,10 @@ error                   ✗ the provider's message
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from owl.agents.jsonl import num, obj
-from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten
+from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten, tool_call, tool_output
 
 KINDS = frozenset({"step_start", "step_finish", "text", "reasoning", "tool_use"})
 
@@ -64,19 +63,14 @@ def render(event: dict[str, Any]) -> str | None:
 def _tool(part: dict[str, Any]) -> str:
     name = str(part.get("tool", "?"))
     state = obj(part.get("state"))
-    args = obj(state.get("input"))
-    key = _TOOL_KEY.get(name)
-    said = args.get(key) if key else None
-    if not isinstance(said, str):
-        said = json.dumps(args, ensure_ascii=False, sort_keys=True) if args else ""
-    call = f"→ {name}: {shorten(said, DETAIL_LIMIT)}".rstrip(": ")
+    call = tool_call(name, obj(state.get("input")), _TOOL_KEY)
     if state.get("status") == "error":
         return f"{call}\n✗ {shorten(str(state.get('error', '')), DETAIL_LIMIT)}"
     out = shorten(str(state.get("output") or ""), DETAIL_LIMIT)
     code = obj(state.get("metadata")).get("exit")
     if isinstance(code, int) and code != 0:
         return f"{call}\n✗ exit {code}: {out}" if out else f"{call}\n✗ exit {code}"
-    return f"{call}\n← {out}" if out else f"{call}\n← (no output)"
+    return f"{call}\n{tool_output(out)}"
 
 
 def _step(part: dict[str, Any]) -> str | None:

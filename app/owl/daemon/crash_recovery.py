@@ -159,7 +159,7 @@ def _kept_changes(
 
 
 def _record_outside(store: Any, run: dict, found: list[dict]) -> bool:
-    from owl.git import outside
+    from owl.git import outsidewords
 
     try:
         store.set_run(run["id"], outside=json.dumps(found))
@@ -171,7 +171,7 @@ def _record_outside(store: Any, run: dict, found: list[dict]) -> bool:
             "job %s run %s (found after the crash): %s",
             run["job_id"],
             run["id"],
-            outside.summary(found),
+            outsidewords.summary(found),
         )
     return True
 

@@ -38,7 +38,6 @@ daemon at every start, is `owl.daemon.crash_recovery`.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -52,6 +51,7 @@ from pathlib import Path
 
 from owl.daemon.crash_recovery import recover
 from owl.rules import lifecycle
+from owl.settings import daemonlock
 
 log = logging.getLogger("owl.watchdog")
 
@@ -139,16 +139,10 @@ def _take_lock(lock: Path) -> int | None:
     """The daemon lock, once the dead daemon's hold on it is gone; None if a new
     daemon took it first (it recovers by itself)."""
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + _LOCK_WAIT
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                return None
-            time.sleep(0.02)
+    if daemonlock.take_now(fd, _LOCK_WAIT):
+        return fd
+    os.close(fd)
+    return None
 
 
 def _after_death(db: Path, lock: Path, instance: str, logs: Path | None) -> None:

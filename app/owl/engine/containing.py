@@ -7,8 +7,9 @@ its sandbox with the label the views show. Fast: `sandbox.bwrap.probe` was
 asked once at the daemon's start (`warm`), so nothing here starts a process;
 where the Run's git lives comes from Owl's records (`owl.git.jobstore.Places`,
 found by the setup off the engine thread), never from the worktree's files;
-the host's list of bound unix sockets (`/proc/net/unix`) and the top of `/run`
-are read, each a fraction of a millisecond (`bench/sandbox.py` times it).
+the host's lists of bound unix sockets (its own network namespace's and one
+of each other namespace's, `owl.sandbox.hostsockets`) and the top of `/run`
+are read from /proc, about a millisecond (`bench/sandbox.py` times it).
 
 `mode = "required"` (the default on Linux) and no sandbox to be had: the Run
 does not start. Its Job waits, neither spent nor blocked, with one line that

@@ -3,8 +3,9 @@
 Everything that changes state happens on this thread, in order: events from
 the machine (input, idle, power), from the agents (exit, output, tree gone),
 from the clock (deadlines) and from people (verbs through the control socket
-or the tray, queued as calls with a reply). The core decides; this module
-signals process trees, starts agents and checks, and writes the store. The
+or the tray, queued as calls with a reply). The core decides; its actions
+are carried out in order by `acting.py` (trees signalled, checks started,
+ends recorded). The
 verbs themselves are in `verbs.py` and what people read in `views.py` and
 `statusdoc.py` (from a `statusdoc.Snapshot` this thread hands over). The parts
 with rules of their own are functions of the engine in modules beside it, run on this thread: which
@@ -59,7 +60,7 @@ from owl.power.policy import should_hold
 from owl.store.db import Store
 from owl.verbs.engine_side import Verbs, disk_full, job_row
 from owl.engine import machineread, oninput, runchecks, runend, runstart, runwatch
-from owl.engine import budgeting, shiftwork, starting
+from owl.engine import acting, budgeting, shiftwork, starting
 from owl.engine.runstart import LOG_CAP, Live  # noqa: F401  (LOG_CAP is read from here too)
 
 log = logging.getLogger("owl.engine")
@@ -313,68 +314,6 @@ class Engine:
                 self.setups.cancel_all()
                 self.do(self.core.shutdown(self.clock()))
 
-    # --------------------------------------------------------------- actions
-
-    def do(self, actions: list[lifecycle.Action]) -> None:
-        for action in actions:
-            lv = self.live.get(action.run)
-            if lv is None:
-                continue
-            if isinstance(action, lifecycle.Freeze):
-                lv.freeze_now()
-                r = self.core.runs[action.run]
-                self.note(
-                    lv.run_id,
-                    state="frozen",
-                    frozen_by=r.frozen_by,
-                    grace_ends_at=self.grace_ends_at(r),
-                )
-                heard = self.input_heard
-                t = lv.tree
-                how = (
-                    heard.describe(t.stopped_first_at, t.signalled_at, time.monotonic())
-                    if heard
-                    else ""
-                )
-                log.info("run %s frozen by %s%s", lv.run_id, r.frozen_by, how)
-                runend.note_not_stopped(self, lv)
-                runwatch.record_pids(self, lv)
-            elif isinstance(action, lifecycle.Thaw):
-                lv.thaw_now()
-                self.note(lv.run_id, state=self.core.runs[action.run].state, frozen_by=None)
-                log.info("run %s thawed", lv.run_id)
-            elif isinstance(action, lifecycle.StartCheck):
-                runchecks.start_check(self, lv, action.index)
-            elif isinstance(action, lifecycle.Term):
-                if lv.waiting:
-                    lv.exited = True  # its check never began: nothing is left to end
-                lv.tree.term()
-                lv.not_stopped = []
-                self.note(lv.run_id, state="ending", frozen_by=None)
-                log.log(runend.term_level(self, action.run), "run %s asked to stop", lv.run_id)
-            elif isinstance(action, lifecycle.Kill):
-                # One round of SIGKILLs, no waiting for the kernel to reap: the
-                # watch sees the tree go, and the core asks again if it is wedged.
-                lv.tree.kill(timeout=0)
-                log.info("run %s killed", lv.run_id)
-            elif isinstance(action, lifecycle.Finish):
-                runend.finish_safely(self, lv, action)
-                if lv.cgroup is not None:
-                    lv.cgroup.remove()
-                then = self.after_run.pop(action.run, None)
-                if then is not None:
-                    then()
-            if not isinstance(action, lifecycle.Finish):
-                runend.note_untouchable(self, lv)
-        self.acted += len(actions)
-        if actions and self.on_change is not None:
-            self.on_change()
-
-    def grace_ends_at(self, r: lifecycle.Run) -> float | None:
-        """The wall-clock end of a frozen Run's window, for the watchdog."""
-        left = r.grace_left(self.clock())
-        return None if left is None else time.time() + left
-
     # ---------------------------------------------------------------- records
 
     def note(self, run_id: int, **fields: Any) -> None:
@@ -437,6 +376,8 @@ class Engine:
     # ---------------------------------------- what verbs and the daemon call by name
     # Their bodies live in the modules named; each runs on this thread.
 
+    do = acting.do
+    grace_ends_at = acting.grace_ends_at
     decide = starting.decide
     unknown_settings = starting.unknown_settings
     learn_settings = starting.learn_settings

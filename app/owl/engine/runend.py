@@ -26,7 +26,7 @@ from owl.git import guards
 from owl.git import jobstore, storing
 from owl.rules import jobrules, lifecycle
 from owl.git import outside
-from owl.git import outsidekeep
+from owl.git import outsidekeep, outsidewords
 from owl.git import workspace
 from owl.engine import checks as checksmod
 from owl.engine import runstart, telling
@@ -357,7 +357,7 @@ def record_outside(
     else:
         outsidekeep.forget(eng.paths.logs, run_id)
     if found:
-        log.warning("job %s run %s: %s", job_id, run_id, outside.summary(found))
+        log.warning("job %s run %s: %s", job_id, run_id, outsidewords.summary(found))
     if eng.on_change is not None:
         eng.on_change()
     return state

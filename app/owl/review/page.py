@@ -302,7 +302,7 @@ def _outside(f: dict[str, Any]) -> str:
 def _describe(x: Any) -> str:
     """One change outside the branch in words (`moved main from … to …`)."""
     if isinstance(x, dict):
-        from owl.git.outside import describe
+        from owl.git.outsidewords import describe
 
         try:
             return describe(x)

@@ -115,7 +115,9 @@ class Hold:
 
 
 def real(value: object) -> float | None:
-    """`value` as a finite float, or None (a bool, NaN, an infinity, not a number)."""
+    """`value` as a finite float, or None (a bool, NaN, an infinity, an integer
+    too large for a float, anything that is not a number): the one test every
+    number an agent or a store hands the rules passes."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:

@@ -51,12 +51,11 @@ in), no store, no processes, so every rule is table-tested.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 from datetime import datetime, tzinfo
 
-from owl.rules.budget import Reading
+from owl.rules.budget import Reading, real
 
 BACKOFF_FIRST = 300.0
 BACKOFF_MAX = 3600.0
@@ -157,18 +156,6 @@ def usable_reset(resets_at: float | None, now: float, max_wait: float) -> bool:
     `max_wait`, a real number."""
     r = real(resets_at)
     return r is not None and now < r <= now + max_wait
-
-
-def real(value: object) -> float | None:
-    """`value` as a finite float, or None (a bool, NaN, an infinity, an integer
-    too large for a float, anything that is not a number)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        f = float(value)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
 
 
 def judge(

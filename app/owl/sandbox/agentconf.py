@@ -14,7 +14,7 @@ The files are read as data: bounded, never executed, and a file that is
 missing, too large or broken gives nothing (the agent then says what is wrong,
 as it would outside). They live in the agent's own state, which a Run may
 write, so what a Run writes there must not decide the next Run's reach: each
-is laid read-only over that state (`policy.AgentState.fixed`), made first
+is laid read-only over that state (`agentstate.AgentState.fixed`), made first
 when missing (`make_fixed`: an empty file, `{}` for JSON, what the agent reads
 as no settings), and one that is not a regular file — a symlink, which a Run
 could have planted — is neither read nor bound.
@@ -29,7 +29,8 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .policy import expand, loopback_ports
+from .envplan import loopback_ports
+from .folders import expand
 
 READ_MAX = 256 * 1024
 ENV_NAME_MAX = 128

@@ -41,7 +41,8 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
-from .policy import SYSTEM_READ, Policy
+from .folders import SYSTEM_READ
+from .policy import Policy
 
 INSTALL_HINT = "sudo apt install bubblewrap"
 

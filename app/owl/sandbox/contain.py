@@ -3,9 +3,9 @@
 The glue between the facts of a Run (its worktree, its project's git directory,
 Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``.
 The git places come from Owl's records (``GitPlaces``): no file of the worktree
-is read, since the agent writes them. Reads the host's list of bound unix
-sockets (``/proc/net/unix``, a few ms at most) and the top of ``/run``; runs
-no git.
+is read, since the agent writes them. Reads the host's lists of bound unix
+sockets, its own network namespace's and the others' (``hostsockets``, about
+1 ms), and the top of ``/run``; runs no git.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import os
 import pwd
 import re
 import shutil
-import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import agentconf, bwrap, policy, ready, seatbelt
+from . import agentconf, agentstate, bwrap, folders, hostsockets, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -73,36 +72,16 @@ def wrap(
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
     git = git or GitPlaces()
-    private, links, files = private_system()
-    home = env.get("HOME") or os.path.expanduser("~")
-    own = policy.AGENTS.get(agent, policy.AgentState())
-    facts = policy.Facts(
-        home=home,
-        user_home=pwd.getpwuid(os.getuid()).pw_dir,
-        worktree=worktree,
-        git_common=git.store,
-        git_admin=git.admin,
-        project=project,
-        owl_home=tuple(owl_dirs),
+    private, links, files = hostsockets.private_system()
+    facts = replace(
+        gather(env, worktree, project, owl_dirs, git, str),  # the places as given
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
-        env=env,
         private=private,
         private_links=links,
         private_files=files,
-        host_sockets=host_sockets(skip=(*private, "/tmp", "/dev/shm")),
-        project_git=git.project_git,
+        host_sockets=hostsockets.host_sockets(skip=(*private, "/tmp", "/dev/shm")),
     )
-    make_folders(own.folders, home, env)
-    make_caches(settings.caches, home, env)
-    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
-    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
-    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
-    settings = replace(
-        settings,
-        host_ports=(*settings.host_ports, *said.ports),
-        env_keep=(*settings.env_keep, *said.env_keep),
-    )
-    pol = policy.compute(settings, own, facts)
+    pol = decide(settings, agent, env, facts)
     env_path = bwrap.term_env()
     argv = bwrap.argv(
         pol,
@@ -114,7 +93,7 @@ def wrap(
     )
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
-    if signing(git.project_git, home):
+    if signing(git.project_git, facts.home):
         # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)
         opened += "; commits unsigned here, signed at accept (commit.gpgSign)"
     if pol.network == "none":
@@ -144,6 +123,57 @@ def wrap(
     )
 
 
+def gather(
+    env: Mapping[str, str],
+    worktree: str,
+    project: str,
+    owl_dirs: Sequence[str],
+    git: GitPlaces,
+    path: Callable[[str], str],
+) -> policy.Facts:
+    """The facts every sandbox takes alike (the homes, the Run's places, Owl's
+    folders), each place as ``path`` makes it (macOS: resolved); what only
+    one sandbox knows (Linux's /run and host sockets) is added by its caller."""
+
+    def place(p: str | None) -> str | None:
+        return path(p) if p else None
+
+    return policy.Facts(
+        home=env.get("HOME") or os.path.expanduser("~"),
+        user_home=pwd.getpwuid(os.getuid()).pw_dir,
+        worktree=path(worktree),
+        git_common=place(git.store),
+        git_admin=place(git.admin),
+        project=path(project),
+        owl_home=tuple(path(d) for d in owl_dirs),
+        runtime_dir=None,
+        env=env,
+        project_git=place(git.project_git),
+    )
+
+
+def decide(
+    settings: policy.Settings, agent: str, env: Mapping[str, str], facts: policy.Facts
+) -> policy.Policy:
+    """The Run's Policy, for either sandbox: the agent's own folders and the
+    caches made first (a missing one cannot be bound writable), its config
+    files made and laid read-only, and the port and key its provider's setup
+    names passed on."""
+    home = facts.home
+    own = agentstate.AGENTS.get(agent, agentstate.AgentState())
+    make_folders(own.folders, home, env)
+    make_caches(settings.caches, home, env)
+    fixed = tuple(p for p in (folders.expand(f, home, env) for f in own.fixed) if p)
+    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
+    settings = replace(
+        settings,
+        host_ports=(*settings.host_ports, *said.ports),
+        env_keep=(*settings.env_keep, *said.env_keep),
+    )
+    return policy.compute(settings, own, facts)
+
+
 _SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -168,69 +198,6 @@ def signing(common: str | None, home: str) -> bool:
     return False
 
 
-# Files the Run reads through a path that may lead into /run: the resolver's.
-RESOLVER = ("/etc/resolv.conf",)
-
-
-def private_system() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """Of ``policy.PRIVATE_SYSTEM``, the real folders, the symlinks directly in
-    them and the resolver's file that lies there (as ``policy.Facts`` takes them)."""
-    private = [
-        top for top in policy.PRIVATE_SYSTEM if os.path.isdir(top) and not os.path.islink(top)
-    ]
-    links: list[tuple[str, str]] = []
-    for top in private:
-        try:
-            with os.scandir(top) as entries:
-                links += [(e.path, os.readlink(e.path)) for e in entries if e.is_symlink()]
-        except OSError:
-            continue
-    files = []
-    for path in RESOLVER:
-        real = os.path.realpath(path)
-        if any(policy.under(real, top) for top in private) and os.path.isfile(real):
-            files.append(real)
-    return tuple(private), tuple(links), tuple(files)
-
-
-def host_sockets(
-    table: str = "/proc/net/unix", most: int = 4096, skip: Sequence[str] = ()
-) -> tuple[str, ...]:
-    """The paths (resolved) of the unix sockets bound on this host: in the
-    daemon's network namespace, which is where a socket another program
-    listens on is listed. A few hundred lines on a desktop; ``most`` paths.
-    Those written under a folder of ``skip`` (the Run's own /tmp, the private
-    /run) are left out before their paths are resolved, which is most of the
-    time this takes (/var/run's lead there too: it is resolved once)."""
-    cover = tuple(skip)
-    if any(os.path.realpath("/var/run") == c for c in cover):
-        cover += ("/var/run",)
-    try:
-        with open(table, "rb") as f:
-            rows = f.read(4 << 20).splitlines()[1:]
-    except OSError:
-        return ()
-    paths: set[bytes] = set()
-    for row in rows:
-        parts = row.split(None, 7)
-        if len(parts) == 8 and parts[7].startswith(b"/"):
-            paths.add(parts[7])
-            if len(paths) >= most:
-                break
-    out: list[str] = []
-    for raw in sorted(paths):
-        written = os.fsdecode(raw)
-        if any(policy.under(written, c) for c in cover):
-            continue
-        real = os.path.realpath(written)
-        try:
-            if stat.S_ISSOCK(os.stat(real).st_mode):
-                out.append(real)
-        except (OSError, ValueError):
-            continue
-    return tuple(out)
-
-
 def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str]:
     """bwrap's argv started with no network helper, SIGTERM ignored. With host
     sockets under /dev/null, through netns.py with no helper (``-``): a socket
@@ -242,12 +209,12 @@ def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str
     return [sys.executable, "-I", "-S", NETNS, "-", "-", "--", *argv]
 
 
-def make_folders(folders: Sequence[str], home: str, env: Mapping[str, str]) -> None:
+def make_folders(wanted: Sequence[str], home: str, env: Mapping[str, str]) -> None:
     """Make the agent's own state folders that are missing (as the agent itself
     would on its first start), so that they can be bound writable; one that
     cannot be made is left out of the sandbox, as before."""
-    for folder in folders:
-        path = policy.expand(folder, home, env)
+    for folder in wanted:
+        path = folders.expand(folder, home, env)
         if path:
             try:
                 os.makedirs(path, mode=0o700, exist_ok=True)
@@ -278,7 +245,7 @@ def make_caches(caches: Sequence[str], home: str, env: Mapping[str, str]) -> Non
     wanted = [
         c
         for c in caches
-        if not os.path.isdir(policy.expand(c, home, env))
+        if not os.path.isdir(folders.expand(c, home, env))
         and (c not in CACHE_TOOLS or any(_on_path(t, path) for t in CACHE_TOOLS[c]))
     ]
     make_folders(wanted, home, env)
@@ -322,40 +289,14 @@ def wrap_darwin(
     git: GitPlaces | None = None,
 ) -> Wrapped:
     """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``
-    (the facts gathered as for bwrap, real paths: Seatbelt matches those)."""
+    (the facts gathered as for bwrap, and decided alike)."""
     why = seatbelt.probe()
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
-    git = git or GitPlaces()
-    home = env.get("HOME") or os.path.expanduser("~")
-
-    def real(path: str | None) -> str | None:
-        return os.path.realpath(path) if path else None
-
-    facts = policy.Facts(
-        home=home,
-        user_home=pwd.getpwuid(os.getuid()).pw_dir,
-        worktree=os.path.realpath(worktree),
-        git_common=real(git.store),
-        git_admin=real(git.admin),
-        project=os.path.realpath(project),
-        owl_home=tuple(os.path.realpath(d) for d in owl_dirs),
-        runtime_dir=None,  # macOS has none; its per-user folders are under the home
-        env=env,
-        project_git=real(git.project_git),
-    )
-    own = policy.AGENTS.get(agent, policy.AgentState())
-    make_folders(own.folders, home, env)
-    make_caches(settings.caches, home, env)
-    fixed = tuple(p for p in (policy.expand(f, home, env) for f in own.fixed) if p)
-    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
-    said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
-    settings = replace(
-        settings,
-        host_ports=(*settings.host_ports, *said.ports),
-        env_keep=(*settings.env_keep, *said.env_keep),
-    )
-    pol = policy.compute(settings, own, facts)
+    # real paths: Seatbelt matches those; macOS has no runtime folder (its
+    # per-user folders are under the home)
+    facts = gather(env, worktree, project, owl_dirs, git or GitPlaces(), os.path.realpath)
+    pol = decide(settings, agent, env, facts)
     keychain = agent in seatbelt.KEYCHAIN_AGENTS
     argv = seatbelt.argv(pol, command, keychain=keychain)
     return Wrapped(argv, seatbelt.label(pol), True, policy.agent_env(env, pol))

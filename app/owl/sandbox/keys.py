@@ -14,7 +14,8 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from .policy import DEFAULT_CACHES, DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, READS, Settings, expand
+from .folders import DEFAULT_CACHES, expand
+from .policy import DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, READS, Settings
 
 LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches", "sockets")
 KEYS = ("mode", "read", *LIST_KEYS, "network", "host_ports", "tmp_size")

@@ -33,7 +33,8 @@ from owl.errors import Refused
 from owl.tray.art import draw_icon, icon_state, tooltip
 from owl.tray.choose import HOST_WAIT_S, TrayUnavailable, choose_backend
 from owl.tray.coming_back import DEFAULT_ACTION, ComingBack
-from owl.tray.menu import Action, Item, build_menu, counting_down, same_shape
+from owl.tray.items import Action, Item, same_shape
+from owl.tray.menu import build_menu, counting_down
 from owl.tray.notices import Notices
 from owl.tray.toolkits import toolkit_environment, toolkit_for
 from owl.rules.lifecycle import GRACE_DEFAULT

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from PIL import Image, ImageDraw
 
-from owl.tray.menu import status_line  # the menu owns the wording
+from owl.tray.wording import status_line  # one wording for the menu and the tooltip
 from owl.rules.lifecycle import GRACE_DEFAULT
 
 STATES: tuple[str, ...] = ("idle", "waiting", "working", "frozen", "paused", "attention")

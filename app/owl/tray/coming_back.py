@@ -11,7 +11,7 @@ import logging
 from typing import Any, Callable
 
 from owl.errors import Refused
-from owl.tray.menu import Action
+from owl.tray.items import Action
 from owl.tray.toolkit import Call
 
 log = logging.getLogger("owl.tray")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from owl import textsafe
-from owl.tray.menu import clock, short, until_words
+from owl.tray.wording import clock, short, until_words
 
 
 class Notice(tuple):

@@ -52,7 +52,7 @@ class Toolkit:
 
     def relabel(self, icon: Any, items: Any) -> bool:
         """Give the menu on screen `items`' words in place (a menu of the same
-        shape, `menu.same_shape`); False where the toolkit cannot, and the
+        shape, `items.same_shape`); False where the toolkit cannot, and the
         menu is made anew instead."""
         return False
 

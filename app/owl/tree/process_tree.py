@@ -15,8 +15,10 @@ reused by someone else's process is never hit.
 Beside it, each with a reason of its own: ``orphans`` (which re-parented
 processes are the Run's), ``untouchable`` (a process Owl may not signal),
 ``escaped`` (work the Run may have handed to launchd, named, not claimed),
-``cgroup_bracket`` (the Run's cgroup v2 around the freeze and the kill) and
-``survivors`` (processes known only by their tag, after a crash).
+``cgroup_bracket`` (the Run's cgroup v2 around the freeze and the kill),
+``survivors`` (processes known only by their tag, after a crash), ``known``
+(the members met), ``walk`` (down one table's parent links) and
+``signalling`` (a signal to one member, through a handle checked to be it).
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from typing import Any
 
 import psutil
 
-from . import _platform, cgroup_bracket, escaped, groups, handles, untouchable
+from . import _platform, cgroup_bracket, escaped, groups, signalling, untouchable
+from .known import Known
 from .member import TreeMember, wait_stopped
 from .orphans import Orphans
+from .walk import children_of, descend
 from owl.rules.lifecycle import KILL_DELAY
 
 # A freeze that has not converged after this many sweeps is facing a process
@@ -43,8 +47,6 @@ KILL_TIMEOUT = KILL_DELAY
 # process only stops when it next runs; one in uninterruptible I/O stops
 # when that ends, and cannot run before it either, so this stays short.
 _SETTLE_TIMEOUT = 0.25
-# How often a freeze sends a stop again that could not be sent (1, 2, 4, 8 ms apart).
-_RETRIES = 4
 
 
 class ProcessTree:
@@ -75,7 +77,7 @@ class ProcessTree:
         self._weighed: set[int] = set()  # the sessions (sids) given it
         self._b = backend or _platform.backend
         self._lock = threading.RLock()
-        self._members: dict[int, TreeMember] = {}
+        self._members = Known(self._b)
         self._order: list[TreeMember] = []  # live, parents first
         self._rows: dict[int, Any] = {}  # the last sweep's table
         self._running: list[TreeMember] = []  # what the last freeze left running
@@ -110,7 +112,7 @@ class ProcessTree:
         if create_time is not None and not self._b.matches(row.start, create_time):
             return
         with self._lock:
-            m = self._remember(pid, row.start)
+            m = self._members.remember(pid, row.start)
             self._weigh(m, row.sid)
             if self._kin is not None:
                 self._kin.note([pid])
@@ -118,21 +120,6 @@ class ProcessTree:
             self._full_marks = []
             if self._orphans is not None:
                 self._orphans.leader_started(row.start)
-
-    def _remember(self, pid: int, start: Any) -> TreeMember:
-        m = self._members.get(pid)
-        if m is not None and self._b.same_start(m.start, start):
-            return m
-        if m is not None:
-            self._forget(m)
-        m = TreeMember(pid, start)
-        self._members[pid] = m
-        return m
-
-    def _forget(self, m: TreeMember) -> None:
-        if self._members.get(m.pid) is m:
-            del self._members[m.pid]
-        _drop_handle(m)
 
     # -- the sweep --------------------------------------------------------
 
@@ -152,9 +139,7 @@ class ProcessTree:
         self._mark = mark
         if not partial and mark is not None:
             self._full_marks = [*self._full_marks[-1:], mark]
-        children: dict[int, list[int]] = {}
-        for pid, row in rows.items():
-            children.setdefault(row.ppid, []).append(pid)
+        children = children_of(rows)
 
         queue: list[tuple[int, Any]] = []
         live: list[TreeMember] = []
@@ -162,52 +147,20 @@ class ProcessTree:
         if partial:
             # Known live members: on trust, unless this read covers them.
             for m in self._order:
-                if m.pid not in rows and self._members.get(m.pid) is m:
+                if m.pid not in rows and self._members.holds(m):
                     live.append(m)
                     seen.add(m.pid)
-        for pid, m in list(self._members.items()):
-            row = rows.get(pid)
-            if row is None:
-                if partial:
-                    queue.append((pid, m.start))  # not read this time
-                    continue
-                # Gone since the last sweep. Its children may still be listed
-                # under it in this table (read before they were re-parented),
-                # so walk it once more, then let it go.
-                self._forget(m)
-                queue.append((pid, m.start))
-            elif not b.same_start(row.start, m.start):
-                self._forget(m)  # PID reused: not ours any more
-            elif m.handle is not None and not m.handle.alive():
-                # Same start tick, yet the process the handle holds is gone:
-                # a PID reused within one clock tick (only a pidfd can tell).
-                self._forget(m)
-            else:
-                queue.append((pid, m.start))
+        queue.extend(self._members.walk_from(rows, partial))
         if self._orphans is not None:
             queue.extend(self._orphans.found(rows, children, self._members))
         queue.extend(cgroup_bracket.listed(self._cgroup, rows, self._me))
 
-        i = 0
-        while i < len(queue):
-            pid, start = queue[i]
-            i += 1
-            row = rows.get(pid)
-            if row is not None:
-                if pid in seen:
-                    continue
-                seen.add(pid)
-                m = self._remember(pid, row.start)
-                m.pgid, m.sid = row.pgid, row.sid
-                if row.state != b.DEAD:
-                    live.append(m)
-                    self._weigh(m, row.sid)
-            for child in children.get(pid, ()):
-                crow = rows[child]
-                # A child cannot start before its parent: such an edge is a
-                # stale read across a PID reuse.
-                if child not in seen and crow.start >= start:
-                    queue.append((child, crow.start))
+        for pid, row in descend(queue, rows, children, seen):
+            m = self._members.remember(pid, row.start)
+            m.pgid, m.sid = row.pgid, row.sid
+            if row.state != b.DEAD:
+                live.append(m)
+                self._weigh(m, row.sid)
         self._order = live
         self._rows = rows
         if not partial and self._weighed:  # forget the sessions that ended
@@ -215,8 +168,6 @@ class ProcessTree:
         if self._kin is not None:
             self._kin.note(m.pid for m in live)
         return live
-
-    # -- the sessions' weight ----------------------------------------------
 
     def _weigh(self, m: TreeMember, sid: int) -> None:
         """Give the session of ``m`` the Run's niceness, once per session
@@ -230,28 +181,8 @@ class ProcessTree:
     # -- signals ------------------------------------------------------------
 
     def _send(self, m: TreeMember, sig: int) -> bool:
-        """Signal one member; False if it is gone or may not be signalled
-        (EPERM marks it refused: see untouchable.send), or could not be
-        (marked failed, with why). Its handle is opened on the first signal,
-        checked against the start time the sweep saw (the backend's
-        open_handle says how), and kept while handles.BUDGET allows; past
-        it, it is opened, checked and closed for each signal."""
-        handle = m.handle
-        if handle is None:
-            try:
-                handle = self._b.open_handle(m.pid, m.start)
-            except OSError as exc:
-                untouchable.could_not(m, exc)
-                return False
-            if handle is None:
-                return False
-            if not getattr(handle, "holds_fd", False) or handles.take():
-                m.handle = handle
-        try:
-            return untouchable.send(m, handle, sig)
-        finally:
-            if handle is not m.handle:
-                handle.close()
+        """Signal one member (see signalling.send)."""
+        return signalling.send(self._b, m, sig)
 
     def freeze(self) -> int:
         """SIGSTOP every process; sweep again until a sweep finds nothing
@@ -269,7 +200,7 @@ class ProcessTree:
                 # from here none of a Run with a cgroup runs its own code again
                 self.held_at = time.monotonic() if self._cgroup is not None else None
                 live, first_rows, late = self._stop_all()
-                late |= self._retry_failed(live, signal.SIGSTOP)
+                late |= signalling.retry_failed(live, lambda m: self._send(m, signal.SIGSTOP))
             return len(self._settle(live, first_rows, late))
 
     def stop_known(self) -> bool:
@@ -333,22 +264,6 @@ class ProcessTree:
                 self._send(m, signal.SIGSTOP)
         return set(self._order)
 
-    def _retry_failed(self, live: list[TreeMember], sig: int) -> set[TreeMember]:
-        """Send ``sig`` again to the members it could not reach (out of file
-        descriptors, say), a few times with a short pause between: what a
-        moment ago held the descriptors may have let them go. Returns the
-        members it reached now."""
-        reached: set[TreeMember] = set()
-        pause = 0.001
-        for _ in range(_RETRIES):
-            failed = [m for m in live if m.failed is not None]
-            if not failed:
-                break
-            time.sleep(pause)
-            pause *= 2
-            reached.update(m for m in failed if self._send(m, sig))
-        return reached
-
     def _settle(
         self, members: list[TreeMember], rows: dict[int, Any], late: set[TreeMember]
     ) -> list[TreeMember]:
@@ -373,7 +288,7 @@ class ProcessTree:
         )
         self._grouped = {}
         for m in gone:
-            self._forget(m)
+            self._members.forget(m)
         live = [m for m in members if m in seen and seen[m].state != b.DEAD]
         self._order = live
         ours = untouchable.ours(live)
@@ -399,7 +314,9 @@ class ProcessTree:
                     count += self._send(m, signal.SIGCONT)
                     sent.add(m)
             # Never leave one stopped: a continue that could not be sent is sent again.
-            return count + len(self._retry_failed(list(sent), signal.SIGCONT))
+            return count + len(
+                signalling.retry_failed(sent, lambda m: self._send(m, signal.SIGCONT))
+            )
 
     def term(self) -> int:
         """SIGTERM to every process, then SIGCONT to every process, so a
@@ -464,7 +381,7 @@ class ProcessTree:
         those that left the Run through launchd (see escaped.py), from the
         last sweep's table."""
         with self._lock:
-            out = untouchable.named(m for m in self._order if self._members.get(m.pid) is m)
+            out = untouchable.named(m for m in self._order if self._members.holds(m))
             if self._orphans is not None and self._orphans.escaped:
                 out += escaped.named(self._orphans.escaped, self._rows, self._b)
             return out
@@ -476,22 +393,7 @@ class ProcessTree:
         then every other member the last sweep found. For the daemon's
         watch, after its sweep; costs an open and a check per new member."""
         with self._lock:
-            leaders = [m for m in self._order if m.pid == m.pgid and m.sid != self._my_sid]
-            for m in [*leaders, *self._order]:
-                if m.handle is not None or m.refused is not None:
-                    continue
-                if handles.held() >= handles.BUDGET:
-                    return
-                try:
-                    handle = self._b.open_handle(m.pid, m.start)
-                except OSError:
-                    return  # out of descriptors: the freeze opens what it needs
-                if handle is None:
-                    continue
-                if getattr(handle, "holds_fd", False) and not handles.take():
-                    handle.close()
-                    return
-                m.handle = handle
+            signalling.open_ahead(self._b, self._order, self._my_sid)
 
     def not_stopped(self) -> list[dict[str, Any]]:
         """The processes the last freeze left running although they are ours
@@ -502,17 +404,7 @@ class ProcessTree:
         thaw. A freeze with any is a failed freeze: the caller says so and
         freezes again."""
         with self._lock:
-            out = untouchable.named_failed(self._running)
-            out += [
-                {
-                    "pid": m.pid,
-                    "command": untouchable.command_of(m.pid),
-                    "why": "signalled to stop, still running",
-                }
-                for m in self._running
-                if m.failed is None
-            ]
-            return out
+            return untouchable.named_running(self._running)
 
     def identities(self) -> list[tuple[int, float]]:
         """(pid, create_time) of every live process, create_time as psutil
@@ -534,8 +426,7 @@ class ProcessTree:
             if self._kin is not None:
                 self._kin.close()
             cgroup_bracket.remove(self._cgroup)
-            for m in list(self._members.values()):
-                self._forget(m)
+            self._members.close()
             self._order = []
             self._weighed = set()
             self._mark = None
@@ -552,15 +443,6 @@ class ProcessTree:
             if self._kin is not None:
                 self._kin.close()
             for m in self._members.values():
-                _drop_handle(m)
+                signalling.drop_handle(m)
         except Exception:
             pass
-
-
-def _drop_handle(m: TreeMember) -> None:
-    """Close a member's kept handle and give its place in the budget back."""
-    if m.handle is not None:
-        if getattr(m.handle, "holds_fd", False):
-            handles.give_back()
-        m.handle.close()
-        m.handle = None

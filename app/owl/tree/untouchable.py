@@ -93,6 +93,20 @@ def named_failed(members: Iterable[Member]) -> list[dict[str, Any]]:
     ]
 
 
+def named_running(members: Iterable[Member]) -> list[dict[str, Any]]:
+    """The members a freeze left running, as {pid, command, why}: those it
+    could not signal (see named_failed), then those signalled that have not
+    yet acted on it (in the kernel, in uninterruptible I/O)."""
+    members = list(members)
+    out = named_failed(members)
+    out += [
+        {"pid": m.pid, "command": command_of(m.pid), "why": "signalled to stop, still running"}
+        for m in members
+        if m.failed is None
+    ]
+    return out
+
+
 def why_refused(pid: int) -> str:
     """Why this process may not be signalled by us, in words."""
     mine = os.geteuid()

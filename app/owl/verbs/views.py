@@ -261,6 +261,6 @@ def _last_message(runs: list[dict]) -> str | None:
 
 def outside_lines(found: list | None) -> list[str]:
     """What a Run changed outside its branch, one line each (`moved main from … to …`)."""
-    from owl.git.outside import describe
+    from owl.git.outsidewords import describe
 
     return [describe(c) for c in found or [] if isinstance(c, dict)]

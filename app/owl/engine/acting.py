@@ -1,0 +1,86 @@
+"""The core's actions carried out: a Run frozen, thawed, asked to end, killed,
+its check started, its end recorded.
+
+Apart from the engine's loop because it is the one place where a decision of
+the core meets the processes and the records, in the order the core gave:
+the loop feeds the core events and hands what comes back here. Runs on the
+engine thread; takes the engine as `eng`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from owl.engine.loop import Engine
+
+from owl.engine import runchecks, runend, runwatch
+from owl.rules import lifecycle
+
+log = logging.getLogger("owl.engine")
+
+
+def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
+    """Carry out the core's actions, in order, on the Runs they name (a Run
+    no longer live is passed over), then tell the views something changed."""
+    for action in actions:
+        lv = eng.live.get(action.run)
+        if lv is None:
+            continue
+        if isinstance(action, lifecycle.Freeze):
+            lv.freeze_now()
+            r = eng.core.runs[action.run]
+            eng.note(
+                lv.run_id,
+                state="frozen",
+                frozen_by=r.frozen_by,
+                grace_ends_at=eng.grace_ends_at(r),
+            )
+            heard = eng.input_heard
+            t = lv.tree
+            how = (
+                heard.describe(t.stopped_first_at, t.signalled_at, time.monotonic())
+                if heard
+                else ""
+            )
+            log.info("run %s frozen by %s%s", lv.run_id, r.frozen_by, how)
+            runend.note_not_stopped(eng, lv)
+            runwatch.record_pids(eng, lv)
+        elif isinstance(action, lifecycle.Thaw):
+            lv.thaw_now()
+            eng.note(lv.run_id, state=eng.core.runs[action.run].state, frozen_by=None)
+            log.info("run %s thawed", lv.run_id)
+        elif isinstance(action, lifecycle.StartCheck):
+            runchecks.start_check(eng, lv, action.index)
+        elif isinstance(action, lifecycle.Term):
+            if lv.waiting:
+                lv.exited = True  # its check never began: nothing is left to end
+            lv.tree.term()
+            lv.not_stopped = []
+            eng.note(lv.run_id, state="ending", frozen_by=None)
+            log.log(runend.term_level(eng, action.run), "run %s asked to stop", lv.run_id)
+        elif isinstance(action, lifecycle.Kill):
+            # One round of SIGKILLs, no waiting for the kernel to reap: the
+            # watch sees the tree go, and the core asks again if it is wedged.
+            lv.tree.kill(timeout=0)
+            log.info("run %s killed", lv.run_id)
+        elif isinstance(action, lifecycle.Finish):
+            runend.finish_safely(eng, lv, action)
+            if lv.cgroup is not None:
+                lv.cgroup.remove()
+            then = eng.after_run.pop(action.run, None)
+            if then is not None:
+                then()
+        if not isinstance(action, lifecycle.Finish):
+            runend.note_untouchable(eng, lv)
+    eng.acted += len(actions)
+    if actions and eng.on_change is not None:
+        eng.on_change()
+
+
+def grace_ends_at(eng: Engine, r: lifecycle.Run) -> float | None:
+    """The wall-clock end of a frozen Run's window, for the watchdog."""
+    left = r.grace_left(eng.clock())
+    return None if left is None else time.time() + left
