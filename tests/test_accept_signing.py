@@ -2,8 +2,10 @@
 `owl jobs accept` signs every commit of the Job where the person's keys are,
 with the real ssh-keygen and the real gpg, through the real daemon.
 
-Each test runs a shell agent in a real contained Run (real bwrap) that commits
-in a project whose config says ``commit.gpgSign = true``, then accepts."""
+The daemon's tests run a shell agent in a real contained Run (real bwrap) that
+commits in a project whose config says ``commit.gpgSign = true``, then accept;
+the last ones take the settings (``owl.review.signing``) and the copying
+(``owl.review.resign``) straight, on data and on a real repository."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 from escapes.harness import base, daemon, done, person, project
 from owl.errors import Refused
 from owl.git.jobstore import store_path
-from owl.review import signing
+from owl.review import resign, signing
 from support.need import programs
 
 __all__ = ["base"]
@@ -374,7 +376,7 @@ def test_a_merge_it_would_refuse_signs_nothing(base):
 
 
 def test_a_signed_copy_keeps_a_message_that_is_not_utf8_byte_for_byte(base):
-    """Straight through `signing.resign`: a Latin-1 message with its
+    """Straight through `resign.resign`: a Latin-1 message with its
     `encoding` header kept byte for byte; the base merged into the branch
     (as an agent may do) keeps the base's commit as it is."""
     key = ssh_key(base)
@@ -393,7 +395,7 @@ def test_a_signed_copy_keeps_a_message_that_is_not_utf8_byte_for_byte(base):
     git(repo, "merge", "-q", "--no-ff", "-m", "merge main", "main")
     latin, merged = git(repo, "rev-list", "--topo-order", "--reverse", "main..work").split()
     signer = signing.Signer("ssh", "ssh-keygen", str(key))
-    assert signing.resign(repo, 5, "work", ["refs/heads/main"], signer) == signing.Resigned(2, 0)
+    assert resign.resign(repo, 5, "work", ["refs/heads/main"], signer) == resign.Resigned(2, 0)
     latin2, merged2 = git(repo, "rev-list", "--topo-order", "--reverse", "main..work").split()
     assert kept(repo, latin2) == kept(repo, latin) and kept(repo, merged2) == kept(repo, merged)
     raw = subprocess.run(
@@ -422,7 +424,7 @@ def test_a_commit_another_branch_holds_is_left_as_it_was(base):
     git(repo, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
     signer = signing.Signer("ssh", "ssh-keygen", str(key))
     main = git(repo, "rev-parse", "main").strip()
-    assert signing.resign(repo, 5, "work", [main], signer) == signing.Resigned(2, 1)
+    assert resign.resign(repo, 5, "work", [main], signer) == resign.Resigned(2, 1)
     parents = git(repo, "rev-list", "--parents", "-n1", "work").split()[1:]
     assert parents[1] == feature and git(repo, "rev-parse", "feature").strip() == feature
     shown = sorted(ssh_verified(base, key, repo, "main..work"))

@@ -31,7 +31,7 @@ from owl.git import safegit
 from owl.settings import project as projectmod
 from owl.git import workspace
 from owl.errors import Refused
-from owl.review import signing
+from owl.review import resign, signing
 
 LATER = "_later"  # a key of an answer: a callable(answer) -> answer, run off the engine
 
@@ -296,7 +296,7 @@ def _sign(e: Any, project: Path, job: dict, signer: signing.Signer) -> str | Non
     store = jobstore.store_path(Path(os.path.realpath(worktree))) if worktree else None
     before = outside.take(project)
     try:
-        done = signing.resign(project, job["id"], job["branch"], keep, signer, store)
+        done = resign.resign(project, job["id"], job["branch"], keep, signer, store)
     finally:
         moved = outside.moves(before, outside.take(project))
         e.call(lambda: e.own_ref_moves(project, moved))
