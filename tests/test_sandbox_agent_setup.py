@@ -57,6 +57,8 @@ def test_a_codex_with_its_own_local_provider_reaches_review_contained(tmp_path):
         job = d.add("Add a hello file and commit it.", project, "--agent", "codex")
         d.machine("idle")
         j = d.wait_job(job, "review", timeout=120)
+        runs = [(r["id"], r["outcome"], r["ended_by"], r["reason"]) for r in j["runs"]]
+        assert len(runs) == 1, (runs, d.told_so_far(job))
         [run] = j["runs"]
         assert run["contained"].startswith("contained: bwrap"), run["contained"]
         assert "own network" in run["contained"]

@@ -29,6 +29,8 @@ run_pkgs=(git bubblewrap passt python3 python3-venv python3-dev gcc python3-gi g
           libxss1 xdg-utils procps util-linux dbus)
 test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x11-utils chromium
            dbus-x11 dbus-daemon zsh fish groff-base man-db slirp4netns
+           # signing at accept, with real keys: gpg (and its agent), ssh-keygen
+           gnupg openssh-client
            # headless Wayland compositors for the idle tests, and a StatusNotifier watcher
            mutter kwin-wayland sway wtype plasma-wayland-protocols haskell-status-notifier-item-utils)
 

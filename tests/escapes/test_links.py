@@ -10,8 +10,8 @@ filesystem). A symlink can be made, to anything: it is a path, which reads
 as nothing inside and is committed as that path, not as what it names.
 
 ``commit.gpgsign = true``: the keys are out of the Run's reach, so its commits
-are made unsigned (git's environment settings, for the Run alone), and
-signing is left to the person."""
+are made unsigned (git's environment settings, for the Run alone); `owl jobs
+accept` signs them (tests/test_accept_signing.py)."""
 
 from __future__ import annotations
 
@@ -80,4 +80,4 @@ def test_no_link_out_of_the_worktree_reaches_a_secret_or_writes_a_read_only_file
         [*git, "log", "-1", "--format=%G?", j["branch"]], capture_output=True, text=True
     ).stdout.strip()
     assert signed == "N", signed
-    assert "; commits unsigned (commit.gpgsign" in j["runs"][-1]["contained"]
+    assert "; commits unsigned here, signed at accept" in j["runs"][-1]["contained"]

@@ -197,7 +197,7 @@ def paths():
     return get_paths()
 
 
-def ask(verb_name: str, args: dict[str, Any] | None = None) -> Any:
+def ask(verb_name: str, args: dict[str, Any] | None = None, timeout: float = 60.0) -> Any:
     """Ask the daemon. Its socket is worked out on strings where that is
     plain (OWL_HOME, or a private XDG_RUNTIME_DIR); through `paths`
     (pathlib, platformdirs) otherwise, or when that first place has no
@@ -214,17 +214,17 @@ def ask(verb_name: str, args: dict[str, Any] | None = None) -> Any:
     nobody: NoDaemon | None = None
     if where is not None:
         try:
-            return _ask(where, verb_name, args)
+            return _ask(where, verb_name, args, timeout)
         except NoDaemon as e:  # raised before anything was sent: asking again is safe
             nobody = e
     from owl.control import locate
 
     if home is not None and nobody is not None:
-        return locate.through_lock(socketpath.home_lock(), home, verb_name, args, 60.0, nobody)
+        return locate.through_lock(socketpath.home_lock(), home, verb_name, args, timeout, nobody)
     p = paths()
     if where is not None and nobody is not None and str(p.socket) == where:
-        return locate.through_lock(str(p.lock), where, verb_name, args, 60.0, nobody)
-    return locate.ask(str(p.socket), lambda: str(p.lock), verb_name, args)
+        return locate.through_lock(str(p.lock), where, verb_name, args, timeout, nobody)
+    return locate.ask(str(p.socket), lambda: str(p.lock), verb_name, args, timeout)
 
 
 def print_json(data: Any) -> None:

@@ -28,6 +28,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# Accepting may sign the Job's commits, and signing may wait on a passphrase
+# (owl.review.signing gives each signature two minutes): wait longer for it.
+ACCEPT_TIMEOUT = 600.0
 ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review", "diff", "reply")
 
 
@@ -90,11 +93,23 @@ def register_jobs(sub: Any) -> None:
         action="store_true",
         help="accept a blocked or exhausted Job too, past its failing checks (recorded so)",
     )
+    s.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="in a repository that signs its commits (commit.gpgSign), keep the Job's "
+        "commits unsigned; otherwise Owl signs each of them here, with your key",
+    )
     json_flag(s)
     s.set_defaults(
         fn=_each(
             "jobs.accept",
-            lambda a: {"merge": a.merge, "delete_branch": a.delete_branch, "anyway": a.anyway},
+            lambda a: {
+                "merge": a.merge,
+                "delete_branch": a.delete_branch,
+                "anyway": a.anyway,
+                "unsigned": a.unsigned,
+            },
+            timeout=ACCEPT_TIMEOUT,
         )
     )
     s = verb(
@@ -305,14 +320,14 @@ def _offline_job(job_id: int) -> dict:
     return offline(lambda: job_view(store, row))
 
 
-def _each(verb_name: str, extra=lambda a: {}):
+def _each(verb_name: str, extra=lambda a: {}, timeout: float = 60.0):
     """A verb that acts on each id given, in order, and says what it did to each."""
 
     def run(a: argparse.Namespace) -> int:
         outs, failed = [], None
         for job_id in a.ids:
             try:
-                out = ask(verb_name, {"id": job_id, **extra(a)})
+                out = ask(verb_name, {"id": job_id, **extra(a)}, timeout=timeout)
             except Refused as e:
                 if len(a.ids) == 1:
                     raise

@@ -110,6 +110,7 @@ def answer(
             A.flag(args, "merge"),
             A.flag(args, "delete_branch"),
             A.flag(args, "anyway"),
+            A.flag(args, "unsigned"),
         ),
         "jobs.extend": lambda: e.verbs.extend(A.ident(args, "id"), A.attempts(args)),
         "jobs.move": lambda: e.verbs.move(A.ident(args, "id"), A.position(args)),

@@ -246,6 +246,24 @@ def run(
     fetch from a Job's store allows the file transport); `env`: variables for
     it alone. Raises OSError if git cannot be started, GitTimeout if it runs
     past `timeout`."""
+    done = run_bytes(cwd, *args, timeout=timeout, config=config, env=env)
+    return subprocess.CompletedProcess(
+        done.args,
+        done.returncode,
+        done.stdout.decode("utf-8", "replace"),
+        done.stderr.decode("utf-8", "replace"),
+    )
+
+
+def run_bytes(
+    cwd: Path | str,
+    *args: str,
+    timeout: float = TIMEOUT,
+    config: tuple[tuple[str, str], ...] = (),
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """`run`, its output as git wrote it: what must come back byte for byte
+    (a commit's raw object, whose message need not be UTF-8)."""
     _refuse_if_forbidden(args)
     if _objects_only(args):
         settings = [*FIXED, *config]
@@ -281,6 +299,8 @@ def _objects_only(args: tuple[str, ...]) -> bool:
         return False
     if args[0] == "worktree":
         return len(args) > 1 and args[1] in ("list", "prune")
+    if args[0] == "cat-file":  # an object as stored, not through a filter or textconv
+        return not any(a.startswith(("--textconv", "--filters", "--path")) for a in args)
     return args[0] in _OBJECTS_ONLY
 
 
@@ -297,7 +317,8 @@ def configured(cwd: Path | str, timeout: float = TIMEOUT) -> list[str]:
         timeout,
         swept=False,
     )
-    return [k for k in listed.stdout.split("\0") if k] if listed.returncode == 0 else []
+    names = listed.stdout.decode("utf-8", "replace").split("\0")
+    return [k for k in names if k] if listed.returncode == 0 else []
 
 
 def drivers(keys: list[str]) -> list[str]:
@@ -307,7 +328,7 @@ def drivers(keys: list[str]) -> list[str]:
 
 def _spawn(
     command: list[str], env: dict[str, str], timeout: float, swept: bool = True
-) -> subprocess.CompletedProcess[str]:
+) -> subprocess.CompletedProcess[bytes]:
     env.update(getattr(_local, "env", {}))
     env[_TAG] = f"{os.getpid()}-{next(_counter)}"
     backend = tree.backend
@@ -341,8 +362,8 @@ def _spawn(
         end_leftovers(popen.pid, env[_TAG], mark)
         out.seek(0)
         err.seek(0)
-        stdout = out.read().decode("utf-8", "replace")
-        stderr = err.read().decode("utf-8", "replace")
+        stdout = out.read()
+        stderr = err.read()
     return subprocess.CompletedProcess(command, code, stdout, stderr)
 
 

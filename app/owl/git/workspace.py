@@ -25,7 +25,7 @@ from owl.errors import Refused
 
 # How long one git call may take before its process tree is ended
 # (OWL_GIT_TIMEOUT, in seconds, sets it: for slow disks, and for tests).
-_GIT_TIMEOUT = float(os.environ.get("OWL_GIT_TIMEOUT") or 60)
+GIT_TIMEOUT = float(os.environ.get("OWL_GIT_TIMEOUT") or 60)
 
 
 class WorkspaceError(Exception):
@@ -43,7 +43,7 @@ def git(
     cwd: Path | str,
     *args: str,
     check: bool = True,
-    timeout: float = _GIT_TIMEOUT,
+    timeout: float = GIT_TIMEOUT,
     config: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
@@ -67,7 +67,7 @@ def drivers(cwd: Path | str) -> list[str]:
     """The driver commands (`filter.x.smudge`, `merge.y.driver`, …) the config
     git reads in `cwd` sets: what a git the person runs there could run."""
     try:
-        return safegit.drivers(safegit.configured(cwd, _GIT_TIMEOUT))
+        return safegit.drivers(safegit.configured(cwd, GIT_TIMEOUT))
     except safegit.GitTimeout as e:
         raise WorkspaceError(str(e)) from None
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from owl.git import workspace
 from owl.errors import Refused
+from owl.review import signing
 
 
 @dataclass(frozen=True)
@@ -205,8 +206,9 @@ def situation(project: Path, base: str, branch: str) -> Situation:
     )
 
 
-def carry_out(p: Plan, s: Situation, title: str) -> str:
-    """Do what `plan` said; returns one line saying what happened (Refused if it could not)."""
+def carry_out(p: Plan, s: Situation, title: str, signer: signing.Signer | None = None) -> str:
+    """Do what `plan` said; returns one line saying what happened (Refused if it
+    could not). With `signer`, a merge commit is signed (`owl.review.signing`)."""
     if p.kind == "nothing":
         return p.message
     if p.kind == "refuse":
@@ -245,10 +247,13 @@ def carry_out(p: Plan, s: Situation, title: str) -> str:
         "merge",
         "--no-ff",
         "--no-edit",
+        *(["-S"] if signer is not None else []),
         "-m",
         f"Merge {s.branch}: {title}",
         s.branch,
         check=False,
+        timeout=signing.SIGN_TIMEOUT if signer is not None else workspace.GIT_TIMEOUT,
+        config=signer.config() if signer is not None else (),
     )
     if proc.returncode != 0:
         conflicts = workspace.git(
@@ -257,13 +262,17 @@ def carry_out(p: Plan, s: Situation, title: str) -> str:
         conflicts = [c for c in conflicts if c]
         if _rev(p.cwd, "MERGE_HEAD") is not None:  # git stopped half way: undo it
             workspace.git(p.cwd, "merge", "--abort", check=False)
+        said = proc.stdout + proc.stderr
+        if signer is not None and not conflicts and _unsigned(said):
+            raise Refused(signing.merge_failure(s.branch, s.base, signer, said))
         # A driver Owl blanked stops git before any conflict is written: look
         # at the files both sides changed for the drivers they would need.
         touched = conflicts or _both_changed(p.cwd, s.base, s.branch)
         raise Refused(
             refusal(p.cwd, s, proc.stdout + proc.stderr, conflicts, _merge_drivers(p.cwd, touched))
         )
-    return f"{s.branch} merged into {s.base} with a merge commit in {p.cwd}"
+    signed = " (signed)" if signer is not None else ""
+    return f"{s.branch} merged into {s.base} with a merge commit{signed} in {p.cwd}"
 
 
 def _names(paths: list[str], most: int = 5) -> str:
@@ -347,8 +356,21 @@ def _merge_drivers(cwd: Path, paths: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def merge(project: Path, job: dict) -> tuple[str, str]:
-    """Bring a Job's branch into its base branch: (base branch, what happened)."""
+def _unsigned(said: str) -> bool:
+    """Whether git stopped at signing the merge commit (the merge itself went through)."""
+    return any(w in said for w in ("failed to sign", "failed to write commit object", "cannot run"))
+
+
+def merge(project: Path, job: dict, signer: signing.Signer | None = None) -> tuple[str, str]:
+    """Bring a Job's branch into its base branch: (base branch, what happened);
+    with `signer`, a merge commit made is signed."""
+    s, p = prepare(project, job)
+    return s.base, carry_out(p, s, job.get("title") or f"job {job['id']}", signer)
+
+
+def prepare(project: Path, job: dict) -> tuple[Situation, Plan]:
+    """What merging a Job's branch would do, looked at before anything changes:
+    Refused at once when the plan is to refuse (so accept signs nothing first)."""
     base = base_branch_of(project, job)
     if base is None:
         raise Refused(
@@ -356,7 +378,10 @@ def merge(project: Path, job: dict) -> tuple[str, str]:
             f"{job['branch']} yourself on that branch"
         )
     s = situation(project, base, job["branch"])
-    return base, carry_out(plan(s), s, job.get("title") or f"job {job['id']}")
+    p = plan(s)
+    if p.kind == "refuse":
+        raise Refused(p.message)
+    return s, p
 
 
 def require_merged(project: Path, job: dict) -> None:

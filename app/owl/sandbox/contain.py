@@ -94,7 +94,8 @@ def wrap(
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
     if signing(git.project_git, facts.home):
-        opened += "; commits unsigned (commit.gpgsign: the keys are out of reach)"
+        # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)
+        opened += "; commits unsigned here, signed at accept (commit.gpgSign)"
     if pol.network == "none":
         return Wrapped(
             alone(argv, env_path, pol),
@@ -177,9 +178,14 @@ _SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | r
 
 
 def signing(common: str | None, home: str) -> bool:
-    """Whether the project's or the person's git config asks for signed
-    commits (read as text, includes not followed: only for saying so)."""
-    files = [os.path.join(home, ".gitconfig"), os.path.join(home, ".config", "git", "config")]
+    """Whether the project's, the person's or the system's git config asks for
+    signed commits (read as text, includes not followed: only for saying so;
+    `owl.review.signing` reads it as git does, at accept)."""
+    files = [
+        "/etc/gitconfig",
+        os.path.join(home, ".gitconfig"),
+        os.path.join(home, ".config", "git", "config"),
+    ]
     if common:
         files.append(os.path.join(common, "config"))
     for path in files:

@@ -16,6 +16,8 @@ from typing import Any
 from owl.control.client import ask
 
 VERB_TIMEOUT = 120.0  # a merge or a worktree removal may take a while
+# accept may sign the Job's commits first, each waiting on a passphrase up to two minutes
+ACCEPT_TIMEOUT = 600.0
 WAIT_S = 25.0  # one `status.wait` (the daemon's own cap is 30 s)
 
 
@@ -32,7 +34,8 @@ class RemoteDaemon:
         return ask(self.socket, "status", timeout=10.0)
 
     def call(self, verb: str, **args: Any) -> Any:
-        return ask(self.socket, verb, args, timeout=VERB_TIMEOUT)
+        wait = ACCEPT_TIMEOUT if verb == "accept" else VERB_TIMEOUT
+        return ask(self.socket, verb, args, timeout=wait)
 
     def wait_change(self, since: int, timeout: float = WAIT_S) -> int:
         """The daemon's change count once past `since` (NoDaemon once it is gone)."""

@@ -44,12 +44,18 @@ class AcceptVerbs(Holding):
         return job
 
     def accept_commit(
-        self, job_id: int, merged: str | None, delete_branch: bool, past: str | None = None
+        self,
+        job_id: int,
+        merged: str | None,
+        delete_branch: bool,
+        past: str | None = None,
+        signed: str | None = None,
     ) -> dict:
         """Record the held Job done: its worktree is gone and, when asked, its
         branch merged (`merged` says how); owl.verbs.caller_side did the git.
         `past`: the state (blocked, exhausted) it was accepted from anyway, which
-        its reason keeps, with why it was so."""
+        its reason keeps, with why it was so. `signed`: what was said of signing
+        its commits ("signed 3 commits with …", "kept unsigned …"), if anything."""
         self.release(job_id)
         job = job_row(self.engine.store, job_id)
         note = None
@@ -65,7 +71,8 @@ class AcceptVerbs(Holding):
             else:
                 store.end_verb(job_id)
         telling.job_gone(self.engine, job_id)
-        said = f"; {merged}" if merged else ""
+        said = f"; {signed}" if signed else ""
+        said += f"; {merged}" if merged else ""
         if note:
             said += "; accepted past failing checks"
         return {
@@ -73,6 +80,7 @@ class AcceptVerbs(Holding):
             "state": "done",
             "branch": job["branch"],
             "merged": merged,
+            "signed": signed,
             "branch_deleted": delete_branch,
             "accepted_anyway": past is not None,
             "message": f"job {job_id} accepted{said}; branch {job['branch']} "

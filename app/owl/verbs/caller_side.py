@@ -19,16 +19,19 @@ is let go whatever happens here, so a failing git never leaves a Job stuck.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from owl.git import guards
+from owl.git import jobstore
 from owl.git import outside
 from owl.git import safegit
 from owl.settings import project as projectmod
 from owl.git import workspace
 from owl.errors import Refused
+from owl.review import resign, signing
 
 LATER = "_later"  # a key of an answer: a callable(answer) -> answer, run off the engine
 
@@ -165,21 +168,33 @@ def _drop(engine: Any, job_id: int, force: bool) -> dict:
 
 
 def accept(
-    engine: Any, job_id: int, merge: bool, delete_branch: bool, anyway: bool = False
+    engine: Any,
+    job_id: int,
+    merge: bool,
+    delete_branch: bool,
+    anyway: bool = False,
+    unsigned: bool = False,
 ) -> dict:
-    """`owl jobs accept [--merge] [--delete-branch]`: keep a Job's work.
+    """`owl jobs accept [--merge] [--delete-branch] [--unsigned]`: keep a Job's work.
 
-    With `merge`, its branch is brought into its base branch first (see
-    `owl.review.merge`); with `delete_branch`, the branch goes once merged.
-    The worktree is removed before the Job is recorded done, so a removal that
-    fails leaves it in review with the reason. With `anyway`, a blocked or
-    exhausted Job is accepted too, and recorded as accepted past its checks."""
+    In a repository that signs its commits, the Job's commits are signed
+    first (`owl.review.signing`), unless `unsigned`. With `merge`, its branch
+    is brought into its base branch (see `owl.review.merge`); with
+    `delete_branch`, the branch goes once merged. The worktree is removed
+    before the Job is recorded done, so a removal that fails leaves it in
+    review with the reason. With `anyway`, a blocked or exhausted Job is
+    accepted too, and recorded as accepted past its checks."""
     with daemons_git(engine):
-        return _accept(engine, job_id, merge, delete_branch, anyway)
+        return _accept(engine, job_id, merge, delete_branch, anyway, unsigned)
 
 
 def _accept(
-    engine: Any, job_id: int, merge: bool, delete_branch: bool, anyway: bool = False
+    engine: Any,
+    job_id: int,
+    merge: bool,
+    delete_branch: bool,
+    anyway: bool = False,
+    unsigned: bool = False,
 ) -> dict:
     from owl.review import merge as mergemod
 
@@ -192,6 +207,7 @@ def _accept(
         refusal = guards.bring_in(job, "accept") or guards.accept_refusal(job)
         if refusal:
             raise Refused(refusal)
+        signer = _signer(e, project, job, unsigned)
         # Recorded before any git changes anything: a crash from here on is
         # finished (or undone) at the next start (owl.verbs.recovery).
         e.call(
@@ -200,7 +216,7 @@ def _accept(
             )
         )
         try:
-            answer = _accept_git(e, project, job, merge, delete_branch, anyway)
+            answer = _accept_git(e, project, job, merge, delete_branch, anyway, signer)
         except BaseException:
             _quietly(lambda: e.call(lambda: e.verbs.verb_done(job_id)))  # nothing was changed
             raise
@@ -212,13 +228,48 @@ def _accept(
     return answer
 
 
+UNSIGNED = "kept unsigned (--unsigned)"
+
+
+def _signer(e: Any, project: Path, job: dict, unsigned: bool) -> signing.Signer | str | None:
+    """How the Job's commits will be signed; UNSIGNED when the repository signs
+    but the person said not to; None when it does not sign. Refused (nothing
+    changed) when its signing settings cannot be trusted or make no sense."""
+    worktree = Path(job["worktree"]) if job.get("worktree") else None
+    owls = [str(e.paths.worktrees)]
+    if worktree is not None:
+        owls += [str(worktree), str(jobstore.store_path(Path(os.path.realpath(worktree))))]
+    try:
+        found = signing.signer(project, owls, job["id"])
+    except Refused:
+        if unsigned:
+            return UNSIGNED  # nothing of those settings runs
+        raise
+    if found is not None and unsigned:
+        return UNSIGNED
+    return found
+
+
 def _accept_git(
-    e: Any, project: Path, job: dict, merge: bool, delete_branch: bool, anyway: bool = False
+    e: Any,
+    project: Path,
+    job: dict,
+    merge: bool,
+    delete_branch: bool,
+    anyway: bool = False,
+    signer: signing.Signer | str | None = None,
 ) -> dict:
     from owl.review import merge as mergemod
 
     job_id = job["id"]
-    merged = _merge(e, project, job) if merge else None
+    signs = signer if isinstance(signer, signing.Signer) else None
+    if signs is not None:  # what would refuse, refused before any commit is signed
+        if merge:
+            mergemod.prepare(project, job)
+        elif delete_branch:
+            mergemod.require_merged(project, job)
+    signed = _sign(e, project, job, signs) if signs is not None else signer
+    merged = _merge(e, project, job, signs) if merge else None
     if delete_branch:
         mergemod.require_merged(project, job)  # refuses before anything changes
     worktree = Path(job["worktree"]) if job["worktree"] else None
@@ -230,17 +281,49 @@ def _accept_git(
             f"cannot accept job {job_id}: its worktree could not be removed ({err})"
         ) from None
     past = job["state"] if anyway else None
-    return e.call(lambda: e.verbs.accept_commit(job_id, merged, delete_branch, past))
+    return e.call(lambda: e.verbs.accept_commit(job_id, merged, delete_branch, past, signed))
 
 
-def _merge(e: Any, project: Path, job: dict) -> str:
-    """Merge the Job's branch; live Runs in the project take the refs Owl
-    moved as their starting point, so no agent is said to have moved them."""
+def _sign(e: Any, project: Path, job: dict, signer: signing.Signer) -> str | None:
+    """Sign the Job's commits its base does not hold; what to say of it."""
+    from owl.review import merge as mergemod
+
+    keep = [job["base"]] if job.get("base") else []
+    base = mergemod.base_branch_of(project, job)
+    if base is not None:
+        keep.append(f"refs/heads/{base}")
+    worktree = Path(job["worktree"]) if job.get("worktree") else None
+    store = jobstore.store_path(Path(os.path.realpath(worktree))) if worktree else None
+    before = outside.take(project)
+    try:
+        done = resign.resign(project, job["id"], job["branch"], keep, signer, store)
+    finally:
+        moved = outside.moves(before, outside.take(project))
+        e.call(lambda: e.own_ref_moves(project, moved))
+    said = []
+    if done.signed:
+        said.append(f"signed {_commits(done.signed)} with {signer.words()}")
+    if done.shared:
+        said.append(
+            f"{_commits(done.shared)} another branch or tag holds too left as "
+            + ("it was" if done.shared == 1 else "they were")
+        )
+    return "; ".join(said) or None
+
+
+def _commits(n: int) -> str:
+    return f"{n} commit{'s' if n != 1 else ''}"
+
+
+def _merge(e: Any, project: Path, job: dict, signer: signing.Signer | None = None) -> str:
+    """Merge the Job's branch (looked at afresh: signing may have taken a
+    while); live Runs in the project take the refs Owl moved as their starting
+    point, so no agent is said to have moved them."""
     from owl.review import merge as mergemod
 
     before = outside.take(project)
     try:
-        return mergemod.merge(project, job)[1]
+        return mergemod.merge(project, job, signer)[1]
     finally:
         moved = outside.moves(before, outside.take(project))
         e.call(lambda: e.own_ref_moves(project, moved))

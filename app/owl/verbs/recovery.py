@@ -16,7 +16,9 @@ watchdog when the daemon dies and by the next start) does what is left:
   MERGE_HEAD is the Job's branch) is aborted; if the branch is in its base
   branch the merge completed, and the accept is finished (the worktree
   removed, the Job done, the branch deleted when asked); if not, nothing was
-  merged and the Job stays in review, its reason saying so;
+  merged and the Job stays in review, its reason saying so (its branch may
+  hold the signed copies of its commits by then: the same trees, and the
+  next accept signs what it finds);
 - an accept without it is finished, since the person asked for it;
 - a worktree whose removal had begun is removed even if it now looks
   changed (half its files gone): it was found clean before.
