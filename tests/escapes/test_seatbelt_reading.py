@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from owl.engine import containing
-from owl.git import jobstore, storing
+from owl.git import jobstore, storing, workspace
 from owl.sandbox import contain, seatbelt
 from owl.settings import config
 from owl.settings.paths import Paths
@@ -168,8 +168,6 @@ def make_mac(base: Path, cfg: dict[str, object] | None = None) -> Mac:
 
 
 def make_branch(project: Path, branch: str) -> None:
-    from owl.git import workspace
-
     workspace.git(project, "branch", branch)
 
 
@@ -208,6 +206,21 @@ def test_environ(mac: Mac) -> None:
         assert not allowed(mac.text, "sysctl-read", sysctl=name), name
     assert allowed(mac.text, "sysctl-read", sysctl="kern.proc")  # ps lists pids and names
     assert not allowed(mac.text, "process-info-pidinfo", same_sandbox=False)
+    # a check, started the same way: its environment and its profile alike
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "platform", "darwin")
+        mp.setattr(seatbelt, "probe", lambda fresh=False: None)
+        check = containing.for_checks(
+            config.from_dict({}, "config.toml"),
+            mac.paths,
+            Path(mac.places.worktree),
+            mac.project,
+            places=mac.places,
+        )
+        argv, env = check(["make", "test"], environment(mac.home))
+    assert argv[0] == seatbelt.SANDBOX_EXEC and "GITHUB_TOKEN" not in env
+    assert "ANTHROPIC_API_KEY" not in env  # not the agent's: a check has none
+    assert not allowed(argv[2], "sysctl-read", sysctl="kern.procargs2")
 
 
 @pytest.mark.parametrize(
