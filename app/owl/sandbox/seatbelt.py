@@ -6,11 +6,11 @@ refused). The order below is what makes it say what bwrap's mounts say:
 
 1. what every process needs to run at all (each rule with its reason), with
    ``mach-lookup`` limited to the services a command-line agent uses: no
-   LaunchServices (``open``), no pasteboard, no window server;
+   LaunchServices (``open``), no pasteboard, no window server, and no other
+   process's arguments or environment (``ps eww``);
 2. reading: everything (``read = "home"``) or the system's folders and the
    Policy's readable paths (``read = "project"``); then no terminal but the
-   ptys the Run opened itself (the reads would reach the person's, and no
-   other process's arguments or environment (``ps eww``);
+   ptys the Run opened itself (those reads would reach the person's);
 3. the hidden paths (denied) and the writable paths (allowed, read and write)
    laid DEEPEST LAST: the rule on the longer path wins, so the Run's own
    worktree inside Owl's hidden data folder is readable and writable, and a
