@@ -286,8 +286,8 @@ class Engine:
             _, run_id, code, popen = item
             lv = self.live.get(run_id)
             if lv is not None and popen is lv.popen:  # not a step that ended before
-                if runstart.fall_back(self, lv):
-                    return  # the same Run goes on in a fresh conversation
+                if runstart.start_again(self, lv):
+                    return  # the same Run goes on, its lost start made again
                 lv.exited = True
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
                     runchecks.check_exited(self, lv, code)

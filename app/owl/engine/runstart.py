@@ -9,6 +9,7 @@ here runs git (the worktree is already set up by owl.git.setup), so nothing wait
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 from owl import tree
 from owl.agents import argfit
+from owl.agents.claude_stream import read_head
 from owl.engine import carryon, containing
 from owl.engine import logpipe
 from owl.engine.meter import Meter
@@ -38,6 +40,7 @@ from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
 from owl.rules import jobrules, jobtable
+from owl.sandbox import raced
 
 log = logging.getLogger("owl.engine")
 
@@ -73,6 +76,9 @@ class Live:
     driver: Driver | None = None
     ctx: RunContext | None = None
     resuming: bool = False  # started with --resume: a refusal falls back fresh
+    masked: tuple[str, ...] = ()  # the host's sockets its sandbox covers (owl.sandbox.raced)
+    raced: str | None = None  # the covered socket gone as its sandbox was set up
+    started_again: int = 0  # starts lost that way (owl.sandbox.raced.AGAIN_MOST)
     report: Report | None = None  # the driver's Report, set just before "exited"
     cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
     exempt: bool = False  # started by `owl start`: not frozen by input
@@ -214,6 +220,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         cgroup=cg,
         exempt=exempt,
         contained=wrapped.label,
+        masked=wrapped.masked,
         net_report=net_report if "own network" in wrapped.label else None,
         sandbox=settings.sandbox,
         meter=meter,
@@ -283,6 +290,8 @@ def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
     code, lv.report = carryon.watch_agent(
         popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
     )
+    if code != 0 and lv.masked:
+        lv.raced = raced.raced(read_head(lv.log_path, offset), lv.masked)
     note_git_files(lv, land=True)
     eng.agent_exited(lv.run_id, code, popen)
 
@@ -305,35 +314,50 @@ def note_git_files(lv: Live, land: bool = False) -> None:
         log.warning("run %s: its git could not be read as it ended: %s", lv.run_id, e)
 
 
-def fall_back(eng: Engine, lv: Live) -> bool:
-    """A resume the CLI refused: start the same Run afresh with the handoff, at once.
+def start_again(eng: Engine, lv: Live) -> bool:
+    """Start the same Run's agent again, at once, when its last start was lost
+    for no fault of its own: a resume the CLI refused (afresh, with the
+    handoff), or a sandbox whose set-up lost a race with the host
+    (`owl.sandbox.raced`; as it was, at most `AGAIN_MOST` times).
 
-    No attempt is spent and the core never hears of the refused process.
+    No attempt is spent and the core never hears of the lost process.
     Only while the Run is running (frozen or ending, it ends as it is)."""
-    report, r = lv.report, eng.core.runs.get(lv.run_id)
-    if (
-        not (lv.resuming and report is not None and report.resume_failed)
-        or r is None
-        or r.phase is not Phase.RUNNING
-        or lv.check_proc is not None
-    ):
+    r = eng.core.runs.get(lv.run_id)
+    if r is None or r.phase is not Phase.RUNNING or lv.check_proc is not None:
         return False
-    from dataclasses import replace
+    report = lv.report
+    if lv.resuming and report is not None and report.resume_failed:
+        assert lv.ctx is not None  # set by launch, with the agent
+        lv.resuming = False
+        lv.ctx = dataclasses.replace(lv.ctx, resume=None, message=None)
+        said = (
+            f"the conversation could not be resumed ({report.resume_failed}); "
+            "starting afresh with the handoff"
+        )
+    elif lv.raced is not None and lv.started_again < raced.AGAIN_MOST:
+        lv.started_again += 1
+        said = (
+            f"the sandbox could not be set up ({lv.raced} went away as it started); starting again"
+        )
+    else:
+        return False
+    lv.report, lv.raced = None, None
+    if not _spawn_again(eng, lv, said):
+        return False
+    log.info("run %s: %s (pid %s)", lv.run_id, said, lv.popen.pid)
+    return True
 
-    assert lv.ctx is not None and lv.driver is not None  # set by launch, with the agent
-    lv.resuming, lv.report = False, None
-    lv.ctx = replace(lv.ctx, resume=None, message=None)
+
+def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
+    """The agent started anew in the Run's sandbox, tree and log, `said` written first."""
+    assert lv.driver is not None and lv.ctx is not None  # set by launch, with the agent
     lv.sink.settle()
     offset = lv.log_path.stat().st_size if lv.log_path.exists() else 0
     tap = lv.meter.feed if lv.meter is not None else None
     old, lv.sink = lv.sink, logpipe.Sink(lv.log_path, LOG_CAP, tap=tap)  # appends to the same log
     old.close()
-    os.write(
-        lv.sink.fd,
-        f"owl: the conversation could not be resumed ({report.resume_failed}); "
-        "starting afresh with the handoff\n".encode(),
-    )
-    lv.tree.kill()  # anything the refused process left (before the
+    os.write(lv.sink.fd, f"owl: {said}\n".encode())
+    lv.tree.kill()  # anything the lost process left (before the
     try:  # fresh one starts: the sweep finds the Run's tag)
         wrapped = containing.wrap(
             eng.cfg,
@@ -358,28 +382,24 @@ def fall_back(eng: Engine, lv: Live) -> bool:
             cgroup=lv.cgroup,
         )
     except (OSError, containing.Refusal) as e:
-        log.warning("run %s: could not start afresh: %s", lv.run_id, e)
+        log.warning("run %s: could not start again: %s", lv.run_id, e)
         return False
     lv.sink.started()
+    lv.masked = wrapped.masked
     lv.popen, lv.tree = (
         popen,
         tree.ProcessTree(
             ("OWL_RUN_ID", str(lv.run_id)), popen.pid, cgroup=lv.cgroup, nice=eng.cfg.nice
         ),
     )
-    eng.note(lv.run_id, resumed=0, session_id=None, pids=lv.tree.identities())
+    fresh = {} if lv.resuming else {"resumed": 0, "session_id": None}
+    eng.note(lv.run_id, pids=lv.tree.identities(), **fresh)
     threading.Thread(
         target=wait_agent,
         args=(eng, lv, popen, offset),
         daemon=True,
-        name=f"owl-run-{lv.run_id}-fresh",
+        name=f"owl-run-{lv.run_id}-again",
     ).start()
-    log.info(
-        "run %s: resume refused (%s); started afresh (pid %s)",
-        lv.run_id,
-        report.resume_failed,
-        popen.pid,
-    )
     return True
 
 

@@ -133,7 +133,8 @@ def argv(
         if exists(path) == "file":
             out += ["--ro-bind", path, path]
     for path in policy.masked:  # last: over whatever bind made them visible
-        out += ["--ro-bind", "/dev/null", path]
+        if exists(path):  # gone since it was listed: bwrap could not lay anything there
+            out += ["--ro-bind", "/dev/null", path]
     if policy.network == "none":
         out.append("--unshare-net")
     if policy.worktree:

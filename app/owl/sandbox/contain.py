@@ -33,6 +33,9 @@ class Wrapped:
     # What `argv` starts with: contained, the agent's own environment (the
     # sandbox's processes, bwrap's pid 1 inside among them, carry no more).
     env: dict[str, str]
+    # The host's sockets /dev/null is laid over: one that goes away between
+    # their reading and bwrap's start fails the start (see `owl.sandbox.raced`).
+    masked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ def wrap(
             f"contained: bwrap {version}, no network{opened}",
             True,
             inside,
+            tuple(pol.masked),
         )
     ports = ",".join(str(p) for p in pol.host_ports) or "-"
     helper, why_not = user_net(ports, which)
@@ -112,6 +116,7 @@ def wrap(
             f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
             inside,
+            tuple(pol.masked),
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     report = ["--report", net_report] if net_report else []
@@ -120,6 +125,7 @@ def wrap(
         f"contained: bwrap {version}, own network{how}{opened}",
         True,
         inside,
+        tuple(pol.masked),
     )
 
 

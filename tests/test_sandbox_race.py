@@ -1,0 +1,86 @@
+"""A host socket that goes away as a contained Run starts costs the Run nothing.
+
+The host's sockets are read a moment before bwrap starts, and bwrap makes
+every mount point it is handed: one removed in between (a session bus that
+ended, a browser's) had bwrap fail its set-up ("Can't create file at PATH:
+Read-only file system") and the Run with it, an attempt spent, before the
+agent ever started. In a suite that makes and ends hundreds of sockets, it
+came out as a Job reaching review with two Runs, or not at all after `owl
+start`. Now such a start is made again at once, the same Run, no attempt
+spent; the agent printing bwrap's words changes nothing.
+
+The moment is made here with the real bwrap behind a `bwrap` of the test's
+own on the daemon's PATH, which removes the socket (once, when armed) just
+before it runs the real one: what a program of the person's does in those
+milliseconds."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from escapes.harness import base, daemon, done, landed, person, project
+from escapes.test_sockets import servers
+from owl.sandbox import raced
+from support.need import programs
+
+__all__ = ["base"]
+
+WRAPPER = """#!/bin/sh
+# the socket's program ends it between Owl's reading and bwrap's start, once
+if [ -e {arm} ]; then rm -f {arm} {sock}; fi
+exec {real} "$@"
+"""
+
+
+def wrapped_bwrap(base: Path, sock: Path) -> tuple[dict[str, str], Path]:
+    """A PATH whose `bwrap` removes `sock` first when armed; the arming file."""
+    real = shutil.which("bwrap")
+    assert real is not None
+    folder = base / "bin"
+    folder.mkdir()
+    arm = base / "armed"
+    (folder / "bwrap").write_text(WRAPPER.format(arm=arm, sock=sock, real=real))
+    (folder / "bwrap").chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}, arm
+
+
+def test_a_socket_gone_as_the_sandbox_is_set_up_starts_the_same_run_again(base: Path) -> None:
+    programs("bwrap", "pasta")
+    home = person(base)
+    sock = home / ".local" / "share" / "app" / "app.sock"
+    sock.parent.mkdir(parents=True)
+    path, arm = wrapped_bwrap(base, sock)
+    proj = project(base)
+    with servers(str(sock)):
+        d = daemon(base, home, "", env=path)
+        with d:
+            arm.touch()  # after the daemon's own look at bwrap
+            job = d.add("do the work", proj)
+            d.machine("idle")  # a failed start would be followed by another Run
+            j, log = done(d, job, timeout=120)
+    assert not arm.exists() and not sock.exists()  # the socket did go as bwrap started
+    assert [(r["outcome"], r["attempt"]) for r in j["runs"]] == [("succeeded", 1)], j["runs"]
+    assert j["attempts_left"] == j["attempts"], j
+    assert f"bwrap: Can't create file at {sock}" in log, log
+    assert f"owl: the sandbox could not be set up ({sock} went away as it started)" in log, log
+    assert "committed" in log, log
+    landed(proj, j["branch"])
+
+
+def test_the_words_count_only_for_a_covered_socket_now_gone() -> None:
+    line = "bwrap: Can't create file at /home/me/.app/app.sock: Read-only file system"
+    masked = ["/home/me/.app/app.sock"]
+    assert raced.raced([line], masked, exists=lambda p: False) == masked[0]
+    # the agent printing them: the socket is still there (covered inside)
+    assert raced.raced([line], masked, exists=lambda p: True) is None
+    # a socket not covered by this Run, or a longer path that starts the same
+    assert raced.raced([line], ["/home/me/.app/other.sock"], exists=lambda p: False) is None
+    assert raced.raced([line], ["/home/me/.app/app"], exists=lambda p: False) is None
+    # bwrap says so before anything else; later words are the agent's
+    late = ["working"] * raced.HEAD + [line]
+    assert raced.raced(late, masked, exists=lambda p: False) is None
+    # its other wording, with the path inside its new root
+    mount = "bwrap: Can't bind mount /oldroot/dev/null on /newroot/home/me/.app/app.sock: No such"
+    assert raced.raced([mount], masked, exists=lambda p: False) == masked[0]
