@@ -276,15 +276,16 @@ def from_json(text: str | bytes) -> Snapshot:
 def config_settings(text: bytes | None) -> dict[str, str]:
     """A config file's settings (`key -> value`, repeated keys joined by newlines).
 
-    Runs `git config --file` through Owl's safe git on a private copy."""
+    Runs `git config --file -` through Owl's safe git, the text on its input:
+    a copy in a temporary folder could be swapped under git by a Run where
+    that folder is shared with it (macOS's `/tmp`)."""
     from owl.git.workspace import git
 
     if not text:
         return {}
-    with tempfile.NamedTemporaryFile(prefix="owl-config-") as f:
-        f.write(text)
-        f.flush()
-        proc = git(tempfile.gettempdir(), "config", "--file", f.name, "--list", "-z", check=False)
+    proc = git(
+        tempfile.gettempdir(), "config", "--file", "-", "--list", "-z", check=False, stdin=text
+    )
     if proc.returncode != 0:
         return {"(the file)": "does not parse: " + (proc.stderr.strip() or "git config failed")}
     out: dict[str, str] = {}

@@ -239,14 +239,15 @@ def run(
     timeout: float = TIMEOUT,
     config: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run git ARGS in `cwd` as the module docstring says; never raises on git's exit status.
 
     `config`: settings for this call alone, given after the fixed ones (a
     fetch from a Job's store allows the file transport); `env`: variables for
-    it alone. Raises OSError if git cannot be started, GitTimeout if it runs
-    past `timeout`."""
-    done = run_bytes(cwd, *args, timeout=timeout, config=config, env=env)
+    it alone; `stdin`: what git reads (else nothing). Raises OSError if git
+    cannot be started, GitTimeout if it runs past `timeout`."""
+    done = run_bytes(cwd, *args, timeout=timeout, config=config, env=env, stdin=stdin)
     return subprocess.CompletedProcess(
         done.args,
         done.returncode,
@@ -261,15 +262,16 @@ def run_bytes(
     timeout: float = TIMEOUT,
     config: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """`run`, its output as git wrote it: what must come back byte for byte
     (a commit's raw object, whose message need not be UTF-8)."""
     _refuse_if_forbidden(args)
     if _objects_only(args):
         settings = [*FIXED, *config]
-        return _spawn(argv(cwd, args), environment(settings, env), timeout, swept=False)
+        return _spawn(argv(cwd, args), environment(settings, env), timeout, False, stdin)
     settings = [*overrides(configured(cwd, timeout)), *config]
-    return _spawn(argv(cwd, args), environment(settings, env), timeout)
+    return _spawn(argv(cwd, args), environment(settings, env), timeout, stdin=stdin)
 
 
 # Commands that read or write refs and objects only: no filter or merge driver
@@ -327,7 +329,11 @@ def drivers(keys: list[str]) -> list[str]:
 
 
 def _spawn(
-    command: list[str], env: dict[str, str], timeout: float, swept: bool = True
+    command: list[str],
+    env: dict[str, str],
+    timeout: float,
+    swept: bool = True,
+    stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     env.update(getattr(_local, "env", {}))
     env[_TAG] = f"{os.getpid()}-{next(_counter)}"
@@ -339,12 +345,21 @@ def _spawn(
         )
     else:
         command_line, child_env = command, env
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    # What git reads comes from a file with no name (as its output goes to
+    # two): nothing else can swap it under git, as it could a named one in
+    # a temporary folder that another program of the person's may write.
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryFile() as given,
+    ):
+        given.write(stdin or b"")
+        given.seek(0)
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(
                 command_line,
                 env=child_env,
-                stdin=subprocess.DEVNULL,
+                stdin=given if stdin is not None else subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,

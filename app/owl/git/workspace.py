@@ -46,6 +46,7 @@ def git(
     timeout: float = GIT_TIMEOUT,
     config: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """git ARGS in `cwd`, the one way Owl runs git: nothing the repository
     configures (hooks, fsmonitor, filters, drivers) runs, and git's process
@@ -54,7 +55,7 @@ def git(
     Raises WorkspaceError if git times out, or fails and `check` is set;
     OSError if git cannot be started."""
     try:
-        proc = safegit.run(cwd, *args, timeout=timeout, config=config, env=env)
+        proc = safegit.run(cwd, *args, timeout=timeout, config=config, env=env, stdin=stdin)
     except safegit.GitTimeout as e:
         raise WorkspaceError(str(e)) from None
     if check and proc.returncode != 0:
