@@ -29,19 +29,20 @@ __all__ = ["base"]
 
 WRAPPER = """#!/bin/sh
 # the socket's program ends it between Owl's reading and bwrap's start, once
-if [ -e {arm} ]; then rm -f {arm} {sock}; fi
+case "$*" in *{only}*) if [ -e {arm} ]; then rm -f {arm} {sock}; fi ;; esac
 exec {real} "$@"
 """
 
 
-def wrapped_bwrap(base: Path, sock: Path) -> tuple[dict[str, str], Path]:
-    """A PATH whose `bwrap` removes `sock` first when armed; the arming file."""
+def wrapped_bwrap(base: Path, sock: Path, only: str = "") -> tuple[dict[str, str], Path]:
+    """A PATH whose `bwrap` removes `sock` first when armed (and its command
+    line holds `only`); the arming file."""
     real = shutil.which("bwrap")
     assert real is not None
     folder = base / "bin"
     folder.mkdir()
     arm = base / "armed"
-    (folder / "bwrap").write_text(WRAPPER.format(arm=arm, sock=sock, real=real))
+    (folder / "bwrap").write_text(WRAPPER.format(arm=arm, sock=sock, real=real, only=only))
     (folder / "bwrap").chmod(0o755)
     return {"PATH": f"{folder}:{os.environ['PATH']}"}, arm
 
@@ -66,6 +67,33 @@ def test_a_socket_gone_as_the_sandbox_is_set_up_starts_the_same_run_again(base: 
     assert f"bwrap: Can't create file at {sock}" in log, log
     assert f"owl: the sandbox could not be set up ({sock} went away as it started)" in log, log
     assert "committed" in log, log
+    landed(proj, j["branch"])
+
+
+def test_a_check_whose_sandbox_lost_the_same_race_runs_again_and_passes(base: Path) -> None:
+    """The same moment, lost by a check's sandbox: the same check starts again,
+    no failed check is recorded, and the Run is not spent on it (a failed
+    check would have sent the agent round again)."""
+    programs("bwrap", "pasta")
+    home = person(base)
+    sock = home / ".local" / "share" / "app" / "app.sock"
+    sock.parent.mkdir(parents=True)
+    path, arm = wrapped_bwrap(base, sock, only="lost-start")
+    checks = "[[checks]]\nname = 'work'\nrun = 'test -f work.txt # lost-start'\n"
+    proj = project(base, {"README": "x\n", ".owl.toml": checks})
+    with servers(str(sock)):
+        d = daemon(base, home, "", env=path)
+        with d:
+            arm.touch()
+            job = d.add("do the work", proj)
+            d.machine("idle")
+            j, log = done(d, job, timeout=120)
+            said = d.log_text()
+    assert not arm.exists() and not sock.exists()  # the check's bwrap did lose it
+    [run] = j["runs"]
+    assert run["outcome"] == "succeeded", j["runs"]
+    assert [(c["name"], c["passed"]) for c in run["checks"]] == [("work", True)], run["checks"]
+    assert f"the sandbox could not be set up ({sock} went away as it started)" in said, said
     landed(proj, j["branch"])
 
 

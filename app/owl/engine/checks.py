@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from owl import tree
+from owl.agents.claude_stream import read_head
 from owl.engine import logpipe
+from owl.sandbox import raced as sandbox_raced
 from owl.settings.project import Check
 
 log = logging.getLogger("owl.checks")
@@ -102,9 +104,10 @@ def env_for(
 
 
 # A check's command (and its environment) as it starts contained, as the Run's
-# agent was: a check runs the project's tests, and the agent wrote them. Raises
-# OSError (so the check fails, saying why) when it must be contained and cannot be.
-Contain = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]
+# agent was, with the host sockets its sandbox covers (`owl.sandbox.raced`): a
+# check runs the project's tests, and the agent wrote them. Raises OSError (so
+# the check fails, saying why) when it must be contained and cannot be.
+Contain = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str], tuple[str, ...]]]
 
 
 class CheckProcess:
@@ -141,10 +144,11 @@ class CheckProcess:
             "utf-8", "replace"
         )
         os.write(self.sink.fd, self.header)
+        self.masked: tuple[str, ...] = ()  # the host sockets its sandbox covers
         try:
             argv, start_env = [SHELL, "-c", check.run], env
             if contain is not None:
-                argv, start_env = contain(argv, env)
+                argv, start_env, self.masked = contain(argv, env)
             self.popen = tree.spawn(
                 argv,
                 cwd=str(worktree),
@@ -159,6 +163,14 @@ class CheckProcess:
             raise
         self.sink.started()
         self.tree = tree.ProcessTree(tag, self.popen.pid, nice=nice)
+
+    def raced(self) -> str | None:
+        """The covered socket whose going away failed its sandbox's set-up, if
+        that is how it ended (`owl.sandbox.raced`)."""
+        if not self.masked:
+            return None
+        lines = read_head(self.log_path, len(self.header))
+        return sandbox_raced.raced(lines, self.masked)
 
     def settle(self) -> None:
         """Wait (on the check's own thread) until its output so far is in the log."""

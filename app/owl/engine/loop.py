@@ -290,7 +290,8 @@ class Engine:
                     return  # the same Run goes on, its lost start made again
                 lv.exited = True
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
-                    runchecks.check_exited(self, lv, code)
+                    if not runchecks.check_exited(self, lv, code):
+                        return  # the same check started again: no verdict
                 self.do(self.core.exited(run_id, self.clock(), code))
         elif kind == "input":
             now = self.clock()

@@ -20,6 +20,7 @@ from owl.engine import containing
 from owl.rules import lifecycle
 from owl.engine import runstart
 from owl.rules.lifecycle import Phase
+from owl.sandbox import raced
 from owl.engine.runstart import Live
 
 log = logging.getLogger("owl.engine")
@@ -68,11 +69,15 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
     )
 
 
-def check_exited(eng: Engine, lv: Live, code: int) -> None:
-    """Record the check that just exited, before the core hears of it."""
+def check_exited(eng: Engine, lv: Live, code: int) -> bool:
+    """Record the check that just exited, before the core hears of it; False
+    (nothing recorded, the core not to hear of it) when its sandbox's set-up
+    lost a race with the host and the same check has started again."""
     cp, now = lv.check_proc, eng.clock()
     assert cp is not None  # called for the check's own process only
     r = eng.core.runs.get(lv.run_id)
+    if code != 0 and r is not None and r.phase is Phase.RUNNING and _start_again(eng, lv, cp):
+        return False
     duration = r.check_time(now) if r is not None else None
     if r is not None and r.phase is Phase.ENDING:
         # ended by the core (timeout, grace window, stop): not the check's own verdict
@@ -83,6 +88,29 @@ def check_exited(eng: Engine, lv: Live, code: int) -> None:
     lv.check_proc = None
     record_check(eng, lv, result)
     log.info("run %s: check %s %s (exit %s)", lv.run_id, result.name, outcome, code)
+    return True
+
+
+def _start_again(eng: Engine, lv: Live, cp: checksmod.CheckProcess) -> bool:
+    """A check whose sandbox could not be set up because a host socket went
+    away as it started (`owl.sandbox.raced`): the same check, started again at
+    once, at most `AGAIN_MOST` times in a Run; its lost start is no verdict."""
+    gone = cp.raced()
+    if gone is None or lv.started_again >= raced.AGAIN_MOST:
+        return False
+    lv.started_again += 1
+    cp.finish("interrupted", None, None)  # its log, closed; nothing recorded
+    lv.check_proc = None
+    log.info(
+        "run %s: check %s (%s): the sandbox could not be set up (%s went away as it "
+        "started); starting again",
+        lv.run_id,
+        cp.index + 1,
+        cp.check.name,
+        gone,
+    )
+    start_check(eng, lv, cp.index)
+    return True
 
 
 def record_check(eng: Engine, lv: Live, result: checksmod.Result) -> None:
