@@ -31,6 +31,7 @@ from support.anthropic_stub import (
 from support.claude import require_claude
 
 from owlproc import AGENT, OwlDaemon, make_project, wait_for
+from owl.rules import timefmt
 
 pytestmark = pytest.mark.claude
 
@@ -190,7 +191,9 @@ def test_a_rate_limit_or_the_service_failing_backs_off_without_spending_an_attem
     # with no daemon, `owl status` says so from the database
     offline = d.owl("status")
     assert offline.returncode == 3
-    assert f"claude waits until {hhmm(w['until_epoch'])}: {w['reason']}" in offline.stdout
+    # the day it comes on is said when it is not today (a wait past midnight)
+    until = timefmt.ahead(w["until_epoch"], time.time())
+    assert f"claude waits until {until}: {w['reason']}" in offline.stdout
     # a restarted daemon keeps the wait
     with claude_daemon(tmp_path, stub) as d:
         d.machine("idle")
@@ -436,3 +439,16 @@ def test_any_other_api_error_fails_the_run_and_spends_an_attempt(tmp_path):
         j = first_ended(d, job)
         assert j["runs"][0]["outcome"] == "failed" and j["attempts_left"] == 1
         assert d.status()["limits"] == []
+
+
+def test_a_wait_past_midnight_says_its_day_on_every_line_of_owl_status():
+    from datetime import datetime
+
+    from owl.cli import carry
+
+    now = datetime(2026, 12, 5, 23, 56).timestamp()
+    until = datetime(2026, 12, 6, 0, 1).timestamp()
+    [(label, text)] = carry.agents_fact([("claude", until)], known=["claude"], now=now)
+    assert (label, text) == ("agents", "claude waits until Dec 6 00:01")
+    [(_, today)] = carry.agents_fact([("claude", until)], known=["claude"], now=until - 60)
+    assert today == "claude waits until 00:01"

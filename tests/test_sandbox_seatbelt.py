@@ -394,7 +394,7 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
     wt = o / "wt" / "job-1"
     wt.mkdir(parents=True)
     check = containing.for_checks(config.from_dict({}, "c.toml"), paths, wt, tmp_path)
-    argv, env = check(["make", "test"], {"HOME": str(tmp_path), "GITHUB_TOKEN": "t"})
+    argv, env, _masked = check(["make", "test"], {"HOME": str(tmp_path), "GITHUB_TOKEN": "t"})
     assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[-2:] == ["make", "test"]
     assert "GITHUB_TOKEN" not in env
     text = argv[2]

@@ -217,7 +217,7 @@ def test_environ(mac: Mac) -> None:
             mac.project,
             places=mac.places,
         )
-        argv, env = check(["make", "test"], environment(mac.home))
+        argv, env, _masked = check(["make", "test"], environment(mac.home))
     assert argv[0] == seatbelt.SANDBOX_EXEC and "GITHUB_TOKEN" not in env
     assert "ANTHROPIC_API_KEY" not in env  # not the agent's: a check has none
     assert not allowed(argv[2], "sysctl-read", sysctl="kern.procargs2")

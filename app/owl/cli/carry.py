@@ -103,7 +103,7 @@ def budget_facts(b: dict | None) -> list[tuple[str, str]]:
 
 
 def agents_fact(
-    waits: list[tuple[str, float]], known: list[str] | None = None
+    waits: list[tuple[str, float]], known: list[str] | None = None, now: float | None = None
 ) -> list[tuple[str, str]]:
     """`agents: claude waits until 08:10 · codex ready`, while any agent waits:
     each waiting agent, then each other agent Jobs may go to (`known`, by
@@ -112,7 +112,10 @@ def agents_fact(
         return []
     if known is None:
         known = known_agents()
-    said = [f"{a} waits until {time.strftime('%H:%M', time.localtime(u))}" for a, u in waits]
+    from owl.rules.timefmt import ahead
+
+    now = time.time() if now is None else now  # its day said when not today, as the limit's line
+    said = [f"{a} waits until {ahead(u, now)}" for a, u in waits]
     held = {a for a, _ in waits}
     said += [f"{a} ready" for a in known if a not in held]
     return [("agents", " · ".join(said))]
