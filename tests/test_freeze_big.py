@@ -324,6 +324,11 @@ def test_a_process_that_left_its_group_after_the_sweep_is_stopped_all_the_same(
             run.prepare()  # as the daemon's watch does after its sweep
             movers = [p for p in run.sweep() if p.name().startswith("python")]
             assert len(movers) == 2
+            # each signalled once its handler is set (before, SIGUSR1 ends it)
+            wait_for(
+                lambda: all(catches(p.pid, signal.SIGUSR1) for p in movers),
+                what="both movers ready for the signal",
+            )
             for p in movers:
                 p.send_signal(signal.SIGUSR1)
             wait_for(
@@ -340,6 +345,14 @@ def test_a_process_that_left_its_group_after_the_sweep_is_stopped_all_the_same(
             assert set(states.values()) == {psutil.STATUS_STOPPED}, states
             run.thaw()
             assert psutil.STATUS_STOPPED not in {p.status() for p in run.sweep()}
-            run.kill()
     finally:
+        with tree.ProcessTree(tag, popen.pid) as run:
+            run.kill()  # whatever happened above: nothing of it is left
         popen.wait(10)
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler of its own for `sig` (its SigCgt mask)."""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(line for line in f if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) & (1 << (sig - 1)))
