@@ -12,7 +12,8 @@ import pytest
 
 from owl.rules import jobrules
 from owl.agents import CommandDriver
-from owl.agents.claude_stream import read_report, read_span, session_in
+from owl.agents.claude_stream import read_report, session_in
+from owl.logspan import read_span
 from owl.agents.resets import reset_time
 from owl.engine.carryon import INSIDE_MARKERS, agent_env
 from owl.rules.jobrules import Prior, Report, backoff, judge, plan

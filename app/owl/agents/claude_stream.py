@@ -41,17 +41,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-from pathlib import Path
 from typing import Any, Iterable
 
 from owl.agents.resets import reset_time, reset_words
 from owl.rules.budget import FIVE_HOUR, SEVEN_DAY, Reading
 from owl.rules.jobrules import Report
 
-HEAD = 256 * 1024  # the init event is within the first lines
-TAIL = 2 * 1024 * 1024  # the limit and the result are at the end
 USAGE_KEYS = (
     "input_tokens",
     "output_tokens",
@@ -82,38 +78,6 @@ class _Sessions:
             self.first = value  # type: ignore[assignment]
         elif len(self.ignored) < 8:
             self.ignored.append(_said(value))
-
-
-def read_span(path: Path, offset: int = 0) -> list[str]:
-    """The lines written to `path` from `offset` on: its head and tail when it is long.
-
-    A log rotated since `offset` (smaller than it now) is read from its start."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            start = offset if 0 <= offset <= size else 0
-            f.seek(start)
-            if size - start <= HEAD + TAIL:
-                data = f.read()
-            else:
-                head = f.read(HEAD)
-                f.seek(size - TAIL)
-                tail = f.read()
-                data = head[: head.rfind(b"\n") + 1] + tail[tail.find(b"\n") + 1 :]
-    except OSError:
-        return []
-    return data.decode("utf-8", "replace").splitlines()
-
-
-def read_head(path: Path, offset: int = 0, limit: int = 64 * 1024) -> list[str]:
-    """The first whole lines written to `path` from `offset` on (at most `limit` bytes)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, offset))
-            data = f.read(limit)
-    except OSError:
-        return []
-    return data[: data.rfind(b"\n") + 1].decode("utf-8", "replace").splitlines()
 
 
 def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.0) -> Report:

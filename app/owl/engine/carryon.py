@@ -31,7 +31,8 @@ from typing import Any, Callable, Mapping
 from owl.engine import checks as checksmod
 from owl.rules import agentchain, jobrules
 from owl.rules import timefmt
-from owl.agents.claude_stream import read_head, read_span, session_in
+from owl.agents.claude_stream import session_in
+from owl.logspan import read_head, read_span
 from owl.agents.codex_stream import per_run
 from owl.agents import setup
 from owl.agents.handoff import read_handoff

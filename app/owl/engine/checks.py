@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from owl import tree
-from owl.agents.claude_stream import read_head
+from owl.logspan import read_head
 from owl.engine import logpipe
 from owl.sandbox import raced as sandbox_raced
 from owl.settings.project import Check

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 from owl import tree
 from owl.agents import argfit
-from owl.agents.claude_stream import read_head
+from owl.logspan import read_head
 from owl.engine import carryon, containing
 from owl.engine import logpipe
 from owl.engine.meter import Meter
