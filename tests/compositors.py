@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -399,18 +400,10 @@ def _sway(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     _wait_for(_socket_up(wl), "sway's Wayland socket", proc, STARTUP)
     c = Compositor("sway", env, proc)
 
-    def send(n: int) -> None:
-        step = "5 5" if n % 2 else "-5 -5"
-        subprocess.run(
-            [*as_user, "swaymsg", "--", "seat", "-", "cursor", "move", *step.split()],
-            env=env,
-            check=True,
-            timeout=10,
-            stdout=subprocess.DEVNULL,
-        )
-
-    c._input = send
-    c.ipc_move = _sway_ipc(Path(env["SWAYSOCK"]))  # type: ignore[attr-defined]
+    # A move is sent on sway's IPC socket from this process, as `swaymsg seat -
+    # cursor move` would send it, not by starting swaymsg: a person's moves
+    # must not wait on a program starting on a busy machine (see support/person.py).
+    c._input = c.ipc_move = _sway_ipc(Path(env["SWAYSOCK"]))  # type: ignore[attr-defined]
     c._key = lambda: subprocess.run([*as_user, "wtype", "a"], env=env, check=True, timeout=10)
     return c
 
@@ -418,20 +411,22 @@ def _sway(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
 def _sway_ipc(path: Path) -> Callable[[int], None]:
     """What `swaymsg seat - cursor move` sends, on sway's IPC socket from this process.
 
-    For the benchmark: the moment the input is sent is then exact, without the
-    10-100 ms of starting swaymsg on a busy machine."""
+    The moment the input is sent is then exact (the benchmark's), without the
+    10-100 ms, and on a busy machine sometimes more, of starting swaymsg."""
     import socket
     import struct
 
     conn = socket.socket(socket.AF_UNIX)
     conn.connect(str(path))
+    one_at_a_time = threading.Lock()  # a request and its answer, never interleaved
 
     def send(n: int) -> None:
         step = 5 if n % 2 else -5
         payload = f"seat - cursor move {step} {step}".encode()
-        conn.sendall(b"i3-ipc" + struct.pack("=II", len(payload), 0) + payload)
-        header = _recv(conn, 14)
-        _recv(conn, struct.unpack("=II", header[6:])[0])  # [{"success": true}]
+        with one_at_a_time:
+            conn.sendall(b"i3-ipc" + struct.pack("=II", len(payload), 0) + payload)
+            header = _recv(conn, 14)
+            _recv(conn, struct.unpack("=II", header[6:])[0])  # [{"success": true}]
 
     return send
 

@@ -499,14 +499,16 @@ _SIGSTOP_BIT = 1 << (signal.SIGSTOP - 1)
 
 
 def frozen_states(pids: list[int]) -> dict[int, str]:
-    """`process_states`, where a process blocked in the kernel with a SIGSTOP
-    pending reads "stop pending": it acts on the stop before it runs again.
-    Such is a parent waiting out its vfork child (pasta forking into the
-    background, a `subprocess` start), which the kernel shows as disk-sleep
-    until the child, stopped itself, execs or exits."""
+    """`process_states`, where a process not yet stopped but with a SIGSTOP
+    pending reads "stop pending": it acts on the stop before it runs its own
+    code again. Such is a parent waiting out its vfork child (pasta forking
+    into the background, a `subprocess` start), which the kernel shows as
+    disk-sleep until the child, stopped itself, execs or exits; and, on a
+    machine too busy to have given it the CPU since, one still runnable."""
     states = process_states(pids)
     for pid, state in states.items():
-        if state == psutil.STATUS_DISK_SLEEP and _stop_pending(pid):
+        waiting = (psutil.STATUS_DISK_SLEEP, psutil.STATUS_RUNNING)
+        if state in waiting and _stop_pending(pid):
             states[pid] = "stop pending"
     return states
 

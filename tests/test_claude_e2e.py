@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +21,7 @@ import psutil
 import pytest
 from support.anthropic_stub import AnthropicStub, Bash, Text
 from support.claude import require_claude
+from support.person import Person
 
 from owlproc import OwlDaemon, make_project, wait_for
 
@@ -155,37 +155,6 @@ def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_ca
         assert any(handoff in t and "grace window" in t for t in later)
 
 
-class _Fidget:
-    """A person at the machine: xdotool moves the mouse every `every` s until stopped."""
-
-    def __init__(self, env: dict, every: float = 0.2) -> None:
-        from display import xdotool
-
-        self._move = lambda x: xdotool(env, "mousemove", str(x), "100")
-        self._stop = threading.Event()
-        self.moves = 0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._move(100 + 50 * (self.moves % 2))
-            self.moves += 1
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> "_Fidget":
-        self._thread.start()
-        wait_for(lambda: self.moves > 0, what="the first mouse move")
-        return self
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join(5)
-        return time.monotonic()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
 @pytest.fixture
 def desktop() -> Iterator[dict]:
     from display import virtual_display
@@ -201,12 +170,15 @@ def test_from_idle_to_review_with_nothing_typed_after_owl_add(tmp_path, desktop)
         claude_daemon(
             tmp_path, stub, {"idle": {"after": "1s"}}, manual=False, env=dict(desktop)
         ) as d,
-        _Fidget(desktop) as person,
+        Person(desktop) as person,
     ):
         job = d.add("Add a hello file and commit it.", project)
         time.sleep(1.5)  # the person is still there: nothing starts
         assert d.job(job)["state"] == "pending" and d.status()["machine"]["idle"] is False
-        left = person.stop()
+        left = person.leave()
+        # The premise: the person never stood still for idle.after while there
+        # (had they, Owl would rightly have started, and frozen the Run on their return).
+        assert person.longest_gap() < 1.0, f"the person was still for {person.longest_gap():.2f} s"
         j = d.wait_job(job, "review", timeout=30)
         # one Run, its check passed: a Run before it that ended some other way
         # is named here with how and why, not taken for a Run without checks
@@ -219,3 +191,46 @@ def test_from_idle_to_review_with_nothing_typed_after_owl_add(tmp_path, desktop)
         )
         assert git(project, "log", "--format=%s", f"{j['base']}..owl/job-{job}") == "Add hello"
         assert stub.turns_served >= 1
+
+
+def test_a_person_still_for_idle_after_who_stays_back_past_the_grace_window_ends_that_run(
+    tmp_path, desktop
+):
+    """A person who stops moving for longer than idle.after has left, as far as
+    anyone can tell: Owl starts the Job. Back for longer than the grace window,
+    they have come back: that Run ends interrupted, with no checks (they run
+    after the agent), and the Job reaches review on its next Run. The first
+    Run's missing checks are its own story, told by its outcome and reason."""
+    project = make_project(tmp_path / "proj", {"README": "x\n", ".owl.toml": CHECKS})
+    with (
+        AnthropicStub(
+            [
+                Bash("echo working; sleep 30; echo slept", timeout_ms=60_000),
+                Bash(COMMIT),
+                Text("Done."),
+            ]
+        ) as stub,
+        claude_daemon(
+            tmp_path, stub, {"idle": {"after": "1s"}}, manual=False, env=dict(desktop)
+        ) as d,
+    ):
+        with Person(desktop):
+            job = d.add("Add a hello file and commit it.", project)
+        first = d.wait_run(job, "running", timeout=15)
+        wait_for(lambda: stub.turns_served >= 1, 20, what="the agent's first tool call")
+        with Person(desktop):  # back, for longer than the 3 s grace window
+            d.wait_run(job, "frozen", timeout=5)
+            wait_for(
+                lambda: d.job(job)["runs"][0]["outcome"] == "interrupted",
+                15,
+                what="the first Run ended",
+            )
+        j = d.wait_job(job, "review", timeout=45)
+        one, two = j["runs"]
+        assert one["id"] == first["id"] and one["checks"] == []
+        assert (one["outcome"], one["reason"]) == (
+            "interrupted",
+            "the grace window passed while the machine was in use",
+        )
+        assert two["outcome"] == "succeeded"
+        assert [(c["name"], c["passed"]) for c in two["checks"]] == [("hello", True)]

@@ -16,7 +16,6 @@ Screenshots go to test-artifacts/tray/ (daemon-*.png).
 
 from __future__ import annotations
 
-import threading
 import time
 import tomllib
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 from display import DisplayEnv, display_fixture, virtual_display, xdotool
 from owlproc import OwlDaemon, make_project, process_states, wait_for
+from support.person import Person
 from traydesk import (
     ARTIFACTS,
     STATE_COLOURS,
@@ -70,32 +70,6 @@ class OwlTray(OwlDaemon):
     def owl_lines(self) -> list[str]:
         """What Owl itself said on stderr (log lines carry a timestamp instead)."""
         return [line for line in self.log_text().splitlines() if line.startswith("owl:")]
-
-
-class Fidget:
-    """A person at the machine: a mouse move every `every` seconds, on a thread."""
-
-    def __init__(self, env: dict, every: float = 0.25) -> None:
-        self.env, self.every = env, every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.moves = 0
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            # Far from the tray, and never where the pointer already is (no event).
-            xdotool(self.env, "mousemove", str(200 + 40 * (self.moves % 2)), "400")
-            self.moves += 1
-            self._stop.wait(self.every)
-
-    def __enter__(self) -> "Fidget":
-        self._thread.start()
-        wait_for(lambda: self.moves > 0, what="the first mouse move")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
 
 
 # ------------------------------------------------------------------ helpers
@@ -179,7 +153,7 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
         shows(desk, lambda t: t == "Owl: Nothing to do", "nothing to do")
         shots["idle"] = shoot_icon(desk, "idle")
 
-        with Fidget(desk):
+        with Person(desk, xs=(200, 240), y=400):
             # Someone is at the machine: the Job waits.
             job = d.add(STUBBORN, project)
             shows(desk, lambda t: t.startswith(("Owl: Idle in", "Owl: Waiting")), "a Job waiting")
@@ -194,7 +168,7 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
         shots["working"] = shoot_icon(desk, "working")
 
         # They come back: every process stops, the ring starts to drain.
-        with Fidget(desk):
+        with Person(desk, xs=(200, 240), y=400):
             r = d.wait_run(job, "frozen", timeout=5)
             assert r["frozen_by"] == "machine" and r["id"] == run["id"]
             wait_for(lambda: frozen(pids), 5, what="the agent stopped")
@@ -243,7 +217,7 @@ def test_the_icon_follows_real_runs_and_the_menu_pauses_and_resumes(
             10,
             what="the new grace window in force",
         )
-        with Fidget(desk):
+        with Person(desk, xs=(200, 240), y=400):
             text = shows(desk, lambda t: "killed" in t, "the killed Run", timeout=20)
             assert text.splitlines()[1] == f"job {job}'s agent was killed", text
             shots["attention"] = shoot_icon(desk, "attention")
