@@ -42,7 +42,7 @@ def test_the_next_agent_carries_the_job_on_fresh_and_spends_no_attempt(tmp_path)
             ("tired", "interrupted"),
             ("script", "succeeded"),
         ]
-        assert j["runs"][0]["reason"].startswith("tired's usage limit; resets at ")
+        assert j["runs"][0]["reason"].startswith("tired's usage limit; resets ")
         assert j["runs"][1]["resumed"] is None and j["attempts_left"] == 1
         shown = d.ok("jobs", "show", str(job))
         assert [

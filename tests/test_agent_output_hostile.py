@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from owl.agents import CommandDriver
 from owl.agents.claude_stream import is_session_id, read_report, session_in
 from owl.agents.resets import reset_time, reset_words
-from owl.rules import jobrules
+from owl.rules import budget, jobrules, timefmt
 from owl.rules.jobrules import MAX_WAIT, Report, Verdict, judge
 
 NOW = 1_796_100_000.0  # 2026-12-01
@@ -290,10 +290,16 @@ def test_a_reset_past_max_wait_is_a_backoff_and_one_within_it_is_waited_for(
         (1e18, "at a moment that cannot be shown"),  # a moment past the calendar
         (NOW + 7 * 86400, "on Dec 8 2026 at 04:40"),  # within the bound, over six days off
         (NOW + 2 * 86400, "on Dec 3 at 04:40"),
+        (NOW + 3600, "at 05:40"),  # today
+        (NOW + 20 * 3600, "on Dec 2 at 00:40"),  # past midnight: its day, as owl status says it
     ],
 )
 def test_a_reset_moment_is_said_whatever_it_is(moment, words):
     assert jobrules.at_words(moment, NOW, UTC) == words
+    if moment < 1e12:  # the same day and time as the status's lines and a window's reset
+        shown = timefmt.ahead(moment, NOW, UTC)
+        assert words.endswith(shown.rpartition(" ")[2]) and budget.clock(moment, NOW, UTC) == shown
+        assert (words.startswith("on ") and shown.startswith("Dec")) or words == f"at {shown}"
 
 
 def test_deep_nesting_odd_types_and_huge_numbers_in_the_stream_are_skipped():

@@ -19,11 +19,14 @@ from test_codex_gemini import COMMIT, agent_daemon
 
 from owlproc import make_project, wait_for
 
+from owl.rules import timefmt
+
 pytestmark = pytest.mark.agent_clis
 
 
 def hhmm(epoch: float) -> str:
-    return time.strftime("%H:%M", time.localtime(epoch))
+    """A moment to come as Owl shows it now ("08:10", "Dec 7 00:03")."""
+    return timefmt.ahead(epoch, time.time())
 
 
 def test_codexs_windows_hold_its_next_job_at_the_line(tmp_path):

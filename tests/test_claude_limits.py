@@ -31,7 +31,7 @@ from support.anthropic_stub import (
 from support.claude import require_claude
 
 from owlproc import AGENT, OwlDaemon, make_project, wait_for
-from owl.rules import timefmt
+from owl.rules import jobrules, timefmt
 
 pytestmark = pytest.mark.claude
 
@@ -96,8 +96,14 @@ def is_claude(p: psutil.Process | None) -> bool:
     return bool(argv) and "claude" in Path(argv[0]).name
 
 
+def at(epoch: float) -> str:
+    """A moment to come in a Run's reason ("at 08:10", "on Dec 7 at 00:03"), as Owl says it now."""
+    return jobrules.at_words(epoch, time.time(), None)
+
+
 def hhmm(epoch: float) -> str:
-    return time.strftime("%H:%M", time.localtime(epoch))
+    """A moment to come on `owl status`'s lines ("08:10", "Dec 7 00:03"), as Owl shows it now."""
+    return timefmt.ahead(epoch, time.time())
 
 
 def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
@@ -111,7 +117,7 @@ def test_a_usage_limit_is_waited_out_and_the_job_carries_on_by_itself(tmp_path):
         reset = stub.main_requests()[0].reset
         first = j["runs"][0]
         assert first["outcome"] == "interrupted"
-        assert first["reason"] == f"Claude's 5-hour usage limit; resets at {hhmm(reset)}"
+        assert first["reason"] == f"Claude's 5-hour usage limit; resets {at(reset)}"
         assert j["attempts_left"] == 1 and j["state"] in ("pending", "active")
         assert first["session_id"] and first["last_message"].startswith("You've hit your 5-hour")
         limits = d.status()["limits"]
@@ -150,7 +156,7 @@ def test_the_reset_time_is_read_from_the_text_when_nothing_else_gives_it(tmp_pat
         first = first_ended(d, job)["runs"][0]
         reset = stub.main_requests()[1].reset  # the CLI's retry: the reset it last saw
         assert first["outcome"] == "interrupted"
-        assert first["reason"] == f"Claude's API rate limit (HTTP 429); resets at {hhmm(reset)}"
+        assert first["reason"] == f"Claude's API rate limit (HTTP 429); resets {at(reset)}"
         j = d.wait_job(job, "review", timeout=40)
         assert j["attempts_left"] == 1 and len(j["runs"]) == 2
         assert all(r.at >= reset for r in stub.main_requests()[2:])
@@ -161,11 +167,11 @@ def test_the_reset_time_is_read_from_the_text_when_nothing_else_gives_it(tmp_pat
     [
         (
             RateLimited(times=2),
-            "Claude's API rate limit (HTTP 429); no reset time given, trying again at ",
+            "Claude's API rate limit (HTTP 429); no reset time given, trying again ",
         ),
         (
             Overloaded(times=2),
-            "Claude's model service failed (HTTP 529 overloaded); trying again at ",
+            "Claude's model service failed (HTTP 529 overloaded); trying again ",
         ),
     ],
     ids=["api-key-429", "529-overloaded"],
@@ -184,7 +190,7 @@ def test_a_rate_limit_or_the_service_failing_backs_off_without_spending_an_attem
         assert j["state"] == "pending" and j["attempts_left"] == 1
         [w] = d.status()["limits"]
         assert 290 <= w["until_epoch"] - began <= 310 + (time.time() - began)
-        assert first["reason"].endswith(hhmm(w["until_epoch"]))
+        assert first["reason"].endswith(at(w["until_epoch"]))
         st = d.status()
         assert st["waiting"] == f"job {job} waits for {w['reason']}"
         assert len(d.job(job)["runs"]) == 1 and len(stub.main_requests()) == 2
@@ -419,7 +425,7 @@ def test_a_command_agent_that_opts_in_waits_out_its_limit_too(tmp_path):
         j = first_ended(d, job)
         first = j["runs"][0]
         assert first["outcome"] == "interrupted" and first["resumed"] is None
-        assert first["reason"].startswith("codex's usage limit; resets at ")
+        assert first["reason"].startswith("codex's usage limit; resets ")
         [w] = d.status()["limits"]
         assert (w["agent"], w["kind"]) == ("codex", "usage")
         j = d.wait_job(job, "review", timeout=30)

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 from owlproc import OwlDaemon, make_project, wait_for
+
+from owl.rules import jobrules
 from support import gemini_stub, responses_stub
 from support.agent_clis import require
 from support.scripted_http import Say, Shell, Stub
@@ -100,13 +102,13 @@ def test_a_usage_limit_is_a_wait_that_spends_no_attempt(tmp_path, agent):
         j = first_ended(d, job)
         first = j["runs"][0]
         assert first["outcome"] == "interrupted", first
-        assert first["reason"].startswith(f"{agent}'s usage limit; resets at "), first["reason"]
+        assert first["reason"].startswith(f"{agent}'s usage limit; resets "), first["reason"]
         assert j["attempts_left"] == 1 and j["state"] in ("pending", "active")
         [w] = d.status()["limits"]
         assert w["agent"] == agent
         # Codex says the minute ("try again at 9:50 PM."), Gemini the second ("retry in 3596s")
         assert 3596 - 70 <= w["until_epoch"] - began <= 3600 + (time.time() - began)
-        assert first["reason"].endswith(time.strftime("%H:%M", time.localtime(w["until_epoch"])))
+        assert first["reason"].endswith(jobrules.at_words(w["until_epoch"], time.time(), None))
         assert len(stub.turns()) == 1 and len(d.job(job)["runs"]) == 1
 
 

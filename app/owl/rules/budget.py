@@ -39,6 +39,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
+from owl.rules import timefmt
+
 FIVE_HOUR = "five_hour"
 SEVEN_DAY = "seven_day"
 WINDOWS = (FIVE_HOUR, SEVEN_DAY)
@@ -269,12 +271,10 @@ def percent(share: float) -> str:
 
 
 def clock(at: float, now: float, tz: tzinfo | None = None) -> str:
-    """'21:40', or 'Dec 9 21:40' when more than a day away."""
-    try:
-        t = datetime.fromtimestamp(at, tz)
-    except (ValueError, OverflowError, OSError):
-        return "at a moment that cannot be shown"
-    return f"{t:%H:%M}" if at - now < 86400 else f"{t:%b} {t.day} {t:%H:%M}"
+    """'21:40' today, 'Dec 9 21:40' on another day: a window's reset as
+    `owl status` shows every moment to come (`timefmt.ahead`)."""
+    shown = timefmt.ahead(at, now, tz)
+    return "at a moment that cannot be shown" if shown == "?" else shown
 
 
 def night_words(start: Mapping[str, float], end: Mapping[str, float]) -> list[str]:

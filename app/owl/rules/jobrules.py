@@ -53,14 +53,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any
-from datetime import datetime, tzinfo
+from datetime import tzinfo
 
+from owl.rules import timefmt
 from owl.rules.budget import Reading, real
 
 BACKOFF_FIRST = 300.0
 BACKOFF_MAX = 3600.0
 MAX_WAIT = 8 * 86400.0  # the longest wait an agent's own words may set (limits.max_wait)
-FAR = 6 * 86400.0  # a moment further off than this is written with its year
 
 # How each kind of limit is named to a person.
 LIMIT_WORDS = {
@@ -136,19 +136,16 @@ def agent_label(agent: str) -> str:
 
 
 def at_words(until: float, now: float, tz: tzinfo | None) -> str:
-    """'at 08:10', 'on Jul 15 at 00:00' when it is more than a day away, and
-    'on Jul 15 2027 at 00:00' past six days. Never raises: a moment no
-    calendar holds is 'at a moment that cannot be shown'."""
-    try:
-        if real(until) is None:
-            raise ValueError(until)
-        moment = datetime.fromtimestamp(until, tz)
-    except (ValueError, OverflowError, OSError):
+    """'at 08:10' today, 'on Jul 15 at 00:00' on another day, 'on Jul 15
+    2027 at 00:00' past six days: the day said by the rule `owl status`
+    shows moments by (`timefmt.ahead`), so a wait past midnight reads the
+    same in a Run's reason and on the status's lines. Never raises: a moment
+    no calendar holds is 'at a moment that cannot be shown'."""
+    shown = timefmt.ahead(real(until), now, tz)
+    if shown == "?":
         return "at a moment that cannot be shown"
-    if until - now < 86400:
-        return f"at {moment:%H:%M}"
-    year = f" {moment.year}" if until - now > FAR else ""
-    return f"on {moment:%b} {moment.day}{year} at {moment:%H:%M}"
+    day, _, hm = shown.rpartition(" ")
+    return f"on {day} at {hm}" if day else f"at {hm}"
 
 
 def usable_reset(resets_at: float | None, now: float, max_wait: float) -> bool:
