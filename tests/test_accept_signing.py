@@ -88,6 +88,21 @@ def ssh_key(base: Path) -> Path:
     return key
 
 
+def ssh_signing(base: Path) -> tuple[Path, Path, Path]:
+    """(key, the person's home, a project that signs its commits with that ssh key)."""
+    programs("bwrap")
+    key = ssh_key(base)
+    return key, person(base), signed_project(base, gpg_format="ssh", user_signingKey=str(key))
+
+
+def the_base_moves_on(proj: Path, name: str, text: str) -> str:
+    """The person commits on main (unsigned: it is not what is tested); main's new tip."""
+    (proj / name).write_text(text)
+    git(proj, "add", name)
+    git(proj, "-c", "commit.gpgSign=false", "commit", "-qm", "meanwhile")
+    return git(proj, "rev-parse", "main").strip()
+
+
 def ssh_verified(base: Path, key: Path, repo: Path, rng: str) -> list[str]:
     """Each commit's "%G? committer": G for a good signature by `key` (the person's)."""
     allowed = base / "allowed"
@@ -127,10 +142,7 @@ def gnupg(base: Path) -> Iterator[Path]:
 
 
 def test_accept_merge_signs_every_commit_with_an_ssh_key(base):
-    programs("bwrap")
-    key = ssh_key(base)
-    home = person(base)
-    proj = signed_project(base, gpg_format="ssh", user_signingKey=str(key))
+    key, home, proj = ssh_signing(base)
     first = git(proj, "rev-parse", "main").strip()
     with daemon(base, home, WORK) as d:
         job, j = review(d, proj)
@@ -164,10 +176,7 @@ def test_accept_merge_signs_the_commits_and_the_merge_commit_with_gpg(base, gnup
         branch = j["branch"]
         before = commits(proj, f"main..{branch}")
         # the base moves on: accept needs a merge commit
-        (proj / "other.txt").write_text("the person's\n")
-        git(proj, "add", "other.txt")
-        git(proj, "-c", "commit.gpgSign=false", "commit", "-qm", "meanwhile")
-        moved = git(proj, "rev-parse", "main").strip()
+        moved = the_base_moves_on(proj, "other.txt", "the person's\n")
         p = d.owl("jobs", "accept", str(job), "--merge")
         assert p.returncode == 0, p.stderr
         assert "signed 3 commits with openpgp key t@example.com" in p.stdout, p.stdout
@@ -258,10 +267,7 @@ def test_a_key_that_cannot_sign_is_a_one_line_refusal_and_unsigned_accepts(base)
 
 
 def test_accept_without_merge_signs_the_kept_branch(base):
-    programs("bwrap")
-    key = ssh_key(base)
-    home = person(base)
-    proj = signed_project(base, gpg_format="ssh", user_signingKey=str(key))
+    key, home, proj = ssh_signing(base)
     with daemon(base, home, WORK) as d:
         job, j = review(d, proj)
         before = commits(proj, f"main..{j['branch']}")
@@ -327,17 +333,12 @@ def test_a_merge_refused_after_signing_leaves_the_store_following_the_signed_bra
     """A merge commit that conflicts is found only once it is tried, after the
     signing: the branch stays signed, in the project and in the Job's own
     store alike, so bringing the store's branch in again takes nothing back."""
-    programs("bwrap")
-    key = ssh_key(base)
-    home = person(base)
-    proj = signed_project(base, gpg_format="ssh", user_signingKey=str(key))
+    key, home, proj = ssh_signing(base)
     with daemon(base, home, WORK) as d:
         job, j = review(d, proj)
         branch = j["branch"]
         before = commits(proj, f"main..{branch}")
-        (proj / "work.txt").write_text("the person's own\n")
-        git(proj, "add", "work.txt")
-        git(proj, "-c", "commit.gpgSign=false", "commit", "-qm", "meanwhile")
+        the_base_moves_on(proj, "work.txt", "the person's own\n")
         p = d.owl("jobs", "accept", str(job), "--merge")
         assert p.returncode != 0 and "conflicts in work.txt" in p.stderr, p.stderr
         assert d.job(job)["state"] == "review"
@@ -357,17 +358,12 @@ def test_a_merge_refused_after_signing_leaves_the_store_following_the_signed_bra
 
 
 def test_a_merge_it_would_refuse_signs_nothing(base):
-    programs("bwrap")
-    key = ssh_key(base)
-    home = person(base)
-    proj = signed_project(base, gpg_format="ssh", user_signingKey=str(key))
+    _, home, proj = ssh_signing(base)
     with daemon(base, home, WORK) as d:
         job, j = review(d, proj)
         branch = j["branch"]
         tip = git(proj, "rev-parse", branch)
-        (proj / "other.txt").write_text("the person's\n")
-        git(proj, "add", "other.txt")
-        git(proj, "-c", "commit.gpgSign=false", "commit", "-qm", "meanwhile")
+        the_base_moves_on(proj, "other.txt", "the person's\n")
         (proj / "README").write_text("changed, not committed\n")
         p = d.owl("jobs", "accept", str(job), "--merge")
         assert p.returncode != 0 and "uncommitted changes" in p.stderr, p.stderr
