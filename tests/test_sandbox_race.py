@@ -25,6 +25,8 @@ from escapes.test_sockets import servers
 from owl.sandbox import raced
 from support.need import programs
 
+from owlproc import wait_for
+
 __all__ = ["base"]
 
 WRAPPER = """#!/bin/sh
@@ -95,6 +97,34 @@ def test_a_check_whose_sandbox_lost_the_same_race_runs_again_and_passes(base: Pa
     assert [(c["name"], c["passed"]) for c in run["checks"]] == [("work", True)], run["checks"]
     assert f"the sandbox could not be set up ({sock} went away as it started)" in said, said
     landed(proj, j["branch"])
+
+
+def test_owl_jobs_verify_starts_a_check_that_lost_the_race_again(base: Path) -> None:
+    """The person's `owl jobs verify`, its check's sandbox losing the same
+    moment: started again, the verification passes, no failed check kept."""
+    programs("bwrap", "pasta")
+    home = person(base)
+    sock = home / ".local" / "share" / "app" / "app.sock"
+    sock.parent.mkdir(parents=True)
+    path, arm = wrapped_bwrap(base, sock, only="lost-start")
+    checks = "[[checks]]\nname = 'work'\nrun = 'test -f work.txt # lost-start'\n"
+    proj = project(base, {"README": "x\n", ".owl.toml": checks})
+    with servers(str(sock)):
+        d = daemon(base, home, "", env=path)
+        with d:
+            job = d.add("do the work", proj)
+            d.machine("idle")
+            done(d, job, timeout=120)
+            arm.touch()  # the Run's check ran as ever: the person's verify loses it
+            assert "running 1 check" in d.ok("jobs", "verify", str(job))
+            wait_for(
+                lambda: f"job {job} verified on demand" in d.log_text(), 60, what="its verdict"
+            )
+            j, said = d.job(job), d.log_text()
+    assert not arm.exists() and not sock.exists()  # the verify's bwrap did lose it
+    assert j["state"] == "review" and j["verify"]["passed"] is True, j["verify"]
+    assert [(c["name"], c["passed"]) for c in j["verify"]["checks"]] == [("work", True)]
+    assert f"the sandbox could not be set up ({sock} went away as it started)" in said, said
 
 
 def test_the_words_count_only_for_a_covered_socket_now_gone() -> None:

@@ -351,6 +351,26 @@ class Verification:
             self.done(results)
 
     def _one(self, i: int, check: Check) -> Result:
+        """Check `i`, run to its end; a start its sandbox lost to a host socket
+        going away (`owl.sandbox.raced`) is made again at once, as a Run's
+        check's is, at most `AGAIN_MOST` times, and is no verdict."""
+        for _ in range(sandbox_raced.AGAIN_MOST):
+            result, gone = self._try(i, check)
+            if gone is None:
+                return result
+            log.info(
+                "job %s: check %s (%s) on demand: the sandbox could not be set up "
+                "(%s went away as it started); starting again",
+                self.job_id,
+                i + 1,
+                check.name,
+                gone,
+            )
+        return self._try(i, check)[0]
+
+    def _try(self, i: int, check: Check) -> tuple[Result, str | None]:
+        """One start of check `i`: its result, or (when its sandbox lost the
+        race with the host) the socket that went away, nothing to record."""
         tag = f"verify-{self.job_id}"
         env = env_for(
             self.env, check, i, self.worktree, {"OWL_JOB_ID": str(self.job_id), "OWL_VERIFY": tag}
@@ -367,15 +387,8 @@ class Verification:
                 contain=self.contain,
             )
         except OSError as e:
-            return Result(
-                i,
-                check.name,
-                check.run,
-                "failed",
-                None,
-                0.0,
-                f"the check could not be started: {e}",
-            )
+            why = f"the check could not be started: {e}"
+            return Result(i, check.name, check.run, "failed", None, 0.0, why), None
         with self._lock:
             self._current = cp
         timed_out = False
@@ -401,7 +414,10 @@ class Verification:
             outcome, code = "failed", None
         else:
             outcome = "passed" if code == 0 else "failed"
-        return cp.finish(outcome, code, duration)
+        gone = cp.raced() if outcome == "failed" and code != 0 else None
+        if gone is not None:  # its log closed, its result recorded nowhere
+            return cp.finish("interrupted", None, None), gone
+        return cp.finish(outcome, code, duration), None
 
 
 def _end(cp: CheckProcess) -> None:
