@@ -208,13 +208,36 @@ def screenshot(
 def open_menu(env: dict, button: int = 3) -> tuple[int, int, int, int]:
     """Click the icon and return the geometry of the menu that pops up."""
     x, y, w, h = find_tray_icon_geometry(env)
-    xdotool(env, "mousemove", str(x + w // 2), str(y + h // 2), "click", str(button))
+    return popped(
+        env,
+        lambda: xdotool(env, "mousemove", str(x + w // 2), str(y + h // 2), "click", str(button)),
+        lambda: next(iter(open_menus(env)), None),
+    )
 
-    geometry = wait_for(lambda: next(iter(open_menus(env)), None), "the menu to open")
-    # A menu is mapped a moment before it takes the keyboard; keys sent in
-    # between are lost.
-    wait_for(lambda: keyboard_grabbed(env), "the menu to take the keyboard")
-    return geometry
+
+def popped(
+    env: dict,
+    click: Callable[[], object],
+    menu: Callable[[], tuple[int, int, int, int] | None],
+    tries: int = 3,
+) -> tuple[int, int, int, int]:
+    """Click until `menu()` shows the menu open and it holds the keyboard; its geometry.
+
+    A menu is mapped a moment before it takes the keyboard, and keys sent in
+    between are lost: so the keyboard's grab is waited for. From outside, the
+    only way to see that grab is to try to take it (`keyboard_grabbed`), and a
+    try that falls in the very moment the menu takes it fails the menu's
+    grab: the menu stays open, deaf to keys. A person clicks again; so does
+    this, at most `tries` times."""
+    for _ in range(tries):
+        click()
+        geometry = wait_for(menu, "the menu to open")
+        try:
+            wait_for(lambda: keyboard_grabbed(env), "the menu to take the keyboard", timeout=3.0)
+        except AssertionError:
+            continue
+        return geometry
+    raise AssertionError(f"timed out waiting for the menu to take the keyboard ({tries} clicks)")
 
 
 def keyboard_grabbed(env: dict) -> bool:
@@ -315,9 +338,17 @@ def choose_in(env: dict, t: "Tray", status: dict[str, Any], *labels: str) -> Non
     # The icon docks a moment after the tray process draws it: wait for that.
     wait_for(lambda: bool(docked()), "this tray's icon to dock in the tray host")
     x, y, w, h = docked()[0]
-    xdotool(env, "mousemove", str(x + w // 2), str(y + h // 2), "click", "3")
-    wait_for(lambda: open_menus(env), "the menu to open")
-    wait_for(lambda: keyboard_grabbed(env), "the menu to take the keyboard")
+
+    def its_menu() -> tuple[int, int, int, int] | None:
+        # this tray's own (another one docked may have a menu of its own)
+        mine = pid_windows(env, t.proc.pid)
+        return next((g for wid, g in owl_windows(env) if wid in mine and g[2] > 64), None)
+
+    popped(
+        env,
+        lambda: xdotool(env, "mousemove", str(x + w // 2), str(y + h // 2), "click", "3"),
+        its_menu,
+    )
     for key in menu_keys(status, list(labels)):
         xdotool(env, "key", key)
 
