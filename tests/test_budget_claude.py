@@ -108,9 +108,10 @@ def posix_tz_with_midnight_in(seconds: float) -> tuple[str, float]:
 
 def test_an_api_key_reaching_daily_usd_holds_the_third_job_until_midnight(tmp_path):
     project = make_project(tmp_path / "proj")
-    # The day turns for real, 200 s from now, in the daemon's own zone: two
-    # Runs of about a dollar each reach the $1.50 a day before it does.
-    tz, midnight = posix_tz_with_midnight_in(200)
+    # The day turns for real, 100 s from now, in the daemon's own zone: two
+    # Runs of about a dollar each reach the $1.50 a day before it does (they
+    # take a few seconds; the whole test waits on the clock, not the cores).
+    tz, midnight = posix_tz_with_midnight_in(100)
     with AnthropicStub([Text("One."), Text("Two."), Text("Three.")]) as stub:
         stub.answer_with(output_tokens=50_000)
         d = claude_daemon(tmp_path, stub, {"budget": {"daily_usd": 1.5}})
