@@ -72,17 +72,24 @@ def test_a_socket_gone_as_the_sandbox_is_set_up_starts_the_same_run_again(base: 
     landed(proj, j["branch"])
 
 
-def test_a_check_whose_sandbox_lost_the_same_race_runs_again_and_passes(base: Path) -> None:
-    """The same moment, lost by a check's sandbox: the same check starts again,
-    no failed check is recorded, and the Run is not spent on it (a failed
-    check would have sent the agent round again)."""
+def a_check_that_may_lose(base: Path) -> tuple[Path, Path, dict[str, str], Path, Path]:
+    """(the person's home, an app's socket in it, the PATH whose bwrap removes
+    it when armed before a check's sandbox only, its arming file, a project
+    whose one check is that check)."""
     programs("bwrap", "pasta")
     home = person(base)
     sock = home / ".local" / "share" / "app" / "app.sock"
     sock.parent.mkdir(parents=True)
     path, arm = wrapped_bwrap(base, sock, only="lost-start")
     checks = "[[checks]]\nname = 'work'\nrun = 'test -f work.txt # lost-start'\n"
-    proj = project(base, {"README": "x\n", ".owl.toml": checks})
+    return home, sock, path, arm, project(base, {"README": "x\n", ".owl.toml": checks})
+
+
+def test_a_check_whose_sandbox_lost_the_same_race_runs_again_and_passes(base: Path) -> None:
+    """The same moment, lost by a check's sandbox: the same check starts again,
+    no failed check is recorded, and the Run is not spent on it (a failed
+    check would have sent the agent round again)."""
+    home, sock, path, arm, proj = a_check_that_may_lose(base)
     with servers(str(sock)):
         d = daemon(base, home, "", env=path)
         with d:
@@ -102,13 +109,7 @@ def test_a_check_whose_sandbox_lost_the_same_race_runs_again_and_passes(base: Pa
 def test_owl_jobs_verify_starts_a_check_that_lost_the_race_again(base: Path) -> None:
     """The person's `owl jobs verify`, its check's sandbox losing the same
     moment: started again, the verification passes, no failed check kept."""
-    programs("bwrap", "pasta")
-    home = person(base)
-    sock = home / ".local" / "share" / "app" / "app.sock"
-    sock.parent.mkdir(parents=True)
-    path, arm = wrapped_bwrap(base, sock, only="lost-start")
-    checks = "[[checks]]\nname = 'work'\nrun = 'test -f work.txt # lost-start'\n"
-    proj = project(base, {"README": "x\n", ".owl.toml": checks})
+    home, sock, path, arm, proj = a_check_that_may_lose(base)
     with servers(str(sock)):
         d = daemon(base, home, "", env=path)
         with d:

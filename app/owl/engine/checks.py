@@ -358,14 +358,8 @@ class Verification:
             result, gone = self._try(i, check)
             if gone is None:
                 return result
-            log.info(
-                "job %s: check %s (%s) on demand: the sandbox could not be set up "
-                "(%s went away as it started); starting again",
-                self.job_id,
-                i + 1,
-                check.name,
-                gone,
-            )
+            words = sandbox_raced.again_words(gone)
+            log.info("job %s: check %s (%s) on demand: %s", self.job_id, i + 1, check.name, words)
         return self._try(i, check)[0]
 
     def _try(self, i: int, check: Check) -> tuple[Result, str | None]:

@@ -102,12 +102,7 @@ def _start_again(eng: Engine, lv: Live, cp: checksmod.CheckProcess) -> bool:
     cp.finish("interrupted", None, None)  # its log, closed; nothing recorded
     lv.check_proc = None
     log.info(
-        "run %s: check %s (%s): the sandbox could not be set up (%s went away as it "
-        "started); starting again",
-        lv.run_id,
-        cp.index + 1,
-        cp.check.name,
-        gone,
+        "run %s: check %s (%s): %s", lv.run_id, cp.index + 1, cp.check.name, raced.again_words(gone)
     )
     start_check(eng, lv, cp.index)
     return True

@@ -336,9 +336,7 @@ def start_again(eng: Engine, lv: Live) -> bool:
         )
     elif lv.raced is not None and lv.started_again < raced.AGAIN_MOST:
         lv.started_again += 1
-        said = (
-            f"the sandbox could not be set up ({lv.raced} went away as it started); starting again"
-        )
+        said = raced.again_words(lv.raced)
     else:
         return False
     lv.report, lv.raced = None, None

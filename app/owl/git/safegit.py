@@ -89,6 +89,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
+from typing import IO
 from pathlib import Path
 
 from owl import tree
@@ -328,6 +329,16 @@ def drivers(keys: list[str]) -> list[str]:
     return [key for key, _ in overrides(keys)[len(FIXED) :] if not key.endswith(".required")]
 
 
+def _input(stdin: bytes | None) -> contextlib.AbstractContextManager[IO[bytes] | int]:
+    """What git reads: `stdin` in a file with no name, or nothing (most calls)."""
+    if stdin is None:
+        return contextlib.nullcontext(subprocess.DEVNULL)
+    given = tempfile.TemporaryFile()
+    given.write(stdin)
+    given.seek(0)
+    return given
+
+
 def _spawn(
     command: list[str],
     env: dict[str, str],
@@ -351,15 +362,13 @@ def _spawn(
     with (
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
-        tempfile.TemporaryFile() as given,
+        _input(stdin) as given,
     ):
-        given.write(stdin or b"")
-        given.seek(0)
         with tree.SPAWN_LOCK:
             popen = subprocess.Popen(
                 command_line,
                 env=child_env,
-                stdin=given if stdin is not None else subprocess.DEVNULL,
+                stdin=given,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,

@@ -274,7 +274,7 @@ def clock(at: float, now: float, tz: tzinfo | None = None) -> str:
     """'21:40' today, 'Dec 9 21:40' on another day: a window's reset as
     `owl status` shows every moment to come (`timefmt.ahead`)."""
     shown = timefmt.ahead(at, now, tz)
-    return "at a moment that cannot be shown" if shown == "?" else shown
+    return f"at {timefmt.UNSHOWN}" if shown == "?" else shown
 
 
 def night_words(start: Mapping[str, float], end: Mapping[str, float]) -> list[str]:

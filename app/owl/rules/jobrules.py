@@ -143,7 +143,7 @@ def at_words(until: float, now: float, tz: tzinfo | None) -> str:
     no calendar holds is 'at a moment that cannot be shown'."""
     shown = timefmt.ahead(real(until), now, tz)
     if shown == "?":
-        return "at a moment that cannot be shown"
+        return f"at {timefmt.UNSHOWN}"
     day, _, hm = shown.rpartition(" ")
     return f"on {day} at {hm}" if day else f"at {hm}"
 

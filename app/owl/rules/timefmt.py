@@ -123,6 +123,7 @@ def clock(ts: float | None, now: float) -> str:
 
 
 FAR = 6 * 86400.0  # a moment further off than this is shown with its year
+UNSHOWN = "a moment that cannot be shown"  # in words, where `ahead` says "?"
 
 
 def ahead(ts: float | None, now: float, tz: tzinfo | None = None) -> str:

@@ -9,7 +9,9 @@ file at PATH: Read-only file system"), and the Run with it, before the agent
 has started. `owl.sandbox.bwrap.argv` leaves out a socket already gone when
 the command is made; what is left is that moment. Such a start is no fault of
 the agent's and no reason to spend an attempt: the engine starts the same Run
-again at once (`owl.engine.runstart.start_again`), at most `AGAIN_MOST` times.
+again at once (`owl.engine.runstart.start_again`), at most `AGAIN_MOST` times;
+a check's lost start, a Run's or `owl jobs verify`'s, is made again the same
+way (`owl.engine.runchecks`, `owl.engine.checks.Verification`).
 
 Read from the first lines of the Run's output, which are bwrap's when it
 fails to set up. The agent could print the same words; they count only where
@@ -45,3 +47,8 @@ def raced(
             if re.search(re.escape(path) + r"(?=[:\s]|$)", line) and not exists(path):
                 return path
     return None
+
+
+def again_words(gone: str) -> str:
+    """What the log says of a start lost this way and made again."""
+    return f"the sandbox could not be set up ({gone} went away as it started); starting again"
