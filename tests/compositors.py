@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from display import _bus_name_owned, _read_line_from, _stop, _wait_for
+from support.sockets import answers
 
 HERE = Path(__file__).resolve().parent
 NEEDS = {
@@ -177,19 +178,7 @@ def _session_bus(env: dict, started: list, how: list[str]) -> str:
 
 
 def _socket_up(path: Path) -> Callable[[], bool]:
-    def check() -> bool:
-        import socket
-
-        if not path.exists():
-            return False
-        with socket.socket(socket.AF_UNIX) as s:
-            try:
-                s.connect(str(path))
-                return True
-            except OSError:
-                return False
-
-    return check
+    return lambda: answers(path)
 
 
 def _log(tmp: Path, name: str) -> Any:
@@ -398,6 +387,9 @@ def _sway(env: dict, runtime: Path, tmp: Path, started: list) -> Compositor:
     env["WAYLAND_DISPLAY"] = str(wl)
     env["SWAYSOCK"] = str(next(p for p in runtime.iterdir() if p.name.startswith("sway-ipc")))
     _wait_for(_socket_up(wl), "sway's Wayland socket", proc, STARTUP)
+    # sway binds its IPC socket's name a moment before it listens on it (see
+    # support/sockets.py): the IPC socket must answer too, not only be there.
+    _wait_for(_socket_up(Path(env["SWAYSOCK"])), "sway's IPC socket", proc, STARTUP)
     c = Compositor("sway", env, proc)
 
     # A move is sent on sway's IPC socket from this process, as `swaymsg seat -

@@ -36,6 +36,7 @@ from owlproc import (
 from support.anthropic_stub import AnthropicStub, Bash, Text
 from support.claude import require_claude
 from support.need import programs
+from support.sockets import answers
 
 
 # A shell agent: the escapes first (each must fail), then the Job's own work.
@@ -111,7 +112,7 @@ def session_bus(runtime: Path) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for(lambda: (runtime / "bus").exists(), what="the session bus")
+        wait_for(lambda: answers(runtime / "bus"), what="the session bus")
         yield address
     finally:
         bus.terminate()
