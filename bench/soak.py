@@ -5,8 +5,8 @@
 Queues JOBS Jobs across a few projects, with agents (tests/agents/agent.py)
 that finish, fail, trap SIGTERM and start setsid children, then plays a
 person at the machine: bursts of input (which freeze the Runs; some bursts
-outlast the 2 s grace window, so the Runs are ended and killed) and quiet
-spells (Runs start and thaw). Meanwhile it times `status` and samples the
+outlast the 2 s grace window, so the Runs are ended and killed, and one such
+burst is sure to fall while a Run works) and quiet spells (Runs start and thaw). Meanwhile it times `status` and samples the
 daemon's memory, threads and open files. At the end it stops the daemon the
 ordinary way and checks: no process of any Run is left, every Job is in a
 final or pending state, every Run is closed, the database checks ok, and the
@@ -119,8 +119,20 @@ def soak(
         warm_at = time.monotonic() + min(20.0, minutes * 60 / 4)
         rss_start: int | None = None
         last_report = time.monotonic()
+        # The day's one sure interruption: a burst past the grace window begun
+        # while a Run is working. Left to chance, a short day may have none (its
+        # one long burst falling while every Run was starting or done), and then
+        # it has not shown that a Run ended by the person's return leaves nothing.
+        interruption_owed = True
+        working = False  # whether the last status showed a Run working
         while time.monotonic() < end:
-            if rng.random() < 0.35:
+            if interruption_owed and working:
+                d.machine("input")
+                length = 4.0
+                interruption_owed = False
+                long_bursts += 1
+                bursts += 1
+            elif rng.random() < 0.35:
                 d.machine("input")
                 length = rng.choice([rng.uniform(0.1, 1.5), rng.uniform(2.5, 4.0)])
                 long_bursts += length > 2.0
@@ -134,6 +146,7 @@ def soak(
                 q0 = time.monotonic()
                 st = d.status()
                 took = time.monotonic() - q0
+                working = any(r["state"] == "running" for r in st["runs"])
                 status_times.append(took)
                 if took > 0.5:
                     slow.append((time.strftime("%H:%M:%S"), round(took, 2)))
