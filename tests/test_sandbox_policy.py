@@ -1,6 +1,8 @@
 """The sandbox's policy, pure: what is hidden, writable, dropped, narrowed."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from owl.sandbox import keys
 from owl.sandbox.agentstate import AGENTS
 from owl.sandbox import policy as P
@@ -337,3 +339,10 @@ def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_pat
         "/dev/null",
         str(tmp_path / "gone.sock"),
     ]
+
+
+@given(st.integers(min_value=keys.MIN_TMP, max_value=1 << 50))
+def test_a_size_shown_reads_back_as_the_same_bytes(n):
+    shown = keys.size_words(n)
+    assert keys.check_table({"tmp_size": shown}, "sandbox") == {"tmp_size": n}
+    assert keys.size_words(1 << 30) == "1G" and keys.size_words(1536 << 20) == "1536M"

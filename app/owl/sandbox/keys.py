@@ -114,6 +114,15 @@ def _size(dotted: str, value: Any) -> int:
     return n
 
 
+def size_words(n: int) -> str | int:
+    """A size as a person writes it ("1G", "512M"), as ``_size`` reads it back;
+    bytes that are no whole number of K, M, G or T stay a number."""
+    for letter, power in (("T", 4), ("G", 3), ("M", 2), ("K", 1)):
+        if n >= 1024**power and n % 1024**power == 0:
+            return f"{n // 1024**power}{letter}"
+    return n
+
+
 def settings_from(table: Mapping[str, Any]) -> Settings:
     """The Settings a checked ``[sandbox]`` table gives (defaults for the rest)."""
     return Settings(

@@ -363,7 +363,7 @@ def effective_document(cfg: Config) -> dict[str, Any]:
         if SCHEMA[section][key].kind == "duration":
             value = format_duration(value)
         doc[section][key] = value
-    agents = {"claude": {"path": "claude"}}
+    agents: dict[str, dict[str, Any]] = {"claude": {"path": "claude", "resume": True}}
     for name, spec in cfg.agents.items():
         agents.setdefault(name, {}).update(spec)
     doc["agents"] = agents
@@ -373,6 +373,7 @@ def effective_document(cfg: Config) -> dict[str, Any]:
     doc["budget"] = budgetconf.document(cfg.budget)
     sb = sandbox_keys.settings_from(cfg.sandbox or {})
     doc["sandbox"] = {key: _plain(getattr(sb, key)) for key in sandbox_keys.KEYS}
+    doc["sandbox"]["tmp_size"] = sandbox_keys.size_words(sb.tmp_size)
     return doc
 
 
