@@ -353,18 +353,20 @@ class Verification:
     def _one(self, i: int, check: Check) -> Result:
         """Check `i`, run to its end; a start its sandbox lost to a host socket
         going away (`owl.sandbox.raced`) is made again at once, as a Run's
-        check's is, at most `AGAIN_MOST` times, and is no verdict."""
+        check's is, at most `AGAIN_MOST` times, and is no verdict; the start
+        after those is judged as it ends, as a Run's check's is."""
         for _ in range(sandbox_raced.AGAIN_MOST):
             result, gone = self._try(i, check)
             if gone is None:
                 return result
             words = sandbox_raced.again_words(gone)
             log.info("job %s: check %s (%s) on demand: %s", self.job_id, i + 1, check.name, words)
-        return self._try(i, check)[0]
+        return self._try(i, check, last=True)[0]
 
-    def _try(self, i: int, check: Check) -> tuple[Result, str | None]:
+    def _try(self, i: int, check: Check, last: bool = False) -> tuple[Result, str | None]:
         """One start of check `i`: its result, or (when its sandbox lost the
-        race with the host) the socket that went away, nothing to record."""
+        race with the host, and it is not the `last` start) the socket that
+        went away, nothing to record."""
         tag = f"verify-{self.job_id}"
         env = env_for(
             self.env, check, i, self.worktree, {"OWL_JOB_ID": str(self.job_id), "OWL_VERIFY": tag}
@@ -408,7 +410,7 @@ class Verification:
             outcome, code = "failed", None
         else:
             outcome = "passed" if code == 0 else "failed"
-        gone = cp.raced() if outcome == "failed" and code != 0 else None
+        gone = cp.raced() if outcome == "failed" and code != 0 and not last else None
         if gone is not None:  # its log closed, its result recorded nowhere
             return cp.finish("interrupted", None, None), gone
         return cp.finish(outcome, code, duration), None
