@@ -148,6 +148,7 @@ def test_bash_completion_completes_verbs_and_actions_not_hidden_ones(tmp_path):
         "gemini",
         "opencode",
         "copilot",
+        "pi",
         "aider",
     ]
     assert complete("owl", "add", "--agent", "co") == ["codex", "copilot"]

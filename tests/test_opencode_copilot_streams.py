@@ -248,6 +248,6 @@ def test_owl_agents_lists_every_built_in_found_or_not(tmp_path: Path) -> None:
     rows = json.loads(p.stdout)
     rows = rows["agents"] if isinstance(rows, dict) else rows
     names = [r["name"] for r in rows]
-    assert names[:6] == ["claude", "codex", "gemini", "opencode", "copilot", "aider"]
-    for r in rows[:6]:
+    assert names[:7] == ["claude", "codex", "gemini", "opencode", "copilot", "pi", "aider"]
+    for r in rows[:7]:
         assert r["built_in"] and not r["found"] and r["problem"]

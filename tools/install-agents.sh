@@ -1,21 +1,24 @@
 #!/bin/sh
-# Install the Codex, Gemini, OpenCode and Copilot CLIs from npm, and aider from
+# Install the Codex, Gemini, OpenCode, Copilot and pi CLIs from npm, and aider from
 # PyPI, into the test cache, for the test rig.
 #
 # Usage: tools/install-agents.sh     # prints "codex PATH", "gemini PATH",
-#                                    # "opencode PATH", "copilot PATH", "aider PATH"
+#                                    # "opencode PATH", "copilot PATH", "pi PATH",
+#                                    # "aider PATH"
 #   OWL_AGENTS_PREFIX=DIR   where to install (default $HOME/.cache/owl-test)
 #   OWL_CODEX_VERSION=V     npm version of @openai/codex, or "latest" (default: pinned)
 #   OWL_GEMINI_VERSION=V    npm version of @google/gemini-cli, or "latest" (default: pinned)
 #   OWL_OPENCODE_VERSION=V  npm version of opencode-ai, or "latest" (default: pinned)
 #   OWL_COPILOT_VERSION=V   npm version of @github/copilot, or "latest" (default: pinned)
+#   OWL_PI_VERSION=V        npm version of @mariozechner/pi-coding-agent, or "latest"
+#                           (default: pinned)
 #   OWL_AIDER_VERSION=V     PyPI version of aider-chat, or "latest" (default: pinned)
 #   OWL_AIDER_PYTHON=EXE    the Python aider's venv is made with (default: the first
 #                           of python3.12, python3.11, python3.10, python3 that is
 #                           3.10 to 3.12, the versions aider-chat 0.86 accepts)
 #
 # Each goes into a prefix of its own (DIR/codex, DIR/gemini, DIR/opencode,
-# DIR/copilot, DIR/aider: a venv), like install-claude.sh: a call that finds the wanted version does
+# DIR/copilot, DIR/pi, DIR/aider: a venv), like install-claude.sh: a call that finds the wanted version does
 # nothing; another version in the prefix is replaced, never silently reused.
 # aider's first install takes about 2 minutes (some 90 packages, 700 MB).
 set -eu
@@ -24,6 +27,7 @@ CODEX_PINNED=0.171.0
 GEMINI_PINNED=0.61.0
 OPENCODE_PINNED=1.18.33  # its platform binary comes from npm too (optionalDependencies)
 COPILOT_PINNED=1.0.102
+PI_PINNED=0.73.1
 AIDER_PINNED=0.86.2
 
 root="${OWL_AGENTS_PREFIX:-${HOME}/.cache/owl-test}"
@@ -31,7 +35,9 @@ root="${OWL_AGENTS_PREFIX:-${HOME}/.cache/owl-test}"
 installed() {
     # "codex-cli 0.171.0" / "0.61.0" / "aider 0.86.2" / "GitHub Copilot CLI 1.0.102."
     # -> the last word of the first line, without a final dot
-    [ -x "$1" ] && "$1" --version 2>/dev/null | awk 'NR == 1 { sub(/\.$/, "", $NF); print $NF }' || true
+    # (pi prints its version on stderr: read there when stdout says nothing)
+    [ -x "$1" ] && { v=$("$1" --version 2>/dev/null) && [ -n "$v" ] || v=$("$1" --version 2>&1); echo "$v"; } |
+        awk 'NR == 1 { sub(/\.$/, "", $NF); print $NF }' || true
 }
 
 install_one() {  # name package wanted
@@ -114,4 +120,5 @@ install_one codex @openai/codex "${OWL_CODEX_VERSION:-$CODEX_PINNED}"
 install_one gemini @google/gemini-cli "${OWL_GEMINI_VERSION:-$GEMINI_PINNED}"
 install_one opencode opencode-ai "${OWL_OPENCODE_VERSION:-$OPENCODE_PINNED}"
 install_one copilot @github/copilot "${OWL_COPILOT_VERSION:-$COPILOT_PINNED}"
+install_one pi @mariozechner/pi-coding-agent "${OWL_PI_VERSION:-$PI_PINNED}"
 install_aider "${OWL_AIDER_VERSION:-$AIDER_PINNED}"

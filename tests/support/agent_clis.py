@@ -1,8 +1,8 @@
-"""Where the real Codex, Gemini, OpenCode and Copilot CLIs and aider are, for
+"""Where the real Codex, Gemini, OpenCode, Copilot and pi CLIs and aider are, for
 the tests that run them.
 
 Looked for like Claude Code (tests/support/claude.py): `OWL_TEST_CODEX` /
-`OWL_TEST_GEMINI` / `OWL_TEST_OPENCODE` / `OWL_TEST_COPILOT` / `OWL_TEST_AIDER` (a path), then the prefix tools/install-agents.sh installs
+`OWL_TEST_GEMINI` / `OWL_TEST_OPENCODE` / `OWL_TEST_COPILOT` / `OWL_TEST_PI` / `OWL_TEST_AIDER` (a path), then the prefix tools/install-agents.sh installs
 into (`OWL_AGENTS_PREFIX`, default ~/.cache/owl-test), then PATH. A missing
 CLI FAILS the test that needs it: CI installs them.
 """

@@ -32,7 +32,18 @@ from pathlib import Path
 
 from support.scripted_http import Fail, Handler, Request, Say, Shell, Stub, Turn, words
 
-__all__ = ["MODEL", "ChatStub", "Fail", "RateLimit", "Say", "ServerError", "Shell", "whole"]
+__all__ = [
+    "MODEL",
+    "ChatStub",
+    "Fail",
+    "PiRateLimit",
+    "RateLimit",
+    "Say",
+    "ServerError",
+    "Shell",
+    "pi_env",
+    "whole",
+]
 
 MODEL = "stub-model"
 USAGE = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}
@@ -253,3 +264,48 @@ class ChatStub(Stub):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "opencode.json").write_text(json.dumps(self.opencode_config(), indent=1))
         return {"HOME": str(home), "NO_COLOR": "1"}
+
+
+def PiRateLimit(times: int, seconds: int) -> Fail:
+    """A provider's rate limit as the OpenAI API words it, with a reset `seconds`
+    away in its words (pi passes on only the words); `retry-after-ms` keeps the
+    provider SDK's own retries (two a request) quick."""
+    message = (
+        f"Rate limit reached for {MODEL} in organization org-stub on requests per min "
+        f"(RPM): Limit 3, Used 3, Requested 1. Please try again in {seconds}s."
+    )
+    body = {"error": {"message": message, "type": "requests", "code": "rate_limit_exceeded"}}
+    return Fail(429, body, times, headers=(("retry-after-ms", "10"),))
+
+
+def pi_config(stub: ChatStub) -> dict:
+    """pi's models.json with this stub as its only provider and model (with
+    prices, so pi reports a cost)."""
+    cost = {**OPENCODE_COST, "cacheRead": 0, "cacheWrite": 0}
+    return {
+        "providers": {
+            "stub": {
+                "baseUrl": f"{stub.url}/v1",
+                "api": "openai-completions",
+                "apiKey": "test",
+                "compat": {"supportsDeveloperRole": False},
+                "models": [{"id": MODEL, "cost": cost}],
+            }
+        }
+    }
+
+
+def pi_env(stub: ChatStub, home: Path, retry_ms: int = 2000) -> dict[str, str]:
+    """What pi needs to talk to this stub, with `home` as HOME: the provider in
+    ~/.pi/agent/models.json (the port is read from there), the model chosen in
+    its settings.json, its own retries `retry_ms` apart at first."""
+    folder = home / ".pi" / "agent"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "models.json").write_text(json.dumps(pi_config(stub), indent=1))
+    settings = {
+        "defaultProvider": "stub",
+        "defaultModel": MODEL,
+        "retry": {"baseDelayMs": retry_ms},
+    }
+    (folder / "settings.json").write_text(json.dumps(settings, indent=1))
+    return {"HOME": str(home), "NO_COLOR": "1"}

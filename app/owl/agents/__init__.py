@@ -1,8 +1,8 @@
 """Agent drivers: how to start each kind of agent for one Run, and the handoff.
 
 A driver turns a `RunContext` into an argv and extra environment; the engine
-spawns it. `claude` (Claude Code), `codex`, `gemini`, `opencode`, `copilot`
-and `aider` are built in (`BUILT_IN`); any other agent is a `command`
+spawns it. `claude` (Claude Code), `codex`, `gemini`, `opencode`, `copilot`,
+`pi` and `aider` are built in (`BUILT_IN`); any other agent is a `command`
 template from `[agents.NAME]` in config.
 """
 
@@ -17,6 +17,7 @@ from owl.agents.codex import CodexDriver
 from owl.agents.copilot import CopilotDriver
 from owl.agents.gemini import GeminiDriver
 from owl.agents.opencode import OpenCodeDriver
+from owl.agents.pi import PiDriver
 from owl.agents.command import CommandDriver
 from owl.agents.handoff import (
     HANDOFF_PATH,
@@ -53,6 +54,7 @@ BUILT_IN: dict[str, Callable[[dict[str, Any]], Driver]] = {
     "gemini": GeminiDriver,
     "opencode": OpenCodeDriver,
     "copilot": CopilotDriver,
+    "pi": PiDriver,
     "aider": AiderDriver,
 }
 

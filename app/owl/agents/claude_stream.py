@@ -25,6 +25,12 @@ it (never on the engine thread), as measured with Claude Code 2.1.332:
   API's `anthropic-ratelimit-unified-{5h,7d}-{utilization,reset,status}`
   headers; an API key's answers carry none. `windows_in` reads them from one
   line as the Run goes (`owl.rules.budget` decides what they mean).
+- The limit checkpoint (from 2.1.246): near `CHECKPOINT_AT` of the five-hour
+  window the service makes the model finish its step, list what remains and
+  end its turn; the Run exits 0 with a `result` that is no error. The last
+  `rate_limit_event` says so (`allowed_warning`, the window's utilization at
+  or past the point): read as a limit met at a checkpoint
+  (`Report.at_checkpoint`), reset at the window's `resetsAt`.
 - `--resume` of a conversation the CLI cannot find (another directory, a
   transcript gone): a `result` with `errors: ["No conversation found with
   session ID: ..."]`, no `init`, and the same line on stderr.
@@ -57,6 +63,12 @@ USAGE_KEYS = (
 _RESUME_WORDS = ("No conversation found", "--resume requires")
 _SESSION = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 SAID = 160  # how much of an odd value is kept for the log
+# Near this share of the five-hour window the service tells the model to
+# checkpoint ("Usage limit approaching. Checkpoint now: finish the current step,
+# then list ... remaining work") and the turn ends, exit 0: Claude Code from
+# 2.1.246, as its users reported it publicly (about 95 %); the stream's last
+# `rate_limit_event` then says `allowed_warning` with that utilization.
+CHECKPOINT_AT = 0.95
 
 
 def is_session_id(value: object) -> bool:
@@ -89,6 +101,8 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
     usage: dict | None = None
     texts: list[str] = []
     windows: list[Reading] = []
+    warned: list[Reading] = []  # the five-hour window of the last rate_limit_event, if warned
+    ok = False  # the last result was not an error
     init = False
     for line in lines:
         event = _event(line) if isinstance(line, str) else None
@@ -103,6 +117,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
         elif kind == "rate_limit_event":
             info = event.get("rate_limit_info")
             windows += _windows(info, now)
+            warned = _warned(info, now)
             if isinstance(info, dict) and info.get("status") == "rejected":
                 limit = _kind(info.get("rateLimitType")) or "usage"
                 resets, said = _resets_at(info, resets, said)
@@ -121,6 +136,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
                 service = got[1]
         elif kind == "result":
             sessions.saw(event.get("session_id"))
+            ok = not event.get("is_error") and event.get("subtype") in (None, "success")
             usage = _usage(event)
             last = _str(event.get("result")) or last
             errs = event.get("errors")
@@ -145,6 +161,10 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
                 said = said or reset_words(text)
                 break
             said = said or reset_words(text)
+    checkpoint = ok and limit is None and bool(warned)
+    if checkpoint:
+        limit, resets = FIVE_HOUR, warned[0].resets_at
+        said = f"rate_limit_event allowed_warning, five-hour window {warned[0].used:g} used"
     session = sessions.first
     return Report(
         session_id=session if init or not resume_failed else None,
@@ -157,7 +177,26 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
         reset_said=said,
         sessions_ignored=tuple(sessions.ignored),
         windows=tuple(windows[-8:]),
+        at_checkpoint=checkpoint,
     )
+
+
+def _warned(info: Any, now: float) -> list[Reading]:
+    """The five-hour window of one `rate_limit_info`, when it says the window is
+    at or past the checkpoint (`allowed_warning`, `CHECKPOINT_AT` used or more);
+    else none. Read from the stream's fields, never from the model's words."""
+    if not isinstance(info, dict):
+        return []
+    unified = info.get("unifiedWindows")
+    own = unified.get(FIVE_HOUR) if isinstance(unified, dict) else None
+    statuses = {info.get("status"), own.get("status") if isinstance(own, dict) else None}
+    if "allowed_warning" not in statuses:
+        return []
+    return [
+        r
+        for r in _windows(info, now)
+        if r.window == FIVE_HOUR and CHECKPOINT_AT <= r.used <= 1.5 and math.isfinite(r.resets_at)
+    ][-1:]
 
 
 def windows_in(line: str, now: float) -> list[Reading]:

@@ -28,7 +28,7 @@ from dataclasses import replace
 from owl.agents import jsonl
 from owl.agents.base import RunContext
 from owl.agents.cli import CliDriver
-from owl.agents.codex_stream import read_report, session_in
+from owl.agents.codex_stream import read_report, session_in, with_info
 from owl.agents import codex_rollout
 from owl.agents.handoff import build_prompt
 from owl.rules.jobrules import Report
@@ -64,6 +64,10 @@ class CodexDriver(CliDriver):
 
     def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
         rep = read_report(lines, resuming=resuming, now=now)
-        # its windows are in the thread's rollout, not its output (owl.agents.codex_rollout)
-        found = codex_rollout.windows(codex_rollout.codex_home(), rep.session_id, now)
+        # its windows and its error's own kind are in the thread's rollout, not
+        # its output (owl.agents.codex_rollout)
+        home = codex_rollout.codex_home()
+        found = codex_rollout.windows(home, rep.session_id, now)
+        if code != 0:
+            rep = with_info(rep, codex_rollout.error_info(home, rep.session_id), found)
         return replace(rep, windows=tuple(found)) if found else rep

@@ -16,16 +16,24 @@ As measured with Codex CLI 0.171.0 against a Responses API stub:
   Codex first (about 25 s), then "Reconnecting... 5/5 (...)" and the turn fails:
   those are the service failing (a 5xx reads "We're currently experiencing
   high demand, which may cause temporary errors.").
+- The structured facts are not in these lines but in the thread's rollout
+  (`codex_rollout`): a failed turn's `codex_error_info`
+  (`usage_limit_exceeded`, `server_overloaded`, ...) and the plan's
+  rate-limit snapshot (`primary`/`secondary` {used_percent, resets_at}).
+  `with_info` reads them first; the words here are the fallback.
 - `exec resume` of a thread it does not know: no JSON at all, and on stderr
   "Error: thread/resume: thread/resume failed: no rollout found for thread id ...".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from dataclasses import replace
 
 from owl.agents import jsonl
 from owl.agents.resets import reset_moment
+from owl.rules.budget import Reading
 from owl.rules.jobrules import Report
 
 _LIMIT_WORDS = ("usage limit", "usage_limit_reached", "quota exceeded", "insufficient_quota")
@@ -122,6 +130,42 @@ def _judge_errors(
         if any(w in low for w in _SERVICE_WORDS):
             return None, None, _service_words(message)
     return None, None, None
+
+
+# What Codex's own `codex_error_info` (in the rollout, see `codex_rollout.error_info`)
+# says a failed turn met: the usage limit, or its model's service failing.
+LIMIT_INFO = ("usage_limit_exceeded",)
+SERVICE_INFO = (
+    "server_overloaded",
+    "internal_server_error",
+    "http_connection_failed",
+    "response_stream_connection_failed",
+    "response_stream_disconnected",
+    "response_too_many_failed_attempts",
+)
+
+
+def with_info(rep: Report, info: tuple[str, int | None] | None, windows: list[Reading]) -> Report:
+    """`rep` (read from the words) corrected by Codex's structured facts: its
+    `codex_error_info` decides limit or service first, and the reset is the
+    exhausted window's `resets_at` from its rate-limit snapshot where it gave
+    one; the words stay as the fallback (no info, or a reset only they say)."""
+    if info is None or rep.resume_failed:
+        return rep
+    name, status = info
+    if name in LIMIT_INFO:
+        spent = [w for w in windows if w.used >= 1.0 and math.isfinite(w.resets_at)]
+        if spent:
+            reset = max(w.resets_at for w in spent)
+            said = f"codex_error_info {name}, rate_limits resets_at {reset:.0f}"
+            return replace(rep, limit="usage", resets_at=reset, service_error=None, reset_said=said)
+        return replace(rep, limit="usage", service_error=None)
+    if name in SERVICE_INFO and rep.limit is None:
+        if status == 429:
+            return replace(rep, service_error="HTTP 429 rate limited")
+        words = f"HTTP {status}" if status else name.replace("_", " ")
+        return replace(rep, service_error=rep.service_error or words)
+    return rep
 
 
 def _service_words(message: str) -> str:

@@ -26,7 +26,7 @@ should hear the rules and what earlier Runs left.
 An option's value is safest in the `--option={prompt}` form: a prompt that
 starts with "-" cannot then be taken for an option.
 
-Examples (config.toml; codex, gemini, opencode, copilot and aider are built in, see their
+Examples (config.toml; codex, gemini, opencode, copilot, pi and aider are built in, see their
 drivers, and a `command` replaces a built-in driver of that name):
 
     # An agent of your own, with the whole prompt as one argument.

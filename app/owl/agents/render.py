@@ -1,6 +1,6 @@
 """Claude's stream-json, one event per line, as short lines a person can read
-(Codex's, Gemini's, OpenCode's and Copilot's events too: `render_codex`,
-`render_gemini`, `render_opencode`, `render_copilot`).
+(Codex's, Gemini's, OpenCode's, Copilot's and pi's events too: `render_codex`,
+`render_gemini`, `render_opencode`, `render_copilot`, `render_pi`).
 
 The raw log keeps every event; this is only the view (`owl logs`, the tray).
 It is pure (a line in, text out) so it can be tested on lines captured from
@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from owl.agents import render_codex, render_copilot, render_gemini, render_opencode
+from owl.agents import render_codex, render_copilot, render_gemini, render_opencode, render_pi
 from owl.agents.textcut import DETAIL_LIMIT, TEXT_LIMIT, shorten, tool_output
 
 __all__ = ["DETAIL_LIMIT", "TEXT_LIMIT", "render_line", "shorten"]
@@ -80,6 +80,8 @@ def _render(event: dict[str, Any]) -> str | None:
 def _other(event: dict[str, Any]) -> Any:
     """The renderer of another CLI's events, when `event` is one of theirs."""
     kind = event["type"]
+    if render_pi.is_pi(event):
+        return render_pi.render
     if render_opencode.is_opencode(event):
         return render_opencode.render
     if render_copilot.is_copilot(event):

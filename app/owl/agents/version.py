@@ -29,6 +29,7 @@ NPM = {
     "claude": "@anthropic-ai/claude-code",
     "codex": "@openai/codex",
     "gemini": "@google/gemini-cli",
+    "pi": "@mariozechner/pi-coding-agent",
 }
 PIP = {"aider": "aider_chat"}
 

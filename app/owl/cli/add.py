@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
         "--agent",
         metavar="NAME",
         help="a built-in agent (claude, codex, gemini, opencode, "
-        "copilot, aider) or one from the config (default: agent.default); several in order, "
+        "copilot, pi, aider) or one from the config (default: agent.default); several in order, "
         "claude,codex: the next carries the Job on while the first waits on a limit",
     )
     s.add_argument(

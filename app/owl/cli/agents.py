@@ -2,7 +2,7 @@
 
     owl agents [list] [--json]
 
-One line per agent, built-in (claude, codex, gemini, opencode, copilot, aider) or configured
+One line per agent, built-in (claude, codex, gemini, opencode, copilot, pi, aider) or configured
 (`[agents.NAME]`): whether its CLI is found (and where), its version, whether
 it waits out a usage limit (and until when), and its Runs and cost today.
 Read from the config, the database (read-only) and the agents' package

@@ -292,7 +292,8 @@ class Engine:
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
                     if not runchecks.check_exited(self, lv, code):
                         return  # the same check started again: no verdict
-                self.do(self.core.exited(run_id, self.clock(), code))
+                done = not (lv.report is not None and lv.report.at_checkpoint)
+                self.do(self.core.exited(run_id, self.clock(), code, checks=done))
         elif kind == "input":
             now = self.clock()
             if not self.core.in_use:

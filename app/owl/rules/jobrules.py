@@ -62,6 +62,10 @@ BACKOFF_FIRST = 300.0
 BACKOFF_MAX = 3600.0
 MAX_WAIT = 8 * 86400.0  # the longest wait an agent's own words may set (limits.max_wait)
 
+# How a Run that ended its turn at its service's limit checkpoint is said (and
+# known again when the next Run is told to carry on with the work it listed).
+AT_CHECKPOINT = "stopped at the limit"
+
 # How each kind of limit is named to a person.
 LIMIT_WORDS = {
     "five_hour": "5-hour usage limit",
@@ -99,6 +103,10 @@ class Report:
     # "missing environment variable X", "could not connect to 127.0.0.1:P",
     # "PROGRAM was not found"
     setup_problem: str | None = None
+    # the agent ended its turn because its service told it the limit was near
+    # (Claude Code's checkpoint: it exits 0 with the work listed, not done):
+    # with `limit` and `resets_at`, a wait like a limit, no checks run
+    at_checkpoint: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,9 @@ def judge(
     own_exit = ended_by == "exit" and (exit_code not in (None, 0) or bool(rep.gave_up))
     if outcome == "succeeded" and own_exit and rep.gave_up:
         outcome, reason = "failed", f"{agent_label(agent)} gave up: {rep.gave_up}"
+    if outcome == "succeeded" and ended_by == "exit" and rep.at_checkpoint and rep.limit:
+        # ended its turn at its service's checkpoint: the work is listed, not done
+        return _limited(agent, rep, strikes, now, tz, max_wait, checkpoint=True)
     if (
         outcome in ("failed", "interrupted")
         and (own_exit or outcome == "interrupted")
@@ -252,26 +263,32 @@ def setup_hint(agent: str, problem: str) -> str:
 
 
 def _limited(
-    agent: str, rep: Report, strikes: int, now: float, tz: tzinfo | None, max_wait: float
+    agent: str,
+    rep: Report,
+    strikes: int,
+    now: float,
+    tz: tzinfo | None,
+    max_wait: float,
+    checkpoint: bool = False,
 ) -> Verdict:
     kind = rep.limit or "usage"
     words = LIMIT_WORDS.get(kind, kind.replace("_", " ") + " limit")
     name = agent_label(agent)
+    who = f"{name}'s {words}"
+    if checkpoint:  # "Claude stopped at the limit (its 5-hour usage limit's checkpoint)"
+        who = f"{name} {AT_CHECKPOINT} (its {words}'s checkpoint)"
     if rep.resets_at is not None and usable_reset(rep.resets_at, now, max_wait):
         until = real(rep.resets_at) or now
-        why = f"{name}'s {words}; resets {at_words(until, now, tz)}"
+        why = f"{who}; resets {at_words(until, now, tz)}"
         return Verdict("interrupted", why, Wait(agent, kind, until, why, strikes))
     until = now + backoff(strikes)
     then = at_words(until, now, tz)
     r = real(rep.resets_at)
     past = r is not None and r <= now
     if not rep.reset_said and (rep.resets_at is None or past):
-        why = f"{name}'s {words}; no reset time given, trying again {then}"
+        why = f"{who}; no reset time given, trying again {then}"
     else:
-        why = (
-            f"{name}'s {words}; the reset it gave, {unusable_words(rep, now, max_wait)}: "
-            f"trying again {then}"
-        )
+        why = f"{who}; the reset it gave, {unusable_words(rep, now, max_wait)}: trying again {then}"
     return Verdict("interrupted", why, Wait(agent, kind, until, why, strikes + 1))
 
 
@@ -362,7 +379,13 @@ def resume_message(prior: Prior, replies: tuple[str, ...], handoff: str | None) 
         head = f"The person looked at your work and replied:\n\n{said}\n\nCarry on accordingly."
     elif prior.outcome == "interrupted":
         why = prior.reason or "it was stopped"
-        if "limit" in why or "model service" in why:
+        if AT_CHECKPOINT in why:
+            head = (
+                "You stopped at your usage limit's checkpoint and listed the work that "
+                "remained. The limit has reset: carry on with that work now, from where "
+                "you stopped."
+            )
+        elif "limit" in why or "model service" in why:
             head = (
                 f"Your run was stopped by {why.split(';')[0]}. That wait is over: carry on "
                 "where you stopped."

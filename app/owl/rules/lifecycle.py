@@ -391,7 +391,10 @@ class Core:
                     actions += self._end(r, now, Outcome.INTERRUPTED, r.expiry_reason)
         return actions
 
-    def exited(self, run: int, now: float, code: int) -> list[Action]:
+    def exited(self, run: int, now: float, code: int, checks: bool = True) -> list[Action]:
+        """The agent (or the check running) exited with `code`. `checks=False`:
+        the agent's work is not done though it exited 0 (it stopped at its
+        usage limit's checkpoint), so no check starts."""
         r = self.runs.get(run)
         if r is None:
             return []
@@ -416,7 +419,7 @@ class Core:
                 outcome, reason = Outcome.FAILED, check_failed(name, code)
         elif code == 0:
             outcome, reason = Outcome.SUCCEEDED, None
-            r.next_check = 0 if r.checks else None
+            r.next_check = 0 if r.checks and checks else None
         else:
             outcome, reason = Outcome.FAILED, f"the agent exited with code {code}"
         r.phase = Phase.ENDING

@@ -5,7 +5,9 @@ A person points an agent at a provider in the agent's own files as often as in
 the environment: Codex names providers in ``$CODEX_HOME/config.toml``
 (``[model_providers.x] base_url = "http://127.0.0.1:11434/v1"``, ``env_key =
 "X_API_KEY"``, as for a local Ollama, OpenRouter or Azure), Claude Code may set
-``ANTHROPIC_BASE_URL`` in the ``env`` of ``~/.claude/settings.json``. Contained,
+``ANTHROPIC_BASE_URL`` in the ``env`` of ``~/.claude/settings.json``. pi names them in
+``~/.pi/agent/models.json`` (``baseUrl``, ``apiKey``: a key or the variable
+holding it). Contained,
 such an agent would lose its key (the name looks secret, so it is dropped) and
 its port (its own network reaches only the ports named), and fail every Run;
 what its config names is what the person already chose to give it.
@@ -156,7 +158,31 @@ def opencode(home: str, env: Mapping[str, str]) -> Needs:
     return Needs(loopback_ports(urls), tuple(keys))
 
 
-READERS = {"codex": codex, "claude": claude, "opencode": opencode}
+def pi(home: str, env: Mapping[str, str]) -> Needs:
+    """pi's ``models.json``: every provider's loopback ``baseUrl`` port, and the
+    variable its ``apiKey`` names (pi reads a key of that form from the
+    environment)."""
+    folder = expand("$PI_CODING_AGENT_DIR|~/.pi/agent", home, env) or "/"
+    data = _read(os.path.join(folder, "models.json"))
+    try:
+        doc = json.loads(data) if data else {}
+    except (ValueError, RecursionError):
+        doc = {}
+    providers = doc.get("providers") if isinstance(doc, dict) else None
+    urls: dict[str, str] = {}
+    keys: list[str] = []
+    for name, table in providers.items() if isinstance(providers, dict) else ():
+        if not isinstance(table, dict):
+            continue
+        if isinstance(table.get("baseUrl"), str):
+            urls[str(name)] = table["baseUrl"]
+        key = _env_name(table.get("apiKey"))
+        if key and key in env and key not in keys:
+            keys.append(key)
+    return Needs(loopback_ports(urls), tuple(keys))
+
+
+READERS = {"codex": codex, "claude": claude, "opencode": opencode, "pi": pi}
 
 
 def needs(agent: str, home: str, env: Mapping[str, str]) -> Needs:

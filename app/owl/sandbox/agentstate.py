@@ -85,4 +85,22 @@ AGENTS: dict[str, AgentState] = {
         ),
         folders=("$COPILOT_HOME|~/.copilot", "$XDG_CACHE_HOME/copilot|~/.cache/copilot"),
     ),
+    # pi keeps its settings, sessions and sign-ins (auth.json, written at each
+    # start) under ~/.pi/agent (PI_CODING_AGENT_DIR); its providers in models.json.
+    "pi": AgentState(
+        state=("$PI_CODING_AGENT_DIR|~/.pi/agent",),
+        env_keep=(
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_OAUTH_TOKEN",
+            "OPENAI_API_KEY",
+            "GEMINI_API_KEY",
+            "OPENROUTER_API_KEY",
+            "GROQ_API_KEY",
+            "XAI_API_KEY",
+            "MISTRAL_API_KEY",
+            "DEEPSEEK_API_KEY",
+        ),
+        folders=("$PI_CODING_AGENT_DIR|~/.pi/agent",),
+        fixed=("$PI_CODING_AGENT_DIR/models.json|~/.pi/agent/models.json",),
+    ),
 }

@@ -115,4 +115,4 @@ PROJECT_KEYS: dict[str, Key] = {
     "agent": Key("str", None),
 }
 
-BUILTIN_AGENTS = ("claude", "codex", "gemini", "opencode", "copilot", "aider")
+BUILTIN_AGENTS = ("claude", "codex", "gemini", "opencode", "copilot", "pi", "aider")

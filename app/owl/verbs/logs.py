@@ -74,7 +74,7 @@ def show(
     job = store.job(run["job_id"])
     # The built-in agents' events are rendered; a command agent's output is shown as is.
     did = run.get("agent") or (job["agent"].split(",")[0] if job and job["agent"] else "")
-    stream_json = did in ("claude", "codex", "gemini", "opencode", "copilot") and not raw
+    stream_json = did in ("claude", "codex", "gemini", "opencode", "copilot", "pi") and not raw
     path = Path(run["log"] or paths.logs / f"{run_id}.log")
     if not path.exists() and not follow:
         raise Refused(f"run {run_id} has no log at {path}")
