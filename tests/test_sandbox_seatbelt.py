@@ -20,6 +20,7 @@ WT = f"{OWL}/worktrees/job-1"
 RUNTIME = f"{HOME}/Library/Caches/TemporaryItems/owl"
 PROJECT = f"{HOME}/code/api"
 STORE = f"{OWL}/worktrees/job-1.git"  # the Job's own git store, beside its worktree
+EGRESS = 50123  # the port seatnet.py's proxy got
 
 
 def facts(**kw: object) -> policy.Facts:
@@ -51,7 +52,13 @@ def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: o
         agentstate.AGENTS.get(agent, agentstate.AgentState()),
         facts(**kw),
     )
-    return seatbelt.profile(pol, keychain=agent in seatbelt.KEYCHAIN_AGENTS)
+    text = seatbelt.profile(pol, keychain=agent in seatbelt.KEYCHAIN_AGENTS)
+    return seatbelt.with_egress(text, EGRESS)
+
+
+def text_of(argv: list[str]) -> str:
+    """The profile a Run's argv carries, its proxy's port as seatnet.py gives it."""
+    return seatbelt.with_egress(seatbelt.profile_of(argv), EGRESS)
 
 
 def can_read(text: str, path: str) -> bool:
@@ -269,7 +276,8 @@ def test_what_node_and_python_need():
 
 def test_the_network_as_on_linux():
     text = make()
-    assert allowed(text, "network-outbound", remote_ip=("*", 443))
+    assert not allowed(text, "network-outbound", remote_ip=("93.184.216.34", 443))  # direct
+    assert allowed(text, "network-outbound", remote_ip=("127.0.0.1", EGRESS))  # Owl's proxy
     assert allowed(text, "network-outbound", remote_ip=("localhost", 4123))  # its provider
     assert not allowed(text, "network-outbound", remote_ip=("localhost", 5432))  # a host's db
     assert allowed(text, "network-bind", local_unix=f"{WT}/.s.sock")
@@ -287,9 +295,80 @@ def test_the_network_as_on_linux():
     ported = make(policy.Settings(host_ports=(11434,)))
     assert allowed(ported, "network-outbound", remote_ip=("localhost", 11434))
     off = make(policy.Settings(network=False))
-    assert not allowed(off, "network-outbound", remote_ip=("*", 443))
+    assert not allowed(off, "network-outbound", remote_ip=("93.184.216.34", 443))
     assert not allowed(off, "network-outbound", remote_ip=("localhost", 4123))
+    assert not allowed(off, "network-outbound", remote_ip=("127.0.0.1", EGRESS))
     assert allowed(off, "network-outbound", remote_unix=f"{WT}/.s.sock")
+
+
+# The host's loopback as a program may write it: each reaches the host's
+# 127.0.0.1 listeners (Postgres, Redis, Ollama, an IDE's MCP server) on macOS.
+SPELLINGS = [
+    "127.0.0.1",
+    "::ffff:127.0.0.1",  # IPv4-mapped
+    "::ffff:7f00:1",  # the same, in hex
+    "0.0.0.0",  # connect() to it reaches the host
+    "127.0.0.2",  # the rest of 127.0.0.0/8
+    "127.255.255.254",
+    "::1",
+    "::",  # [::]
+    "::127.0.0.1",  # IPv4-compatible
+    "192.168.1.23",  # the Mac's own LAN address
+    "169.254.169.254",  # link-local: a cloud's metadata service
+]
+
+
+@pytest.mark.parametrize("addr", SPELLINGS)
+@pytest.mark.parametrize("port", [5432, 6379, 11434, 443])
+def test_the_hosts_loopback_is_refused_in_every_spelling(addr, port):
+    """Read against the rule text: no rule lets the Run reach an address
+    directly but localhost on named ports; and the proxy those ports lead to
+    refuses each spelling (tests/test_seatnet.py, for real)."""
+    for text in (make(), make(policy.Settings(read="project"))):
+        for proto in ("tcp", "udp"):
+            assert not allowed(text, "network-outbound", remote_ip=(addr, port), proto=proto)
+
+
+def test_no_rule_allows_an_address_beyond_localhost_on_a_named_port():
+    """The order that matters: no allow of ``*`` anywhere (a later deny of
+    localhost could not take back what Seatbelt cannot name), and every
+    network-outbound allow names localhost and a port, or a unix socket."""
+    text = make(policy.Settings(host_ports=(11434,)))
+    for rule in rules(text):
+        if rule.action != "allow" or not any(o.startswith("network") for o in rule.ops):
+            continue
+        for f in rule.filters:
+            if f[1] in ("unix-socket",):
+                continue
+            where = f[2][1]
+            assert "*" not in where.split(":")[0], rule
+            if "network-outbound" in rule.ops:
+                assert where.startswith("localhost:") and where.split(":")[1].isdigit(), rule
+        assert "network*" not in rule.ops, rule
+
+
+def test_the_runs_own_servers_listen_on_the_loopback_only():
+    """A server the Run starts binds and accepts on 127.0.0.1 (never the LAN);
+    it is reached from inside only on the Policy's ports: Seatbelt cannot tell
+    the Run's port from the host's (the limit docs/containment.md states)."""
+    text = make(policy.Settings(host_ports=(8080,)))
+    for op in ("network-bind", "network-inbound"):
+        assert allowed(text, op, local_ip=("127.0.0.1", 54321)), op
+        assert allowed(text, op, local_ip=("::1", 54321)), op
+        assert not allowed(text, op, local_ip=("0.0.0.0", 8080)), op
+        assert not allowed(text, op, local_ip=("192.168.1.23", 8080)), op
+    assert allowed(text, "network-outbound", remote_ip=("127.0.0.1", 8080))
+    assert not allowed(text, "network-outbound", remote_ip=("127.0.0.1", 54321))
+
+
+def test_the_profiles_proxy_port_is_seatnets_placeholder():
+    from owl.sandbox import seatnet
+
+    assert seatbelt.EGRESS_PORT == seatnet.PLACEHOLDER
+    raw = seatbelt.profile(policy.compute(policy.Settings(), agentstate.AGENTS["claude"], facts()))
+    assert f'"localhost:{seatbelt.EGRESS_PORT}"' in raw
+    with pytest.raises(ValueError):  # sandbox-exec would refuse it as well
+        allowed(raw, "network-outbound", remote_ip=("127.0.0.1", 1))
 
 
 def test_each_rule_says_why():
@@ -328,12 +407,16 @@ def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
         project=str(tmp_path),
         owl_dirs=[str(tmp_path / "owl")],
     )
-    assert w.contained and w.argv[0] == "/usr/bin/sandbox-exec"
-    assert w.label == "contained: Seatbelt, network (not the host's loopback)"
+    assert w.contained
+    # its network: seatnet.py's proxy, outside, started before sandbox-exec
+    at = w.argv.index(seatbelt.SANDBOX_EXEC)
+    assert w.argv[at - 3 :][:3] == [seatbelt.SEATNET, "-", "--"]
+    assert w.label == "contained: Seatbelt, network through Owl's proxy (not the host's loopback)"
+    text = text_of(w.argv)
     # the rules name real paths (/tmp is /private/tmp on macOS)
-    assert allowed(w.argv[2], "file-write-data", path=seatbelt.real(f"{wt}/x"))
-    assert not allowed(w.argv[2], "file-read-data", path=seatbelt.real(f"{tmp_path}/owl/db"))
-    assert not allowed(w.argv[2], "mach-lookup", mach="com.apple.SecurityServer")  # codex
+    assert allowed(text, "file-write-data", path=seatbelt.real(f"{wt}/x"))
+    assert not allowed(text, "file-read-data", path=seatbelt.real(f"{tmp_path}/owl/db"))
+    assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")  # codex
 
 
 @pytest.fixture
@@ -395,9 +478,10 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
     wt.mkdir(parents=True)
     check = containing.for_checks(config.from_dict({}, "c.toml"), paths, wt, tmp_path)
     argv, env, _masked = check(["make", "test"], {"HOME": str(tmp_path), "GITHUB_TOKEN": "t"})
-    assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[-2:] == ["make", "test"]
+    at = argv.index("/usr/bin/sandbox-exec")
+    assert argv[at + 1] == "-p" and argv[-2:] == ["make", "test"]
     assert "GITHUB_TOKEN" not in env
-    text = argv[2]
+    text = text_of(argv)
     assert allowed(text, "file-write-data", path=seatbelt.real(f"{wt}/build.o"))
     assert not allowed(text, "file-read-data", path=seatbelt.real(f"{o}/owl.db"))
     assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")

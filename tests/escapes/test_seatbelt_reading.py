@@ -51,7 +51,7 @@ class Mac:
 
     @property
     def text(self) -> str:
-        return self.wrapped.argv[2]
+        return seatbelt.with_egress(seatbelt.profile_of(self.wrapped.argv), 50123)
 
     def may(self, op: str, path: Path | str, **kw: object) -> bool:
         return allowed(self.text, op, path=seatbelt.real(str(path)), **kw)
@@ -141,7 +141,7 @@ def profile_for(
             project,
             places=jobstore.places(project, places.worktree),
         )
-    assert w.contained and w.argv[0] == seatbelt.SANDBOX_EXEC, w.label
+    assert w.contained and seatbelt.SANDBOX_EXEC in w.argv, w.label
     return w
 
 
@@ -201,7 +201,8 @@ def test_environ(mac: Mac) -> None:
         assert secret not in env, secret
     assert env["ANTHROPIC_API_KEY"] == "sk-ant-own"  # the agent's own
     argv = mac.wrapped.argv
-    assert argv[3] == seatbelt.ENV and "-u" in argv and "GITHUB_TOKEN" in argv
+    assert argv[argv.index(seatbelt.SANDBOX_EXEC) + 3] == seatbelt.ENV
+    assert "-u" in argv and "GITHUB_TOKEN" in argv
     for name in ("kern.procargs2", "kern.procargs"):
         assert not allowed(mac.text, "sysctl-read", sysctl=name), name
     assert allowed(mac.text, "sysctl-read", sysctl="kern.proc")  # ps lists pids and names
@@ -218,9 +219,9 @@ def test_environ(mac: Mac) -> None:
             places=mac.places,
         )
         argv, env, _masked = check(["make", "test"], environment(mac.home))
-    assert argv[0] == seatbelt.SANDBOX_EXEC and "GITHUB_TOKEN" not in env
+    assert seatbelt.SANDBOX_EXEC in argv and "GITHUB_TOKEN" not in env
     assert "ANTHROPIC_API_KEY" not in env  # not the agent's: a check has none
-    assert not allowed(argv[2], "sysctl-read", sysctl="kern.procargs2")
+    assert not allowed(seatbelt.profile_of(argv), "sysctl-read", sysctl="kern.procargs2")
 
 
 @pytest.mark.parametrize(

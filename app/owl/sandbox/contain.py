@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from owl.tree import pyhelper
+
 from . import agentconf, agentstate, bwrap, folders, hostsockets, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
@@ -305,4 +307,9 @@ def wrap_darwin(
     pol = decide(settings, agent, env, facts)
     keychain = agent in seatbelt.KEYCHAIN_AGENTS
     argv = seatbelt.argv(pol, command, keychain=keychain)
-    return Wrapped(argv, seatbelt.label(pol), True, policy.agent_env(env, pol))
+    inside = policy.agent_env(env, pol)
+    if pol.network != "none":
+        # its network is Owl's proxy, outside the sandbox (seatnet.py)
+        ports = ",".join(str(p) for p in pol.host_ports) or "-"
+        argv, inside = pyhelper.command(seatbelt.SEATNET, [ports, "--", *argv], inside)
+    return Wrapped(argv, seatbelt.label(pol), True, inside)

@@ -20,14 +20,17 @@ refused). The order below is what makes it say what bwrap's mounts say:
 4. the git ``config``, ``hooks/`` and ``info/`` denied for writing over that;
 5. no renaming a hidden path, or any folder above it, out of its place (a
    path the rules no longer name would be readable);
-6. the network: allowed, as a contained Linux Run's own network is; the host's
-   loopback only on the Policy's ports; no unix socket of the host but the
-   resolver's and ``sandbox.sockets``; ``network = false``: none. What Seatbelt
-   cannot say: which 127.0.0.1 port is the Run's own server (one it starts
-   is reached only on the Policy's ports too); addresses other than
-   127.0.0.1 and ::1 that lead to the host (another 127.x, the Mac's LAN
-   address); where a server the Run starts listens (binding is left
-   alone: a QUIC client binds 0.0.0.0 too).
+6. the network: no address reached directly but 127.0.0.1/::1 on the
+   Policy's ports and on Owl's proxy's (``seatnet.py``, outside the Run, which
+   refuses the host in every spelling by the address a name resolves to):
+   Seatbelt names an address only as ``*`` or ``localhost``, so an allowed
+   ``*`` with ``localhost`` refused after it would still reach the host as
+   ``::ffff:127.0.0.1``, ``0.0.0.0``, another 127.x or its LAN address. No
+   unix socket of the host but the resolver's and ``sandbox.sockets``;
+   servers the Run starts bind the loopback only; ``network = false``: none.
+   What Seatbelt cannot say: which 127.0.0.1 port is the Run's own server, so
+   one it starts is reached from inside only on the Policy's ports (Go's
+   ``httptest`` and supertest, on a random port, are refused).
 
 Modelled on Anthropic's sandbox-runtime profile for macOS (its process,
 sysctl, mach-lookup, IPC, ioctl and pty rules), narrowed where Owl's Policy
@@ -42,11 +45,15 @@ import os
 import posixpath
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from .policy import Policy
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 ENV = "/usr/bin/env"
+SEATNET = str(Path(__file__).with_name("seatnet.py"))
+# Where the profile names its proxy's port until seatnet.py has one (seatnet.PLACEHOLDER).
+EGRESS_PORT = "OWL_EGRESS_PORT"
 
 # macOS resolves these symlinks before Seatbelt matches a path: the rules name the targets.
 _FIRMLINKS = (("/tmp", "/private/tmp"), ("/var", "/private/var"), ("/etc", "/private/etc"))
@@ -289,15 +296,24 @@ def _network(policy: Policy) -> list[str]:
             *own,
         ]
     out = [
-        "; the network, as a contained Linux Run has its own",
-        "(allow network*)",
-        "; the host's loopback: only the agent's own ports (its provider, sandbox.host_ports)",
-        '(deny network-outbound (remote ip "localhost:*"))',
+        "; the network: through Owl's proxy outside the Run (seatnet.py) and nothing else.",
+        "; Seatbelt names no address but * and localhost (127.0.0.1, ::1): an allowed *",
+        "; with localhost refused after it would still reach the host as ::ffff:127.0.0.1,",
+        "; 0.0.0.0, another 127.x or the Mac's LAN address. The proxy refuses those by the",
+        "; address each name resolves to; no other address is reached directly",
+        f'(allow network-outbound (remote ip "localhost:{EGRESS_PORT}"))',
     ]
-    out += [f'(allow network-outbound (remote ip "localhost:{p}"))' for p in policy.host_ports]
+    if policy.host_ports:
+        out.append(
+            "; the host's loopback on the agent's own ports (its provider, sandbox.host_ports)"
+        )
+        out += [f'(allow network-outbound (remote ip "localhost:{p}"))' for p in policy.host_ports]
     out += [
+        "; servers the Run starts listen on the loopback only (not the LAN); they are",
+        "; reached from inside only on the ports above: Seatbelt cannot tell the Run's",
+        "; own port from the host's",
+        '(allow network-bind network-inbound (local ip "localhost:*"))',
         "; no unix socket of the host (ssh-agent, Docker, launchd's listeners): the resolver's only",
-        "(deny network-outbound (remote unix-socket))",
         '(allow network-outbound (remote unix-socket (literal "/private/var/run/mDNSResponder")))',
         "; and its own, in its own folders",
         *own,
@@ -324,6 +340,16 @@ def profile(policy: Policy, *, keychain: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def with_egress(text: str, port: int) -> str:
+    """The profile with its proxy's port (``seatnet.py`` does this at the Run's start)."""
+    return text.replace(EGRESS_PORT, str(port))
+
+
+def profile_of(argv: Sequence[str]) -> str:
+    """The profile in a Run's argv (the element after sandbox-exec's ``-p``)."""
+    return argv[list(argv).index(SANDBOX_EXEC) + 2]
+
+
 def argv(policy: Policy, command: Sequence[str], *, keychain: bool = False) -> list[str]:
     """``sandbox-exec -p PROFILE env -u SECRET… TMPDIR=… command…``: the profile
     holds from the first instruction of ``env`` on, for it and all it starts;
@@ -342,7 +368,7 @@ def label(policy: Policy) -> str:
     if policy.network == "none":
         return "contained: Seatbelt, no network"
     ports = ", ".join(str(p) for p in policy.host_ports)
-    return "contained: Seatbelt, network" + (
+    return "contained: Seatbelt, network through Owl's proxy" + (
         f" (the host's loopback: ports {ports})" if ports else " (not the host's loopback)"
     )
 
