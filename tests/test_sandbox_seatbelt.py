@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 
 import pytest
 from owl.sandbox import agentstate, contain, folders, policy, seatbelt
@@ -493,3 +494,98 @@ def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
     home.mkdir()
     contain.make_caches(folders.DEFAULT_CACHES, str(home), {"PATH": "/usr/bin:/bin"})
     assert not (home / "Library").exists()
+
+
+@pytest.fixture
+def var_tmp():
+    """Not under /tmp: macOS's /tmp is shared and writable, so a home there
+    would read as writable for that reason alone."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="owl-seatbelt-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def linked_home(tmp_path):
+    """A home whose dotfiles are links into ~/dotfiles, as many people keep
+    them, and a cache an older Run swapped for a link to the home."""
+    home = tmp_path / "home"
+    dots = home / "dotfiles"
+    (dots / "aws").mkdir(parents=True)
+    (dots / "aws" / "credentials").write_text("[default]\naws_secret_access_key = s\n")
+    (dots / "claude").mkdir()
+    (dots / "claude" / "settings.json").write_text("{}")
+    (home / ".aws").symlink_to(dots / "aws")
+    (home / ".claude").symlink_to("dotfiles/claude")  # relative, as stow makes them
+    (home / ".cache").symlink_to(home)
+    (home / ".zshrc").write_text("# mine\n")
+    return home
+
+
+def darwin_wrap(tmp_path, home, agent="claude", **settings):
+    wt = tmp_path / "owl" / "worktrees" / "job-1"
+    wt.mkdir(parents=True, exist_ok=True)
+    return contain.wrap(
+        ["/bin/echo", "hi"],
+        settings=policy.Settings(**settings),
+        agent=agent,
+        env={"HOME": str(home), "PATH": "/usr/bin"},
+        worktree=str(wt),
+        project=str(tmp_path / "project"),
+        owl_dirs=[str(tmp_path / "owl")],
+    )
+
+
+def test_rules_name_resolved_paths_a_linked_dotfile_stays_hidden(var_tmp, monkeypatch):
+    tmp_path = var_tmp
+    """Seatbelt matches the path the kernel resolved: a rule on ~/.aws alone
+    would leave ~/dotfiles/aws, where the reads land, readable."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    home = linked_home(tmp_path)
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    creds = seatbelt.real(str(home / "dotfiles" / "aws" / "credentials"))
+    assert not can_read(text, creds) and not can_write(text, creds)
+    assert not allowed(text, "file-read-metadata", path=creds)
+    assert can_read(text, seatbelt.real(str(home / ".zshrc")))  # the rest, as before
+
+
+def test_a_linked_agent_state_folder_works_and_its_config_stays_read_only(var_tmp, monkeypatch):
+    tmp_path = var_tmp
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    home = linked_home(tmp_path)
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    claude = home / "dotfiles" / "claude"
+    assert can_write(text, seatbelt.real(str(claude / "projects" / "x.jsonl")))
+    assert allowed(text, "file-write-unlink", path=seatbelt.real(str(claude / "old.jsonl")))
+    settings = seatbelt.real(str(claude / "settings.json"))
+    assert can_read(text, settings) and not can_write(text, settings)
+    # Claude saves ~/.claude.json by renaming a new file over it: a file's top
+    # may be replaced, a folder's may not
+    state = seatbelt.real(str(home / ".claude.json"))
+    assert allowed(text, "file-write-unlink", path=state)
+
+
+def test_a_cache_swapped_for_a_link_to_the_home_opens_nothing(var_tmp, monkeypatch):
+    tmp_path = var_tmp
+    """~/.cache -> ~, left by an older Run: the next Run's rule does not follow
+    it to the home (the rule keeps the link's own name, which matches nothing),
+    and no Run can leave such a link now: a writable folder is not removed."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    home = linked_home(tmp_path)
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    for path in (home / ".zshrc", home / "new-file", home / "dotfiles" / "aws" / "x"):
+        assert not can_write(text, seatbelt.real(str(path))), path
+    (home / ".cache").unlink()
+    (home / ".cache").mkdir()
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    cache = seatbelt.real(str(home / ".cache"))
+    assert can_write(text, f"{cache}/pip/x")
+    assert not allowed(text, "file-write-unlink", path=cache, is_dir=True)  # rm -r, mv away
+    assert allowed(text, "file-write-unlink", path=f"{cache}/pip", is_dir=True)  # inside it
+    wt = seatbelt.real(str(tmp_path / "owl" / "worktrees" / "job-1"))
+    assert not allowed(text, "file-write-unlink", path=wt, is_dir=True)

@@ -19,7 +19,9 @@ refused). The order below is what makes it say what bwrap's mounts say:
    such a secret; the profile does not);
 4. the git ``config``, ``hooks/`` and ``info/`` denied for writing over that;
 5. no renaming a hidden path, or any folder above it, out of its place (a
-   path the rules no longer name would be readable);
+   path the rules no longer name would be readable); no removing or replacing
+   a writable folder itself (the rules come from resolved paths: a link left
+   in its place would lead the next Run's rule elsewhere);
 6. the network: no address reached directly but 127.0.0.1/::1 on the
    Policy's ports and on Owl's proxy's (``seatnet.py``, outside the Run, which
    refuses the host in every spelling by the address a name resolves to):
@@ -271,6 +273,14 @@ def _over(policy: Policy) -> list[str]:
     if policy.readonly_over:
         out.append("; read only over what is writable (the agent's own config Owl reads)")
         out += [f"(deny file-write* (subpath {_q(real(p))}))" for p in policy.readonly_over]
+    tops = " ".join(f"(literal {_q(real(p))})" for p in policy.writable)
+    if tops:
+        # the rules come from resolved paths (contain.resolved): a writable folder
+        # swapped for a link (~/.cache -> ~) would take the next Run's rule with it
+        out.append("; a writable folder is written in, not removed (to leave a link in its place)")
+        out.append(
+            f"(deny file-write-unlink (require-all (vnode-type DIRECTORY) (require-any {tops})))"
+        )
     # (what is inside a hidden path is denied writing already, unlink included)
     hidden = [real(p) for p in policy.hidden]
     keep = sorted({*hidden, *(a for p in hidden for a in _ancestors(p))})
