@@ -53,7 +53,7 @@ def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: o
         agentstate.AGENTS.get(agent, agentstate.AgentState()),
         facts(**kw),
     )
-    text = seatbelt.profile(pol, keychain=agent in seatbelt.KEYCHAIN_AGENTS)
+    text = seatbelt.profile(pol)
     return seatbelt.with_egress(text, EGRESS)
 
 
@@ -242,8 +242,12 @@ def test_mach_lookup_only_for_what_a_cli_agent_needs():
         "com.example.anything",
     ):
         assert not allowed(text, "mach-lookup", mach=service), service
-    # Claude Code keeps its login in the Keychain: reached through securityd
-    assert allowed(make(agent="claude"), "mach-lookup", mach="com.apple.SecurityServer")
+    # no Keychain for Claude Code either: it logs in with the token Owl passes in
+    # (the login keychain's file, which the Security framework reads itself, is hidden)
+    claude = make(agent="claude")
+    for service in ("com.apple.SecurityServer", "com.apple.securityd.xpc"):
+        assert not allowed(claude, "mach-lookup", mach=service), service
+    assert not can_read(claude, f"{HOME}/Library/Keychains/login.keychain-db")
     # every rule naming mach-lookup names its services: no blanket allow
     for rule in rules(text):
         if "mach-lookup" in rule.ops and rule.action == "allow":
@@ -589,3 +593,47 @@ def test_a_cache_swapped_for_a_link_to_the_home_opens_nothing(var_tmp, monkeypat
     assert allowed(text, "file-write-unlink", path=f"{cache}/pip", is_dir=True)  # inside it
     wt = seatbelt.real(str(tmp_path / "owl" / "worktrees" / "job-1"))
     assert not allowed(text, "file-write-unlink", path=wt, is_dir=True)
+
+
+def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
+    """``claude setup-token``'s token, kept by Owl in its config folder (0600),
+    reaches Claude's Run as CLAUDE_CODE_OAUTH_TOKEN and no check's; the folder
+    it is kept in is hidden from the Run like the rest of Owl's."""
+    import os
+
+    from owl.engine import containing
+    from owl.settings import config, credentials
+    from owl.settings.paths import Paths
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    o = var_tmp / "owl"
+    paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
+    held = credentials.folder(paths.config)
+    held.mkdir(parents=True)
+    token = held / "CLAUDE_CODE_OAUTH_TOKEN"
+    token.write_text("sk-ant-oat01-held\n")
+    token.chmod(0o600)
+    (held / "OPENAI_API_KEY").write_text("sk-codex\n")
+    (held / "OPENAI_API_KEY").chmod(0o600)
+    claude_keeps = agentstate.AGENTS["claude"].env_keep
+    env = {"HOME": str(var_tmp / "home"), "PATH": "/usr/bin"}
+    got = credentials.held(paths.config, claude_keeps, env)
+    assert got == {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-held"}  # not Codex's key
+    assert credentials.held(paths.config, claude_keeps, {"CLAUDE_CODE_OAUTH_TOKEN": "mine"}) == {}
+    wt = o / "wt" / "job-1"
+    wt.mkdir(parents=True)
+    cfg = config.from_dict({}, "c.toml")
+    w = containing.wrap(cfg, paths, "claude", ["claude", "-p", "x"], {**env, **got}, wt, var_tmp)
+    assert w.env["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-held"
+    assert not can_read(text_of(w.argv), seatbelt.real(str(token)))
+    check = containing.for_checks(cfg, paths, wt, var_tmp)
+    _argv, check_env, _ = check(["make"], {**env, **got})
+    assert "CLAUDE_CODE_OAUTH_TOKEN" not in check_env
+    # a token others may read, or a link, is not used (and the log says why)
+    token.chmod(0o644)
+    assert credentials.held(paths.config, claude_keeps, env) == {}
+    token.chmod(0o600)
+    os.rename(token, held / "elsewhere")
+    token.symlink_to(held / "elsewhere")
+    assert credentials.held(paths.config, claude_keeps, env) == {}

@@ -305,8 +305,7 @@ def wrap_darwin(
     # per-user folders are under the home)
     facts = gather(env, worktree, project, owl_dirs, git or GitPlaces(), os.path.realpath)
     pol = resolved(decide(settings, agent, env, facts), facts)
-    keychain = agent in seatbelt.KEYCHAIN_AGENTS
-    argv = seatbelt.argv(pol, command, keychain=keychain)
+    argv = seatbelt.argv(pol, command)
     inside = policy.agent_env(env, pol)
     if pol.network != "none":
         # its network is Owl's proxy, outside the sandbox (seatnet.py)

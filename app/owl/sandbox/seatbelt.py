@@ -95,14 +95,11 @@ MACH_SERVICES = (
     ("com.apple.PowerManagement.control", "power assertions a build tool takes"),
     ("com.apple.trustd.agent", "TLS certificate checks (git, curl and Go use the system's)"),
 )
-# Only for an agent that keeps its login in the Keychain (Claude Code does, through
-# `security`): the Keychain's items are reached through securityd, never the files.
-KEYCHAIN_SERVICES = (
-    ("com.apple.SecurityServer", "the Keychain: the agent's own login is kept there"),
-    ("com.apple.securityd.xpc", "the Keychain, newer macOS"),
-)
-# The Keychain holders: agents whose state is in the Keychain (Policy is agent-neutral).
-KEYCHAIN_AGENTS = ("claude",)
+# No Keychain: its items are reached through securityd (com.apple.SecurityServer),
+# but the login keychain's file is read by the calling process itself, and
+# ~/Library/Keychains stays hidden. An agent logs in with a credential passed in
+# (Claude Code: CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`, which Owl can
+# hold: owl.settings.credentials), and no Keychain item is within a Run's reach.
 
 # Read-only machine facts (the Linux Run reads /proc/sys likewise).
 SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its threads
@@ -156,9 +153,9 @@ def _ancestors(path: str) -> list[str]:
     return out
 
 
-def _base(keychain: bool) -> list[str]:
+def _base() -> list[str]:
     """What every process of the Run needs to run at all, each rule with its reason."""
-    services = (*MACH_SERVICES, *(KEYCHAIN_SERVICES if keychain else ()))
+    services = MACH_SERVICES
     return [
         "(version 1)",
         "; refused unless a later rule allows it",
@@ -337,10 +334,10 @@ def _network(policy: Policy) -> list[str]:
     return out
 
 
-def profile(policy: Policy, *, keychain: bool = False) -> str:
-    """The profile text for ``policy``; ``keychain``: the agent keeps its login there."""
+def profile(policy: Policy) -> str:
+    """The profile text for ``policy``."""
     lines = [
-        *_base(keychain),
+        *_base(),
         *_reads(policy),
         *_terminals(),
         *_layers(policy),
@@ -360,13 +357,13 @@ def profile_of(argv: Sequence[str]) -> str:
     return argv[list(argv).index(SANDBOX_EXEC) + 2]
 
 
-def argv(policy: Policy, command: Sequence[str], *, keychain: bool = False) -> list[str]:
+def argv(policy: Policy, command: Sequence[str]) -> list[str]:
     """``sandbox-exec -p PROFILE env -u SECRET… TMPDIR=… command…``: the profile
     holds from the first instruction of ``env`` on, for it and all it starts;
     ``env`` drops what the Policy drops (bwrap's --unsetenv/--setenv). Both exec:
     the agent is the process Owl started, and SIGTERM reaches it directly.
     (``env`` takes a first word with ``=`` for a variable: agents' programs have none.)"""
-    out = [SANDBOX_EXEC, "-p", profile(policy, keychain=keychain), ENV]
+    out = [SANDBOX_EXEC, "-p", profile(policy), ENV]
     for name in policy.env_unset:
         out += ["-u", name]
     out += [f"{name}={value}" for name, value in policy.env_set]
