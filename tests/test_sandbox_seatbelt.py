@@ -401,6 +401,7 @@ def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
 def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     wt = tmp_path / "wt"
     wt.mkdir()
     w = contain.wrap(
@@ -477,6 +478,7 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
 
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     o = tmp_path / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     wt = o / "wt" / "job-1"
@@ -548,6 +550,7 @@ def test_rules_name_resolved_paths_a_linked_dotfile_stays_hidden(var_tmp, monkey
     would leave ~/dotfiles/aws, where the reads land, readable."""
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     home = linked_home(tmp_path)
     text = text_of(darwin_wrap(tmp_path, home).argv)
     creds = seatbelt.real(str(home / "dotfiles" / "aws" / "credentials"))
@@ -560,6 +563,7 @@ def test_a_linked_agent_state_folder_works_and_its_config_stays_read_only(var_tm
     tmp_path = var_tmp
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     home = linked_home(tmp_path)
     text = text_of(darwin_wrap(tmp_path, home).argv)
     claude = home / "dotfiles" / "claude"
@@ -580,6 +584,7 @@ def test_a_cache_swapped_for_a_link_to_the_home_opens_nothing(var_tmp, monkeypat
     and no Run can leave such a link now: a writable folder is not removed."""
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     home = linked_home(tmp_path)
     text = text_of(darwin_wrap(tmp_path, home).argv)
     for path in (home / ".zshrc", home / "new-file", home / "dotfiles" / "aws" / "x"):
@@ -607,6 +612,7 @@ def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
 
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     o = var_tmp / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     held = credentials.folder(paths.config)
@@ -637,3 +643,83 @@ def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
     os.rename(token, held / "elsewhere")
     token.symlink_to(held / "elsewhere")
     assert credentials.held(paths.config, claude_keeps, env) == {}
+
+
+FAKE_SANDBOX_EXEC = """#!{python}
+# sandbox-exec as macOS's takes its arguments: -p PROFILE PROGRAM; it records
+# them and refuses a profile that would not compile ({refuse!r} in it)
+import json, sys
+sys.path.insert(0, {support!r})
+from seatbelt_eval import check
+args = sys.argv[1:]
+with open({log!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+if len(args) != 3 or args[0] != "-p" or args[2] != "/usr/bin/true":
+    sys.exit("sandbox-exec: usage")
+try:
+    check(args[1])  # balanced, known words, each address * or localhost with a port
+except Exception as e:
+    sys.exit(f"sandbox-exec: syntax error: {{e}}")
+if {refuse!r} in args[1]:
+    sys.exit("sandbox-exec: unbound variable: " + {refuse!r})
+"""
+
+
+def fake_sandbox_exec(tmp_path, refuse="never-in-a-profile"):
+    """A stand-in for macOS's sandbox-exec, which cannot run here."""
+    support = Path(__file__).parent / "support"
+    log = tmp_path / "sandbox-exec.log"
+    exe = tmp_path / "bin" / "sandbox-exec"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text(
+        FAKE_SANDBOX_EXEC.format(
+            python=sys.executable, support=str(support), log=str(log), refuse=refuse
+        )
+    )
+    exe.chmod(0o755)
+    return exe, log
+
+
+def test_a_run_is_contained_only_under_a_profile_sandbox_exec_took(var_tmp, monkeypatch):
+    """Before a Run is called contained, its very profile is compiled and
+    applied (``sandbox-exec -p PROFILE /usr/bin/true``), its proxy's port in
+    place; a profile macOS refuses leaves the Run uncontained, in its words
+    (with mode = "required": not started)."""
+    import json
+
+    from owl.engine import containing
+    from owl.settings import config
+    from owl.settings.paths import Paths
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    exe, log = fake_sandbox_exec(var_tmp)
+    monkeypatch.setattr(seatbelt, "SANDBOX_EXEC", str(exe))
+    home = linked_home(var_tmp)
+    w = darwin_wrap(var_tmp, home)
+    assert w.contained, w.label
+    (asked,) = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert asked[1] == seatbelt.with_egress(seatbelt.profile_of(w.argv), 1)
+    assert seatbelt.EGRESS_PORT not in asked[1]
+    darwin_wrap(var_tmp, home)  # the same profile: not asked again
+    assert len(log.read_text().splitlines()) == 1
+
+    worktree = str(var_tmp / "owl" / "worktrees" / "job-1")
+    exe, log = fake_sandbox_exec(var_tmp / "refusing", refuse=seatbelt.real(worktree))
+    monkeypatch.setattr(seatbelt, "SANDBOX_EXEC", str(exe))
+    w = darwin_wrap(var_tmp, home)
+    assert not w.contained and w.argv == ["/bin/echo", "hi"]
+    assert w.label == (
+        "not contained: the Seatbelt profile fails: sandbox-exec: unbound variable: "
+        + seatbelt.real(worktree)
+    )
+    o = var_tmp / "owl"
+    paths = Paths(
+        o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "worktrees", o / "run"
+    )
+    cfg = config.from_dict({"sandbox": {"mode": "required"}}, "c.toml")
+    with pytest.raises(containing.Refusal) as refused:
+        containing.wrap(
+            cfg, paths, "claude", ["claude"], {"HOME": str(home)}, Path(worktree), var_tmp
+        )
+    assert "unbound variable" in str(refused.value)

@@ -131,6 +131,7 @@ def profile_for(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "platform", "darwin")
         mp.setattr(seatbelt, "probe", lambda fresh=False: None)
+        mp.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
         w = containing.wrap(
             config.from_dict(cfg or {}, "config.toml"),
             paths,
@@ -211,6 +212,7 @@ def test_environ(mac: Mac) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "platform", "darwin")
         mp.setattr(seatbelt, "probe", lambda fresh=False: None)
+        mp.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
         check = containing.for_checks(
             config.from_dict({}, "config.toml"),
             mac.paths,

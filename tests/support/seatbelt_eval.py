@@ -193,3 +193,20 @@ def decide(text: str, op: str, t: Target | None = None, **kw: Any) -> str:
 
 def allowed(text: str, op: str, **kw: Any) -> bool:
     return decide(text, op, **kw) == "allow"
+
+
+def check(text: str) -> None:
+    """Raise where sandbox-exec would refuse to compile: unbalanced forms,
+    unknown words, an address that is not ``*`` or ``localhost`` with a port."""
+
+    def walk(f: Sexp) -> None:
+        if isinstance(f, list) and f and f[0] in ("remote", "local") and f[1] in IP_KINDS:
+            _ip(f[1], _s(f[2]), ("127.0.0.1", 1), "tcp")
+        elif isinstance(f, list):
+            for g in f[1:]:
+                walk(g)
+
+    for rule in rules(text):
+        for f in rule.filters:
+            matches(f, Target())  # unknown filter words raise
+            walk(f)

@@ -306,6 +306,9 @@ def wrap_darwin(
     facts = gather(env, worktree, project, owl_dirs, git or GitPlaces(), os.path.realpath)
     pol = resolved(decide(settings, agent, env, facts), facts)
     argv = seatbelt.argv(pol, command)
+    why = seatbelt.compiles(seatbelt.profile_of(argv))
+    if why is not None:
+        return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     inside = policy.agent_env(env, pol)
     if pol.network != "none":
         # its network is Owl's proxy, outside the sandbox (seatnet.py)

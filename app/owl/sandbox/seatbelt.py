@@ -411,3 +411,33 @@ def probe(sandbox_exec: str = SANDBOX_EXEC, fresh: bool = False) -> str | None:
             except (OSError, subprocess.TimeoutExpired) as e:
                 _probed[sandbox_exec] = f"sandbox-exec cannot apply a profile here: {e}"
     return _probed[sandbox_exec]
+
+
+_compiled: dict[int, str | None] = {}
+COMPILED_MOST = 256
+
+
+def compiles(text: str, sandbox_exec: str | None = None) -> str | None:
+    """None when macOS takes this very profile (``sandbox-exec -p PROFILE
+    /usr/bin/true``: compiled and applied to a program that does nothing),
+    else why not, in sandbox-exec's words: a Run is called contained only
+    under a profile seen to hold. Asked once per profile (a Job's Runs share
+    theirs), about 20 ms."""
+    exe = sandbox_exec or SANDBOX_EXEC
+    key = hash((exe, text))
+    if key not in _compiled:
+        if len(_compiled) >= COMPILED_MOST:
+            _compiled.clear()
+        try:
+            done = subprocess.run(
+                [exe, "-p", with_egress(text, 1), "/usr/bin/true"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            _compiled[key] = None if done.returncode == 0 else f"the Seatbelt profile fails: {said}"
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _compiled[key] = f"the Seatbelt profile fails: {e}"
+    return _compiled[key]
