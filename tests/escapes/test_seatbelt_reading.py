@@ -467,6 +467,83 @@ def test_a_planted_commondir(base: Path) -> None:
     assert [e["name"] for e in jobstore.verify(m.places)] == [".git", "gitdir", "commondir"]
 
 
+# --- the ways out found since, read against the profile (their Linux rows come with
+# their Linux tests; each of these is the macOS cell of one of them) -------------------------
+
+
+@pytest.mark.parametrize(
+    "addr",
+    [
+        "127.0.0.1",
+        "::ffff:127.0.0.1",
+        "0.0.0.0",
+        "127.0.0.2",
+        "::1",
+        "::",
+        "192.168.1.23",  # the Mac's own LAN address (a service on 0.0.0.0)
+        "169.254.169.254",  # link-local: a cloud's metadata service
+        "fe80::1",
+    ],
+)
+def test_the_hosts_services_in_any_spelling(mac: Mac, addr: str) -> None:
+    """Linux: a listener on a link-local address, on the host's LAN address,
+    on its loopback in another spelling. Seatbelt: no address is reached
+    directly but 127.0.0.1/::1 on the agent's ports and on Owl's proxy's
+    (which judges each destination by its resolved address and refuses all of
+    these: tests/test_seatnet.py runs it)."""
+    for port in (5432, 6379, 11434, 443, 80):
+        assert not allowed(mac.text, "network-outbound", remote_ip=(addr, port)), (addr, port)
+    assert allowed(mac.text, "network-outbound", remote_ip=("127.0.0.1", 4123))  # its provider
+    assert allowed(mac.text, "network-outbound", remote_ip=("127.0.0.1", 50123))  # the proxy
+
+
+def test_a_linked_dotfile_and_a_link_left_in_a_state_folder(base: Path) -> None:
+    """Linux: a link left in a state folder widens the next Run; secrets a
+    link hides from a list. Seatbelt decides on resolved paths and its rules
+    are made from them: ``~/.aws -> ~/dotfiles/aws`` is hidden where it
+    leads; a state folder swapped for a link to the home (``~/.cache -> ~``,
+    left before) does not take the next Run's rule with it, and no Run can
+    leave one now (a writable folder is not removed)."""
+    home, project, _other, paths = person(base / "linked")
+    dots = home / "dotfiles" / "aws"
+    dots.mkdir(parents=True)
+    (dots / "credentials").write_text("secret\n")
+    (home / ".aws").symlink_to(dots)
+    (home / ".cache").symlink_to(home)
+    make_branch(project, "owl/job-1")
+    storing.create(project, paths.worktrees / "job-1", "owl/job-1")
+    places = jobstore.places(project, paths.worktrees / "job-1")
+    m = Mac(home, project, _other, paths, places, profile_for(home, project, paths, places))
+    assert not m.reads(dots / "credentials") and not m.writes(dots / "credentials")
+    for path in (home / ".zshrc", home / "new", home / ".ssh" / "authorized_keys"):
+        assert not m.writes(path), path
+    caches = seatbelt.real(str(home / "Library" / "Caches"))
+    assert not allowed(m.text, "file-write-unlink", path=caches, is_dir=True)
+    wt = seatbelt.real(m.places.worktree)
+    assert not allowed(m.text, "file-write-unlink", path=wt, is_dir=True)
+    assert allowed(m.text, "file-write-unlink", path=f"{wt}/src", is_dir=True)  # inside it
+
+
+def test_the_run_as_the_persons_socket_server(mac: Mac) -> None:
+    """Linux: the Run binds ~/.cache/git/credential/socket and the person's own
+    git sends it a token. NOT stopped on macOS: the Run's caches are the
+    person's own (``~/.cache``, ``~/Library/Caches``), writable, and a unix
+    socket the Run binds in its own folders is allowed (a test's database
+    server); Seatbelt cannot tell the person's later client from the Run's."""
+    sock = seatbelt.real(str(mac.home / ".cache" / "git" / "credential" / "socket"))
+    assert allowed(mac.text, "network-bind", local_unix=sock)
+
+
+def test_code_planted_in_a_cache(mac: Mac) -> None:
+    """Linux: code planted in a cache the person's tools run later. NOT
+    stopped on macOS: the caches a Run writes are the person's own."""
+    for path in (
+        mac.home / ".npm" / "_npx" / "x" / "index.js",
+        mac.home / "Library" / "Caches" / "pip" / "x",
+    ):
+        assert mac.writes(path), path
+
+
 # --- every row of the docs' table is read here ------------------------------------------------
 
 ROWS: dict[str, Callable[..., None]] = {
