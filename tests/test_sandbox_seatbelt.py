@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 
 import pytest
 from owl.sandbox import agentstate, contain, folders, policy, seatbelt
@@ -20,6 +21,7 @@ WT = f"{OWL}/worktrees/job-1"
 RUNTIME = f"{HOME}/Library/Caches/TemporaryItems/owl"
 PROJECT = f"{HOME}/code/api"
 STORE = f"{OWL}/worktrees/job-1.git"  # the Job's own git store, beside its worktree
+EGRESS = 50123  # the port seatnet.py's proxy got
 
 
 def facts(**kw: object) -> policy.Facts:
@@ -51,7 +53,13 @@ def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: o
         agentstate.AGENTS.get(agent, agentstate.AgentState()),
         facts(**kw),
     )
-    return seatbelt.profile(pol, keychain=agent in seatbelt.KEYCHAIN_AGENTS)
+    text = seatbelt.profile(pol)
+    return seatbelt.with_egress(text, EGRESS)
+
+
+def text_of(argv: list[str]) -> str:
+    """The profile a Run's argv carries, its proxy's port as seatnet.py gives it."""
+    return seatbelt.with_egress(seatbelt.profile_of(argv), EGRESS)
 
 
 def can_read(text: str, path: str) -> bool:
@@ -234,8 +242,12 @@ def test_mach_lookup_only_for_what_a_cli_agent_needs():
         "com.example.anything",
     ):
         assert not allowed(text, "mach-lookup", mach=service), service
-    # Claude Code keeps its login in the Keychain: reached through securityd
-    assert allowed(make(agent="claude"), "mach-lookup", mach="com.apple.SecurityServer")
+    # no Keychain for Claude Code either: it logs in with the token Owl passes in
+    # (the login keychain's file, which the Security framework reads itself, is hidden)
+    claude = make(agent="claude")
+    for service in ("com.apple.SecurityServer", "com.apple.securityd.xpc"):
+        assert not allowed(claude, "mach-lookup", mach=service), service
+    assert not can_read(claude, f"{HOME}/Library/Keychains/login.keychain-db")
     # every rule naming mach-lookup names its services: no blanket allow
     for rule in rules(text):
         if "mach-lookup" in rule.ops and rule.action == "allow":
@@ -269,7 +281,8 @@ def test_what_node_and_python_need():
 
 def test_the_network_as_on_linux():
     text = make()
-    assert allowed(text, "network-outbound", remote_ip=("*", 443))
+    assert not allowed(text, "network-outbound", remote_ip=("93.184.216.34", 443))  # direct
+    assert allowed(text, "network-outbound", remote_ip=("127.0.0.1", EGRESS))  # Owl's proxy
     assert allowed(text, "network-outbound", remote_ip=("localhost", 4123))  # its provider
     assert not allowed(text, "network-outbound", remote_ip=("localhost", 5432))  # a host's db
     assert allowed(text, "network-bind", local_unix=f"{WT}/.s.sock")
@@ -287,9 +300,80 @@ def test_the_network_as_on_linux():
     ported = make(policy.Settings(host_ports=(11434,)))
     assert allowed(ported, "network-outbound", remote_ip=("localhost", 11434))
     off = make(policy.Settings(network=False))
-    assert not allowed(off, "network-outbound", remote_ip=("*", 443))
+    assert not allowed(off, "network-outbound", remote_ip=("93.184.216.34", 443))
     assert not allowed(off, "network-outbound", remote_ip=("localhost", 4123))
+    assert not allowed(off, "network-outbound", remote_ip=("127.0.0.1", EGRESS))
     assert allowed(off, "network-outbound", remote_unix=f"{WT}/.s.sock")
+
+
+# The host's loopback as a program may write it: each reaches the host's
+# 127.0.0.1 listeners (Postgres, Redis, Ollama, an IDE's MCP server) on macOS.
+SPELLINGS = [
+    "127.0.0.1",
+    "::ffff:127.0.0.1",  # IPv4-mapped
+    "::ffff:7f00:1",  # the same, in hex
+    "0.0.0.0",  # connect() to it reaches the host
+    "127.0.0.2",  # the rest of 127.0.0.0/8
+    "127.255.255.254",
+    "::1",
+    "::",  # [::]
+    "::127.0.0.1",  # IPv4-compatible
+    "192.168.1.23",  # the Mac's own LAN address
+    "169.254.169.254",  # link-local: a cloud's metadata service
+]
+
+
+@pytest.mark.parametrize("addr", SPELLINGS)
+@pytest.mark.parametrize("port", [5432, 6379, 11434, 443])
+def test_the_hosts_loopback_is_refused_in_every_spelling(addr, port):
+    """Read against the rule text: no rule lets the Run reach an address
+    directly but localhost on named ports; and the proxy those ports lead to
+    refuses each spelling (tests/test_seatnet.py, for real)."""
+    for text in (make(), make(policy.Settings(read="project"))):
+        for proto in ("tcp", "udp"):
+            assert not allowed(text, "network-outbound", remote_ip=(addr, port), proto=proto)
+
+
+def test_no_rule_allows_an_address_beyond_localhost_on_a_named_port():
+    """The order that matters: no allow of ``*`` anywhere (a later deny of
+    localhost could not take back what Seatbelt cannot name), and every
+    network-outbound allow names localhost and a port, or a unix socket."""
+    text = make(policy.Settings(host_ports=(11434,)))
+    for rule in rules(text):
+        if rule.action != "allow" or not any(o.startswith("network") for o in rule.ops):
+            continue
+        for f in rule.filters:
+            if f[1] in ("unix-socket",):
+                continue
+            where = f[2][1]
+            assert "*" not in where.split(":")[0], rule
+            if "network-outbound" in rule.ops:
+                assert where.startswith("localhost:") and where.split(":")[1].isdigit(), rule
+        assert "network*" not in rule.ops, rule
+
+
+def test_the_runs_own_servers_listen_on_the_loopback_only():
+    """A server the Run starts binds and accepts on 127.0.0.1 (never the LAN);
+    it is reached from inside only on the Policy's ports: Seatbelt cannot tell
+    the Run's port from the host's (the limit docs/containment.md states)."""
+    text = make(policy.Settings(host_ports=(8080,)))
+    for op in ("network-bind", "network-inbound"):
+        assert allowed(text, op, local_ip=("127.0.0.1", 54321)), op
+        assert allowed(text, op, local_ip=("::1", 54321)), op
+        assert not allowed(text, op, local_ip=("0.0.0.0", 8080)), op
+        assert not allowed(text, op, local_ip=("192.168.1.23", 8080)), op
+    assert allowed(text, "network-outbound", remote_ip=("127.0.0.1", 8080))
+    assert not allowed(text, "network-outbound", remote_ip=("127.0.0.1", 54321))
+
+
+def test_the_profiles_proxy_port_is_seatnets_placeholder():
+    from owl.sandbox import seatnet
+
+    assert seatbelt.EGRESS_PORT == seatnet.PLACEHOLDER
+    raw = seatbelt.profile(policy.compute(policy.Settings(), agentstate.AGENTS["claude"], facts()))
+    assert f'"localhost:{seatbelt.EGRESS_PORT}"' in raw
+    with pytest.raises(ValueError):  # sandbox-exec would refuse it as well
+        allowed(raw, "network-outbound", remote_ip=("127.0.0.1", 1))
 
 
 def test_each_rule_says_why():
@@ -317,6 +401,7 @@ def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
 def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     wt = tmp_path / "wt"
     wt.mkdir()
     w = contain.wrap(
@@ -328,12 +413,16 @@ def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
         project=str(tmp_path),
         owl_dirs=[str(tmp_path / "owl")],
     )
-    assert w.contained and w.argv[0] == "/usr/bin/sandbox-exec"
-    assert w.label == "contained: Seatbelt, network (not the host's loopback)"
+    assert w.contained
+    # its network: seatnet.py's proxy, outside, started before sandbox-exec
+    at = w.argv.index(seatbelt.SANDBOX_EXEC)
+    assert w.argv[at - 3 :][:3] == [seatbelt.SEATNET, "-", "--"]
+    assert w.label == "contained: Seatbelt, network through Owl's proxy (not the host's loopback)"
+    text = text_of(w.argv)
     # the rules name real paths (/tmp is /private/tmp on macOS)
-    assert allowed(w.argv[2], "file-write-data", path=seatbelt.real(f"{wt}/x"))
-    assert not allowed(w.argv[2], "file-read-data", path=seatbelt.real(f"{tmp_path}/owl/db"))
-    assert not allowed(w.argv[2], "mach-lookup", mach="com.apple.SecurityServer")  # codex
+    assert allowed(text, "file-write-data", path=seatbelt.real(f"{wt}/x"))
+    assert not allowed(text, "file-read-data", path=seatbelt.real(f"{tmp_path}/owl/db"))
+    assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")  # codex
 
 
 @pytest.fixture
@@ -389,15 +478,17 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
 
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     o = tmp_path / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     wt = o / "wt" / "job-1"
     wt.mkdir(parents=True)
     check = containing.for_checks(config.from_dict({}, "c.toml"), paths, wt, tmp_path)
     argv, env, _masked = check(["make", "test"], {"HOME": str(tmp_path), "GITHUB_TOKEN": "t"})
-    assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[-2:] == ["make", "test"]
+    at = argv.index("/usr/bin/sandbox-exec")
+    assert argv[at + 1] == "-p" and argv[-2:] == ["make", "test"]
     assert "GITHUB_TOKEN" not in env
-    text = argv[2]
+    text = text_of(argv)
     assert allowed(text, "file-write-data", path=seatbelt.real(f"{wt}/build.o"))
     assert not allowed(text, "file-read-data", path=seatbelt.real(f"{o}/owl.db"))
     assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")
@@ -409,3 +500,226 @@ def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
     home.mkdir()
     contain.make_caches(folders.DEFAULT_CACHES, str(home), {"PATH": "/usr/bin:/bin"})
     assert not (home / "Library").exists()
+
+
+@pytest.fixture
+def var_tmp():
+    """Not under /tmp: macOS's /tmp is shared and writable, so a home there
+    would read as writable for that reason alone."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="owl-seatbelt-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def linked_home(tmp_path):
+    """A home whose dotfiles are links into ~/dotfiles, as many people keep
+    them, and a cache an older Run swapped for a link to the home."""
+    home = tmp_path / "home"
+    dots = home / "dotfiles"
+    (dots / "aws").mkdir(parents=True)
+    (dots / "aws" / "credentials").write_text("[default]\naws_secret_access_key = s\n")
+    (dots / "claude").mkdir()
+    (dots / "claude" / "settings.json").write_text("{}")
+    (home / ".aws").symlink_to(dots / "aws")
+    (home / ".claude").symlink_to("dotfiles/claude")  # relative, as stow makes them
+    (home / ".cache").symlink_to(home)
+    (home / ".zshrc").write_text("# mine\n")
+    return home
+
+
+def darwin_wrap(tmp_path, home, agent="claude", **settings):
+    wt = tmp_path / "owl" / "worktrees" / "job-1"
+    wt.mkdir(parents=True, exist_ok=True)
+    return contain.wrap(
+        ["/bin/echo", "hi"],
+        settings=policy.Settings(**settings),
+        agent=agent,
+        env={"HOME": str(home), "PATH": "/usr/bin"},
+        worktree=str(wt),
+        project=str(tmp_path / "project"),
+        owl_dirs=[str(tmp_path / "owl")],
+    )
+
+
+def test_rules_name_resolved_paths_a_linked_dotfile_stays_hidden(var_tmp, monkeypatch):
+    tmp_path = var_tmp
+    """Seatbelt matches the path the kernel resolved: a rule on ~/.aws alone
+    would leave ~/dotfiles/aws, where the reads land, readable."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    home = linked_home(tmp_path)
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    creds = seatbelt.real(str(home / "dotfiles" / "aws" / "credentials"))
+    assert not can_read(text, creds) and not can_write(text, creds)
+    assert not allowed(text, "file-read-metadata", path=creds)
+    assert can_read(text, seatbelt.real(str(home / ".zshrc")))  # the rest, as before
+
+
+def test_a_linked_agent_state_folder_works_and_its_config_stays_read_only(var_tmp, monkeypatch):
+    tmp_path = var_tmp
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    home = linked_home(tmp_path)
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    claude = home / "dotfiles" / "claude"
+    assert can_write(text, seatbelt.real(str(claude / "projects" / "x.jsonl")))
+    assert allowed(text, "file-write-unlink", path=seatbelt.real(str(claude / "old.jsonl")))
+    settings = seatbelt.real(str(claude / "settings.json"))
+    assert can_read(text, settings) and not can_write(text, settings)
+    # Claude saves ~/.claude.json by renaming a new file over it: a file's top
+    # may be replaced, a folder's may not
+    state = seatbelt.real(str(home / ".claude.json"))
+    assert allowed(text, "file-write-unlink", path=state)
+
+
+def test_a_cache_swapped_for_a_link_to_the_home_opens_nothing(var_tmp, monkeypatch):
+    tmp_path = var_tmp
+    """~/.cache -> ~, left by an older Run: the next Run's rule does not follow
+    it to the home (the rule keeps the link's own name, which matches nothing),
+    and no Run can leave such a link now: a writable folder is not removed."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    home = linked_home(tmp_path)
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    for path in (home / ".zshrc", home / "new-file", home / "dotfiles" / "aws" / "x"):
+        assert not can_write(text, seatbelt.real(str(path))), path
+    (home / ".cache").unlink()
+    (home / ".cache").mkdir()
+    text = text_of(darwin_wrap(tmp_path, home).argv)
+    cache = seatbelt.real(str(home / ".cache"))
+    assert can_write(text, f"{cache}/pip/x")
+    assert not allowed(text, "file-write-unlink", path=cache, is_dir=True)  # rm -r, mv away
+    assert allowed(text, "file-write-unlink", path=f"{cache}/pip", is_dir=True)  # inside it
+    wt = seatbelt.real(str(tmp_path / "owl" / "worktrees" / "job-1"))
+    assert not allowed(text, "file-write-unlink", path=wt, is_dir=True)
+
+
+def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
+    """``claude setup-token``'s token, kept by Owl in its config folder (0600),
+    reaches Claude's Run as CLAUDE_CODE_OAUTH_TOKEN and no check's; the folder
+    it is kept in is hidden from the Run like the rest of Owl's."""
+    import os
+
+    from owl.engine import containing
+    from owl.settings import config, credentials
+    from owl.settings.paths import Paths
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    o = var_tmp / "owl"
+    paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
+    held = credentials.folder(paths.config)
+    held.mkdir(parents=True)
+    token = held / "CLAUDE_CODE_OAUTH_TOKEN"
+    token.write_text("sk-ant-oat01-held\n")
+    token.chmod(0o600)
+    (held / "OPENAI_API_KEY").write_text("sk-codex\n")
+    (held / "OPENAI_API_KEY").chmod(0o600)
+    claude_keeps = agentstate.AGENTS["claude"].env_keep
+    env = {"HOME": str(var_tmp / "home"), "PATH": "/usr/bin"}
+    got = credentials.held(paths.config, claude_keeps, env)
+    assert got == {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-held"}  # not Codex's key
+    assert credentials.held(paths.config, claude_keeps, {"CLAUDE_CODE_OAUTH_TOKEN": "mine"}) == {}
+    wt = o / "wt" / "job-1"
+    wt.mkdir(parents=True)
+    cfg = config.from_dict({}, "c.toml")
+    w = containing.wrap(cfg, paths, "claude", ["claude", "-p", "x"], {**env, **got}, wt, var_tmp)
+    assert w.env["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-held"
+    assert not can_read(text_of(w.argv), seatbelt.real(str(token)))
+    check = containing.for_checks(cfg, paths, wt, var_tmp)
+    _argv, check_env, _ = check(["make"], {**env, **got})
+    assert "CLAUDE_CODE_OAUTH_TOKEN" not in check_env
+    # a token others may read, or a link, is not used (and the log says why)
+    token.chmod(0o644)
+    assert credentials.held(paths.config, claude_keeps, env) == {}
+    token.chmod(0o600)
+    os.rename(token, held / "elsewhere")
+    token.symlink_to(held / "elsewhere")
+    assert credentials.held(paths.config, claude_keeps, env) == {}
+
+
+FAKE_SANDBOX_EXEC = """#!{python}
+# sandbox-exec as macOS's takes its arguments: -p PROFILE PROGRAM; it records
+# them and refuses a profile that would not compile ({refuse!r} in it)
+import json, sys
+sys.path.insert(0, {support!r})
+from seatbelt_eval import check
+args = sys.argv[1:]
+with open({log!r}, "a") as f:
+    f.write(json.dumps(args) + "\\n")
+if len(args) != 3 or args[0] != "-p" or args[2] != "/usr/bin/true":
+    sys.exit("sandbox-exec: usage")
+try:
+    check(args[1])  # balanced, known words, each address * or localhost with a port
+except Exception as e:
+    sys.exit(f"sandbox-exec: syntax error: {{e}}")
+if {refuse!r} in args[1]:
+    sys.exit("sandbox-exec: unbound variable: " + {refuse!r})
+"""
+
+
+def fake_sandbox_exec(tmp_path, refuse="never-in-a-profile"):
+    """A stand-in for macOS's sandbox-exec, which cannot run here."""
+    support = Path(__file__).parent / "support"
+    log = tmp_path / "sandbox-exec.log"
+    exe = tmp_path / "bin" / "sandbox-exec"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text(
+        FAKE_SANDBOX_EXEC.format(
+            python=sys.executable, support=str(support), log=str(log), refuse=refuse
+        )
+    )
+    exe.chmod(0o755)
+    return exe, log
+
+
+def test_a_run_is_contained_only_under_a_profile_sandbox_exec_took(var_tmp, monkeypatch):
+    """Before a Run is called contained, its very profile is compiled and
+    applied (``sandbox-exec -p PROFILE /usr/bin/true``), its proxy's port in
+    place; a profile macOS refuses leaves the Run uncontained, in its words
+    (with mode = "required": not started)."""
+    import json
+
+    from owl.engine import containing
+    from owl.settings import config
+    from owl.settings.paths import Paths
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    exe, log = fake_sandbox_exec(var_tmp)
+    monkeypatch.setattr(seatbelt, "SANDBOX_EXEC", str(exe))
+    home = linked_home(var_tmp)
+    w = darwin_wrap(var_tmp, home)
+    assert w.contained, w.label
+    (asked,) = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert asked[1] == seatbelt.with_egress(seatbelt.profile_of(w.argv), 1)
+    assert seatbelt.EGRESS_PORT not in asked[1]
+    darwin_wrap(var_tmp, home)  # the same profile: not asked again
+    assert len(log.read_text().splitlines()) == 1
+
+    worktree = str(var_tmp / "owl" / "worktrees" / "job-1")
+    exe, log = fake_sandbox_exec(var_tmp / "refusing", refuse=seatbelt.real(worktree))
+    monkeypatch.setattr(seatbelt, "SANDBOX_EXEC", str(exe))
+    w = darwin_wrap(var_tmp, home)
+    assert not w.contained and w.argv == ["/bin/echo", "hi"]
+    assert w.label == (
+        "not contained: the Seatbelt profile fails: sandbox-exec: unbound variable: "
+        + seatbelt.real(worktree)
+    )
+    o = var_tmp / "owl"
+    paths = Paths(
+        o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "worktrees", o / "run"
+    )
+    cfg = config.from_dict({"sandbox": {"mode": "required"}}, "c.toml")
+    with pytest.raises(containing.Refusal) as refused:
+        containing.wrap(
+            cfg, paths, "claude", ["claude"], {"HOME": str(home)}, Path(worktree), var_tmp
+        )
+    assert "unbound variable" in str(refused.value)

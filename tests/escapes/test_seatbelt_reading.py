@@ -51,7 +51,7 @@ class Mac:
 
     @property
     def text(self) -> str:
-        return self.wrapped.argv[2]
+        return seatbelt.with_egress(seatbelt.profile_of(self.wrapped.argv), 50123)
 
     def may(self, op: str, path: Path | str, **kw: object) -> bool:
         return allowed(self.text, op, path=seatbelt.real(str(path)), **kw)
@@ -131,6 +131,7 @@ def profile_for(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "platform", "darwin")
         mp.setattr(seatbelt, "probe", lambda fresh=False: None)
+        mp.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
         w = containing.wrap(
             config.from_dict(cfg or {}, "config.toml"),
             paths,
@@ -141,7 +142,7 @@ def profile_for(
             project,
             places=jobstore.places(project, places.worktree),
         )
-    assert w.contained and w.argv[0] == seatbelt.SANDBOX_EXEC, w.label
+    assert w.contained and seatbelt.SANDBOX_EXEC in w.argv, w.label
     return w
 
 
@@ -201,7 +202,8 @@ def test_environ(mac: Mac) -> None:
         assert secret not in env, secret
     assert env["ANTHROPIC_API_KEY"] == "sk-ant-own"  # the agent's own
     argv = mac.wrapped.argv
-    assert argv[3] == seatbelt.ENV and "-u" in argv and "GITHUB_TOKEN" in argv
+    assert argv[argv.index(seatbelt.SANDBOX_EXEC) + 3] == seatbelt.ENV
+    assert "-u" in argv and "GITHUB_TOKEN" in argv
     for name in ("kern.procargs2", "kern.procargs"):
         assert not allowed(mac.text, "sysctl-read", sysctl=name), name
     assert allowed(mac.text, "sysctl-read", sysctl="kern.proc")  # ps lists pids and names
@@ -210,6 +212,7 @@ def test_environ(mac: Mac) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "platform", "darwin")
         mp.setattr(seatbelt, "probe", lambda fresh=False: None)
+        mp.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
         check = containing.for_checks(
             config.from_dict({}, "config.toml"),
             mac.paths,
@@ -218,9 +221,9 @@ def test_environ(mac: Mac) -> None:
             places=mac.places,
         )
         argv, env, _masked = check(["make", "test"], environment(mac.home))
-    assert argv[0] == seatbelt.SANDBOX_EXEC and "GITHUB_TOKEN" not in env
+    assert seatbelt.SANDBOX_EXEC in argv and "GITHUB_TOKEN" not in env
     assert "ANTHROPIC_API_KEY" not in env  # not the agent's: a check has none
-    assert not allowed(argv[2], "sysctl-read", sysctl="kern.procargs2")
+    assert not allowed(seatbelt.profile_of(argv), "sysctl-read", sysctl="kern.procargs2")
 
 
 @pytest.mark.parametrize(
@@ -462,6 +465,83 @@ def test_a_planted_commondir(base: Path) -> None:
         assert not nxt.reads(m.paths.logs / "owl.log") and not nxt.writes(m.paths.logs / "x")
         assert nxt.text == m.text, name  # the very same profile
     assert [e["name"] for e in jobstore.verify(m.places)] == [".git", "gitdir", "commondir"]
+
+
+# --- the ways out found since, read against the profile (their Linux rows come with
+# their Linux tests; each of these is the macOS cell of one of them) -------------------------
+
+
+@pytest.mark.parametrize(
+    "addr",
+    [
+        "127.0.0.1",
+        "::ffff:127.0.0.1",
+        "0.0.0.0",
+        "127.0.0.2",
+        "::1",
+        "::",
+        "192.168.1.23",  # the Mac's own LAN address (a service on 0.0.0.0)
+        "169.254.169.254",  # link-local: a cloud's metadata service
+        "fe80::1",
+    ],
+)
+def test_the_hosts_services_in_any_spelling(mac: Mac, addr: str) -> None:
+    """Linux: a listener on a link-local address, on the host's LAN address,
+    on its loopback in another spelling. Seatbelt: no address is reached
+    directly but 127.0.0.1/::1 on the agent's ports and on Owl's proxy's
+    (which judges each destination by its resolved address and refuses all of
+    these: tests/test_seatnet.py runs it)."""
+    for port in (5432, 6379, 11434, 443, 80):
+        assert not allowed(mac.text, "network-outbound", remote_ip=(addr, port)), (addr, port)
+    assert allowed(mac.text, "network-outbound", remote_ip=("127.0.0.1", 4123))  # its provider
+    assert allowed(mac.text, "network-outbound", remote_ip=("127.0.0.1", 50123))  # the proxy
+
+
+def test_a_linked_dotfile_and_a_link_left_in_a_state_folder(base: Path) -> None:
+    """Linux: a link left in a state folder widens the next Run; secrets a
+    link hides from a list. Seatbelt decides on resolved paths and its rules
+    are made from them: ``~/.aws -> ~/dotfiles/aws`` is hidden where it
+    leads; a state folder swapped for a link to the home (``~/.cache -> ~``,
+    left before) does not take the next Run's rule with it, and no Run can
+    leave one now (a writable folder is not removed)."""
+    home, project, _other, paths = person(base / "linked")
+    dots = home / "dotfiles" / "aws"
+    dots.mkdir(parents=True)
+    (dots / "credentials").write_text("secret\n")
+    (home / ".aws").symlink_to(dots)
+    (home / ".cache").symlink_to(home)
+    make_branch(project, "owl/job-1")
+    storing.create(project, paths.worktrees / "job-1", "owl/job-1")
+    places = jobstore.places(project, paths.worktrees / "job-1")
+    m = Mac(home, project, _other, paths, places, profile_for(home, project, paths, places))
+    assert not m.reads(dots / "credentials") and not m.writes(dots / "credentials")
+    for path in (home / ".zshrc", home / "new", home / ".ssh" / "authorized_keys"):
+        assert not m.writes(path), path
+    caches = seatbelt.real(str(home / "Library" / "Caches"))
+    assert not allowed(m.text, "file-write-unlink", path=caches, is_dir=True)
+    wt = seatbelt.real(m.places.worktree)
+    assert not allowed(m.text, "file-write-unlink", path=wt, is_dir=True)
+    assert allowed(m.text, "file-write-unlink", path=f"{wt}/src", is_dir=True)  # inside it
+
+
+def test_the_run_as_the_persons_socket_server(mac: Mac) -> None:
+    """Linux: the Run binds ~/.cache/git/credential/socket and the person's own
+    git sends it a token. NOT stopped on macOS: the Run's caches are the
+    person's own (``~/.cache``, ``~/Library/Caches``), writable, and a unix
+    socket the Run binds in its own folders is allowed (a test's database
+    server); Seatbelt cannot tell the person's later client from the Run's."""
+    sock = seatbelt.real(str(mac.home / ".cache" / "git" / "credential" / "socket"))
+    assert allowed(mac.text, "network-bind", local_unix=sock)
+
+
+def test_code_planted_in_a_cache(mac: Mac) -> None:
+    """Linux: code planted in a cache the person's tools run later. NOT
+    stopped on macOS: the caches a Run writes are the person's own."""
+    for path in (
+        mac.home / ".npm" / "_npx" / "x" / "index.js",
+        mac.home / "Library" / "Caches" / "pip" / "x",
+    ):
+        assert mac.writes(path), path
 
 
 # --- every row of the docs' table is read here ------------------------------------------------

@@ -55,7 +55,9 @@ class Target:
     path: str | None = None
     is_dir: bool = False
     mach: str | None = None
-    remote_ip: tuple[str, int] | None = None
+    remote_ip: tuple[str, int] | None = None  # (address as the program wrote it, port)
+    local_ip: tuple[str, int] | None = None  # what it binds or accepts on
+    proto: str = "tcp"
     remote_unix: str | None = None
     local_unix: str | None = None
     sysctl: str | None = None
@@ -114,9 +116,28 @@ def _path_filter(f: list[Sexp], path: str | None) -> bool:
     raise ValueError(f"unknown path filter {kind}")
 
 
-def _ip(spec: str, target: tuple[str, int]) -> bool:
+# What Seatbelt's ``localhost`` stands for: 127.0.0.1 and ::1, no other spelling
+# of the host (reported: ``(allow network-outbound (remote ip "localhost:*"))``
+# lets 127.0.0.1 and ::1 through and not ::ffff:127.0.0.1). "localhost" as a
+# target is 127.0.0.1.
+LOCALHOST = ("127.0.0.1", "::1", "localhost")
+IP_KINDS = ("ip", "ip4", "ip6", "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6")
+
+
+def _ip(kind: str, spec: str, target: tuple[str, int], proto: str) -> bool:
+    """A network address filter (``(remote ip "localhost:443")``): the host is
+    ``*`` or ``localhost`` only, as sandbox-exec requires (it refuses any other
+    "host must be * or localhost in network address"), the port ``*`` or a number."""
     host, _, port = spec.rpartition(":")
-    return (host in ("*", target[0])) and (port == "*" or int(port) == target[1])
+    if host not in ("*", "localhost") or not (port == "*" or port.isdigit()):
+        raise ValueError(f"host must be * or localhost in network address: {spec!r}")
+    addr, number = target
+    v6 = ":" in addr
+    if kind.endswith("4") and v6 or kind.endswith("6") and not v6:
+        return False
+    if kind.startswith(("tcp", "udp")) and not kind.startswith(proto):
+        return False
+    return (host == "*" or addr in LOCALHOST) and (port == "*" or int(port) == number)
 
 
 def matches(f: Sexp, t: Target) -> bool:
@@ -143,8 +164,9 @@ def matches(f: Sexp, t: Target) -> bool:
         return t.iokit == _s(f[1])
     if kind in ("remote", "local"):
         what = f[1]
-        if what == "ip":
-            return kind == "remote" and t.remote_ip is not None and _ip(_s(f[2]), t.remote_ip)
+        if what in IP_KINDS:
+            addr = t.remote_ip if kind == "remote" else t.local_ip
+            return addr is not None and _ip(what, _s(f[2]), addr, t.proto)
         if what == "unix-socket":
             path = t.remote_unix if kind == "remote" else t.local_unix
             if path is None:
@@ -171,3 +193,20 @@ def decide(text: str, op: str, t: Target | None = None, **kw: Any) -> str:
 
 def allowed(text: str, op: str, **kw: Any) -> bool:
     return decide(text, op, **kw) == "allow"
+
+
+def check(text: str) -> None:
+    """Raise where sandbox-exec would refuse to compile: unbalanced forms,
+    unknown words, an address that is not ``*`` or ``localhost`` with a port."""
+
+    def walk(f: Sexp) -> None:
+        if isinstance(f, list) and f and f[0] in ("remote", "local") and f[1] in IP_KINDS:
+            _ip(f[1], _s(f[2]), ("127.0.0.1", 1), "tcp")
+        elif isinstance(f, list):
+            for g in f[1:]:
+                walk(g)
+
+    for rule in rules(text):
+        for f in rule.filters:
+            matches(f, Target())  # unknown filter words raise
+            walk(f)

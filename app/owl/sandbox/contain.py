@@ -16,9 +16,11 @@ import pwd
 import re
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from owl.tree import pyhelper
 
 from . import agentconf, agentstate, bwrap, folders, hostsockets, policy, ready, seatbelt
 
@@ -302,7 +304,54 @@ def wrap_darwin(
     # real paths: Seatbelt matches those; macOS has no runtime folder (its
     # per-user folders are under the home)
     facts = gather(env, worktree, project, owl_dirs, git or GitPlaces(), os.path.realpath)
-    pol = decide(settings, agent, env, facts)
-    keychain = agent in seatbelt.KEYCHAIN_AGENTS
-    argv = seatbelt.argv(pol, command, keychain=keychain)
-    return Wrapped(argv, seatbelt.label(pol), True, policy.agent_env(env, pol))
+    pol = resolved(decide(settings, agent, env, facts), facts)
+    argv = seatbelt.argv(pol, command)
+    why = seatbelt.compiles(seatbelt.profile_of(argv))
+    if why is not None:
+        return Wrapped(list(command), f"not contained: {why}", False, dict(env))
+    inside = policy.agent_env(env, pol)
+    if pol.network != "none":
+        # its network is Owl's proxy, outside the sandbox (seatnet.py)
+        ports = ",".join(str(p) for p in pol.host_ports) or "-"
+        argv, inside = pyhelper.command(seatbelt.SEATNET, [ports, "--", *argv], inside)
+    return Wrapped(argv, seatbelt.label(pol), True, inside)
+
+
+def resolved(pol: policy.Policy, facts: policy.Facts) -> policy.Policy:
+    """The Policy's paths as Seatbelt matches them: resolved, links and all
+    (macOS's /tmp, /var and /etc lead into /private; ``~/.aws`` may lead into
+    ``~/dotfiles``). A hidden path is denied at both its names. A writable
+    folder is allowed where it leads (``~/.claude -> ~/dotfiles/claude``),
+    unless that holds the home, Owl's folders or something hidden (a link left
+    by an older Run: ``~/.cache -> ~``); a writable file that is a link keeps
+    its own name, which then matches nothing (a Run may swap a file it writes
+    for a link, never a folder: see seatbelt.py). seatbelt.py stays pure: the
+    file system is asked here."""
+    hidden = [*pol.hidden, *(os.path.realpath(p) for p in pol.hidden)]
+    guarded = {os.path.realpath(p) for p in (facts.home, facts.user_home, *facts.owl_home)}
+    guarded |= set(hidden)
+
+    def writable(path: str) -> str:
+        real = os.path.realpath(path)
+        if real == path:
+            return path
+        holds = any(g == real or g.startswith(real.rstrip("/") + "/") for g in guarded)
+        # a folder cannot be swapped for a link by a Run (seatbelt.py); a file can
+        return real if os.path.isdir(real) and not holds else path
+
+    def every(paths: Sequence[str]) -> tuple[str, ...]:
+        return _unique(os.path.realpath(p) for p in paths)
+
+    return replace(
+        pol,
+        readable=every(pol.readable),
+        hidden=_unique(hidden),
+        writable=_unique(writable(p) for p in pol.writable),
+        readonly_over=every(pol.readonly_over),
+        revealed=every(pol.revealed),
+        sockets=every(pol.sockets),
+    )
+
+
+def _unique(paths: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p for p in paths if p))

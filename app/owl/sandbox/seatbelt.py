@@ -19,15 +19,20 @@ refused). The order below is what makes it say what bwrap's mounts say:
    such a secret; the profile does not);
 4. the git ``config``, ``hooks/`` and ``info/`` denied for writing over that;
 5. no renaming a hidden path, or any folder above it, out of its place (a
-   path the rules no longer name would be readable);
-6. the network: allowed, as a contained Linux Run's own network is; the host's
-   loopback only on the Policy's ports; no unix socket of the host but the
-   resolver's and ``sandbox.sockets``; ``network = false``: none. What Seatbelt
-   cannot say: which 127.0.0.1 port is the Run's own server (one it starts
-   is reached only on the Policy's ports too); addresses other than
-   127.0.0.1 and ::1 that lead to the host (another 127.x, the Mac's LAN
-   address); where a server the Run starts listens (binding is left
-   alone: a QUIC client binds 0.0.0.0 too).
+   path the rules no longer name would be readable); no removing or replacing
+   a writable folder itself (the rules come from resolved paths: a link left
+   in its place would lead the next Run's rule elsewhere);
+6. the network: no address reached directly but 127.0.0.1/::1 on the
+   Policy's ports and on Owl's proxy's (``seatnet.py``, outside the Run, which
+   refuses the host in every spelling by the address a name resolves to):
+   Seatbelt names an address only as ``*`` or ``localhost``, so an allowed
+   ``*`` with ``localhost`` refused after it would still reach the host as
+   ``::ffff:127.0.0.1``, ``0.0.0.0``, another 127.x or its LAN address. No
+   unix socket of the host but the resolver's and ``sandbox.sockets``;
+   servers the Run starts bind the loopback only; ``network = false``: none.
+   What Seatbelt cannot say: which 127.0.0.1 port is the Run's own server, so
+   one it starts is reached from inside only on the Policy's ports (Go's
+   ``httptest`` and supertest, on a random port, are refused).
 
 Modelled on Anthropic's sandbox-runtime profile for macOS (its process,
 sysctl, mach-lookup, IPC, ioctl and pty rules), narrowed where Owl's Policy
@@ -42,11 +47,15 @@ import os
 import posixpath
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from .policy import Policy
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 ENV = "/usr/bin/env"
+SEATNET = str(Path(__file__).with_name("seatnet.py"))
+# Where the profile names its proxy's port until seatnet.py has one (seatnet.PLACEHOLDER).
+EGRESS_PORT = "OWL_EGRESS_PORT"
 
 # macOS resolves these symlinks before Seatbelt matches a path: the rules name the targets.
 _FIRMLINKS = (("/tmp", "/private/tmp"), ("/var", "/private/var"), ("/etc", "/private/etc"))
@@ -86,14 +95,11 @@ MACH_SERVICES = (
     ("com.apple.PowerManagement.control", "power assertions a build tool takes"),
     ("com.apple.trustd.agent", "TLS certificate checks (git, curl and Go use the system's)"),
 )
-# Only for an agent that keeps its login in the Keychain (Claude Code does, through
-# `security`): the Keychain's items are reached through securityd, never the files.
-KEYCHAIN_SERVICES = (
-    ("com.apple.SecurityServer", "the Keychain: the agent's own login is kept there"),
-    ("com.apple.securityd.xpc", "the Keychain, newer macOS"),
-)
-# The Keychain holders: agents whose state is in the Keychain (Policy is agent-neutral).
-KEYCHAIN_AGENTS = ("claude",)
+# No Keychain: its items are reached through securityd (com.apple.SecurityServer),
+# but the login keychain's file is read by the calling process itself, and
+# ~/Library/Keychains stays hidden. An agent logs in with a credential passed in
+# (Claude Code: CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`, which Owl can
+# hold: owl.settings.credentials), and no Keychain item is within a Run's reach.
 
 # Read-only machine facts (the Linux Run reads /proc/sys likewise).
 SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its threads
@@ -147,9 +153,9 @@ def _ancestors(path: str) -> list[str]:
     return out
 
 
-def _base(keychain: bool) -> list[str]:
+def _base() -> list[str]:
     """What every process of the Run needs to run at all, each rule with its reason."""
-    services = (*MACH_SERVICES, *(KEYCHAIN_SERVICES if keychain else ()))
+    services = MACH_SERVICES
     return [
         "(version 1)",
         "; refused unless a later rule allows it",
@@ -264,6 +270,14 @@ def _over(policy: Policy) -> list[str]:
     if policy.readonly_over:
         out.append("; read only over what is writable (the agent's own config Owl reads)")
         out += [f"(deny file-write* (subpath {_q(real(p))}))" for p in policy.readonly_over]
+    tops = " ".join(f"(literal {_q(real(p))})" for p in policy.writable)
+    if tops:
+        # the rules come from resolved paths (contain.resolved): a writable folder
+        # swapped for a link (~/.cache -> ~) would take the next Run's rule with it
+        out.append("; a writable folder is written in, not removed (to leave a link in its place)")
+        out.append(
+            f"(deny file-write-unlink (require-all (vnode-type DIRECTORY) (require-any {tops})))"
+        )
     # (what is inside a hidden path is denied writing already, unlink included)
     hidden = [real(p) for p in policy.hidden]
     keep = sorted({*hidden, *(a for p in hidden for a in _ancestors(p))})
@@ -289,15 +303,24 @@ def _network(policy: Policy) -> list[str]:
             *own,
         ]
     out = [
-        "; the network, as a contained Linux Run has its own",
-        "(allow network*)",
-        "; the host's loopback: only the agent's own ports (its provider, sandbox.host_ports)",
-        '(deny network-outbound (remote ip "localhost:*"))',
+        "; the network: through Owl's proxy outside the Run (seatnet.py) and nothing else.",
+        "; Seatbelt names no address but * and localhost (127.0.0.1, ::1): an allowed *",
+        "; with localhost refused after it would still reach the host as ::ffff:127.0.0.1,",
+        "; 0.0.0.0, another 127.x or the Mac's LAN address. The proxy refuses those by the",
+        "; address each name resolves to; no other address is reached directly",
+        f'(allow network-outbound (remote ip "localhost:{EGRESS_PORT}"))',
     ]
-    out += [f'(allow network-outbound (remote ip "localhost:{p}"))' for p in policy.host_ports]
+    if policy.host_ports:
+        out.append(
+            "; the host's loopback on the agent's own ports (its provider, sandbox.host_ports)"
+        )
+        out += [f'(allow network-outbound (remote ip "localhost:{p}"))' for p in policy.host_ports]
     out += [
+        "; servers the Run starts listen on the loopback only (not the LAN); they are",
+        "; reached from inside only on the ports above: Seatbelt cannot tell the Run's",
+        "; own port from the host's",
+        '(allow network-bind network-inbound (local ip "localhost:*"))',
         "; no unix socket of the host (ssh-agent, Docker, launchd's listeners): the resolver's only",
-        "(deny network-outbound (remote unix-socket))",
         '(allow network-outbound (remote unix-socket (literal "/private/var/run/mDNSResponder")))',
         "; and its own, in its own folders",
         *own,
@@ -311,10 +334,10 @@ def _network(policy: Policy) -> list[str]:
     return out
 
 
-def profile(policy: Policy, *, keychain: bool = False) -> str:
-    """The profile text for ``policy``; ``keychain``: the agent keeps its login there."""
+def profile(policy: Policy) -> str:
+    """The profile text for ``policy``."""
     lines = [
-        *_base(keychain),
+        *_base(),
         *_reads(policy),
         *_terminals(),
         *_layers(policy),
@@ -324,13 +347,23 @@ def profile(policy: Policy, *, keychain: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def argv(policy: Policy, command: Sequence[str], *, keychain: bool = False) -> list[str]:
+def with_egress(text: str, port: int) -> str:
+    """The profile with its proxy's port (``seatnet.py`` does this at the Run's start)."""
+    return text.replace(EGRESS_PORT, str(port))
+
+
+def profile_of(argv: Sequence[str]) -> str:
+    """The profile in a Run's argv (the element after sandbox-exec's ``-p``)."""
+    return argv[list(argv).index(SANDBOX_EXEC) + 2]
+
+
+def argv(policy: Policy, command: Sequence[str]) -> list[str]:
     """``sandbox-exec -p PROFILE env -u SECRET… TMPDIR=… command…``: the profile
     holds from the first instruction of ``env`` on, for it and all it starts;
     ``env`` drops what the Policy drops (bwrap's --unsetenv/--setenv). Both exec:
     the agent is the process Owl started, and SIGTERM reaches it directly.
     (``env`` takes a first word with ``=`` for a variable: agents' programs have none.)"""
-    out = [SANDBOX_EXEC, "-p", profile(policy, keychain=keychain), ENV]
+    out = [SANDBOX_EXEC, "-p", profile(policy), ENV]
     for name in policy.env_unset:
         out += ["-u", name]
     out += [f"{name}={value}" for name, value in policy.env_set]
@@ -342,7 +375,7 @@ def label(policy: Policy) -> str:
     if policy.network == "none":
         return "contained: Seatbelt, no network"
     ports = ", ".join(str(p) for p in policy.host_ports)
-    return "contained: Seatbelt, network" + (
+    return "contained: Seatbelt, network through Owl's proxy" + (
         f" (the host's loopback: ports {ports})" if ports else " (not the host's loopback)"
     )
 
@@ -378,3 +411,33 @@ def probe(sandbox_exec: str = SANDBOX_EXEC, fresh: bool = False) -> str | None:
             except (OSError, subprocess.TimeoutExpired) as e:
                 _probed[sandbox_exec] = f"sandbox-exec cannot apply a profile here: {e}"
     return _probed[sandbox_exec]
+
+
+_compiled: dict[int, str | None] = {}
+COMPILED_MOST = 256
+
+
+def compiles(text: str, sandbox_exec: str | None = None) -> str | None:
+    """None when macOS takes this very profile (``sandbox-exec -p PROFILE
+    /usr/bin/true``: compiled and applied to a program that does nothing),
+    else why not, in sandbox-exec's words: a Run is called contained only
+    under a profile seen to hold. Asked once per profile (a Job's Runs share
+    theirs), about 20 ms."""
+    exe = sandbox_exec or SANDBOX_EXEC
+    key = hash((exe, text))
+    if key not in _compiled:
+        if len(_compiled) >= COMPILED_MOST:
+            _compiled.clear()
+        try:
+            done = subprocess.run(
+                [exe, "-p", with_egress(text, 1), "/usr/bin/true"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            _compiled[key] = None if done.returncode == 0 else f"the Seatbelt profile fails: {said}"
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _compiled[key] = f"the Seatbelt profile fails: {e}"
+    return _compiled[key]

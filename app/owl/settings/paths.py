@@ -145,6 +145,22 @@ def get_paths() -> Paths:
         db=data / "owl.db",
         socket=socket_in(runtime),
         logs=Path(dirs.user_log_dir),
-        worktrees=data / "worktrees",
+        worktrees=worktrees_for(data, Path.home()),
         runtime=runtime,
     )
+
+
+# Where the Jobs' worktrees go when the data folder's path has a space.
+SPACELESS = Path(".local") / "share" / "owl" / "worktrees"
+
+
+def worktrees_for(data: Path, home: Path) -> Path:
+    """The Jobs' worktrees: in the data folder, unless its path has a space
+    (macOS's ``~/Library/Application Support``), which automake, Bazel and
+    many Makefiles cannot build in; then ``~/.local/share/owl/worktrees``, where
+    Linux keeps them too (not ``~/Library/Caches``: macOS may purge that). A Job
+    keeps the worktree its record names, so those made before stay where they
+    are (in the data folder, still Owl's and still hidden from every Run)."""
+    if " " not in str(data / "worktrees") or " " in str(home):
+        return data / "worktrees"
+    return home / SPACELESS
