@@ -20,6 +20,7 @@ from owl.notify import events as ev
 from owl.notify.briefing import Spell, spent, summary, view
 from owl.notify.route import Router, Rules
 from owl.review.runs_html import runs_section
+from owl.review.text import usage_from_log
 from owl.rules import budget, money
 from owl.rules.budget import Caps, Spent
 from owl.verbs.views import usage_sum
@@ -39,6 +40,9 @@ def test_claudes_own_word_on_its_sign_in_is_recorded_with_the_runs_usage():
     oauth = report("claude-checkpoint.jsonl")  # run on CLAUDE_CODE_OAUTH_TOKEN
     assert oauth.usage is not None and oauth.usage["billed"] is False
     assert oauth.usage["total_cost_usd"] > 0  # the CLI counts a cost all the same
+    # the review page's reading of a Run's log, where no usage was recorded
+    assert usage_from_log((STREAMS / "success.jsonl").read_text())["billed"] is True
+    assert usage_from_log((STREAMS / "claude-checkpoint.jsonl").read_text())["billed"] is False
     # a stream without its init (a resume that failed early) says nothing either way
     lines = (STREAMS / "success.jsonl").read_text().splitlines()
     unsaid = claude_stream.read_report([ln for ln in lines if '"init"' not in ln], now=T0)
