@@ -165,13 +165,13 @@ def test_a_subscriptions_cost_is_said_as_the_api_equivalent_and_daily_usd_limits
     not billed, and `budget.daily_usd` holds the queue on that figure."""
     project = make_project(tmp_path / "proj")
     with AnthropicStub([Text("One."), Text("Two.")]) as stub:
-        stub.answer_with(output_tokens=50_000)
-        with claude_daemon(tmp_path, stub, {"budget": {"daily_usd": 0.5}}, oauth=True) as d:
+        stub.answer_with(output_tokens=5_000)
+        with claude_daemon(tmp_path, stub, {"budget": {"daily_usd": 0.04}}, oauth=True) as d:
             jobs = [d.add(f"Say {n}.", project, "--attempts", "1") for n in ("one", "two")]
             d.machine("idle")
             j = d.wait_job(jobs[0], "review", timeout=120)
             cost = j["usage"]["total_cost_usd"]
-            assert cost > 0.5 and j["usage"]["billed"] is False
+            assert cost > 0.04 and j["usage"]["billed"] is False
             assert j["runs"][0]["usage"]["billed"] is False
             st = wait_for(
                 lambda: (s := d.status())["budget"]["held"] and s, 10, what="the day's hold"
@@ -182,11 +182,11 @@ def test_a_subscriptions_cost_is_said_as_the_api_equivalent_and_daily_usd_limits
             assert today["api_equivalent_usd"] == pytest.approx(cost, abs=1e-3)
             said = (
                 f"today's ${cost:.2f} (API-equivalent, not billed) reached "
-                "budget.daily_usd ($0.50); work goes on at midnight"
+                "budget.daily_usd ($0.04); work goes on at midnight"
             )
             assert st["budget"]["held"]["reason"] == said
             text = d.ok("status")
-            assert f"today ${cost:.2f} of $0.50, API-equivalent, not billed · " in text
+            assert f"today ${cost:.2f} of $0.04, API-equivalent, not billed · " in text
             assert said in text
             shown = d.ok("jobs", "show", str(jobs[0]))
             assert f"${cost:.4f} (API-equivalent, not billed)" in shown

@@ -109,30 +109,27 @@ def test_no_check_runs_on_a_turn_ended_at_the_checkpoint(tmp_path):
 
 def test_owls_own_line_below_the_checkpoint_stops_the_run_first(tmp_path):
     """Keeping 15% of the five-hour window puts Owl's line (85%) under the
-    service's checkpoint (95%): Owl holds the agent and ends its Run as an
-    interruption while the service still allows it, as before the checkpoint
-    was read; the checkpoint's turn is never asked for, and is not what ended it."""
+    service's checkpoint (95%): with the window at 96% and the service's
+    `allowed_warning`, Owl's headroom ends the Run first, mid-tool, as an
+    interruption in its own words, as before the checkpoint was read; the
+    checkpoint's turn is never asked for, and the checkpoint is not what ended it."""
     project = make_project(tmp_path / "proj")
     reset = int(time.time()) + 3600
     week = reset + 3 * 86400
-
-    def climbing(at: float) -> tuple[tuple[str, str], ...]:
-        if len(stub.main_requests()) <= 1:  # under the checkpoint, over Owl's line
-            return Windows((0.86, reset), (0.40, week))
-        return Windows((0.96, reset), (0.40, week), status="allowed_warning")
 
     script = [Bash("python3 -c 'import time; time.sleep(90)'", timeout_ms=180_000), Text(LISTED)]
     with (
         AnthropicStub(script) as stub,
         claude_daemon(tmp_path, stub, {"budget": {"keep_five_hour": "15%"}}, oauth=True) as d,
     ):
-        stub.answer_with(climbing)
+        # the service's own checkpoint reading on every answer: both lines are passed
+        stub.answer_with(Windows((0.96, reset), (0.40, week), status="allowed_warning"))
         job = d.add("Add a hello file and commit it.", project, "--attempts", "1")
         d.machine("idle")
         j = first_ended(d, job, timeout=90)
         first = j["runs"][0]
         words = (
-            f"claude: keeping 15% of your five-hour window for you — 86% used, resets {hhmm(reset)}"
+            f"claude: keeping 15% of your five-hour window for you — 96% used, resets {hhmm(reset)}"
         )
         assert first["outcome"] == "interrupted" and first["reason"] == words, first
         assert "checkpoint" not in first["reason"] and "stopped at the limit" not in first["reason"]
