@@ -165,3 +165,24 @@ def test_a_runs_and_a_jobs_cost_say_it_in_jobs_show_and_on_the_review_page():
         "agent": "claude",
     }
     assert f"$0.0123 ({NOT_BILLED})" in runs_section({"runs": [run]})
+
+
+def test_owl_agents_says_a_subscriptions_cost_today_is_not_billed():
+    from owl.cli.agents import row_text
+
+    row = {
+        "name": "claude",
+        "default": True,
+        "found": True,
+        "path": "/usr/bin/claude",
+        "problem": None,
+        "version": "2.1.332",
+        "waits": False,
+        "runs_today": 2,
+        "tokens_today": 0,
+        "cost_today_usd": 1.84,
+        "api_equivalent_today_usd": 1.84,
+    }
+    assert row_text(row).endswith(f"2 Runs today, $1.84 ({NOT_BILLED})")
+    row["api_equivalent_today_usd"] = 0.0
+    assert row_text(row).endswith("2 Runs today, $1.84")
