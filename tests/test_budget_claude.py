@@ -134,10 +134,18 @@ def test_an_api_key_reaching_daily_usd_holds_the_third_job_until_midnight(tmp_pa
                 f"today's ${total:.2f} reached budget.daily_usd ($1.50); work goes on at midnight"
             )
             assert held["reason"] == said and st["waiting"] == said
-            assert st["budget"]["today"]["usd"] == pytest.approx(total, abs=1e-3)
+            today = st["budget"]["today"]
+            assert today["usd"] == pytest.approx(total, abs=1e-3)
+            # on an API key the figure is the bill, and nothing says otherwise
+            assert (today["cost_kind"], today["billed"], today["api_equivalent_usd"]) == (
+                "billed",
+                True,
+                0,
+            )
             assert d.job(jobs[2])["state"] == "pending" and not d.job(jobs[2])["runs"]
             text = d.ok("status")
-            assert f"today ${total:.2f} of $1.50" in text and said in text
+            assert f"today ${total:.2f} of $1.50 · " in text and said in text
+            assert "not billed" not in text
             assert f"waiting:  {said}" in d.ok("jobs", "show", str(jobs[2]))
             # a Run over its own cap failed its bound: not these, they stayed within none
             assert all(d.job(j)["attempts_left"] == 1 for j in jobs[:2])
@@ -150,6 +158,39 @@ def test_an_api_key_reaching_daily_usd_holds_the_third_job_until_midnight(tmp_pa
             assert st["budget"]["today"]["usd"] == pytest.approx(
                 j["usage"]["total_cost_usd"], abs=1e-3
             )
+
+
+def test_a_subscriptions_cost_is_said_as_the_api_equivalent_and_daily_usd_limits_it(tmp_path):
+    """Signed in by OAuth the CLI counts a cost all the same: Owl says it is
+    not billed, and `budget.daily_usd` holds the queue on that figure."""
+    project = make_project(tmp_path / "proj")
+    with AnthropicStub([Text("One."), Text("Two.")]) as stub:
+        stub.answer_with(output_tokens=5_000)
+        with claude_daemon(tmp_path, stub, {"budget": {"daily_usd": 0.04}}, oauth=True) as d:
+            jobs = [d.add(f"Say {n}.", project, "--attempts", "1") for n in ("one", "two")]
+            d.machine("idle")
+            j = d.wait_job(jobs[0], "review", timeout=120)
+            cost = j["usage"]["total_cost_usd"]
+            assert cost > 0.04 and j["usage"]["billed"] is False
+            assert j["runs"][0]["usage"]["billed"] is False
+            st = wait_for(
+                lambda: (s := d.status())["budget"]["held"] and s, 10, what="the day's hold"
+            )
+            today = st["budget"]["today"]
+            assert today["usd"] == pytest.approx(cost, abs=1e-3)
+            assert (today["cost_kind"], today["billed"]) == ("api-equivalent", False)
+            assert today["api_equivalent_usd"] == pytest.approx(cost, abs=1e-3)
+            said = (
+                f"today's ${cost:.2f} (API-equivalent, not billed) reached "
+                "budget.daily_usd ($0.04); work goes on at midnight"
+            )
+            assert st["budget"]["held"]["reason"] == said
+            text = d.ok("status")
+            assert f"today ${cost:.2f} of $0.04, API-equivalent, not billed · " in text
+            assert said in text
+            shown = d.ok("jobs", "show", str(jobs[0]))
+            assert f"${cost:.4f} (API-equivalent, not billed)" in shown
+            assert d.job(jobs[1])["state"] == "pending" and not d.job(jobs[1])["runs"]
 
 
 def test_a_run_over_run_usd_failed_its_bound_and_spends_an_attempt(tmp_path):

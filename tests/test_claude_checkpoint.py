@@ -23,7 +23,7 @@ import pytest
 from support.anthropic_stub import AnthropicStub, Bash, Text, Windows
 
 from owlproc import make_project
-from test_claude_limits import COMMIT, claude_daemon, first_ended
+from test_claude_limits import COMMIT, claude_daemon, first_ended, hhmm
 
 pytestmark = pytest.mark.claude
 
@@ -105,3 +105,36 @@ def test_no_check_runs_on_a_turn_ended_at_the_checkpoint(tmp_path):
         assert first["outcome"] == "interrupted" and "stopped at the limit" in first["reason"]
         assert j["state"] == "pending" and j["attempts_left"] == 1
         assert not (Path(j["worktree"]) / "check-ran.txt").exists()
+
+
+def test_owls_own_line_below_the_checkpoint_stops_the_run_first(tmp_path):
+    """Keeping 15% of the five-hour window puts Owl's line (85%) under the
+    service's checkpoint (95%): with the window at 96% and the service's
+    `allowed_warning`, Owl's headroom ends the Run first, mid-tool, as an
+    interruption in its own words, as before the checkpoint was read; the
+    checkpoint's turn is never asked for, and the checkpoint is not what ended it."""
+    project = make_project(tmp_path / "proj")
+    reset = int(time.time()) + 3600
+    week = reset + 3 * 86400
+
+    script = [Bash("python3 -c 'import time; time.sleep(90)'", timeout_ms=180_000), Text(LISTED)]
+    with (
+        AnthropicStub(script) as stub,
+        claude_daemon(tmp_path, stub, {"budget": {"keep_five_hour": "15%"}}, oauth=True) as d,
+    ):
+        # the service's own checkpoint reading on every answer: both lines are passed
+        stub.answer_with(Windows((0.96, reset), (0.40, week), status="allowed_warning"))
+        job = d.add("Add a hello file and commit it.", project, "--attempts", "1")
+        d.machine("idle")
+        j = first_ended(d, job, timeout=90)
+        first = j["runs"][0]
+        words = (
+            f"claude: keeping 15% of your five-hour window for you — 96% used, resets {hhmm(reset)}"
+        )
+        assert first["outcome"] == "interrupted" and first["reason"] == words, first
+        assert "checkpoint" not in first["reason"] and "stopped at the limit" not in first["reason"]
+        assert j["attempts_left"] == 1 and j["state"] in ("pending", "active")
+        [w] = d.status()["limits"]
+        assert (w["agent"], w["kind"], w["until_epoch"]) == ("claude", "budget:five_hour", reset)
+        assert len(stub.main_requests()) == 1  # the checkpoint's turn was never asked for
+        assert stub.turns_served == 1

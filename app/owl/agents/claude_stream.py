@@ -3,7 +3,11 @@
 Read from the Run's log after the agent exits, on the thread that waited for
 it (never on the engine thread), as measured with Claude Code 2.1.332:
 
-- `system`/`init` carries the conversation's `session_id` (so does `result`).
+- `system`/`init` carries the conversation's `session_id` (so does `result`),
+  and `apiKeySource`: "none" when the CLI runs on a subscription's OAuth
+  sign-in (`CLAUDE_CODE_OAUTH_TOKEN` or its credentials file), else where its
+  key came from ("ANTHROPIC_API_KEY", "apiKeyHelper", …). Recorded as the
+  usage's `billed` (`owl.rules.money`): `total_cost_usd` is a bill only on a key.
 - A subscription's usage limit: `rate_limit_event` with `status: rejected`,
   `resetsAt` (epoch) and `rateLimitType` (five_hour, seven_day, ...); then an
   assistant event with `error: rate_limit`, `api_error: usage_limit_reached`
@@ -104,6 +108,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
     warned: list[Reading] = []  # the five-hour window of the last rate_limit_event, if warned
     ok = False  # the last result was not an error
     init = False
+    key_source: object = None  # the init event's `apiKeySource`: how claude is signed in
     for line in lines:
         event = _event(line) if isinstance(line, str) else None
         if event is None:
@@ -113,6 +118,7 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             init = True
+            key_source = event.get("apiKeySource", key_source)
             sessions.saw(event.get("session_id"))
         elif kind == "rate_limit_event":
             info = event.get("rate_limit_info")
@@ -165,6 +171,10 @@ def read_report(lines: Iterable[str], *, resuming: bool = False, now: float = 0.
     if checkpoint:
         limit, resets = FIVE_HOUR, warned[0].resets_at
         said = f"rate_limit_event allowed_warning, five-hour window {warned[0].used:g} used"
+    if usage is not None and isinstance(key_source, str):
+        # "none": no key, the OAuth sign-in of a subscription, so the cost is
+        # the API-equivalent; any other source is a key, and the cost its bill
+        usage["billed"] = key_source != "none"
     session = sessions.first
     return Report(
         session_id=session if init or not resume_failed else None,

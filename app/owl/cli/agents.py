@@ -41,6 +41,7 @@ from owl.cli.common import (
     verb,
 )
 from owl.errors import Refused, StoreError
+from owl.rules import money
 
 
 def register(sub: Any) -> None:
@@ -104,7 +105,7 @@ def row_text(r: dict[str, Any]) -> str:
     state = f"waits until {r['until'][11:16]}: {r['reason']}" if r["waits"] else "ready"
     runs = f"{r['runs_today']} Run{'s' if r['runs_today'] != 1 else ''} today"
     if r["cost_today_usd"] is not None:
-        runs += f", ${r['cost_today_usd']:.2f}"
+        runs += ", " + money.said_total(r["cost_today_usd"], r.get("api_equivalent_today_usd") or 0)
     if r["tokens_today"]:
         runs += f", {r['tokens_today']:,} tokens"
     default = " (default)" if r["default"] else ""
@@ -130,11 +131,9 @@ def agent_facts(now: float | None = None) -> list[dict[str, Any]]:
         path, problem = found[n]
         w = waits.get(n)
         mine = [u for a, u in today if a == n]
-        costs = [
-            u["total_cost_usd"]
-            for u in mine
-            if u and isinstance(u.get("total_cost_usd"), (int, float))
-        ]
+        costly = [u for u in mine if u and isinstance(u.get("total_cost_usd"), (int, float))]
+        costs = [u["total_cost_usd"] for u in costly]
+        unbilled = sum(u["total_cost_usd"] for u in costly if money.billed_of(u) is False)
         tokens = sum(
             int(u.get(k) or 0)
             for u in mine
@@ -161,6 +160,7 @@ def agent_facts(now: float | None = None) -> list[dict[str, Any]]:
                 "runs_today": len(mine),
                 "tokens_today": tokens,
                 "cost_today_usd": round(sum(costs), 6) if costs else None,
+                "api_equivalent_today_usd": round(unbilled, 6) if costs else None,
             }
         )
     return rows

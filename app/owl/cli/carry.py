@@ -88,6 +88,7 @@ def budget_facts(b: dict | None) -> list[tuple[str, str]]:
     said = f"today ${usd:.2f}"
     if caps.get("daily_usd") is not None:
         said += f" of ${caps['daily_usd']:.2f}"
+    said += _not_billed(usd, today.get("api_equivalent_usd") or 0.0)
     said += f" · {tokens:,} tokens"
     if caps.get("daily_tokens") is not None:
         said += f" of {caps['daily_tokens']:,}"
@@ -159,6 +160,14 @@ def offline_limit_facts() -> list[tuple[str, str]]:
     ] + agents_fact([(w["agent"], w["until"]) for w in waits])
 
 
+def _not_billed(usd: float, unbilled: float) -> str:
+    """', API-equivalent, not billed' when a subscription's figure (or part of it) is no bill."""
+    from owl.rules import money
+
+    p = money.part(usd, unbilled)
+    return f", {p}" if p else ""
+
+
 def usage_text(u: dict | None) -> str:
     """A Run's (or a Job's) cost in one short phrase."""
     if not u:
@@ -177,7 +186,9 @@ def usage_text(u: dict | None) -> str:
     if any(cached):
         bits.append(f"cache {cached[0]:,} read / {cached[1]:,} written")
     if u.get("total_cost_usd") is not None:
-        bits.append(f"${u['total_cost_usd']:.4f}")
+        from owl.rules import money
+
+        bits.append(money.said(u["total_cost_usd"], money.billed_of(u), digits=4))
     return ", ".join(bits)
 
 

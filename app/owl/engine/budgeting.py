@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from owl.store.db import Store
 
 from owl.engine import telling
-from owl.rules import budget, jobrules
+from owl.rules import budget, jobrules, money
 from owl.rules.budget import Reading, Spent
 from owl.rules.jobrules import Wait
 from owl.rules.timefmt import ahead
@@ -110,7 +110,9 @@ def spent_of(usage: dict[str, Any] | None) -> Spent:
         n = budget.real(u.get(key))
         if n is not None and 0 <= n < 2**53:
             tokens += int(n)
-    return Spent(usd if usd is not None and budget.cost_insane(usd) is None else 0.0, tokens)
+    usd = usd if usd is not None and budget.cost_insane(usd) is None else 0.0
+    billed = money.billed_of(u)
+    return Spent(usd, tokens, usd if billed else 0.0, usd if billed is False else 0.0)
 
 
 def spending(eng: Engine) -> bool:
@@ -306,6 +308,12 @@ def view(eng: Engine, now: float | None = None) -> dict[str, Any]:
     return {
         "today": {
             "usd": round(today.usd, 4),
+            # what of it is a bill (an API key's) and what a subscription's
+            # API-equivalent, not billed; the caps limit `usd`, all of it
+            "billed_usd": round(today.billed, 4),
+            "api_equivalent_usd": round(today.unbilled, 4),
+            "cost_kind": money.total_kind(today.usd, today.billed, today.unbilled),
+            "billed": money.total_billed(today.usd, today.billed, today.unbilled),
             "tokens": today.tokens,
             "since": round(books(eng).day_start, 3),
         },

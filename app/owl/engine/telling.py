@@ -51,6 +51,7 @@ def run_ended(eng: Engine, lv: Live, state: str, wait: Any) -> None:
             last_message=report.last_message if report is not None else None,
             checks=tuple((r.name, r.passed) for r in lv.results),
             cost=float(cost) if isinstance(cost, (int, float)) else None,
+            billed=usage.get("billed") if isinstance(usage.get("billed"), bool) else None,
             project=str(lv.project),
             base=job.get("base"),
             branch=job.get("branch"),

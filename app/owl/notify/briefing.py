@@ -8,6 +8,9 @@ was away, and `summary` writes it; nothing here reads a clock (the caller gives
     job 14 blocked (check unit failed) · $0.84 · claude five-hour 40% → 78%,
     seven-day 31% → 44% · claude waits until 08:10
 
+On a subscription the dollars are the API-equivalent its agent reported, not a
+bill: "$1.84 (API-equivalent, not billed)" (`owl.rules.money`).
+
 `spent` is what the spell cost on its own ("3 Jobs ran · $1.84 · claude
 five-hour 40% → 78%, seven-day 31% → 44%"): the phone's morning digest
 carries it.
@@ -21,6 +24,7 @@ from typing import Any, Callable
 
 from owl import textsafe
 from owl.notify import events as ev
+from owl.rules import money
 from owl.rules.budget import night_words
 from owl.rules.timefmt import duration
 
@@ -38,6 +42,8 @@ class Spell:
     since: float
     runs: int = 0
     cost: float = 0.0
+    billed: float = 0.0  # of `cost`, what the agents said is a bill (an API key's)
+    unbilled: float = 0.0  # of `cost`, a subscription's API-equivalent, not billed
     jobs: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # id -> (state, why)
     waits: dict[str, float] = field(default_factory=dict)  # agent -> until
     held: dict[str, str] = field(default_factory=dict)  # agent -> the headroom's words
@@ -52,6 +58,10 @@ class Spell:
         if isinstance(event, ev.RunEnded):
             self.runs += 1
             self.cost += event.cost or 0.0
+            if event.billed is True:
+                self.billed += event.cost or 0.0
+            elif event.billed is False:
+                self.unbilled += event.cost or 0.0
             self.jobs[event.job_id] = (event.state, event.reason)
             if event.state == "review":
                 if event.job_id in self.review_order:
@@ -114,7 +124,7 @@ def parts(spell: Spell, hhmm: Callable[[float], str] = local_hhmm) -> list[str]:
             word = "blocked" if state == "blocked" else "out of attempts"
             out.append(f"job {job_id} {word}" + (f" ({_why(why)})" if why else ""))
     if spell.cost:
-        out.append(f"${spell.cost:.2f}")
+        out.append(money.said_total(spell.cost, spell.unbilled))
     out += [textsafe.line(w) for w in night_words(spell.first, spell.last)]
     for agent, until in sorted(spell.waits.items(), key=lambda kv: kv[1]):
         held = spell.held.get(agent)
@@ -139,7 +149,7 @@ def spent(spell: Spell) -> str:
     jobs = len(spell.jobs)
     out = [f"{jobs} Job{'s' if jobs != 1 else ''} ran"] if jobs else []
     if spell.cost:
-        out.append(f"${spell.cost:.2f}")
+        out.append(money.said_total(spell.cost, spell.unbilled))
     out += [textsafe.line(w) for w in night_words(spell.first, spell.last)]
     return " · ".join(out)
 
@@ -165,6 +175,9 @@ def view(
         "happened": spell.happened,
         "runs": spell.runs,
         "cost_usd": round(spell.cost, 4),
+        "api_equivalent_usd": round(spell.unbilled, 4),
+        "cost_kind": money.total_kind(spell.cost, spell.billed, spell.unbilled),
+        "billed": money.total_billed(spell.cost, spell.billed, spell.unbilled),
         "spent": spent(spell),
         "windows": {
             k: [round(spell.first.get(k, v), 4), round(v, 4)] for k, v in spell.last.items()

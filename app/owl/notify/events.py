@@ -28,6 +28,9 @@ class RunEnded:
     last_message: str | None = None  # the agent's final message (agent text)
     checks: tuple[tuple[str, bool], ...] = ()  # (name, passed) of the Run's checks
     cost: float | None = None  # USD, when the agent says
+    # whether `cost` is a bill (an API key's), or a subscription's
+    # API-equivalent (False); None when the agent did not say
+    billed: bool | None = None
     project: str = ""  # for the diffstat, read off the engine thread
     base: str | None = None
     branch: str | None = None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from owl import textsafe
 from owl.notify import events as ev
 from owl.notify.briefing import Spell, spent
+from owl.rules import money
 
 TEXT_MAX = 200  # agent-written text in a message is cut here
 QUIET_LOOK = 60.0  # while something waits out the quiet: look again this often
@@ -112,7 +113,7 @@ def item_for(stamp: ev.Stamp, limit_after: float, replies: bool = False) -> Item
                     )
                 )
             if e.cost:
-                lines.append(f"${e.cost:.2f}")
+                lines.append(money.said(e.cost, e.billed))
             if replies:
                 lines.append(
                     f"Reply '{e.job_id} accept', '{e.job_id} drop' or "

@@ -20,6 +20,7 @@ from owl.review import diffs
 from owl.review.prose import logo, esc, file_url, heading, prose, took, when
 from owl.review.diff_html import HIGHLIGHT_BUDGET, diff_section
 from owl.review.runs_html import runs_section
+from owl.rules import money
 
 OUTPUT_TAIL_LINES = 40
 COMMITS_SHOWN = 20  # more are behind a click
@@ -120,12 +121,14 @@ def _stats(f: dict[str, Any]) -> str:
 
 
 def _cost(runs: list[dict[str, Any]]) -> str:
-    costs = [float((r.get("usage") or {}).get("total_cost_usd") or 0) for r in runs]
-    return (
-        f" · ${sum(costs):.2f}"
-        if any(costs) and sum(costs) >= 0.005
-        else (f" · ${sum(costs):.4f}" if any(costs) else "")
-    )
+    """' · $1.84', or on a subscription ' · $1.84 (API-equivalent, not billed)'."""
+    usages = [r.get("usage") or {} for r in runs]
+    costs = [float(u.get("total_cost_usd") or 0) for u in usages]
+    total = sum(costs)
+    if not any(costs):
+        return ""
+    unbilled = sum(c for c, u in zip(costs, usages) if money.billed_of(u) is False)
+    return " · " + money.said_total(total, unbilled, 2 if total >= 0.005 else 4)
 
 
 def _said(f: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from owl.review.prose import esc, file_url, took, when
 from owl.rules.lifecycle import shown_run_outcome
+from owl.rules import money
 
 _ENDED = {"exit": "exited", "sigterm": "stopped (SIGTERM)", "sigkill": "killed (SIGKILL)"}
 
@@ -26,7 +27,7 @@ def _usage(u: dict[str, Any] | None) -> str:
     if tokens_in or u.get("output_tokens"):
         bits.append(f"{tokens_in:,} in / {int(u.get('output_tokens') or 0):,} out tokens")
     if u.get("total_cost_usd") is not None:
-        bits.append(f"${float(u['total_cost_usd']):.4f}")
+        bits.append(money.said(float(u["total_cost_usd"]), money.billed_of(u), digits=4))
     if u.get("duration_ms") is not None:
         bits.append(f"agent {took(float(u['duration_ms']) / 1000)}")
     return (

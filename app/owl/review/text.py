@@ -120,6 +120,9 @@ def usage_from_log(log_text: str) -> dict[str, Any] | None:
     for key in USAGE_KEYS:
         if isinstance(tokens.get(key), (int, float)):
             usage[key] = tokens[key]
+    source = [e.get("apiKeySource") for e in events if e.get("subtype") == "init"]
+    if usage and source and isinstance(source[0], str):  # "none": a subscription's OAuth
+        usage["billed"] = source[0] != "none"
     return usage or None
 
 

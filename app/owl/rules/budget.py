@@ -22,7 +22,9 @@ windows at night and keep some for the day:
   `run_*` cap failed its bound (`run_over`: an attempt spent); once the day's
   total reaches a `daily_*` cap no Run starts before local midnight
   (`day_hold`). A Shift's `--spend` does not lift a money cap: that is the
-  person's own ceiling.
+  person's own ceiling. On a subscription the dollars are the agent's
+  API-equivalent, not a bill (`owl.rules.money`): the caps limit that figure,
+  and their words say so.
 
 Every number comes from an agent's output, so it is hostile data: a reading
 outside sane bounds (`insane`: utilization below 0 or above 1.5, a reset
@@ -39,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
-from owl.rules import timefmt
+from owl.rules import money, timefmt
 
 FIVE_HOUR = "five_hour"
 SEVEN_DAY = "seven_day"
@@ -94,13 +96,24 @@ class Caps:
 
 @dataclass(frozen=True)
 class Spent:
-    """What Runs spent: dollars (as the agents reported them) and tokens."""
+    """What Runs spent: dollars (as the agents reported them) and tokens.
+
+    Of `usd`, `billed` is what agents said is a bill (an API key's) and
+    `unbilled` what they said is not (a subscription's API-equivalent,
+    `owl.rules.money`); the caps count all of `usd` either way."""
 
     usd: float = 0.0
     tokens: int = 0
+    billed: float = 0.0
+    unbilled: float = 0.0
 
     def plus(self, other: Spent) -> Spent:
-        return Spent(self.usd + other.usd, self.tokens + other.tokens)
+        return Spent(
+            self.usd + other.usd,
+            self.tokens + other.tokens,
+            self.billed + other.billed,
+            self.unbilled + other.unbilled,
+        )
 
 
 @dataclass(frozen=True)
@@ -218,7 +231,10 @@ def day_hold(spent: Spent, caps: Caps, now: float, tz: tzinfo | None = None) -> 
     """The queue's hold once the day's total reaches a daily cap: until midnight."""
     why = None
     if caps.daily_usd is not None and spent.usd >= caps.daily_usd:
-        why = f"today's ${spent.usd:.2f} reached budget.daily_usd (${caps.daily_usd:.2f})"
+        why = (
+            f"today's {money.said_total(spent.usd, spent.unbilled)} reached"
+            f" budget.daily_usd (${caps.daily_usd:.2f})"
+        )
         kind = "daily_usd"
     elif caps.daily_tokens is not None and spent.tokens >= caps.daily_tokens:
         why = f"today's {spent.tokens:,} tokens reached budget.daily_tokens ({caps.daily_tokens:,})"
@@ -233,7 +249,8 @@ def day_hold(spent: Spent, caps: Caps, now: float, tz: tzinfo | None = None) -> 
 def run_over(spent: Spent, caps: Caps) -> str | None:
     """Why a Run failed its bound (over `run_usd` or `run_tokens`), or None."""
     if caps.run_usd is not None and spent.usd > caps.run_usd:
-        return f"the Run cost ${spent.usd:.2f}, over budget.run_usd (${caps.run_usd:.2f})"
+        cost = money.said_total(spent.usd, spent.unbilled)
+        return f"the Run cost {cost}, over budget.run_usd (${caps.run_usd:.2f})"
     if caps.run_tokens is not None and spent.tokens > caps.run_tokens:
         return f"the Run used {spent.tokens:,} tokens, over budget.run_tokens ({caps.run_tokens:,})"
     return None

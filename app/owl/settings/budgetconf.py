@@ -4,8 +4,9 @@
     keep_five_hour = "20%"   # of each agent's five-hour window, kept for you
     keep_seven_day = "30%"   # of its seven-day window
     finish_run = false       # true: a Run that reaches the line may finish
-    daily_usd = 5.0          # all agents together, from their own cost reports
-    run_usd = 2.0            # one Run
+    daily_usd = 5.0          # all agents together, the dollars they report (on a
+                             # subscription the API-equivalent, not a bill)
+    run_usd = 2.0            # one Run, the same figure
     daily_tokens = 2000000   # where an agent reports only tokens (input + output)
     run_tokens = 500000
 

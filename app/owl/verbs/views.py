@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from owl.review.text import last_message
+from owl.rules import money
 from owl.rules.attempts import attempt_numbers
 from owl.store.db import Store
 from owl.rules.jobtable import ENDED, NEEDS_YOU, QUEUED, STATES, State
@@ -219,6 +220,9 @@ def usage_sum(usages: list[dict | None]) -> dict | None:
         out[key] = (
             (round(sum(values), 6) if key == "total_cost_usd" else sum(values)) if values else None
         )
+    costly = [u for u in got if isinstance(u.get("total_cost_usd"), (int, float))]
+    if costly:  # whether the sum is a bill: when every Run with a cost says the same
+        out["billed"] = money.job_billed([money.billed_of(u) for u in costly])
     return out
 
 
