@@ -70,6 +70,8 @@ def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
             runend.finish_safely(eng, lv, action)
             if lv.cgroup is not None:
                 lv.cgroup.remove()
+            if lv.caps is not None:
+                lv.caps.remove()
             then = eng.after_run.pop(action.run, None)
             if then is not None:
                 then()

@@ -38,7 +38,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from owl.engine import carryon, containing
+from owl.engine import capwatch, carryon, containing
 from owl.engine.changes import Changes, fingerprint
 from owl.engine import checks as checksmod
 from owl.settings import config as configmod
@@ -270,7 +270,10 @@ class Engine:
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self.has_pending:
             moments.append(now + min(ends) + 0.05)  # a limit resets: its Jobs may start
-        moments += containing.wake_at(self, now)  # the sandbox asked again: its Jobs may start
+        moments += containing.wake_at(self, now)
+        moments += capwatch.wake_at(
+            self, now
+        )  # a Run near its memory cap  # the sandbox asked again: its Jobs may start
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
@@ -289,6 +292,7 @@ class Engine:
                 if runstart.start_again(self, lv):
                     return  # the same Run goes on, its lost start made again
                 lv.exited = True
+                capwatch.exited(self, lv)  # the kernel ended it at a cap: the cap's doing
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
                     if not runchecks.check_exited(self, lv, code):
                         return  # the same check started again: no verdict

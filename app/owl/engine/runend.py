@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import budgeting, carryon
+from owl.engine import budgeting, capwatch, carryon
 from owl.store import diskroom
 from owl.git import guards
 from owl.git import jobstore, storing
@@ -139,7 +139,9 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     lv.sink.close()
     runstart.note_network(eng, lv)  # a Run too short for the watch to have read it
     f, unread, wait, block = _judge(eng, lv, f)
-    reason = f.reason
+    outcome, reason = capwatch.judged(lv, f.outcome.value, f.reason)
+    f = lifecycle.Finish(f.run, lifecycle.Outcome(outcome), f.ended_by, reason, f.exit_code)
+    capped = capwatch.block_reason(eng, lv, outcome, reason)  # stopped twice in a row
     failed = [r for r in lv.results if r.outcome == "failed"]
     if f.outcome is lifecycle.Outcome.FAILED and failed and reason:
         line = checksmod.last_line(failed[-1].output)
@@ -167,6 +169,8 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
         if block and jobtable.allows(jobtable.Event.BROKEN, new_state):
             # the agent could not start for its setup: once, with what fixes it
             new_state = eng.store.apply(lv.job_id, jobtable.Event.BROKEN, reason=reason)
+        if capped and jobtable.allows(jobtable.Event.BROKEN, new_state):
+            new_state = eng.store.apply(lv.job_id, jobtable.Event.BROKEN, reason=capped)
     except sqlite3.OperationalError as e:
         # A full disk: the Run is over all the same. Keep its record and
         # write it when there is room (or the next start records it

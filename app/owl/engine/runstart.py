@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from owl.agents.base import Driver, RunContext
     from owl.git import outside
     from owl.rules.jobrules import Report
-    from owl.tree import ProcessTree, RunGroup
+    from owl.tree import KernelCaps, ProcessTree, RunGroup
     from owl.engine.loop import Engine
 
 from owl import tree
 from owl.agents import argfit
 from owl.logspan import read_head
-from owl.engine import carryon, containing
+from owl.engine import capwatch, carryon, containing
 from owl.engine import logpipe
 from owl.engine.meter import Meter
 from owl.git import jobstore, outsidekeep, storing, workspace
@@ -93,6 +93,15 @@ class Live:
     # its worktree's git files as its last process left them (checked on that
     # process's waiting thread): changed, no check starts (runchecks)
     git_changed: list[dict[str, Any]] = field(default_factory=list)
+    # what it takes of the machine (owl.engine.capwatch)
+    caps: KernelCaps | None = None  # its caps as the kernel holds them
+    capped: str | None = None  # why it was stopped at a cap
+    disk_held: str | None = None  # why the disk floor holds it frozen
+    oom_seen: int = 0  # the kernel's OOM kills in it, as last read
+    refused_seen: int = 0  # ... and forks refused at its cap
+    near: bool = False  # near its memory cap: looked at more often
+    memory: int = 0  # bytes its processes held at the last look
+    processes: int = 0  # ... and how many they were
 
     def freeze_now(self) -> None:
         """Stop every process of the Run, noting when (for `freeze`)."""
@@ -175,6 +184,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     if not wrapped.contained:  # said in the Run's own log too, before the agent speaks
         os.write(sink.fd, f"owl: {wrapped.label}\n".encode())
     cg = tree.RunGroup.make(eng.instance, str(run_id))
+    kc = capwatch.kernel_caps(eng, cg, run_id)
     try:
         popen = tree.spawn(
             wrapped.argv,
@@ -185,10 +195,12 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             nice=eng.cfg.nice,
             reaper=True,
             cgroup=cg,
+            also=kc.joins,
         )
     except OSError as e:
         sink.close()
         outsidekeep.forget(eng.paths.logs, run_id)
+        kc.remove()
         if cg is not None:
             cg.remove()
         # a setup problem (its program is not there): blocked once, no attempt spent
@@ -218,6 +230,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         ctx=ctx,
         resuming=plan.resume is not None,
         cgroup=cg,
+        caps=kc,
         exempt=exempt,
         contained=wrapped.label,
         masked=wrapped.masked,
@@ -378,6 +391,7 @@ def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
             nice=eng.cfg.nice,
             reaper=True,
             cgroup=lv.cgroup,
+            also=lv.caps.joins if lv.caps is not None else (),
         )
     except (OSError, containing.Refusal) as e:
         log.warning("run %s: could not start again: %s", lv.run_id, e)

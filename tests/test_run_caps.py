@@ -1,0 +1,161 @@
+"""A Run cannot take the machine: a contained Run held to `runs.memory`, to
+`runs.processes` and to `runs.disk_floor`, for real.
+
+Each cap twice where the machine allows: with the kernel holding it (here
+cgroup v1 as root: `memory.limit_in_bytes`, `pids.max`) and with Owl's own
+watch alone (`OWL_CGROUP=off`, as on macOS or a desktop with no delegation).
+Either way: the Run is stopped, its reason names the cap and the figure, no
+attempt is spent, the Job is blocked (nothing spent) when its next Run is
+stopped too, the work it committed before is on its branch, and the daemon
+answers as ever."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from escapes.harness import base, person
+from owl.tree import cgroup_caps
+from owlproc import OwlDaemon, make_project
+from support.need import missing, programs
+
+__all__ = ["base"]
+
+COMMIT = (
+    'echo "work $OWL_RUN_ID" > "work-$OWL_RUN_ID.txt" && git add -A && '
+    'git commit -qm "work before the cap" && echo committed\n'
+)
+# Grows to 600 MB in 10 MB steps, each page touched, then holds it.
+GROW = r"""python3 - <<'PY'
+import time
+held = []
+for i in range(60):
+    held.append(bytearray(b"x" * (10 * 1024 * 1024)))
+    time.sleep(0.02)
+print("grew to 600 MB", flush=True)
+time.sleep(600)
+PY
+"""
+# Forks 200 sleepers, one every 10 ms, then waits.
+FORK = r"""for i in $(seq 1 200); do (sleep 600 &) 2>/dev/null || echo "fork refused"; sleep 0.01; done
+echo "forked 200"
+sleep 600
+"""
+
+
+def _kernel_or_watch(kind: str, controller: str) -> dict[str, str]:
+    """The daemon's environment for each path: the kernel's (a v1 hierarchy
+    of `controller` we may write: root), or Owl's watch alone."""
+    if kind == "watch":
+        return {"OWL_CGROUP": "off"}
+    if cgroup_caps._v1_base(controller) is None and not _v2_has(controller):
+        missing(f"no cgroup here where Owl may set a {controller} cap (needs root or delegation)")
+    return {}
+
+
+def _v2_has(controller: str) -> bool:
+    try:
+        return controller in Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
+    except OSError:
+        return False
+
+
+def _daemon(base: Path, script: str, runs: dict, env: dict[str, str]) -> OwlDaemon:
+    programs("bwrap", "git", "python3")
+    path = base / "agent.sh"
+    path.write_text("set -u\n" + COMMIT + script)
+    return OwlDaemon(
+        base / "owl",
+        {
+            "sandbox": {"mode": "required"},
+            "agents": {"shell": {"command": ["bash", str(path)]}},
+            "agent": {"default": "shell"},
+            "runs": runs,
+            "interruption": {"grace_window": "30s"},
+        },
+        env={"HOME": str(person(base)), "AGENT_PIDS": "", **env},
+    )
+
+
+def _held_twice(d: OwlDaemon, project: Path, cap: str, timeout: float = 120) -> dict:
+    """Add the Job, let it run: the first Run stopped at the cap (no attempt
+    spent), the next stopped too, the Job blocked saying so. Its view."""
+    job = d.add("go", project)
+    d.machine("idle")
+    j = d.wait_job(job, "blocked", timeout=timeout)
+    runs = j["runs"]
+    assert len(runs) == 2, runs
+    for run in runs:
+        assert run["outcome"] == "interrupted", run
+        assert run["reason"].startswith("stopped: ") and f"runs.{cap} = " in run["reason"], run
+    assert j["attempts_left"] == 3, j  # no attempt spent
+    assert f"raise runs.{cap}" in j["reason"] and "stopped twice in a row" in j["reason"], j
+    # the work each Run committed before its stop is on the branch
+    log = subprocess.run(
+        ["git", "-C", str(project), "log", "--format=%s", j["branch"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert log.count("work before the cap") == 2, log
+    # the daemon answers, and says why in `owl status` (text and --json)
+    st = d.status()
+    said = [r for r in st["recent"] if r["job_id"] == job]
+    assert said and said[0]["reason"] == runs[-1]["reason"], st["recent"]
+    assert runs[-1]["reason"] in d.ok("status")
+    return j
+
+
+@pytest.mark.parametrize("kind", ["kernel", "watch"])
+def test_a_run_that_grows_past_its_memory_cap_is_stopped(base: Path, kind: str) -> None:
+    env = _kernel_or_watch(kind, "memory")
+    project = make_project(base / "proj")
+    d = _daemon(base, GROW, {"memory": "300M"}, env)
+    with d:
+        j = _held_twice(d, project, "memory")
+        reason = j["runs"][0]["reason"]
+        if kind == "kernel":
+            # the kernel held the wall; Owl's watch or the OOM kill said so first
+            assert "runs.memory = 300M" in reason, reason
+        else:
+            assert reason.startswith("stopped: used ") and "MiB of memory" in reason, reason
+            used = float(reason.split("used ", 1)[1].split(" ", 1)[0])
+            assert 300 < used < 600, reason  # stopped on the way up, not at the end
+        text = d.log_text()
+        assert ("kernel holds its caps" in text) == (kind == "kernel"), text[-3000:]
+
+
+@pytest.mark.parametrize("kind", ["kernel", "watch"])
+def test_a_run_that_forks_past_its_process_cap_is_stopped(base: Path, kind: str) -> None:
+    env = _kernel_or_watch(kind, "pids")
+    project = make_project(base / "proj")
+    d = _daemon(base, FORK, {"processes": 64}, env)
+    with d:
+        j = _held_twice(d, project, "processes")
+        assert "runs.processes = 64" in j["runs"][0]["reason"]
+        pids = [p for r in d.status()["runs"] for p in r["pids"]]
+        assert not pids  # every process of both Runs is gone
+
+
+def test_the_caps_are_written_where_the_kernel_holds_them(base: Path) -> None:
+    """cgroup v1 as root: the Run's own memory and pids cgroups, with its caps."""
+    if cgroup_caps._v1_base("memory") is None or cgroup_caps._v1_base("pids") is None:
+        missing("no writable cgroup v1 memory and pids hierarchies (needs root on cgroup v1)")
+    caps = cgroup_caps.KernelCaps.make(None, "capstest", "1", 300 * 1024 * 1024, 64)
+    try:
+        assert caps.where == "cgroup v1" and len(caps.joins) == 2, caps
+        read = {Path(j).parts[4]: Path(j) for j in caps.joins}
+        assert (read["memory"] / "memory.limit_in_bytes").read_text().strip() == str(300 << 20)
+        assert (read["pids"] / "pids.max").read_text().strip() == "64"
+        assert caps.oom_kills() == 0 and caps.forks_refused() == 0
+    finally:
+        caps.remove()
+    assert not any(Path(j).exists() for j in caps.joins)
+
+
+def test_off_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OWL_CGROUP", "off")
+    caps = cgroup_caps.KernelCaps.make(None, "capstest", "2", 300 * 1024 * 1024, 64)
+    assert caps.where == "" and caps.joins == [] and caps.memory is None
