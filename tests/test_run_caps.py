@@ -11,15 +11,18 @@ answers as ever."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from escapes.harness import base, person
 from owl.tree import cgroup_caps
-from owlproc import OwlDaemon, make_project
+from owlproc import OwlDaemon, make_project, wait_for
 from support.need import missing, programs
+from support.smalldisk import small_tmpfs
 
 __all__ = ["base"]
 
@@ -159,3 +162,77 @@ def test_off_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OWL_CGROUP", "off")
     caps = cgroup_caps.KernelCaps.make(None, "capstest", "2", 300 * 1024 * 1024, 64)
     assert caps.where == "" and caps.joins == [] and caps.memory is None
+
+
+# Fills its disk as fast as it can, and keeps trying.
+FILL = r"""python3 - <<'PY'
+import time
+with open("big.bin", "wb", buffering=0) as f:
+    while True:
+        try:
+            f.write(b"\0" * 1048576)
+        except OSError:
+            time.sleep(0.05)
+PY
+"""
+
+
+def test_a_run_that_fills_its_disk_is_held_and_nothing_is_lost(base: Path) -> None:
+    """A Run fills the small disk that holds its worktree and Owl's home: it is
+    frozen at once and held, its Job waits saying why, no Run starts while the
+    disk is under the floor, and every record the daemon wrote is there."""
+    mnt = base / "small"
+    with small_tmpfs(mnt, "64m", base):
+        project = make_project(base / "proj")
+        d = _daemon(base, FILL, {"disk_floor": "24M"}, {})
+        d.home = mnt / "owl"  # its home, worktrees and database on the small disk
+        d.home.mkdir()
+        d.write_config(tomllib.loads((base / "owl" / "config.toml").read_text()))
+        d.env["OWL_HOME"] = str(d.home)
+        d.log = base / "daemon.log"
+        (d.home / "theirs.bin").write_bytes(b"\1" * 8 * 1024 * 1024)  # room the person can give
+        with d:
+            d.ok("config", "check")
+            job = d.add("go", project)
+            d.machine("idle")
+            [run] = wait_for(
+                lambda: [r for r in d.status()["runs"] if r["state"] == "frozen"],
+                timeout=60,
+                what="the Run frozen by the floor",
+            )
+            assert run["frozen_by"] == "disk", run
+            assert "under runs.disk_floor = 24M" in (run["stopped"] or ""), run
+            assert run["stopped"] in d.ok("status")
+            # held through its grace window, then ended: interrupted, nothing spent
+            j = d.wait_job(job, "pending", timeout=60)
+            assert j["runs"][0]["outcome"] == "interrupted", j
+            assert "runs.disk_floor = 24M" in j["runs"][0]["reason"], j
+            assert j["attempts_left"] == 3
+            waiting = wait_for(lambda: d.status()["waiting"], what="the queue's wait")
+            assert "runs.disk_floor" in waiting and "no Run starts" in waiting, waiting
+            assert d.status()["runs"] == []  # nothing starts while the disk is low
+            # the person makes room: the Job starts again, fills it again, and is blocked
+            (d.home / "theirs.bin").unlink()
+            j = d.wait_job(job, "blocked", timeout=90)
+            assert [r["outcome"] for r in j["runs"]] == ["interrupted", "interrupted"], j
+            assert "raise runs.disk_floor" in j["reason"], j
+            assert j["attempts_left"] == 3
+            landed = subprocess.run(
+                ["git", "-C", str(project), "log", "--format=%s", j["branch"]],
+                capture_output=True,
+                text=True,
+            ).stdout
+            assert landed.count("work before the cap") == 2, landed
+        # every record the daemon wrote is in the database
+        db = sqlite3.connect(d.home / "owl.db")
+        rows = db.execute(
+            "SELECT state, outcome, reason, ended_at FROM runs WHERE job_id=? ORDER BY id", (job,)
+        ).fetchall()
+        assert len(rows) == 2 and all(
+            r[0] == "ended" and r[1] == "interrupted" and "disk_floor" in r[2] and r[3]
+            for r in rows
+        ), rows
+        assert db.execute("SELECT state FROM jobs WHERE id=?", (job,)).fetchone() == ("blocked",)
+        text = d.log_text()
+        assert "could not record" not in text or "kept until there is room" in text, text[-3000:]
+        assert "could not be recorded" not in text, text[-3000:]

@@ -156,6 +156,7 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
         outcome, reason = "failed", broken  # a Run that could not commit never succeeds
     # the time it ended, kept with the record should it be written later
     args: RunEnd = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code, time.time())
+    record_pending_notes(eng, lv.run_id)  # what a full disk held back of it, first
     try:
         new_state = diskroom.write(eng.reserve, lambda: eng.store.finish_run(*args, spent=spent))
         if (
@@ -367,7 +368,17 @@ def record_outside(
     return state
 
 
+def record_pending_notes(eng: Engine, run_id: int | None = None) -> None:
+    """Write the live Runs' fields a full disk held back (`Engine.note`): all
+    of them, or one Run's (before its end is written over them)."""
+    for rid in [run_id] if run_id is not None else list(eng.unnoted):
+        fields = eng.unnoted.pop(rid, None)
+        if fields:
+            eng.note(rid, **fields)
+
+
 def record_pending_finishes(eng: Engine) -> None:
+    record_pending_notes(eng)
     while eng.unrecorded:
         args, spent = eng.unrecorded[0][:2]
         try:
