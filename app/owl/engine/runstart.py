@@ -101,6 +101,7 @@ class Live:
     refused_seen: int = 0  # ... and forks refused at its cap
     near: bool = False  # near its memory cap: looked at more often
     memory: int = 0  # bytes its processes held at the last look
+    pss_base: tuple[int, int, float] | None = None  # its last PSS sum: (PSS, RSS, when)
     processes: int = 0  # ... and how many they were
 
     def freeze_now(self) -> None:
