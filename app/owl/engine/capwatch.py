@@ -43,6 +43,7 @@ from owl.rules.lifecycle import Phase
 log = logging.getLogger("owl.engine")
 
 NEAR_LOOK = 0.2  # seconds between looks while a Run is near its memory cap
+KERNEL_MARGIN = 8  # where the kernel holds runs.memory, the watch acts an eighth past it
 PSS_AGAIN = 30.0  # a PSS sum is read again at least this often while RSS is past the cap
 
 _RAM: list[int] = []
@@ -110,6 +111,12 @@ def counted(eng: Engine, lv: Live, now: float) -> str | None:
         if over is not None:
             return over
     mcap = memory_cap(eng)
+    if mcap is not None and lv.caps is not None and lv.caps.memory is not None:
+        # The kernel holds the cap itself, to the byte, by what it charges the
+        # Run; Owl's figures also count pages charged elsewhere (a library
+        # another process read first). The watch backs the kernel up, a little
+        # past its wall, rather than race its OOM kill, which names the cap.
+        mcap += mcap // KERNEL_MARGIN
     lv.memory = tree.resident(pids)
     if mcap is None:
         lv.near = False
