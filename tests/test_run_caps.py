@@ -22,6 +22,7 @@ from escapes.harness import base, person
 from owl.tree import cgroup_caps
 from owlproc import OwlDaemon, make_project, wait_for
 from support.need import missing, programs
+from support.notify_servers import Receiver
 from support.smalldisk import small_tmpfs
 
 __all__ = ["base"]
@@ -139,12 +140,30 @@ def test_a_run_that_grows_past_its_memory_cap_is_stopped(base: Path, kind: str) 
 def test_a_run_that_forks_past_its_process_cap_is_stopped(base: Path, kind: str) -> None:
     env = _kernel_or_watch(kind, "pids")
     project = make_project(base / "proj")
-    d = _daemon(base, FORK, {"processes": 64}, env)
-    with d:
-        j = _held_twice(d, project, "processes")
-        assert "runs.processes = 64" in j["runs"][0]["reason"]
-        pids = [p for r in d.status()["runs"] for p in r["pids"]]
-        assert not pids  # every process of both Runs is gone
+    with Receiver() as rx:
+        d = _daemon(base, FORK, {"processes": 64}, env)
+        d.write_config(
+            {
+                **tomllib.loads((d.home / "config.toml").read_text()),
+                "notify": {"away": [rx.url()], "batch": "0s"},
+            }
+        )
+        with d:
+            j = _held_twice(d, project, "processes")
+            assert "runs.processes = 64" in j["runs"][0]["reason"]
+            pids = [p for r in d.status()["runs"] for p in r["pids"]]
+            assert not pids  # every process of both Runs is gone
+            # the phone was told, while the person was away, with the cap and the figure
+            said = wait_for(
+                lambda: (
+                    [g["body"] for g in rx.got if "stopped at a cap" in g["body"]["message"]]
+                    or [g["body"] for g in rx.got if "stopped at a cap" in g["body"]["title"]]
+                ),
+                timeout=90,
+                what="the phone told of the stop",
+            )
+            text = " ".join(m["title"] + " " + m["message"] for m in said)
+            assert "runs.processes = 64" in text, said
 
 
 def test_the_caps_are_written_where_the_kernel_holds_them(base: Path) -> None:
