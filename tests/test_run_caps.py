@@ -98,7 +98,7 @@ def _held_twice(d: OwlDaemon, project: Path, cap: str, timeout: float = 120) -> 
     assert f"raise runs.{cap}" in j["reason"] and "stopped twice in a row" in j["reason"], j
     # the work each Run committed before its stop is on the branch
     log = subprocess.run(
-        ["git", "-C", str(project), "log", "--format=%s", j["branch"]],
+        ["git", "-c", "safe.directory=*", "-C", str(project), "log", "--format=%s", j["branch"]],
         capture_output=True,
         text=True,
         check=True,
@@ -242,7 +242,16 @@ def test_a_run_that_fills_its_disk_is_held_and_nothing_is_lost(base: Path) -> No
             assert "raise runs.disk_floor" in j["reason"], j
             assert j["attempts_left"] == 3
             landed = subprocess.run(
-                ["git", "-C", str(project), "log", "--format=%s", j["branch"]],
+                [
+                    "git",
+                    "-c",
+                    "safe.directory=*",
+                    "-C",
+                    str(project),
+                    "log",
+                    "--format=%s",
+                    j["branch"],
+                ],
                 capture_output=True,
                 text=True,
             ).stdout
@@ -309,3 +318,38 @@ def test_a_process_the_kernel_ends_at_the_cap_is_the_cap_not_an_exit_137(base: P
         for run in j["runs"]:
             assert "the kernel ended a process of the Run" in run["reason"], run
             assert run["exit_code"] not in (0, None), run  # ended, not finished
+
+
+def test_a_daemon_of_an_ordinary_user_holds_its_runs_to_the_memory_cap(base: Path) -> None:
+    """As a person's own daemon, with no cgroup it may write (no delegation
+    here): Owl's watch alone holds a contained Run to runs.memory."""
+    from support.users import UserOwl, chown_tree, second_user, shared_install
+
+    programs("bwrap", "git", "python3")
+    with second_user("c") as user:
+        base.chmod(0o755)
+        shared = shared_install(base / "lib")
+        agent = base / "agent.sh"
+        agent.write_text("set -u\n" + COMMIT + GROW)
+        agent.chmod(0o755)
+        project = make_project(base / "proj")
+        chown_tree(project, user)
+        d = UserOwl(
+            base / "home",
+            user,
+            shared,
+            config={
+                "sandbox": {"mode": "required"},
+                "agents": {"shell": {"command": ["bash", str(agent)]}},
+                "agent": {"default": "shell"},
+                "runs": {"memory": "300M"},
+                "power": {"keep_awake": False},
+            },
+            env={"AGENT_PIDS": ""},
+        )
+        with d:
+            j = _held_twice(d, project, "memory")
+            assert "kernel holds its caps" not in d.log_text()
+            for run in j["runs"]:
+                used = float(run["reason"].split("used ", 1)[1].split(" ")[0])
+                assert 300 < used < 600, run
