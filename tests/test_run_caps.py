@@ -11,22 +11,39 @@ answers as ever."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from escapes.harness import base, person
+from escapes.harness import person
 from owl.tree import cgroup_caps
 from owlproc import OwlDaemon, make_project, wait_for
 from support.need import missing, programs
 from support.notify_servers import Receiver
 from support.smalldisk import small_tmpfs
 
-__all__ = ["base"]
 
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A folder of the test's own, readable by a second user. Under /tmp, which a
+    contained Run sees as a tmpfs of its own but for its worktree; the Runs here
+    see no /var/tmp (`sandbox.hide`), where the daemons of other tests come and
+    go with their sockets, which a sandbox set up meanwhile would try to cover."""
+    path = Path(tempfile.mkdtemp(prefix="owl-caps-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+SANDBOX = {"mode": "required", "hide": ["/var/tmp"]}  # contained, as by default
 COMMIT = (
     'echo "work $OWL_RUN_ID" > "work-$OWL_RUN_ID.txt" && git add -A && '
     'git commit -qm "work before the cap" && echo committed\n'
@@ -73,7 +90,7 @@ def _daemon(base: Path, script: str, runs: dict, env: dict[str, str]) -> OwlDaem
     return OwlDaemon(
         base / "owl",
         {
-            "sandbox": {"mode": "required"},
+            "sandbox": SANDBOX,
             "agents": {"shell": {"command": ["bash", str(path)]}},
             "agent": {"default": "shell"},
             "runs": runs,
@@ -176,6 +193,9 @@ def test_the_caps_are_written_where_the_kernel_holds_them(base: Path) -> None:
         read = {Path(j).parts[4]: Path(j) for j in caps.joins}
         assert (read["memory"] / "memory.limit_in_bytes").read_text().strip() == str(300 << 20)
         assert (read["pids"] / "pids.max").read_text().strip() == "64"
+        memsw = read["memory"] / "memory.memsw.limit_in_bytes"
+        if memsw.exists():  # RAM and swap together: swap is no way past the cap
+            assert memsw.read_text().strip() == str(300 << 20)
         assert caps.oom_kills() == 0 and caps.forks_refused() == 0
     finally:
         caps.remove()
@@ -339,7 +359,7 @@ def test_a_daemon_of_an_ordinary_user_holds_its_runs_to_the_memory_cap(base: Pat
             user,
             shared,
             config={
-                "sandbox": {"mode": "required"},
+                "sandbox": SANDBOX,
                 "agents": {"shell": {"command": ["bash", str(agent)]}},
                 "agent": {"default": "shell"},
                 "runs": {"memory": "300M"},

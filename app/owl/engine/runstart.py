@@ -39,7 +39,7 @@ from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
-from owl.rules import jobrules, jobtable
+from owl.rules import jobrules, jobtable, runcaps
 from owl.sandbox import raced
 
 log = logging.getLogger("owl.engine")
@@ -285,6 +285,12 @@ def note_network(eng: Engine, lv: Live) -> None:
 
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
     runs = [r for r in eng.store.runs(job_id) if r["id"] != run_id]
+    if runs and runs[-1]["outcome"] == "interrupted" and runcaps.is_cap_stop(runs[-1]["reason"]):
+        # told even to a fresh start: a second stop in a row blocks the Job
+        return (
+            f"The previous Run was {runs[-1]['reason']}. Owl stops a Run that passes "
+            "that cap; do the work within it."
+        )
     if runs and runs[-1]["outcome"] == "failed" and runs[-1]["reason"]:
         note = f"The previous Run failed: {runs[-1]['reason']}"
         failed = [c for c in eng.store.checks(runs[-1]["id"]) if c["outcome"] == "failed"]

@@ -10,12 +10,14 @@ manage cgroups for the Run:
   ``memory.max`` = the cap (the wall: past it the kernel's OOM killer ends a
   process of the Run), ``memory.high`` a sixteenth under it (the kernel
   reclaims and slows the Run there, so the watch usually stops it cleanly
-  before the wall), ``pids.max`` = the process cap. Only for the
+  before the wall), ``memory.swap.max`` = the cap (a Run past its RAM is
+  otherwise pushed into swap without end), ``pids.max`` = the process cap. Only for the
   controllers the Run's parent has in ``cgroup.subtree_control`` (enabled
   there by Owl when its own parent offers them).
 - cgroup v1, for a controller not on v2 (as root, or where the hierarchy is
   writable): a cgroup of the Run's own in the ``memory`` hierarchy
-  (``memory.limit_in_bytes``) and in ``pids`` (``pids.max``), beside our own
+  (``memory.limit_in_bytes``, and ``memory.memsw.limit_in_bytes``: RAM and
+  swap together) and in ``pids`` (``pids.max``), beside our own
   cgroup there. The Run's reaper joins them before the agent starts.
 
 Read back for the watch: the kernel's count of OOM kills in the Run
@@ -144,6 +146,9 @@ def _v2_write(caps: KernelCaps, run_dir: Path, name: str, value: int) -> bool:
         if not _write(run_dir / "memory.max", str(value)):
             return False
         _write(run_dir / "memory.high", str(value - value // 16))
+        # swap as much again at most: room to push a frozen Run's memory out
+        # to, not a second machine's worth (Owl's watch counts both together)
+        _write(run_dir / "memory.swap.max", str(value))
         caps.memory, caps.oom_file = value, run_dir / "memory.events"
         return True
     if not _write(run_dir / "pids.max", str(value)):
@@ -171,6 +176,8 @@ def _v1_write(caps: KernelCaps, name: str, value: int, instance: str, run: str) 
         except OSError:
             pass
         return False
+    if name == "memory":  # RAM and swap together (v1 has no reclaim to swap to keep room for)
+        _write(folder / "memory.memsw.limit_in_bytes", str(value))
     caps.made.append(folder)
     caps.joins.append(str(folder))
     if name == "memory":

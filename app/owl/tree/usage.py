@@ -6,7 +6,7 @@ Two figures, because each is wrong in its own way:
   ones included: a hundred Python workers forked from one parent, or a
   hundred processes using one libc, each count the shared pages again, so a
   sum of RSS can be several times what the Run really holds. But it is one
-  small read per process (``/proc/PID/statm``, about 10 us), and it is never
+  small read per process (``/proc/PID/status``, tens of us), and it is never
   less than the truth: a sum of RSS within a cap proves the Run is.
 - PSS (proportional set) divides each shared page among the processes that
   share it, so a sum over the Run is what the Run holds (pages shared with
@@ -15,7 +15,10 @@ Two figures, because each is wrong in its own way:
   for a large process), too much for every process on every sweep.
 
 So the watch sums RSS, and only when that sum passes the cap does it sum PSS
-for the figure it acts on and names. USS (pages only this process holds)
+for the figure it acts on and names. Both count what the process has in swap
+as well (VmSwap, SwapPss): on a machine with swap a Run past its RAM is
+pushed there, not stopped, and a swap full of a Run is the person's machine
+taken all the same. USS (pages only this process holds)
 would understate: a Run that forks workers sharing copy-on-write memory
 holds that memory, and USS would count none of it.
 
@@ -25,14 +28,12 @@ and stands for both.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable
 
 import psutil
 
 _LINUX = sys.platform.startswith("linux")
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def total_memory() -> int:
@@ -41,22 +42,24 @@ def total_memory() -> int:
 
 
 def resident(pids: Iterable[int]) -> int:
-    """The sum of the processes' RSS in bytes (a process gone counts 0)."""
+    """The sum of the processes' RSS and swap in bytes (a process gone counts 0)."""
     if not _LINUX:
         return sum(_psutil_rss(pid) for pid in pids)
     total = 0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/statm", "rb") as fh:
-                total += int(fh.read().split()[1]) * _PAGE
+            with open(f"/proc/{pid}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith((b"VmRSS:", b"VmSwap:")):
+                        total += int(line.split()[1]) * 1024
         except (OSError, ValueError, IndexError):
             continue
     return total
 
 
 def proportional(pids: Iterable[int]) -> int:
-    """The sum of the processes' PSS in bytes: what they hold between them
-    (RSS where the kernel gives no PSS)."""
+    """The sum of the processes' PSS and SwapPss in bytes: what they hold
+    between them, in RAM and in swap (RSS where the kernel gives no PSS)."""
     if not _LINUX:
         return sum(_psutil_rss(pid) for pid in pids)
     total = 0
@@ -68,9 +71,11 @@ def proportional(pids: Iterable[int]) -> int:
 def _pss(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            total = 0
             for line in fh:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith((b"Pss:", b"SwapPss:")):
+                    total += int(line.split()[1]) * 1024
+            return total
     except (OSError, ValueError, IndexError):
         pass
     return resident([pid])
