@@ -56,7 +56,7 @@ def main() -> int:
                     run.identities()
                     t1 = time.perf_counter()
                     pids = run.members()
-                    rss = tree.resident(pids)
+                    rss = tree.resident(pids, swap=tree.swapping())
                     t2 = time.perf_counter()
                     held = tree.proportional(pids)
                     t3 = time.perf_counter()

@@ -117,7 +117,7 @@ def counted(eng: Engine, lv: Live, now: float) -> str | None:
         # another process read first). The watch backs the kernel up, a little
         # past its wall, rather than race its OOM kill, which names the cap.
         mcap += mcap // KERNEL_MARGIN
-    lv.memory = tree.resident(pids)
+    lv.memory = tree.resident(pids, swap=tree.swapping())
     if mcap is None:
         lv.near = False
         return None

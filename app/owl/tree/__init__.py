@@ -37,7 +37,7 @@ from .survivors import end_processes, find_survivors, kill_processes
 from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
 from .cgroup import RunGroup
 from .cgroup_caps import KernelCaps
-from .usage import proportional, resident, total_memory
+from .usage import proportional, resident, swapping, total_memory
 from .pyhelper import command as helper_command
 
 # Run a short command under this script (see sweeper.py) and nothing it starts outlives it.
@@ -50,6 +50,7 @@ __all__ = [
     "KernelCaps",
     "proportional",
     "resident",
+    "swapping",
     "total_memory",
     "SPAWN_LOCK",
     "SWEEPER",
