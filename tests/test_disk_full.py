@@ -28,6 +28,7 @@ def _daemon(home: Path, argv: list[str], tmp_path: Path) -> OwlDaemon:
         {
             "agents": {"spill": {"command": [sys.executable, SPILL, *argv]}},
             "agent": {"default": "spill"},
+            "runs": {"disk_floor": "off"},  # the full disk's own path (the floor's: test_run_caps)
         },
     )
     d.keep_pids_in(tmp_path)  # off the small disk

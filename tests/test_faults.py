@@ -266,7 +266,11 @@ def test_full_disk_refuses_new_jobs_keeps_runs_and_loses_nothing(
     tmp_path: Path, small_disk: Path
 ) -> None:
     project = make_project(tmp_path / "proj")
-    d = SocketOwl(small_disk / "home", {"interruption": {"grace_window": "30s"}})
+    d = SocketOwl(
+        small_disk / "home",
+        # the old full disk's path, not the floor's (tests/test_run_caps.py)
+        {"interruption": {"grace_window": "30s"}, "runs": {"disk_floor": "off"}},
+    )
     d.keep_pids_in(tmp_path)  # off the full disk
     try:
         d.start()

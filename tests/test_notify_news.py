@@ -74,6 +74,7 @@ def test_a_full_disk_is_told_while_away(tmp_path: Path, small_disk: Path) -> Non
                 "agents": {"spill": {"command": [sys.executable, SPILL, "0", str(go), "0"]}},
                 "agent": {"default": "spill"},
                 "notify": {"away": [rx.url()], "batch": "0s"},
+                "runs": {"disk_floor": "off"},  # a full disk's path, not the floor's
             },
         )
         d.keep_pids_in(tmp_path)  # off the small disk
@@ -97,7 +98,10 @@ def test_a_job_kept_waiting_by_a_full_disk_is_told_once_while_away(
 ) -> None:
     project = make_project(tmp_path / "proj")
     with Receiver() as rx:
-        d = OwlDaemon(small_disk / "home", {"notify": {"away": [rx.url()], "batch": "0s"}})
+        d = OwlDaemon(
+            small_disk / "home",
+            {"notify": {"away": [rx.url()], "batch": "0s"}, "runs": {"disk_floor": "off"}},
+        )
         d.keep_pids_in(tmp_path)  # off the small disk
         d.log = tmp_path / "daemon.log"
         with d:

@@ -217,6 +217,7 @@ def _status_text(st: dict) -> str:
     """One screen of facts: each line a fact, none contradicting another.
     (What only the text needs is imported here: `--json` goes without.)"""
     from owl.cli.carry import limit_facts
+    from owl.rules.runcaps import is_cap_stop
     from owl.rules.timefmt import countdown, duration
 
     sh = st.get("shift")
@@ -270,9 +271,13 @@ def _status_text(st: dict) -> str:
                 f"{r['job_id']} -f",
             )
         )
+        if r.get("stopped"):
+            lines.append(" " * LABEL + r["stopped"])
         lines += _untouchable_lines(r.get("untouchable"))
         lines += _not_stopped_lines(r.get("not_stopped"))
     for r in st.get("recent") or []:
+        if is_cap_stop(r.get("reason")):
+            lines.append(_line(f"run {r['run_id']}", f"job {r['job_id']} · {r['reason']}"))
         if r.get("untouchable"):
             lines.append(
                 _line(f"run {r['run_id']}", f"job {r['job_id']} · ended, but left running:")

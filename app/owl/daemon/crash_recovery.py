@@ -61,6 +61,7 @@ def recover(store: Any, instance: str, logs: Path | None = None) -> tuple[list[i
     killed += len(by_group)
     for group in groups:
         group.remove()
+    tree.cgroup_caps.clear_leftovers(instance)  # the v1 cgroups of its Runs' caps
     from owl.git import setup as setupmod
 
     setupmod.recover(store)  # what setups the crash cut short had made

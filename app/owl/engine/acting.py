@@ -45,7 +45,9 @@ def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
                 if heard
                 else ""
             )
-            log.info("run %s frozen by %s%s", lv.run_id, r.frozen_by, how)
+            # (a Run over a cap is ending by now: the core froze it on the way)
+            by = r.frozen_by or (lifecycle.CAP if r.phase is lifecycle.Phase.ENDING else None)
+            log.info("run %s frozen by %s%s", lv.run_id, by, how)
             runend.note_not_stopped(eng, lv)
             runwatch.record_pids(eng, lv)
         elif isinstance(action, lifecycle.Thaw):
@@ -70,6 +72,8 @@ def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
             runend.finish_safely(eng, lv, action)
             if lv.cgroup is not None:
                 lv.cgroup.remove()
+            if lv.caps is not None:
+                lv.caps.remove()
             then = eng.after_run.pop(action.run, None)
             if then is not None:
                 then()

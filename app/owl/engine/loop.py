@@ -38,7 +38,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from owl.engine import carryon, containing
+from owl.engine import capwatch, carryon, containing
 from owl.engine.changes import Changes, fingerprint
 from owl.engine import checks as checksmod
 from owl.settings import config as configmod
@@ -131,6 +131,7 @@ class Engine:
         self.acted = 0  # the core's actions carried out so far
         self.verbs = Verbs(self)  # the person's requests, run on this thread
         self.unrecorded: list[runend.Unrecorded] = []  # finished Runs a full disk held back
+        self.unnoted: dict[int, dict[str, Any]] = {}  # live Runs' fields a full disk held back
         self.reserve = diskroom.Reserve(paths.db.parent)  # room kept back for those records
         self.reserve.ensure()
         self.verifications: dict[int, checksmod.Verification] = {}  # `owl jobs verify`'s
@@ -270,7 +271,10 @@ class Engine:
         ends = [w.until - time.time() for w in self.waits.values() if w.until > time.time()]
         if ends and self.has_pending:
             moments.append(now + min(ends) + 0.05)  # a limit resets: its Jobs may start
-        moments += containing.wake_at(self, now)  # the sandbox asked again: its Jobs may start
+        moments += containing.wake_at(self, now)
+        moments += capwatch.wake_at(
+            self, now
+        )  # a Run near its memory cap  # the sandbox asked again: its Jobs may start
         return max(0.0, min(moments) - now)
 
     def _handle(self, item: tuple[Any, ...]) -> None:
@@ -289,6 +293,7 @@ class Engine:
                 if runstart.start_again(self, lv):
                     return  # the same Run goes on, its lost start made again
                 lv.exited = True
+                capwatch.exited(self, lv)  # the kernel ended it at a cap: the cap's doing
                 if lv.check_proc is not None and lv.check_proc.popen is popen:
                     if not runchecks.check_exited(self, lv, code):
                         return  # the same check started again: no verdict
@@ -321,11 +326,22 @@ class Engine:
     def note(self, run_id: int, **fields: Any) -> None:
         """Write a live Run's state or pids. These records help a person and a
         crash recovery; the Run itself is supervised from memory, so a write
-        that fails (a full disk) is logged and supervision goes on."""
+        that fails is no reason to stop. A full disk first gives up the room
+        kept back (`diskroom`); what still cannot be written is kept, newest
+        value of each field, and written when there is room
+        (`runend.record_pending_notes`), before the Run's end: no record lost."""
+        held = self.unnoted.pop(run_id, {})
+        fields = {**held, **fields}
         try:
-            self.store.set_run(run_id, **fields)
+            diskroom.write(self.reserve, lambda: self.store.set_run(run_id, **fields))
         except sqlite3.OperationalError as e:
-            log.warning("run %s: could not record %s: %s", run_id, ", ".join(fields), e)
+            self.unnoted[run_id] = fields
+            log.warning(
+                "run %s: could not record %s yet (%s); kept until there is room",
+                run_id,
+                ", ".join(fields),
+                e,
+            )
 
     def disk_full_now(self) -> str | None:
         return disk_full(self.paths.db.parent)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import budgeting, carryon
+from owl.engine import budgeting, capwatch, carryon
 from owl.store import diskroom
 from owl.git import guards
 from owl.git import jobstore, storing
@@ -139,7 +139,9 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     lv.sink.close()
     runstart.note_network(eng, lv)  # a Run too short for the watch to have read it
     f, unread, wait, block = _judge(eng, lv, f)
-    reason = f.reason
+    outcome, reason = capwatch.judged(lv, f.outcome.value, f.reason)
+    f = lifecycle.Finish(f.run, lifecycle.Outcome(outcome), f.ended_by, reason, f.exit_code)
+    capped = capwatch.block_reason(eng, lv, outcome, reason)  # stopped twice in a row
     failed = [r for r in lv.results if r.outcome == "failed"]
     if f.outcome is lifecycle.Outcome.FAILED and failed and reason:
         line = checksmod.last_line(failed[-1].output)
@@ -154,6 +156,7 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
         outcome, reason = "failed", broken  # a Run that could not commit never succeeds
     # the time it ended, kept with the record should it be written later
     args: RunEnd = (lv.run_id, outcome, f.ended_by.value, reason, f.exit_code, time.time())
+    record_pending_notes(eng, lv.run_id)  # what a full disk held back of it, first
     try:
         new_state = diskroom.write(eng.reserve, lambda: eng.store.finish_run(*args, spent=spent))
         if (
@@ -167,6 +170,8 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
         if block and jobtable.allows(jobtable.Event.BROKEN, new_state):
             # the agent could not start for its setup: once, with what fixes it
             new_state = eng.store.apply(lv.job_id, jobtable.Event.BROKEN, reason=reason)
+        if capped and jobtable.allows(jobtable.Event.BROKEN, new_state):
+            new_state = eng.store.apply(lv.job_id, jobtable.Event.BROKEN, reason=capped)
     except sqlite3.OperationalError as e:
         # A full disk: the Run is over all the same. Keep its record and
         # write it when there is room (or the next start records it
@@ -363,7 +368,17 @@ def record_outside(
     return state
 
 
+def record_pending_notes(eng: Engine, run_id: int | None = None) -> None:
+    """Write the live Runs' fields a full disk held back (`Engine.note`): all
+    of them, or one Run's (before its end is written over them)."""
+    for rid in [run_id] if run_id is not None else list(eng.unnoted):
+        fields = eng.unnoted.pop(rid, None)
+        if fields:
+            eng.note(rid, **fields)
+
+
 def record_pending_finishes(eng: Engine) -> None:
+    record_pending_notes(eng)
     while eng.unrecorded:
         args, spent = eng.unrecorded[0][:2]
         try:

@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from owl.agents.base import Driver, RunContext
     from owl.git import outside
     from owl.rules.jobrules import Report
-    from owl.tree import ProcessTree, RunGroup
+    from owl.tree import KernelCaps, ProcessTree, RunGroup
     from owl.engine.loop import Engine
 
 from owl import tree
 from owl.agents import argfit
 from owl.logspan import read_head
-from owl.engine import carryon, containing
+from owl.engine import capwatch, carryon, containing
 from owl.engine import logpipe
 from owl.engine.meter import Meter
 from owl.git import jobstore, outsidekeep, storing, workspace
@@ -39,7 +39,7 @@ from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
-from owl.rules import jobrules, jobtable
+from owl.rules import jobrules, jobtable, runcaps
 from owl.sandbox import agentstate, raced
 from owl.settings import credentials
 
@@ -94,6 +94,16 @@ class Live:
     # its worktree's git files as its last process left them (checked on that
     # process's waiting thread): changed, no check starts (runchecks)
     git_changed: list[dict[str, Any]] = field(default_factory=list)
+    # what it takes of the machine (owl.engine.capwatch)
+    caps: KernelCaps | None = None  # its caps as the kernel holds them
+    capped: str | None = None  # why it was stopped at a cap
+    disk_held: str | None = None  # why the disk floor holds it frozen
+    oom_seen: int = 0  # the kernel's OOM kills in it, as last read
+    refused_seen: int = 0  # ... and forks refused at its cap
+    near: bool = False  # near its memory cap: looked at more often
+    memory: int = 0  # bytes its processes held at the last look
+    pss_base: tuple[int, int, float] | None = None  # its last PSS sum: (PSS, RSS, when)
+    processes: int = 0  # ... and how many they were
 
     def freeze_now(self) -> None:
         """Stop every process of the Run, noting when (for `freeze`)."""
@@ -178,6 +188,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     if not wrapped.contained:  # said in the Run's own log too, before the agent speaks
         os.write(sink.fd, f"owl: {wrapped.label}\n".encode())
     cg = tree.RunGroup.make(eng.instance, str(run_id))
+    kc = capwatch.kernel_caps(eng, cg, run_id)
     try:
         popen = tree.spawn(
             wrapped.argv,
@@ -188,10 +199,12 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             nice=eng.cfg.nice,
             reaper=True,
             cgroup=cg,
+            also=kc.joins,
         )
     except OSError as e:
         sink.close()
         outsidekeep.forget(eng.paths.logs, run_id)
+        kc.remove()
         if cg is not None:
             cg.remove()
         # a setup problem (its program is not there): blocked once, no attempt spent
@@ -221,6 +234,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         ctx=ctx,
         resuming=plan.resume is not None,
         cgroup=cg,
+        caps=kc,
         exempt=exempt,
         contained=wrapped.label,
         masked=wrapped.masked,
@@ -274,6 +288,12 @@ def note_network(eng: Engine, lv: Live) -> None:
 
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
     runs = [r for r in eng.store.runs(job_id) if r["id"] != run_id]
+    if runs and runs[-1]["outcome"] == "interrupted" and runcaps.is_cap_stop(runs[-1]["reason"]):
+        # told even to a fresh start: a second stop in a row blocks the Job
+        return (
+            f"The previous Run was {runs[-1]['reason']}. Owl stops a Run that passes "
+            "that cap; do the work within it."
+        )
     if runs and runs[-1]["outcome"] == "failed" and runs[-1]["reason"]:
         note = f"The previous Run failed: {runs[-1]['reason']}"
         failed = [c for c in eng.store.checks(runs[-1]["id"]) if c["outcome"] == "failed"]
@@ -381,6 +401,7 @@ def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
             nice=eng.cfg.nice,
             reaper=True,
             cgroup=lv.cgroup,
+            also=lv.caps.joins if lv.caps is not None else (),
         )
     except (OSError, containing.Refusal) as e:
         log.warning("run %s: could not start again: %s", lv.run_id, e)

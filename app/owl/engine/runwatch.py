@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
 from owl import tree
-from owl.engine import budgeting, runend, runstart
+from owl.engine import budgeting, capwatch, runend, runstart
 from owl.engine.runstart import Live
 
 
@@ -22,6 +22,7 @@ def watch(eng: Engine, now: float) -> None:
     if not eng.live:
         return
     tree.reap_orphans(lambda pid: owned(eng, pid))
+    capwatch.floor(eng, now)  # the disk under the floor holds the Runs there
     for lv in list(eng.live.values()):
         watch_log(eng, lv, now)
         budgeting.watch(eng, lv)
@@ -36,6 +37,7 @@ def watch(eng: Engine, now: float) -> None:
             continue
         refreeze(eng, lv)
         record_pids(eng, lv)
+        capwatch.watch(eng, lv, now)  # over runs.memory or runs.processes: stopped
         runend.note_untouchable(eng, lv)  # e.g. work handed to launchd, as soon as seen
 
 

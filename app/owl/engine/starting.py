@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
 
-from owl.engine import budgeting, carryon, containing
+from owl.engine import budgeting, capwatch, carryon, containing
 from owl.rules import scheduler
 from owl.engine import runend
 from owl.engine import runstart
@@ -45,6 +45,12 @@ def maybe_start(eng: Engine, now: float) -> None:
         was, eng.waiting = eng.waiting, full.split(": no new Jobs")[0]
         if was != eng.waiting:  # told once as it begins, not at every look
             telling.disk_full(eng, str(eng.paths.db.parent), full)
+        return
+    low = capwatch.start_gate(eng)
+    if low is not None:
+        was, eng.waiting = eng.waiting, low
+        if was != low:
+            log.warning("%s", low)
         return
     day = budgeting.day_hold(eng)
     if day is not None:

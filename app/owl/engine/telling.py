@@ -108,6 +108,11 @@ def untouchable(eng: Engine, lv: Live, procs: list[dict[str, Any]]) -> None:
         )
 
 
+def cap_stop(eng: Engine, lv: Live, reason: str) -> None:
+    """A Run was stopped (or held) at one of its caps: memory, processes, the disk floor."""
+    _emit(eng, ev.CapStop(lv.job_id, lv.run_id, lv.title, reason))
+
+
 def disk_full(eng: Engine, where: str, detail: str) -> None:
     _emit(eng, ev.DiskFull(where, detail))
 

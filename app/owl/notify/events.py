@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # The kinds a person may name in `notify.urgent`.
-KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk", "sandbox")
+KINDS = ("review", "blocked", "exhausted", "limit", "untouchable", "disk", "sandbox", "cap")
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,17 @@ class Untouchable:
 
 
 @dataclass(frozen=True)
+class CapStop:
+    """A Run was stopped at one of its caps (runs.memory, runs.processes), or held
+    frozen by the disk floor: `reason` names the cap and the figure."""
+
+    job_id: int
+    run_id: int
+    title: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class DiskFull:
     """A record could not be written for want of room."""
 
@@ -100,7 +111,17 @@ class Presence:
     since: float
 
 
-Event = RunEnded | LimitWait | Window | Untouchable | DiskFull | Uncontained | JobGone | Presence
+Event = (
+    RunEnded
+    | LimitWait
+    | Window
+    | Untouchable
+    | CapStop
+    | DiskFull
+    | Uncontained
+    | JobGone
+    | Presence
+)
 
 
 @dataclass

@@ -8,7 +8,8 @@ to send. Tested with a fake clock:
   remembered, so it is not sent later either.
 - Away: a Job ready for review, blocked or out of attempts; an agent waiting on
   a usage limit for longer than `limit_after`; a process Owl may not signal; a
-  full disk; Runs that cannot be contained (their Jobs wait), once a spell.
+  full disk; Runs that cannot be contained (their Jobs wait), once a spell; a
+  Run stopped (or held, by the disk floor) at one of its caps.
 - At most one message per Job per change of state (a Job in review is told
   once, however often it is seen there; each Run that brings it back to
   review, blocked or exhausted, after a reply, a retry or `owl jobs verify`,
@@ -166,6 +167,20 @@ def item_for(stamp: ev.Stamp, limit_after: float, replies: bool = False) -> Item
             "Runs cannot be contained",
             f"{cut(e.problem, 400)}\nThe Jobs wait, and start by themselves once it works.",
         )
+    if isinstance(e, ev.CapStop):
+        held = "disk_floor" in e.reason
+        return Item(
+            "cap",
+            f"Job {e.job_id} {'held' if held else 'stopped'} at a cap",
+            f"{cut(e.title, 60)}\n{cut(e.reason)}\n"
+            + (
+                "It goes on when there is room, or ends as its grace window closes; "
+                "no attempt is spent."
+                if held
+                else "Its Job waits in the queue; no attempt is spent."
+            ),
+            e.job_id,
+        )
     if isinstance(e, ev.DiskFull):
         return Item(
             "disk",
@@ -182,6 +197,8 @@ def _key(stamp: ev.Stamp) -> tuple | None:
         return ("limit", e.agent, round(e.until))
     if isinstance(e, ev.Untouchable):
         return ("untouchable", e.run_id, e.pid)
+    if isinstance(e, ev.CapStop):
+        return ("cap", e.run_id)
     if isinstance(e, ev.DiskFull):
         return ("disk",)
     if isinstance(e, ev.Uncontained):

@@ -27,6 +27,11 @@ Events in (methods of `Core`, each taking `now`, a monotonic time in seconds):
     end(run, reason)         one Run ends now (its Job was dropped)
     shift_on(require_power) / shift_off()   a Shift began or ended
     shutdown()               the daemon is stopping
+    over(run, reason)        the Run passed a cap (runs.memory, runs.processes):
+                             frozen at once, then ended as a window's end ends one
+    floor(run, reason)       the disk fell under runs.disk_floor: frozen at once, held
+                             until room returns (`room`) or the grace window ends it
+    room(run)                the disk has room again: a Run the floor held goes on
 
 One question, which changes nothing: `freezes_on_input()`, the Runs an input
 would freeze now, so that the thread hearing input can stop them before the
@@ -43,6 +48,9 @@ A live Run is in one of three phases:
     frozen  --(machine idle again, not held by the person)--> running
     frozen  --(grace window passes)--> ending            [Term]
     running --(timeout / stall / stop --force)--> ending [Term]
+    running --(over a cap)--> frozen --> ending           [Freeze, Term]
+    running --(disk under the floor)--> frozen            [Freeze] (by "disk")
+    frozen by disk --(room again, machine idle)--> running [Thaw]
     running --(agent exits)--> ending                    [Term what is left]
     ending  --(5 s pass, something left)--> ending       [Kill]
     ending  --(nothing left)--> (finished)               [Finish]
@@ -126,6 +134,8 @@ class EndedBy(str, Enum):
 
 MACHINE = "machine"
 USER = "user"
+CAP = "cap"  # a cap of the Run's own (owl.rules.runcaps) froze it
+DISK = "disk"  # the disk floor holds it: thawed when room returns
 
 GRACE_PASSED = "the grace window passed while the machine was in use"
 PAUSE_GRACE_PASSED = "paused for longer than the grace window"
@@ -502,6 +512,39 @@ class Core:
                 self._cancel_next(r, reason)
             return []
         return self._end(r, now, Outcome.INTERRUPTED, reason)
+
+    def over(self, run: int, now: float, reason: str) -> list[Action]:
+        """The Run passed a cap: it stops growing at once (Freeze) and is ended
+        as the grace window's end ends one (Term, Kill 5 s later), interrupted
+        with `reason`. Not held frozen for a window: a frozen Run keeps every
+        byte it holds, which is what the person needs back."""
+        r = self.runs.get(run)
+        if r is None or r.phase is Phase.ENDING:
+            return []
+        actions = [] if r.phase is Phase.FROZEN else self._freeze(r, now, CAP, reason)
+        return actions + self._end(r, now, Outcome.INTERRUPTED, reason)
+
+    def floor(self, run: int, now: float, reason: str) -> list[Action]:
+        """The disk under the floor: the Run is frozen at once (it stops
+        writing) and held, by "disk", until `room` or its window's end, which
+        ends it with `reason`. A Run the person holds stays theirs."""
+        r = self.runs.get(run)
+        if r is None or r.phase is Phase.ENDING or r.frozen_by in (USER, DISK):
+            return []
+        if r.phase is Phase.FROZEN:  # the machine froze it: its window runs on
+            r.frozen_by, r.expiry_reason = DISK, reason
+            return []
+        return self._freeze(r, now, DISK, reason)
+
+    def room(self, run: int, now: float) -> list[Action]:
+        """The disk has room again: a Run the floor held goes back to the
+        machine's rule (thawed if nothing else holds it; its window runs on
+        if the machine is in use)."""
+        r = self.runs.get(run)
+        if r is None or r.frozen_by != DISK:
+            return []
+        r.frozen_by, r.expiry_reason = MACHINE, GRACE_PASSED
+        return self._settle(now)
 
     def shift_on(self, now: float, require_power: bool = False) -> list[Action]:
         self.shift = Shift(require_power=require_power)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from owl.rules import lifecycle, timefmt
+from owl.rules import lifecycle, runcaps, timefmt
 from owl.sandbox import keys as sandbox_keys
 from owl.rules.budget import Caps
 from owl.settings import budgetconf, notifyconf
@@ -58,6 +58,9 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
+DEFAULT_MEMORY = runcaps.amount(runcaps.MEMORY_DEFAULT)
+DEFAULT_FLOOR = runcaps.amount(runcaps.DISK_FLOOR_DEFAULT)
+
 _BRANCH_PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*\Z")  # \Z: "$" lets a newline in
 
 
@@ -72,6 +75,10 @@ class Config:
     timeout: float = lifecycle.TIMEOUT_DEFAULT
     stall: float = lifecycle.STALL_DEFAULT
     nice: int = 10
+    # what one Run may take (owl.rules.runcaps): memory, processes (0: no cap), disk kept free
+    run_memory: runcaps.Amount = field(default_factory=lambda: DEFAULT_MEMORY)
+    run_processes: int = runcaps.PROCESSES_DEFAULT
+    disk_floor: runcaps.Amount = field(default_factory=lambda: DEFAULT_FLOOR)
     keep_awake: bool = True
     attempts: int = 3
     branch_prefix: str = "owl/"
@@ -100,6 +107,9 @@ _FIELDS = {
     ("runs", "timeout"): "timeout",
     ("runs", "stall"): "stall",
     ("runs", "nice"): "nice",
+    ("runs", "memory"): "run_memory",
+    ("runs", "processes"): "run_processes",
+    ("runs", "disk_floor"): "disk_floor",
     ("power", "keep_awake"): "keep_awake",
     ("jobs", "attempts"): "attempts",
     ("jobs", "branch_prefix"): "branch_prefix",
@@ -120,6 +130,11 @@ def _convert(where: str, dotted: str, key: Key, value: Any) -> Any:
             raise bad(f'write durations with a unit, e.g. "{value}s"')
         try:
             out: Any = parse_duration(value)
+        except ValueError as e:
+            raise bad(str(e)) from None
+    elif key.kind == "amount":
+        try:
+            out = runcaps.amount(value)
         except ValueError as e:
             raise bad(str(e)) from None
     elif key.kind == "bool":
@@ -362,6 +377,8 @@ def effective_document(cfg: Config) -> dict[str, Any]:
         value = getattr(cfg, attr)
         if SCHEMA[section][key].kind == "duration":
             value = format_duration(value)
+        elif isinstance(value, runcaps.Amount):
+            value = value.text
         doc[section][key] = value
     agents: dict[str, dict[str, Any]] = {"claude": {"path": "claude", "resume": True}}
     for name, spec in cfg.agents.items():

@@ -12,13 +12,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from owl.rules import bounds, lifecycle
+from owl.rules import bounds, lifecycle, runcaps
 from owl.rules.timefmt import spell
 
 
 @dataclass(frozen=True)
 class Key:
-    kind: str  # "duration", "bool", "int", "str", "argv"
+    kind: str  # "duration", "bool", "int", "str", "argv", "amount" (runcaps.Amount)
     default: Any
     check: Callable[[Any], str | None] | None = None  # returns a complaint
 
@@ -38,6 +38,18 @@ def _parallel(v: int) -> str | None:
 
 def _nice(v: int) -> str | None:
     return None if 0 <= v <= 19 else "must be between 0 and 19"
+
+
+def _memory(v: runcaps.Amount) -> str | None:
+    if v.size is not None and v.size < runcaps.MIN_MEMORY:
+        return f"must be at least {runcaps.size_text(runcaps.MIN_MEMORY)} (or a share, or off)"
+    return None
+
+
+def _floor(v: runcaps.Amount) -> str | None:
+    if v.share is not None and v.share > runcaps.MAX_FLOOR_SHARE:
+        return f"must be at most {runcaps.MAX_FLOOR_SHARE:.0%} of the disk"
+    return None
 
 
 def _nonneg(v: int) -> str | None:
@@ -65,6 +77,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
             "duration", spell(lifecycle.STALL_DEFAULT), bounds.duration_check(bounds.MAX_STALL_S)
         ),
         "nice": Key("int", 10, _nice),
+        # what one Run may take of the machine (owl.rules.runcaps)
+        "memory": Key("amount", runcaps.MEMORY_DEFAULT, _memory),
+        "processes": Key("int", runcaps.PROCESSES_DEFAULT, runcaps.processes_check),
+        "disk_floor": Key("amount", runcaps.DISK_FLOOR_DEFAULT, _floor),
     },
     "power": {
         "keep_awake": Key("bool", True),

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from owl import textsafe
+from owl.rules.runcaps import is_cap_stop
 from owl.tray.wording import clock, short, until_words
 
 
@@ -41,6 +42,7 @@ class Notices:
         self._primed = False
         self._frozen_said: set[int] = set()
         self._killed_said: set[int] = set()
+        self._capped_said: set[int] = set()
         self._review_said: set[int] = set()
         self._untouchable_said: set[int] = set()
         self._outside_said: set[int] = set()
@@ -67,6 +69,11 @@ class Notices:
                 if left is not None
                 else "It goes on when you step away."
             )
+            if run.get("frozen_by") == "disk":  # the disk floor holds it, not your input
+                when = (
+                    f"{textsafe.line(run.get('stopped') or 'The disk is nearly full')}\n"
+                    f"It goes on when there is room, or stops in {clock(left)}."
+                )
             out.append(
                 (f"Job {run.get('job_id')} frozen", f"{short(run.get('title'), 60)}\n{when}")
             )
@@ -81,6 +88,7 @@ class Notices:
             out.append(
                 (f"Job {entry.get('job_id')} killed", f"{short(entry.get('title'), 60)}\n{reason}")
             )
+        out += self._capped(status)
         out += self._untouchable(status)
         for job in status.get("review") or []:
             jid = job.get("id")
@@ -130,6 +138,34 @@ class Notices:
             return []
         self._permission_said = missing
         return [(f"{missing} is not granted", textsafe.line(machine.get("permission") or missing))]
+
+    def _capped(self, status: dict[str, Any]) -> list[tuple[str, str]]:
+        """One notice per Run stopped at a cap of its own (runs.memory, runs.processes)."""
+        out = []
+        for run in status.get("runs") or []:
+            rid, why = run.get("id"), run.get("stopped")
+            if not why or run.get("frozen_by") == "disk" or rid in self._capped_said:
+                continue  # the disk floor's hold is said as its freeze
+            self._capped_said.add(rid)
+            out.append(
+                (
+                    f"Job {run.get('job_id')} stopped at a cap",
+                    f"{short(run.get('title'), 60)}\n{textsafe.line(why)}\n"
+                    "It waits in the queue; no attempt is spent.",
+                )
+            )
+        for entry in status.get("recent") or []:
+            rid, why = entry.get("run_id"), entry.get("reason")
+            if not is_cap_stop(why) or rid in self._capped_said:
+                continue
+            self._capped_said.add(rid)
+            out.append(
+                (
+                    f"Job {entry.get('job_id')} stopped at a cap",
+                    f"{short(entry.get('title'), 60)}\n{textsafe.line(why)}",
+                )
+            )
+        return out
 
     def _untouchable(self, status: dict[str, Any]) -> list[tuple[str, str]]:
         """One notice per Run that has processes Owl may not signal."""

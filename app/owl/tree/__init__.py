@@ -18,6 +18,9 @@ identities, instance=("OWL_INSTANCE", this_home)))``.
 
 Where the user has a delegated cgroup v2, ``RunGroup.make(instance, run)``
 gives the Run a cgroup: pass it to spawn() and ProcessTree() alike.
+``KernelCaps.make(group, instance, run, memory, processes)`` writes the Run's
+caps where the kernel can hold them (pass its ``joins`` to spawn() as
+``also``); ``resident``/``proportional`` sum what a Run's processes hold.
 
 A process the system will not let us signal (EPERM: it became root, as
 ``sudo`` does) never raises: it is left alone, does not keep the tree
@@ -33,6 +36,8 @@ from .process_tree import ProcessTree
 from .survivors import end_processes, find_survivors, kill_processes
 from .launch import SPAWN_LOCK, become_subreaper, own, reap_orphans, spawn
 from .cgroup import RunGroup
+from .cgroup_caps import KernelCaps
+from .usage import proportional, resident, swapping, total_memory
 from .pyhelper import command as helper_command
 
 # Run a short command under this script (see sweeper.py) and nothing it starts outlives it.
@@ -42,6 +47,11 @@ BACKEND: str = backend.NAME
 
 __all__ = [
     "BACKEND",
+    "KernelCaps",
+    "proportional",
+    "resident",
+    "swapping",
+    "total_memory",
     "SPAWN_LOCK",
     "SWEEPER",
     "backend",

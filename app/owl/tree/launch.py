@@ -15,7 +15,7 @@ import select
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _platform, pyhelper
@@ -120,6 +120,7 @@ def spawn(
     stdin: Any = subprocess.DEVNULL,
     reaper: bool = False,
     cgroup: Any = None,
+    also: Sequence[str] = (),
 ) -> Any:
     """Start ``argv`` in a new session at low priority, never through a shell.
 
@@ -134,7 +135,8 @@ def spawn(
     a child subreaper (``reaper.py``), so whatever it leaves behind stays in
     its tree; the result is then a ``Reaped``, whose ``wait`` is the
     program's own exit status; with ``cgroup`` too (a ``RunGroup``), the
-    reaper joins that cgroup before the program starts.
+    reaper joins that cgroup before the program starts, and the cgroups
+    named in ``also`` (the v1 ones of the Run's caps, ``cgroup_caps.py``).
 
     Raises FileNotFoundError or PermissionError, with a message a person
     can act on, if the program or the working directory cannot be used.
@@ -146,7 +148,8 @@ def spawn(
     rfd = wfd = -1
     if reaper:
         rfd, wfd = os.pipe()
-        where = str(cgroup.path) if cgroup is not None else "-"
+        joined = [str(cgroup.path)] if cgroup is not None else []
+        where = os.pathsep.join([*joined, *(a for a in also if os.pathsep not in a)]) or "-"
         command, env = pyhelper.command(REAPER, [str(wfd), where, *command], env)
     command = _platform.backend.priority_prefix(nice) + command
     try:

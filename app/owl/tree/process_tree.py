@@ -406,6 +406,12 @@ class ProcessTree:
         with self._lock:
             return untouchable.named_running(self._running)
 
+    def members(self) -> list[int]:
+        """The pids of the live processes the last sweep found (no sweep):
+        what the watch sums the Run's memory and counts its processes over."""
+        with self._lock:
+            return [m.pid for m in self._order]
+
     def identities(self) -> list[tuple[int, float]]:
         """(pid, create_time) of every live process, create_time as psutil
         reports it, for the database (find_survivors takes them back)."""

@@ -10,7 +10,8 @@ alone, needing no tag and no memory of having seen it.
 
 CGROUP is the Run's cgroup directory (see ``cgroup.py``), or ``-``: the
 reaper moves itself into it first, so the agent and all it starts are born
-there. It sets PR_SET_CHILD_SUBREAPER (Linux; elsewhere it is a plain parent),
+there. Several (a v2 cgroup and the v1 ones of its caps, ``cgroup_caps.py``)
+are joined by ``os.pathsep``. It sets PR_SET_CHILD_SUBREAPER (Linux; elsewhere it is a plain parent),
 forks the agent (in a session of its own, with the signals it inherited
 back at their defaults), and
 reaps every child. When the agent itself exits, its status is written to
@@ -57,14 +58,15 @@ def _report(fd: int, code: int) -> None:
         pass
 
 
-def _join(cgroup: str) -> None:
-    if cgroup == "-":
-        return
-    try:
-        with open(os.path.join(cgroup, "cgroup.procs"), "w") as fh:
-            fh.write(str(os.getpid()))
-    except OSError as e:
-        os.write(2, f"owl: the Run's cgroup could not be joined: {e}\n".encode())
+def _join(cgroups: str) -> None:
+    for cgroup in cgroups.split(os.pathsep):
+        if cgroup in ("-", ""):
+            continue
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as fh:
+                fh.write(str(os.getpid()))
+        except OSError as e:
+            os.write(2, f"owl: the Run's cgroup could not be joined: {e}\n".encode())
 
 
 def main(argv: list[str]) -> int:

@@ -170,6 +170,10 @@ def live_runs(e: Snapshot) -> list[dict]:
                 "contained": lv.contained,
                 "untouchable": list(getattr(lv, "untouchable", [])),
                 "not_stopped": list(lv.not_stopped),
+                # what it takes of the machine, and the cap that stopped or holds it
+                "memory_bytes": lv.memory,
+                "processes": lv.processes,
+                "stopped": lv.capped or lv.disk_held,
             }
         )
     return out
