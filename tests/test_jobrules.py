@@ -127,8 +127,11 @@ def test_a_successful_runs_session_usage_and_final_message():
         "cache_read_input_tokens",
         "cache_creation_input_tokens",
         "total_cost_usd",
+        "billed",
     }
     assert r.usage["input_tokens"] == 20 and r.usage["total_cost_usd"] > 0
+    # success.jsonl ran on an API key: its cost is the bill
+    assert r.usage["billed"] is True
 
 
 def test_a_refused_resume_is_seen_only_when_resuming():
