@@ -146,7 +146,9 @@ def main() -> None:
         many = tmp / "many"
         peaks += bench(tmp, f"{a.files:,} files", many_files_job(many, a.files), many)
     worst = max(peaks)
-    print(f"worst peak {worst:.1f} MB; target under {TARGET_MB} MB: {'met' if worst < TARGET_MB else 'MISSED'}")
+    print(
+        f"worst peak {worst:.1f} MB; target under {TARGET_MB} MB: {'met' if worst < TARGET_MB else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

@@ -236,6 +236,9 @@ def _changes(facts: dict[str, Any], project: Path, base: str, branch: str, limit
     facts["files_total"] = listed.total
     facts["lines"] = (listed.added, listed.removed)
     diff, more = changes.patch_text(project, base, branch, listed, limit)
-    facts["diff_chars"] = len(diff)
+    facts["diff_chars"] = len(diff.encode("utf-8", "replace"))  # what git wrote, so far
     facts["diff_more"] = more
-    facts["diff"], facts["diff_cut"] = cap(diff, limit)
+    # git had more: cut what was read at a file boundary (its bytes, not its
+    # characters, were counted against the limit)
+    facts["diff"], cut = cap(diff, min(limit, len(diff) - 1) if more else limit)
+    facts["diff_cut"] = cut or more
