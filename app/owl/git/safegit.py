@@ -329,10 +329,15 @@ def drivers(keys: list[str]) -> list[str]:
     return [key for key, _ in overrides(keys)[len(FIXED) :] if not key.endswith(".required")]
 
 
-def _input(stdin: bytes | None) -> contextlib.AbstractContextManager[IO[bytes] | int]:
-    """What git reads: `stdin` in a file with no name, or nothing (most calls)."""
+def _input(
+    stdin: bytes | IO[bytes] | None,
+) -> contextlib.AbstractContextManager[IO[bytes] | int]:
+    """What git reads: `stdin` in a file with no name, or nothing (most calls);
+    a file the caller wrote (as large as it likes) is read from where it stands."""
     if stdin is None:
         return contextlib.nullcontext(subprocess.DEVNULL)
+    if not isinstance(stdin, bytes):
+        return contextlib.nullcontext(stdin)
     given = tempfile.TemporaryFile()
     given.write(stdin)
     given.seek(0)
@@ -410,7 +415,7 @@ def stream(
     timeout: float = TIMEOUT,
     config: tuple[tuple[str, str], ...] = (),
     env: dict[str, str] | None = None,
-    stdin: bytes | None = None,
+    stdin: bytes | IO[bytes] | None = None,
 ) -> Iterator[Stream]:
     """git ARGS as `run` runs it, its output read from a pipe rather than held.
 

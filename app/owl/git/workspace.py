@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from owl.git import safegit
 from owl.git.gitdir import common_dir, store_path
@@ -78,7 +79,7 @@ def git_stream(
     *args: str,
     timeout: float = GIT_TIMEOUT,
     config: tuple[tuple[str, str], ...] = (),
-    stdin: bytes | None = None,
+    stdin: bytes | IO[bytes] | None = None,
 ) -> Iterator[safegit.Stream]:
     """`git`, its output read from a pipe as it comes (`safegit.stream`): for
     output too large to hold. Raises WorkspaceError if git times out."""

@@ -129,7 +129,7 @@ def _failed(s: object, what: str) -> ChangesError:
 
 
 @contextlib.contextmanager
-def _git(project: Path, *args: str, stdin: bytes | None = None) -> Iterator[IO[bytes]]:
+def _git(project: Path, *args: str, stdin: bytes | IO[bytes] | None = None) -> Iterator[IO[bytes]]:
     """git's output as a pipe; ChangesError if git fails (not if the reader stopped)."""
     try:
         with workspace.git_stream(project, *args, config=workspace.BOUNDED, stdin=stdin) as s:
@@ -296,9 +296,26 @@ def _listed_batches(kept: IO[bytes]) -> Iterator[list[Change]]:
 
 
 def _big_files(project: Path, kept: IO[bytes]) -> list[Change]:
-    kept.seek(0)
+    """The files of the listing in `kept` over the size cap (the first FILES_MAX),
+    their sizes asked of one `cat-file` fed from a file: a million paths cost one
+    git, not a thousand."""
     big: list[Change] = []
-    for group in _listed_batches(kept):
-        sizes(project, group)
-        big += [c for c in group if c.big][: FILES_MAX - len(big)]
+    with tempfile.TemporaryFile() as oids:
+        kept.seek(0)
+        for group in _listed_batches(kept):
+            oids.write(b"".join(f"{c.old_oid}\n{c.new_oid}\n".encode() for c in group))
+        oids.seek(0)
+        kept.seek(0)
+        with _git(project, "cat-file", "--batch-check", stdin=oids) as pipe:
+            for group in _listed_batches(kept):
+                for c in group:
+                    c.old_size, c.new_size = _size(pipe.readline()), _size(pipe.readline())
+                    if c.big and len(big) < FILES_MAX:
+                        big.append(c)
     return big
+
+
+def _size(line: bytes) -> int:
+    """The size in a `cat-file --batch-check` line (0 for a missing object)."""
+    parts = line.split()
+    return int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else 0
