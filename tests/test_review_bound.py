@@ -121,7 +121,7 @@ def test_a_huge_sparse_file_and_a_huge_text_file_are_summarised_within_the_bound
         "from owl.verbs.views import add_git_facts\n"
         "job = dict(project=sys.argv[1], base=sys.argv[2], branch='owl/job-1')\n"
         "view = add_git_facts({}, job)\n"
-        "print(view['diffstat'], [(f['path'], f['big']) for f in view['files']])\n"
+        "print(view['diffstat'], [(f['path'], f['note']) for f in view['files']])\n"
         "print(service.diffstat(events.RunEnded(1, 1, 'review', **job)))\n"
     )
     p = subprocess.run(
@@ -134,7 +134,8 @@ def test_a_huge_sparse_file_and_a_huge_text_file_are_summarised_within_the_bound
     assert peak < PEAK_MB, f"the diffstat and files of `owl jobs show` peaked at {peak:.0f} MB"
     stat = "3 files changed, 1 insertion(+), 1 deletion(-)"
     assert p.stdout.splitlines() == [
-        f"{stat} [('bin/data.img', True), ('gen.txt', True), ('keep.py', False)]",
+        f"{stat} [('bin/data.img', '256.0 MB, not shown'), ('gen.txt', '40.9 MB, not shown'), "
+        "('keep.py', None)]",
         stat,
     ]
 

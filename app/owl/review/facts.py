@@ -135,6 +135,7 @@ def file_view(c: changes.Change) -> dict[str, Any]:
         "removed": c.removed,
         "size": c.size,
         "big": c.big,
+        "note": f"{changes.size_words(c.size)}, not shown" if c.big else None,
     }
 
 
