@@ -157,6 +157,7 @@ def test_thousands_of_files_list_the_first_and_count_the_rest(tmp_path):
     assert "… and 2,001 more files, not listed here" in html
     assert html.count('<td class="path">') == changes.FILES_MAX
     assert "… 3,000 more lines in this hunk" in html
+    assert "<span>lines in the first 1,000 files</span>" in html
     assert html.count('<tr class="add">') <= changes.FILES_MAX + diffs.HUNK_LINES_MAX
     assert page.stat().st_size < 3_000_000
 

@@ -70,8 +70,9 @@ class Change:
 class Listing:
     files: list[Change]  # the first FILES_MAX, in git's order
     total: int  # every file changed
-    added: int  # lines, over every file git counted
+    added: int  # lines, over every file git counted (see counted_all)
     removed: int
+    counted_all: bool = True  # False: lines counted in the listed files only
 
     @property
     def more(self) -> int:
@@ -142,33 +143,56 @@ def _git(project: Path, *args: str, stdin: bytes | IO[bytes] | None = None) -> I
 
 def listing(project: Path, base: str, branch: str, limit: int = FILES_MAX) -> Listing:
     """The files `branch` changes since it forked from `base`: the first `limit`
-    with their sizes and line counts, and how many there are in all."""
+    with their sizes and line counts, and how many there are in all.
+
+    The count comes from `--raw` (trees only: a million paths in seconds); lines
+    are counted (`--numstat`, every blob read) over every file only when all
+    are listed, else over the listed ones (`Listing.counted_all`)."""
     files: list[Change] = []
     index: dict[bytes, Change] = {}
-    total = added = removed = 0
-    args = ("diff", "--raw", "--numstat", "-z", "--no-renames", "--no-abbrev")
-    with _git(project, *args, f"{base}...{branch}") as pipe:
+    total = 0
+    args = ("diff", "--raw", "-z", "--no-renames", "--no-abbrev", f"{base}...{branch}")
+    with _git(project, *args) as pipe:
         tokens = _tokens(pipe)
         for tok in tokens:
-            if tok.startswith(b":"):  # a raw record: its path is the next field
-                path = next(tokens, b"")
-                total += 1
-                change = _raw_change(tok, path) if len(files) < limit else None
-                if change is not None:
-                    files.append(change)
-                    index[path] = change
-                continue
-            a, _, rest = tok.partition(b"\t")  # numstat: ADDED \t REMOVED \t PATH
-            d, _, path = rest.partition(b"\t")
-            counted = a.isdigit() and d.isdigit()
-            if counted:
-                added += int(a)
-                removed += int(d)
-            change = index.get(path)
-            if change is not None and counted:
-                change.added, change.removed = int(a), int(d)
+            path = next(tokens, b"")  # a raw record's path is the field after it
+            total += 1
+            change = _raw_change(tok, path) if len(files) < limit else None
+            if change is not None:
+                files.append(change)
+                index[path] = change
     sizes(project, files)
-    return Listing(files, total, added, removed)
+    every = total == len(files)
+    added, removed = _count_lines(project, base, branch, index, None if every else files)
+    return Listing(files, total, added, removed, counted_all=every)
+
+
+def _count_lines(
+    project: Path,
+    base: str,
+    branch: str,
+    index: dict[bytes, Change],
+    only: list[Change] | None,
+) -> tuple[int, int]:
+    """`git diff --numstat` (a huge blob not read: `workspace.BOUNDED`) of every
+    file, or of `only`: each listed file's counts filled in, and the sums."""
+    added = removed = 0
+    groups: list[list[Change] | None] = [None] if only is None else list(batches(only))
+    for group in groups:
+        args = ["diff", "--numstat", "-z", "--no-renames", f"{base}...{branch}"]
+        if group is not None:
+            args += ["--", *(f":(literal){c.arg}" for c in group)]
+        with _git(project, *args) as pipe:
+            for tok in _tokens(pipe):
+                a, _, rest = tok.partition(b"\t")  # ADDED \t REMOVED \t PATH
+                d, _, path = rest.partition(b"\t")
+                if not (a.isdigit() and d.isdigit()):
+                    continue  # binary, or too big to count
+                added, removed = added + int(a), removed + int(d)
+                change = index.get(path)
+                if change is not None:
+                    change.added, change.removed = int(a), int(d)
+    return added, removed
 
 
 def sizes(project: Path, files: list[Change]) -> None:

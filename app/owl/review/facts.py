@@ -236,6 +236,7 @@ def _changes(facts: dict[str, Any], project: Path, base: str, branch: str, limit
     facts["files"] = [file_view(c) for c in listed.files]
     facts["files_total"] = listed.total
     facts["lines"] = (listed.added, listed.removed)
+    facts["lines_of"] = None if listed.counted_all else len(listed.files)
     diff, more = changes.patch_text(project, base, branch, listed, limit)
     facts["diff_chars"] = len(diff.encode("utf-8", "replace"))  # what git wrote, so far
     facts["diff_more"] = more

@@ -95,6 +95,12 @@ def _lines(f: dict[str, Any]) -> tuple[int, int]:
     return sum(x["added"] or 0 for x in f["files"]), sum(x["removed"] or 0 for x in f["files"])
 
 
+def _lines_of(f: dict[str, Any]) -> str:
+    """What the lines tile counts: every file, or the listed ones of many."""
+    listed = f.get("lines_of")
+    return f"lines in the first {listed:,} files" if listed else "lines"
+
+
 def _stats(f: dict[str, Any]) -> str:
     added, removed = _lines(f)
     count = total_files(f)
@@ -112,7 +118,7 @@ def _stats(f: dict[str, Any]) -> str:
         (
             "",
             f'<b><span class="plus">+{added:,}</span> <span class="minus">−{removed:,}</span></b>'
-            "<span>lines</span>",
+            f"<span>{_lines_of(f)}</span>",
         ),
         (cls, f"<b>{value}</b><span>checks passed</span>"),
         (
