@@ -322,21 +322,40 @@ def _listed_batches(kept: IO[bytes]) -> Iterator[list[Change]]:
 def _big_files(project: Path, kept: IO[bytes]) -> list[Change]:
     """The files of the listing in `kept` over the size cap (the first FILES_MAX),
     their sizes asked of one `cat-file` fed from a file: a million paths cost one
-    git, not a thousand."""
+    git, not a thousand (and a Change is made only of a big one)."""
     big: list[Change] = []
     with tempfile.TemporaryFile() as oids:
         kept.seek(0)
-        for group in _listed_batches(kept):
-            oids.write(b"".join(f"{c.old_oid}\n{c.new_oid}\n".encode() for c in group))
+        tokens = _tokens(kept)
+        for header in tokens:
+            next(tokens, b"")
+            oids.write(b"\n".join(header.split()[2:4]) + b"\n")
         oids.seek(0)
         kept.seek(0)
+        tokens = _tokens(kept)
         with _git(project, "cat-file", "--batch-check", stdin=oids) as pipe:
-            for group in _listed_batches(kept):
-                for c in group:
-                    c.old_size, c.new_size = _size(pipe.readline()), _size(pipe.readline())
-                    if c.big and len(big) < FILES_MAX:
-                        big.append(c)
+            lines = _lines(pipe)
+            for header in tokens:
+                path = next(tokens, b"")
+                old, new = _size(next(lines, b"")), _size(next(lines, b""))
+                if max(old, new) <= workspace.BIG_BLOB or len(big) >= FILES_MAX:
+                    continue
+                change = _raw_change(header, path)
+                if change is not None:
+                    change.old_size, change.new_size = old, new
+                    big.append(change)
     return big
+
+
+def _lines(pipe: IO[bytes]) -> Iterator[bytes]:
+    """Lines of git's output, read a chunk at a time (short lines: no cap needed)."""
+    rest = b""
+    while chunk := pipe.read(READ_CHUNK):
+        parts = (rest + chunk).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+    if rest:
+        yield rest
 
 
 def _size(line: bytes) -> int:
