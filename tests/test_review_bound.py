@@ -210,3 +210,11 @@ def test_sizes_are_said_as_a_person_reads_them():
     assert changes.size_words(812) == "812 bytes"
     assert changes.size_words(5 << 20) == "5.0 MB"
     assert changes.size_words(2 << 30) == "2.0 GB"
+
+
+def test_a_branch_git_cannot_read_is_an_error_in_gits_words_not_an_empty_listing(tmp_path):
+    repo, base = branch(tmp_path)
+    with pytest.raises(changes.ChangesError, match="unknown revision"):
+        changes.listing(repo, base, "no-such-branch")
+    with pytest.raises(changes.ChangesError, match="unknown revision"):
+        changes.write_patch(repo, base, "no-such-branch", lambda data: None)

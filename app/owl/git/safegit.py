@@ -89,7 +89,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, cast
 from pathlib import Path
 
 from owl import tree
@@ -396,16 +396,40 @@ def _spawn(
     return subprocess.CompletedProcess(command, code, stdout, stderr)
 
 
+class _Reading:
+    """git's stdout, noting whether the reader saw its end."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self._pipe = pipe
+        self.ended = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._pipe.read(n)  # a buffered read: short only at the end
+        if n < 0 or len(data) < n:
+            self.ended = True
+        return data
+
+    def readline(self) -> bytes:
+        line = self._pipe.readline()
+        self.ended = self.ended or not line
+        return line
+
+    def __iter__(self) -> Iterator[bytes]:
+        while line := self.readline():
+            yield line
+
+
 class Stream:
     """A git whose output is read as it comes (`stream`): `stdout` is the pipe;
     `returncode` and `stderr` are set once the block is left."""
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         assert popen.stdout is not None
-        self.stdout: IO[bytes] = popen.stdout
+        self._reading = _Reading(popen.stdout)
+        self.stdout = cast(IO[bytes], self._reading)
         self.returncode: int | None = None
         self.stderr = ""
-        self.closed_early = False  # the reader stopped before git had written all
+        self.closed_early = False  # the reader stopped before git's output ended
 
 
 @contextlib.contextmanager
@@ -464,7 +488,7 @@ def stream(
         try:
             yield done
         finally:
-            done.closed_early = bool(popen.poll() is None or popen.stdout.read(1))  # type: ignore[union-attr]
+            done.closed_early = not done._reading.ended
             popen.stdout.close()  # type: ignore[union-attr]
             try:
                 done.returncode = popen.wait(timeout)

@@ -126,7 +126,8 @@ def _raw_change(header: bytes, path: bytes) -> Change | None:
 
 def _failed(s: object, what: str) -> ChangesError:
     words = (getattr(s, "stderr", "") or "").strip().splitlines()
-    return ChangesError(words[-1] if words else f"git {what} failed")
+    fatal = [w for w in words if w.startswith(("fatal:", "error:"))]
+    return ChangesError((fatal or words or [f"git {what} failed"])[0])
 
 
 @contextlib.contextmanager
