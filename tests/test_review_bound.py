@@ -71,6 +71,7 @@ def branch(tmp: Path) -> tuple[Path, str]:
     return repo, base
 
 
+@pytest.mark.slow  # real commits of hundreds of MB or thousands of files
 def test_a_huge_sparse_file_and_a_huge_text_file_are_summarised_within_the_bound(tmp_path):
     repo, base = branch(tmp_path)
     (repo / "bin").mkdir()
@@ -140,6 +141,7 @@ def test_a_huge_sparse_file_and_a_huge_text_file_are_summarised_within_the_bound
     ]
 
 
+@pytest.mark.slow  # real commits of hundreds of MB or thousands of files
 def test_thousands_of_files_list_the_first_and_count_the_rest(tmp_path):
     repo, base = branch(tmp_path)
     (repo / "d").mkdir()
@@ -165,6 +167,7 @@ def test_thousands_of_files_list_the_first_and_count_the_rest(tmp_path):
     assert out.count(b"diff --git ") == 3001 and b"+line 4999\n" in out
 
 
+@pytest.mark.slow  # real commits of hundreds of MB or thousands of files
 def test_with_one_file_too_big_the_patch_is_asked_for_in_batches_and_is_gits_own(tmp_path):
     """Batches of paths, renames off: every other file's patch as git prints it."""
     repo, base = branch(tmp_path)
