@@ -92,7 +92,7 @@ def size_words(n: int) -> str:
 
 
 def summary(c: Change) -> str:
-    """ "bin/data.img: 2.0 GB, not shown"."""
+    """A file too big to read, in words: "bin/data.img: 2.0 GB, not shown"."""
     return f"{c.path}: {size_words(c.size)}, not shown"
 
 
