@@ -73,7 +73,9 @@ def show_job(job: dict, now: float | None = None) -> None:
     if job.get("diffstat"):
         print(f"  changes:  {job['diffstat']}")
     for f in job.get("files") or []:
-        counts = "binary" if f["added"] is None else f"+{f['added']} -{f['removed']}"
+        counts = f.get("note") or (
+            "binary" if f["added"] is None else f"+{f['added']} -{f['removed']}"
+        )
         print(f"    {counts:>12}  {f['path']}")
     if job.get("last_message"):
         from owl.review.text import visible

@@ -10,11 +10,13 @@ engine thread; takes the engine as `eng`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
+    from owl.tree.cgroup import RunGroup
 
 from owl.engine import runchecks, runend, runwatch
 from owl.rules import lifecycle
@@ -50,6 +52,7 @@ def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
             log.info("run %s frozen by %s%s", lv.run_id, by, how)
             runend.note_not_stopped(eng, lv)
             runwatch.record_pids(eng, lv)
+            give_back(lv.run_id, lv.cgroup)
         elif isinstance(action, lifecycle.Thaw):
             lv.thaw_now()
             eng.note(lv.run_id, state=eng.core.runs[action.run].state, frozen_by=None)
@@ -82,6 +85,21 @@ def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
     eng.acted += len(actions)
     if actions and eng.on_change is not None:
         eng.on_change()
+
+
+def give_back(run_id: int, group: RunGroup | None) -> None:
+    """A frozen Run's memory reclaimed by the kernel (to swap), so the person's
+    programs are not the ones paged out when they come back: on a thread of its
+    own, since the kernel writes the pages out in the caller's time."""
+    if group is None:
+        return
+
+    def reclaim() -> None:
+        freed = group.reclaim()
+        if freed:
+            log.info("run %s frozen: %.0f MB of its memory given back", run_id, freed / 2**20)
+
+    threading.Thread(target=reclaim, name=f"owl-reclaim-{run_id}", daemon=True).start()
 
 
 def grace_ends_at(eng: Engine, r: lifecycle.Run) -> float | None:

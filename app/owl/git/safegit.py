@@ -89,7 +89,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, cast
 from pathlib import Path
 
 from owl import tree
@@ -329,10 +329,15 @@ def drivers(keys: list[str]) -> list[str]:
     return [key for key, _ in overrides(keys)[len(FIXED) :] if not key.endswith(".required")]
 
 
-def _input(stdin: bytes | None) -> contextlib.AbstractContextManager[IO[bytes] | int]:
-    """What git reads: `stdin` in a file with no name, or nothing (most calls)."""
+def _input(
+    stdin: bytes | IO[bytes] | None,
+) -> contextlib.AbstractContextManager[IO[bytes] | int]:
+    """What git reads: `stdin` in a file with no name, or nothing (most calls);
+    a file the caller wrote (as large as it likes) is read from where it stands."""
     if stdin is None:
         return contextlib.nullcontext(subprocess.DEVNULL)
+    if not isinstance(stdin, bytes):
+        return contextlib.nullcontext(stdin)
     given = tempfile.TemporaryFile()
     given.write(stdin)
     given.seek(0)
@@ -389,6 +394,115 @@ def _spawn(
         stdout = out.read()
         stderr = err.read()
     return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+
+class _Reading:
+    """git's stdout, noting whether the reader saw its end."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self._pipe = pipe
+        self.ended = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._pipe.read(n)  # a buffered read: short only at the end
+        if n < 0 or len(data) < n:
+            self.ended = True
+        return data
+
+    def readline(self) -> bytes:
+        line = self._pipe.readline()
+        self.ended = self.ended or not line
+        return line
+
+    def __iter__(self) -> Iterator[bytes]:
+        while line := self.readline():
+            yield line
+
+
+class Stream:
+    """A git whose output is read as it comes (`stream`): `stdout` is the pipe;
+    `returncode` and `stderr` are set once the block is left."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdout is not None
+        self._reading = _Reading(popen.stdout)
+        self.stdout = cast(IO[bytes], self._reading)
+        self.returncode: int | None = None
+        self.stderr = ""
+        self.closed_early = False  # the reader stopped before git's output ended
+
+
+@contextlib.contextmanager
+def stream(
+    cwd: Path | str,
+    *args: str,
+    timeout: float = TIMEOUT,
+    config: tuple[tuple[str, str], ...] = (),
+    env: dict[str, str] | None = None,
+    stdin: bytes | IO[bytes] | None = None,
+) -> Iterator[Stream]:
+    """git ARGS as `run` runs it, its output read from a pipe rather than held.
+
+    For output of any size (a diff of a million files): the reader keeps what
+    it needs and may stop at any point; leaving the block closes the pipe, so
+    a git still writing ends on SIGPIPE, and its tree is ended as `run` ends
+    it. Past `timeout` git is ended even while the reader waits on the pipe.
+    Raises OSError if git cannot be started, GitTimeout past `timeout`."""
+    _refuse_if_forbidden(args)
+    if _objects_only(args):
+        settings, swept = [*FIXED, *config], False
+    else:
+        settings, swept = [*overrides(configured(cwd, timeout)), *config], True
+    child_env = environment(settings, env)
+    child_env.update(getattr(_local, "env", {}))
+    child_env[_TAG] = tag = f"{os.getpid()}-{next(_counter)}"
+    mark = tree.backend.last_pid()
+    command = argv(cwd, args)
+    command_line = command
+    if swept:
+        command_line, child_env = tree.helper_command(
+            tree.SWEEPER, [str(os.getpid()), *command], child_env
+        )
+    with tempfile.TemporaryFile() as err, _input(stdin) as given:
+        with tree.SPAWN_LOCK:
+            popen = subprocess.Popen(
+                command_line,
+                env=child_env,
+                stdin=given,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+            )
+            tree.own(popen, locked=True)
+        late = threading.Event()
+
+        def _too_late() -> None:
+            late.set()
+            _end_in_time(popen, tag)
+
+        timer = threading.Timer(timeout, _too_late)
+        timer.daemon = True
+        timer.start()
+        done = Stream(popen)
+        try:
+            yield done
+        finally:
+            done.closed_early = not done._reading.ended
+            popen.stdout.close()  # type: ignore[union-attr]
+            try:
+                done.returncode = popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _too_late()
+                done.returncode = popen.wait()
+            timer.cancel()
+            end_leftovers(popen.pid, tag, mark)
+            err.seek(0)
+            done.stderr = err.read(1 << 16).decode("utf-8", "replace")
+    if late.is_set():
+        raise GitTimeout(
+            f"git {args[0] if args else ''} ran longer than {timeout:g} s and was ended"
+        )
 
 
 def _end_in_time(popen: subprocess.Popen[bytes], tag: str) -> None:

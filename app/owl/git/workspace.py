@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from owl.git import safegit
 from owl.git.gitdir import common_dir, store_path
@@ -26,6 +27,14 @@ from owl.errors import Refused
 # How long one git call may take before its process tree is ended
 # (OWL_GIT_TIMEOUT, in seconds, sets it: for slow disks, and for tests).
 GIT_TIMEOUT = float(os.environ.get("OWL_GIT_TIMEOUT") or 60)
+
+
+# A blob larger than this is never read whole by Owl's git to count or diff its
+# lines: git takes it as binary (`core.bigFileThreshold`, default 512 MB). Git
+# spends about eleven times a text file's size to diff it (a 77 MB file of short
+# lines took 870 MB), so this bounds what reading any one file costs.
+BIG_BLOB = 4 << 20
+BOUNDED: tuple[tuple[str, str], ...] = (("core.bigFileThreshold", str(BIG_BLOB)),)
 
 
 class WorkspaceError(Exception):
@@ -62,6 +71,23 @@ def git(
         msg = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
         raise WorkspaceError(f"git {args[0]} failed: {msg[-1] if msg else proc.returncode}")
     return proc
+
+
+@contextlib.contextmanager
+def git_stream(
+    cwd: Path | str,
+    *args: str,
+    timeout: float = GIT_TIMEOUT,
+    config: tuple[tuple[str, str], ...] = (),
+    stdin: bytes | IO[bytes] | None = None,
+) -> Iterator[safegit.Stream]:
+    """`git`, its output read from a pipe as it comes (`safegit.stream`): for
+    output too large to hold. Raises WorkspaceError if git times out."""
+    try:
+        with safegit.stream(cwd, *args, timeout=timeout, config=config, stdin=stdin) as s:
+            yield s
+    except safegit.GitTimeout as e:
+        raise WorkspaceError(str(e)) from None
 
 
 def drivers(cwd: Path | str) -> list[str]:
@@ -258,7 +284,9 @@ def commits_since(repo: Path, base: str, branch: str, limit: int = 50) -> list[s
 
 
 def diff_stat(repo: Path, base: str, branch: str) -> str:
-    return git(repo, "diff", "--shortstat", f"{base}...{branch}", check=False).stdout.strip()
+    return git(
+        repo, "diff", "--shortstat", f"{base}...{branch}", check=False, config=BOUNDED
+    ).stdout.strip()
 
 
 def _hash_like(ref: str) -> bool:

@@ -318,6 +318,7 @@ def diffstat(e: ev.RunEnded) -> str | None:
             f"{e.base}...{e.branch}",
             check=False,
             timeout=DIFFSTAT_TIMEOUT,
+            config=workspace.BOUNDED,  # a huge file's lines are not counted
         )
     except Exception:
         return None

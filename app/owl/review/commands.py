@@ -14,11 +14,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
-from owl.git import workspace
 from owl.errors import Refused, StoreError
+from owl.git.workspace import BIG_BLOB
+from owl.review import changes
 from owl.review.text import visible
 
 _COLOURS = {"+": "\x1b[32m", "-": "\x1b[31m", "@": "\x1b[36m"}
@@ -78,31 +80,55 @@ def _job(paths: object, job_id: int) -> dict:
     return job
 
 
-def diff_text(job: dict) -> str:
-    """The Job's branch against the commit it started from, as git prints it."""
+def _where(job: dict) -> Path:
+    """The Job's project, or Refused saying why its diff cannot be read."""
     if not (job["branch"] and job["base"]):
         raise Refused(f"job {job['id']} has no branch yet (it has not run)")
     project = Path(job["project"])
     if not project.is_dir():
         raise Refused(f"the project {project} is not there any more")
-    try:
-        proc = workspace.git(
-            project,
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            f"{job['base']}...refs/heads/{job['branch']}",
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as e:
-        raise Refused(f"git diff cannot be run: {e}") from None
-    if proc.returncode != 0:
-        raise Refused(
-            f"the branch {job['branch']} cannot be read in {project}: "
-            f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}"
-        )
-    return proc.stdout
+    return project
+
+
+def write_diff(job: dict, write: Callable[[bytes], object]) -> list[changes.Change]:
+    """The Job's branch against the commit it started from, as git prints it,
+    handed to `write` a chunk at a time (never held whole: `owl.review.changes`);
+    the files left out for their size.
+
+    git writes into a file with no name first, as every git of Owl's does: a
+    reader that takes its time (a pager, `| less`) must not hold git past its
+    time limit."""
+    project = _where(job)
+    with tempfile.TemporaryFile() as kept:
+        try:
+            big = changes.write_patch(
+                project, job["base"], f"refs/heads/{job['branch']}", kept.write
+            )
+        except changes.ChangesError as e:
+            raise Refused(f"the branch {job['branch']} cannot be read in {project}: {e}") from None
+        kept.seek(0)
+        while chunk := kept.read(changes.READ_CHUNK):
+            write(chunk)
+    return big
+
+
+class _Lines:
+    """Bytes in, whole lines out: the terminal's colours are given a line at a time."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self.emit = emit
+        self.rest = b""
+
+    def write(self, data: bytes) -> None:
+        lines = (self.rest + data).split(b"\n")
+        self.rest = lines.pop()
+        for line in lines:
+            self.emit(line.decode("utf-8", "replace") + "\n")
+
+    def close(self) -> None:
+        if self.rest:
+            self.emit(self.rest.decode("utf-8", "replace"))
+            self.rest = b""
 
 
 def colour(diff: str) -> str:
@@ -127,28 +153,87 @@ def _pager() -> list[str] | None:
     return argv
 
 
+def _left_out(big: list[changes.Change]) -> list[str]:
+    limit = changes.size_words(BIG_BLOB)
+    return [f"{changes.summary(c)} (over {limit})" for c in big]
+
+
 def diff(paths: object, job_id: int, *, out: TextIO = sys.stdout) -> int:
-    text = diff_text(_job(paths, job_id))
-    if not text:
-        print(f"job {job_id}'s branch changes nothing", file=sys.stderr)
-        return 0
+    job = _job(paths, job_id)
     if not out.isatty():
-        out.write(text)
-        out.flush()
-        return 0
-    shown = colour(text)
-    pager = _pager()
-    if pager is None:
-        out.write(shown)
-        return 0
-    env = dict(os.environ)
-    env.setdefault("LESS", "FRX")
-    proc = subprocess.Popen(pager, stdin=subprocess.PIPE, env=env)
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(shown.encode("utf-8", "replace"))
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass  # the person quit the pager early
-    proc.wait()
+        return _diff_plain(job, out)
+    with _Pager(out) as pager:
+        lines = _Lines(lambda line: pager.write(colour(line)))
+        big = write_diff(job, lines.write)
+        lines.close()
+        for line in _left_out(big):
+            pager.write(f"\x1b[1m{visible(line)}{_RESET}\n")
+    if not pager.started:
+        print(f"job {job_id}'s branch changes nothing", file=sys.stderr)
     return 0
+
+
+def _diff_plain(job: dict, out: TextIO) -> int:
+    """Into a file or a pipe: the patch byte for byte, so it can be applied; what
+    was left out for its size is said on stderr, not in the patch."""
+    out.flush()
+    written = 0
+
+    def write(data: bytes) -> None:
+        nonlocal written
+        written += len(data)
+        target = getattr(out, "buffer", None)
+        if target is not None:
+            target.write(data)
+        else:
+            out.write(data.decode("utf-8", "replace"))
+
+    big = write_diff(job, write)
+    out.flush()
+    for line in _left_out(big):
+        print(f"owl: {visible(line, keep_newlines=False)}", file=sys.stderr)
+    if not written and not big:
+        print(f"job {job['id']}'s branch changes nothing", file=sys.stderr)
+    return 0
+
+
+class _Pager:
+    """The person's pager, started at the first line to show (none for an empty
+    diff), or the terminal itself when there is none."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.started = False
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.broken = False
+
+    def write(self, text: str) -> None:
+        if not self.started:
+            self.started = True
+            argv = _pager()
+            if argv is not None:
+                env = dict(os.environ)
+                env.setdefault("LESS", "FRX")
+                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, env=env)
+        if self.broken:
+            return
+        if self.proc is None:
+            self.out.write(text)
+            return
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(text.encode("utf-8", "replace"))
+        except BrokenPipeError:
+            self.broken = True  # the person quit the pager early
+
+    def __enter__(self) -> "_Pager":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            self.proc.wait()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from owl.git.workspace import BIG_BLOB
 from owl.review import diffs
+from owl.review.changes import size_words
 from owl.review.prose import esc
 
 # Pygments lexes about 100 KB of code a second here: past this much, plain text,
@@ -19,6 +21,11 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+def total_files(f: dict[str, Any]) -> int:
+    """Every file the branch changes (the listing names only the first of many)."""
+    return max(int(f.get("files_total") or 0), len(f["files"]))
+
+
 def _line_html(ln: diffs.Line) -> str:
     toks = ln.tokens or [("", ln.text)]
     return "".join(f'<span class="{c}">{esc(t)}</span>' if c else esc(t) for c, t in toks)
@@ -27,7 +34,16 @@ def _line_html(ln: diffs.Line) -> str:
 _ROW = {"+": "add", "-": "del", " ": "ctx"}
 
 
-def _file_diff(i: int, fd: diffs.FileDiff) -> str:
+def _more_lines(h: diffs.Hunk, jid: int) -> str:
+    if not h.more:
+        return ""
+    return (
+        f'<tr class="hunk"><td colspan="4">… {plural(h.more, "more line")} in this hunk: '
+        f"<code>owl jobs diff {jid}</code> prints them</td></tr>"
+    )
+
+
+def _file_diff(i: int, fd: diffs.FileDiff, jid: int) -> str:
     tag = "" if fd.status == "modified" else f'<span class="tag">{esc(fd.status)}</span>'
     head = (
         f'<h3 id="file-{i}"><span class="path">{esc(fd.path)}</span>{tag}'
@@ -57,6 +73,7 @@ def _file_diff(i: int, fd: diffs.FileDiff) -> str:
                 f'<tr class="{_ROW[ln.kind]}"><td class="d-num">{old}</td><td class="d-num">{new}</td>'
                 f'<td class="d-mark">{mark}</td><td class="d-src">{_line_html(ln)}</td></tr>'
             )
+        rows.append(_more_lines(h, jid))
     return (
         f'<div class="file">{head}<table class="diff code"><colgroup><col class="d-num"><col class="d-num">'
         f'<col class="d-mark"><col></colgroup>{"".join(rows)}</table></div>'
@@ -67,10 +84,20 @@ def diff_section(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
     jid = int(f["job"]["id"])
     notes = []
     if f["diff_cut"]:
+        over = "more than " if f.get("diff_more") else ""
         notes.append(
-            f'<div class="note">The diff is {f["diff_chars"] / 1e6:.1f} MB over '
-            f"{plural(len(f['files']), 'file')}; this page shows the first "
+            f'<div class="note">The diff is {over}{f["diff_chars"] / 1e6:.1f} MB over '
+            f"{plural(total_files(f), 'file')}; this page shows the first "
             f"{plural(len(parsed), 'file')}. <code>owl jobs diff {jid}</code> prints all of it.</div>"
+        )
+    big = [x for x in f["files"] if x.get("big")]
+    if big:
+        names = ", ".join(
+            f"<code>{esc(x['path'])}</code> ({esc(size_words(x['size']))})" for x in big[:10]
+        ) + (f" and {len(big) - 10:,} more" if len(big) > 10 else "")
+        notes.append(
+            f'<div class="note">Not shown, each over {esc(size_words(BIG_BLOB))} '
+            f"(summarised by size, never read): {names}.</div>"
         )
     if f.get("colour_cut"):
         notes.append(
@@ -88,7 +115,7 @@ def diff_section(f: dict[str, Any], parsed: list[diffs.FileDiff]) -> str:
         )
     if f.get("git_problem"):
         notes.append(f'<div class="note">{esc(f["git_problem"])}</div>')
-    body = "".join(_file_diff(i, fd) for i, fd in enumerate(parsed))
+    body = "".join(_file_diff(i, fd, jid) for i, fd in enumerate(parsed))
     if not parsed and not f.get("git_problem"):
         body = '<div class="body empty">The branch changes nothing.</div>'
     base = esc((f["job"].get("base") or "")[:10])

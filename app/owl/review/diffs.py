@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 HIGHLIGHT_MAX_LINES = 4000  # per file: beyond this, plain text is quicker to read anyway
+HUNK_LINES_MAX = 2000  # lines kept of one hunk: the rest are counted, not shown
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
@@ -30,6 +31,7 @@ class Line:
 class Hunk:
     header: str
     lines: list[Line] = field(default_factory=list)
+    more: int = 0  # lines past HUNK_LINES_MAX, counted but not kept
 
 
 @dataclass
@@ -67,8 +69,10 @@ def _hunk_start(line: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(3))) if m else None
 
 
-def parse(text: str) -> list[FileDiff]:
-    """The files of a `git diff` (no colour, no renames) in order."""
+def parse(text: str, hunk_lines: int = HUNK_LINES_MAX) -> list[FileDiff]:
+    """The files of a `git diff` (no colour, no renames) in order, each hunk's
+    lines kept up to `hunk_lines` (a generated file's one hunk of 100,000 lines
+    would otherwise be a page of tens of MB)."""
     files: list[FileDiff] = []
     cur: FileDiff | None = None
     hunk: Hunk | None = None
@@ -106,6 +110,11 @@ def parse(text: str) -> list[FileDiff]:
                     cur.path = new
             continue
         kind, body = raw[:1], raw[1:]
+        if len(hunk.lines) >= hunk_lines:
+            hunk.more += 1
+            cur.added += kind == "+"
+            cur.removed += kind == "-"
+            continue
         if kind == "+":
             hunk.lines.append(Line("+", None, new_no, body))
             new_no += 1

@@ -16,6 +16,7 @@ from typing import Any
 
 from owl.engine import checks as checksmod
 from owl.git import workspace
+from owl.review import changes
 from owl.review import text as textmod
 from owl.rules.attempts import attempt_numbers  # counted as everywhere: interrupted is none
 from owl.store.db import Store
@@ -23,6 +24,8 @@ from owl.store.db import Store
 DIFF_MAX_CHARS = 500_000  # the page's diff is cut here, at a file boundary if one is near
 COMMITS_MAX = 200
 LOG_READ_MAX = 4 << 20  # the last message is in the log's tail
+GIT_READ_MAX = 1 << 20  # of the commits' log, and of the worktree's status
+DIRTY_SHOWN = 100
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -31,6 +34,19 @@ def _git(repo: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError, workspace.WorkspaceError):
         return None
     return proc.stdout if proc.returncode == 0 else None
+
+
+def _git_head(repo: Path, *args: str, limit: int = GIT_READ_MAX) -> str | None:
+    """git's output, its first `limit` bytes only (a commit message or an untracked
+    listing can be as large as an agent makes it)."""
+    try:
+        with workspace.git_stream(repo, *args) as s:
+            data = s.stdout.read(limit)
+    except (OSError, workspace.WorkspaceError):
+        return None
+    if s.returncode != 0 and not s.closed_early:
+        return None
+    return data.decode("utf-8", "replace")
 
 
 def read_tail(path: str | None, limit: int = LOG_READ_MAX) -> str:
@@ -83,7 +99,7 @@ def run_facts(store: Store, run: dict[str, Any]) -> dict[str, Any]:
 
 
 def commits(project: Path, base: str, branch: str) -> list[dict[str, Any]]:
-    out = _git(
+    out = _git_head(
         project,
         "log",
         f"-{COMMITS_MAX}",
@@ -110,37 +126,25 @@ def commits(project: Path, base: str, branch: str) -> list[dict[str, Any]]:
     return result
 
 
+def file_view(c: changes.Change) -> dict[str, Any]:
+    """One changed file as the page and `owl jobs show` list it: its line counts
+    (None for binary, or a file too big to read) and its size."""
+    return {
+        "path": c.path,
+        "added": c.added,
+        "removed": c.removed,
+        "size": c.size,
+        "big": c.big,
+        "note": f"{changes.size_words(c.size)}, not shown" if c.big else None,
+    }
+
+
 def files(project: Path, base: str, branch: str) -> list[dict[str, Any]]:
-    """Every file changed, with its added and removed line counts (None for binary)."""
-    out = _git(
-        project, "diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", f"{base}...{branch}"
-    )
-    result = []
-    for rec in (out or "").split("\0"):
-        parts = rec.split("\t", 2)
-        if len(parts) != 3:
-            continue
-        a, d, path = parts
-        result.append(
-            {
-                "path": path,
-                "added": int(a) if a.isdigit() else None,
-                "removed": int(d) if d.isdigit() else None,
-            }
-        )
-    return result
-
-
-def diff_text(project: Path, base: str, branch: str) -> str | None:
-    return _git(
-        project,
-        "diff",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--no-renames",
-        f"{base}...{branch}",
-    )
+    """The first `changes.FILES_MAX` files changed ([] when git cannot say)."""
+    try:
+        return [file_view(c) for c in changes.listing(project, base, branch).files]
+    except changes.ChangesError:
+        return []
 
 
 def cap(diff: str, limit: int = DIFF_MAX_CHARS) -> tuple[str, bool]:
@@ -187,8 +191,11 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
         "replies": list(store.replies(job_id)) if hasattr(store, "replies") else [],
         "commits": [],
         "files": [],
+        "files_total": 0,
+        "lines": (0, 0),
         "diff": "",
         "diff_chars": 0,
+        "diff_more": False,
         "diff_cut": False,
         "git_problem": None,
         "worktree_dirty": None,
@@ -207,16 +214,33 @@ def gather(store: Store, job_id: int, *, diff_limit: int = DIFF_MAX_CHARS) -> di
         facts["git_problem"] = f"the branch {branch} is not in {project} any more"
         return facts
     facts["commits"] = commits(project, base, branch)
-    facts["files"] = files(project, base, branch)
-    diff = diff_text(project, base, branch) or ""
-    facts["diff_chars"] = len(diff)
-    facts["diff"], facts["diff_cut"] = cap(diff, diff_limit)
+    try:
+        _changes(facts, project, base, branch, diff_limit)
+    except changes.ChangesError as e:
+        facts["git_problem"] = f"git cannot read the branch {branch}: {e}"
     worktree = job.get("worktree")
     if worktree and Path(worktree).is_dir():
-        status = _git(Path(worktree), "status", "--porcelain")
+        status = _git_head(Path(worktree), "status", "--porcelain")
         facts["worktree_dirty"] = [
             line[3:]
-            for line in (status or "").splitlines()
+            for line in (status or "").split("\n")[:-1]  # the last is '' or cut short
             if line[3:] and not line[3:].startswith(".owl/")
-        ]
+        ][:DIRTY_SHOWN]
     return facts
+
+
+def _changes(facts: dict[str, Any], project: Path, base: str, branch: str, limit: int) -> None:
+    """The files, line counts and diff of the branch, each read within its cap
+    (`owl.review.changes`): what a commit of any size costs to show."""
+    listed = changes.listing(project, base, branch)
+    facts["files"] = [file_view(c) for c in listed.files]
+    facts["files_total"] = listed.total
+    facts["lines"] = (listed.added, listed.removed)
+    facts["lines_of"] = None if listed.counted_all else len(listed.files)
+    diff, more = changes.patch_text(project, base, branch, listed, limit)
+    facts["diff_chars"] = len(diff.encode("utf-8", "replace"))  # what git wrote, so far
+    facts["diff_more"] = more
+    # git had more: cut what was read at a file boundary (its bytes, not its
+    # characters, were counted against the limit)
+    facts["diff"], cut = cap(diff, min(limit, len(diff) - 1) if more else limit)
+    facts["diff_cut"] = cut or more

@@ -18,7 +18,8 @@ from typing import Any, Iterable
 
 from owl.review import diffs
 from owl.review.prose import logo, esc, file_url, heading, prose, took, when
-from owl.review.diff_html import HIGHLIGHT_BUDGET, diff_section
+from owl.review.changes import size_words
+from owl.review.diff_html import HIGHLIGHT_BUDGET, diff_section, total_files
 from owl.review.runs_html import runs_section
 from owl.rules import money
 
@@ -87,9 +88,23 @@ def _checks_summary(f: dict[str, Any]) -> tuple[str, str]:
     return f"{passed}/{len(latest)}", "ok" if passed == len(latest) else "bad"
 
 
+def _lines(f: dict[str, Any]) -> tuple[int, int]:
+    """Lines added and removed over every file (the listing names only the first)."""
+    if f.get("lines") and f.get("files_total"):
+        added, removed = f["lines"]
+        return int(added), int(removed)
+    return sum(x["added"] or 0 for x in f["files"]), sum(x["removed"] or 0 for x in f["files"])
+
+
+def _lines_of(f: dict[str, Any]) -> str:
+    """What the lines tile counts: every file, or the listed ones of many."""
+    listed = f.get("lines_of")
+    return f"lines in the first {listed:,} files" if listed else "lines"
+
+
 def _stats(f: dict[str, Any]) -> str:
-    added = sum(x["added"] or 0 for x in f["files"])
-    removed = sum(x["removed"] or 0 for x in f["files"])
+    added, removed = _lines(f)
+    count = total_files(f)
     value, cls = _checks_summary(f)
     runs = f["runs"]
     tiles = [
@@ -99,12 +114,12 @@ def _stats(f: dict[str, Any]) -> str:
         ),
         (
             "",
-            f"<b>{len(f['files'])}</b><span>{'file' if len(f['files']) == 1 else 'files'} changed</span>",
+            f"<b>{count:,}</b><span>{'file' if count == 1 else 'files'} changed</span>",
         ),
         (
             "",
             f'<b><span class="plus">+{added:,}</span> <span class="minus">−{removed:,}</span></b>'
-            "<span>lines</span>",
+            f"<span>{_lines_of(f)}</span>",
         ),
         (cls, f"<b>{value}</b><span>checks passed</span>"),
         (
@@ -204,11 +219,7 @@ def _files(f: dict[str, Any], shown: dict[str, int]) -> str:
     for x in f["files"]:
         name = esc(x["path"])
         link = f'<a href="#file-{shown[x["path"]]}">{name}</a>' if x["path"] in shown else name
-        counts = (
-            '<span class="mute">binary</span>'
-            if x["added"] is None
-            else f'<span class="plus">+{x["added"]}</span> <span class="minus">−{x["removed"]}</span>'
-        )
+        counts = _counts(x)
         rows.append(
             f'<tr><td class="path">{link}</td><td class="num">{counts}</td>'
             f'<td class="num">{_bar(x["added"], x["removed"], widest)}</td></tr>'
@@ -218,10 +229,25 @@ def _files(f: dict[str, Any], shown: dict[str, int]) -> str:
         if rows
         else '<div class="body empty">No files changed.</div>'
     )
+    total = total_files(f)
+    if total > len(rows):
+        inner += (
+            f'<div class="note">… and {total - len(rows):,} more files, not listed here: '
+            f"<code>owl jobs diff {int(f['job']['id'])}</code> prints them.</div>"
+        )
     return (
-        f'<section class="card" id="files"><h2>Files changed <small>{len(rows)}</small></h2>'
+        f'<section class="card" id="files"><h2>Files changed <small>{total:,}</small></h2>'
         f"{inner}</section>"
     )
+
+
+def _counts(x: dict[str, Any]) -> str:
+    """A listed file's line counts, or why it has none."""
+    if x.get("big"):
+        return f'<span class="mute">{esc(size_words(x["size"]))}, not shown</span>'
+    if x["added"] is None:
+        return '<span class="mute">binary</span>'
+    return f'<span class="plus">+{x["added"]}</span> <span class="minus">−{x["removed"]}</span>'
 
 
 def _tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:

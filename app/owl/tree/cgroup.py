@@ -144,6 +144,10 @@ class RunGroup:
         """SIGKILL every process of the cgroup at once (Linux 5.14+)."""
         return self._write("cgroup.kill", "1")
 
+    def reclaim(self) -> int | None:
+        """Give the frozen Run's memory back to the person (`give_back`)."""
+        return give_back(self.path)
+
     def remove(self) -> None:
         """Remove the cgroup once it is empty (a busy one stays; never an error)."""
         for group in [*reversed(self._groups()), self.path.parent]:
@@ -151,6 +155,45 @@ class RunGroup:
                 group.rmdir()  # the instance's folder too, once its last Run went
             except OSError:
                 pass
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def give_back(path: Path) -> int | None:
+    """Ask the kernel to reclaim all the memory of the cgroup at `path` now: its
+    file pages dropped, its anonymous pages written to swap where there is swap.
+
+    Why: a frozen Run keeps its memory, and when the person comes back it is
+    their programs the kernel would page out to make room, at their first
+    touch. Reclaimed at the freeze, the Run's pages are the ones out, and a
+    thawed Run faults its own back in as it goes on (nothing to restore).
+
+    cgroup v2: ``memory.reclaim`` (Linux 5.19+), asked for ``memory.current``
+    bytes; v1: ``memory.force_empty``, which reclaims as much as it can. Slow
+    (a write per GB of swap): never on the engine thread. The bytes the
+    cgroup's own count went down by, or None where it has neither file (no
+    memory controller on it)."""
+    if (path / "memory.reclaim").exists():
+        usage, ask, value = path / "memory.current", path / "memory.reclaim", None
+    elif (path / "memory.force_empty").exists():
+        usage, ask, value = path / "memory.usage_in_bytes", path / "memory.force_empty", "0"
+    else:
+        return None
+    before = _read_int(usage)
+    if before is None:
+        return None
+    try:
+        with open(ask, "w") as fh:
+            fh.write(value or str(before))
+    except OSError:
+        pass  # EAGAIN: less than asked could be reclaimed (no swap, pages locked)
+    after = _read_int(usage)
+    return None if after is None else max(0, before - after)
 
 
 def leftovers(instance: str) -> list[RunGroup]:
