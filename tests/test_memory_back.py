@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from owl.engine import acting
-from owl.tree import cgroup
+from owl.tree import KernelCaps, cgroup
 from owlproc import wait_for
 from support.need import missing
 
@@ -89,3 +89,18 @@ def test_the_freeze_gives_the_runs_memory_back_off_the_engine_thread(
         lambda: "run 7 frozen: " in caplog.text and "MB of its memory given back" in caplog.text,
         what="the daemon's log line",
     )
+
+
+def test_on_a_v1_machine_the_freeze_gives_back_through_the_caps_memory_group(
+    group: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As here: the Run's cgroup v2 (freeze, kill) has no memory controller, and its
+    memory is held in the v1 memory cgroup its caps made: that one is reclaimed."""
+    no_memory = tmp_path / "v2-without-memory"
+    no_memory.mkdir()
+    fill(group, tmp_path / "data", 64)
+    before = usage(group)
+    caplog.set_level(logging.INFO, logger="owl.engine")
+    acting.give_back(8, cgroup.RunGroup(no_memory), KernelCaps(memory_dir=group))
+    wait_for(lambda: usage(group) < before - 60 * MB, what="the v1 group's memory given back")
+    wait_for(lambda: "run 8 frozen: " in caplog.text, what="the daemon's log line")

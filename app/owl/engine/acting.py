@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
     from owl.tree.cgroup import RunGroup
+    from owl.tree.cgroup_caps import KernelCaps
 
 from owl.engine import runchecks, runend, runwatch
+from owl.tree.cgroup import give_back as cgroup_give_back
 from owl.rules import lifecycle
 
 log = logging.getLogger("owl.engine")
@@ -52,7 +54,7 @@ def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
             log.info("run %s frozen by %s%s", lv.run_id, by, how)
             runend.note_not_stopped(eng, lv)
             runwatch.record_pids(eng, lv)
-            give_back(lv.run_id, lv.cgroup)
+            give_back(lv.run_id, lv.cgroup, lv.caps)
         elif isinstance(action, lifecycle.Thaw):
             lv.thaw_now()
             eng.note(lv.run_id, state=eng.core.runs[action.run].state, frozen_by=None)
@@ -87,15 +89,20 @@ def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
         eng.on_change()
 
 
-def give_back(run_id: int, group: RunGroup | None) -> None:
+def give_back(run_id: int, group: RunGroup | None, caps: KernelCaps | None = None) -> None:
     """A frozen Run's memory reclaimed by the kernel (to swap), so the person's
     programs are not the ones paged out when they come back: on a thread of its
-    own, since the kernel writes the pages out in the caller's time."""
-    if group is None:
+    own, since the kernel writes the pages out in the caller's time. The Run's
+    cgroup v2 where it has a memory controller, else the v1 memory cgroup its
+    caps made (as root on a v1 machine)."""
+    v1 = caps.memory_dir if caps is not None else None
+    if group is None and v1 is None:
         return
 
     def reclaim() -> None:
-        freed = group.reclaim()
+        freed = group.reclaim() if group is not None else None
+        if freed is None and v1 is not None:
+            freed = cgroup_give_back(v1)
         if freed:
             log.info("run %s frozen: %.0f MB of its memory given back", run_id, freed / 2**20)
 

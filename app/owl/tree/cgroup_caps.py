@@ -52,6 +52,7 @@ class KernelCaps:
     oom_file: Path | None = None  # where the kernel counts its OOM kills in the Run
     pids_file: Path | None = None  # ... and the forks it refused
     made: list[Path] = field(default_factory=list)  # v1 folders to remove at the end
+    memory_dir: Path | None = None  # the Run's own v1 memory cgroup, if it has one
 
     @classmethod
     def make(
@@ -182,6 +183,7 @@ def _v1_write(caps: KernelCaps, name: str, value: int, instance: str, run: str) 
     caps.joins.append(str(folder))
     if name == "memory":
         caps.memory, caps.oom_file = value, folder / "memory.oom_control"
+        caps.memory_dir = folder
     else:
         caps.processes, caps.pids_file = value, folder / "pids.events"
     return True
