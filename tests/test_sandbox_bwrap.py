@@ -5,6 +5,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from owl.sandbox import bwrap as B
 from owl.sandbox import policy as P
 from owl.sandbox.agentstate import AGENTS
@@ -112,13 +114,20 @@ PROBE = (
 )
 
 
-def test_own_network_cuts_abstract_sockets_but_keeps_the_named_host_port(tmp_path):
+# Another pasta to run the same test with (Debian 13's, which closes every
+# inherited fd as it starts: `dpkg-deb -x` of trixie's passt, run through
+# trixie's ld.so where the host's glibc is older).
+PASTAS = ["pasta", *filter(None, [os.environ.get("OWL_TEST_PASTA")])]
+
+
+@pytest.mark.parametrize("pasta", PASTAS)
+def test_own_network_cuts_abstract_sockets_but_keeps_the_named_host_port(tmp_path, pasta):
     """An abstract socket (as the X server's @/tmp/.X11-unix/X0) is out of reach in
     the Run's own namespace; the 127.0.0.1 port pasta forwards is not."""
     import socket
     import sys
 
-    need("bwrap", "pasta")
+    need("bwrap", pasta)
     name = f"owl-test-{os.getpid()}"
     ab = socket.socket(socket.AF_UNIX)
     ab.bind("\0" + name)
@@ -146,7 +155,7 @@ def test_own_network_cuts_abstract_sockets_but_keeps_the_named_host_port(tmp_pat
             "-I",
             "-S",
             str(NETNS),
-            "pasta",
+            pasta,
             str(port),
             "--",
             *MINIMAL,
