@@ -464,6 +464,15 @@ def test_a_planted_commondir(base: Path) -> None:
     assert [e["name"] for e in jobstore.verify(m.places)] == [".git", "gitdir", "commondir"]
 
 
+def test_link_local_and_the_hosts_addresses(mac: Mac) -> None:
+    """Linux: a link-local address (a cloud machine's metadata service) or
+    another of the host's own addresses, closed by routes in the Run's own
+    network namespace. Seatbelt's address filter names `localhost` or `*`
+    only: with the network allowed, both are reachable. Not stopped."""
+    for target in (("169.254.169.254", 80), ("fe80::1", 80), ("192.168.1.20", 5432)):
+        assert allowed(mac.text, "network-outbound", remote_ip=target), target
+
+
 # --- every row of the docs' table is read here ------------------------------------------------
 
 ROWS: dict[str, Callable[..., None]] = {
@@ -483,6 +492,7 @@ ROWS: dict[str, Callable[..., None]] = {
     "move `main`": test_the_projects_refs,
     "rewrite `packed-refs`": test_the_projects_objects,
     "a `commondir`": test_a_planted_commondir,
+    "a link-local address": test_link_local_and_the_hosts_addresses,
 }
 
 
