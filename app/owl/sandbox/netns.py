@@ -353,7 +353,7 @@ class _Pasta:
 
 
 def _attach(
-    helper: str, ports: str, pid: int, folder: str, dns: str | None
+    helper: str, ports: str, pid: int, folder: str, dns: str | None, holder: _Holder
 ) -> tuple[str | None, _Pasta | _Slirp | None]:
     """The namespace's network, by whichever helper was named, with the host's
     own addresses and link-local closed in it first (``netroutes.py``): (why
@@ -365,9 +365,8 @@ def _attach(
     the namespace at that moment makes that set-up fail and the Run with it
     (seen with both: "loopback: Failed RTM_NEWADDR"): they start once it is done."""
     _loopback_set(pid)
-    holder = _Holder(pid)
     try:
-        why = holder.ready()
+        why = holder.go(pid)
         if why is not None:
             return f"the host's addresses could not be closed to it ({why})", None
         if os.path.basename(helper).startswith("slirp4netns"):
@@ -381,31 +380,38 @@ def _attach(
 class _Holder:
     """``netroutes.py`` in the Run's namespaces: it closes the host's addresses
     there, then stays until ``end()``, so that pasta can be named them by its
-    ``/proc/PID/ns`` (see `_pasta`)."""
+    ``/proc/PID/ns`` (see `_pasta`). Started before bwrap, so that its own
+    start (an interpreter's) is made while bwrap sets the sandbox up; told
+    the namespaces once bwrap has said its child's pid (``go``)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self) -> None:
         self.pid = -1
-        self.err = self.ready_r = self.hold_w = -1
         self.fds: list[int] = []
-        # opened here (bwrap's child is not dumpable: only we may), named to it by our fds
-        self.fds = [os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)]
-        userns = "-"
-        if _own_userns(pid):
-            self.fds.append(os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC))
-            userns = f"/proc/self/fd/{self.fds[1]}"
-        netns = f"/proc/self/fd/{self.fds[0]}"
         self.ready_r, ready_w = os.pipe()
         hold_r, self.hold_w = os.pipe()
         self.err, err_w = os.pipe()
-        argv = [sys.executable, "-I", "-S", ROUTES, str(ready_w), str(hold_r), userns, netns]
+        argv = [sys.executable, "-I", "-S", ROUTES, str(ready_w), str(hold_r)]
         try:
-            self.pid = _spawn(argv, (ready_w, hold_r, *self.fds), quiet=err_w)
+            self.pid = _spawn(argv, (ready_w, hold_r), quiet=err_w)
         finally:
             for fd in (ready_w, hold_r, err_w):
                 os.close(fd)
 
-    def ready(self) -> str | None:
-        """None once the routes are laid, else why not."""
+    def go(self, pid: int) -> str | None:
+        """Join bwrap's child ``pid``'s namespaces and close the host's
+        addresses there: None once done, else why not. The namespaces are
+        opened here (bwrap's child is not dumpable: only we may open them)
+        and named to it by our fds, which stay open until ``end()``."""
+        me = os.getpid()
+        try:
+            self.fds.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+            userns = "-"
+            if _own_userns(pid):
+                self.fds.append(os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC))
+                userns = f"/proc/{me}/fd/{self.fds[1]}"
+            os.write(self.hold_w, f"{userns} /proc/{me}/fd/{self.fds[0]}\n".encode())
+        except OSError as e:
+            return str(e)
         up = select.select([self.ready_r], [], [], READY_TIMEOUT)[0]
         if up and os.read(self.ready_r, 16).startswith(b"ready"):
             return None
@@ -417,9 +423,12 @@ class _Holder:
         for fd in (self.ready_r, self.hold_w, self.err, *self.fds):
             if fd >= 0:
                 os.close(fd)
+        self.ready_r = self.hold_w = self.err = -1
+        self.fds = []
         if self.pid > 0 and _wait(self.pid, READY_TIMEOUT) is None:
             os.kill(self.pid, signal.SIGKILL)
             _wait(self.pid)
+        self.pid = -1
 
 
 def _present(bwrap: list[str]) -> list[str]:
@@ -572,13 +581,16 @@ def _run(helper: str, ports: str, report: str | None, bwrap: list[str], folder: 
         str(block_r),
         *bwrap[1:],
     ]
+    holder = _Holder()
     proc = _spawn(command, (info_w, block_r))
     os.close(info_w)
     os.close(block_r)
     pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
     network = None
-    if pid is not None:
-        why, network = _attach(helper, ports, pid, folder, dns)
+    if pid is None:
+        holder.end()
+    else:
+        why, network = _attach(helper, ports, pid, folder, dns, holder)
         if why is not None:
             os.write(2, f"owl: no user-mode networking ({why}); the Run has no network\n".encode())
             why = f"{os.path.basename(helper)}: {why}"

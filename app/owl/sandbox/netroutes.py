@@ -1,15 +1,16 @@
 """Close the host's own addresses and link-local to a Run's network namespace
 (run as a script by ``netns.py``, not imported by the daemon).
 
-    python -I -S netroutes.py READY HOLD USERNS|- NETNS [PREFIX ...]
+    python -I -S netroutes.py READY HOLD [PREFIX ...]
 
-USERNS and NETNS are paths of the namespaces of bwrap's child (``-``: no user
-namespace of its own to join, as for root where none could be made); each
-PREFIX (``169.254.0.0/16``, ``fd00::2/128``) is closed besides the defaults.
-Once the routes are laid it writes ``ready`` on the fd READY and stays, in
-the Run's namespaces, until the fd HOLD reads its end: while it stays, its
-``/proc/PID/ns/net`` and ``/user`` name them for pasta (see ``netns.py``).
-On failure it says why on stderr and exits 1.
+It reads one line from the fd HOLD, ``USERNS NETNS``: the paths of the
+namespaces of bwrap's child (USERNS ``-``: none of its own to join, as for
+root where none could be made); it is started before bwrap, and gets ready
+meanwhile. Each PREFIX (``192.0.2.0/24``, ``fd00::2/128``) is closed besides
+the defaults. Once the routes are laid it writes ``ready`` on the fd READY
+and stays, in the Run's namespaces, until HOLD reads its end: while it
+stays, its ``/proc/PID/ns/net`` and ``/user`` name them for pasta (see
+``netns.py``). On failure it says why on stderr and exits 1.
 
 Why: pasta (and slirp4netns) carries whatever the Run sends to any address
 out through the host's own sockets, so from inside a Run a listener on a
@@ -164,11 +165,26 @@ def _read(path: str) -> str:
         return ""
 
 
+def _line(fd: int) -> str:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace")
+
+
 def main(argv: list[str]) -> int:
-    ready, hold = int(argv[0]), int(argv[1])
-    userns, netns, extra = argv[2], argv[3], argv[4:]
+    ready, hold, extra = int(argv[0]), int(argv[1]), argv[2:]
     mine = host_addresses(_read("/proc/net/fib_trie"), _read("/proc/net/if_inet6"))
     prefixes = list(dict.fromkeys([*LINK_LOCAL, *mine, *extra]))
+    if not hasattr(os, "setns"):
+        import ctypes  # noqa: F401  (imported now, while bwrap starts)
+    told = _line(hold).split()
+    if len(told) != 2:
+        return 0  # bwrap did not start: nothing to do
+    userns, netns = told
     try:
         join(userns, netns)
         prohibit(prefixes)
