@@ -31,6 +31,10 @@ PORT = 47077
 LAN, OTHER, LINK_LOCAL = "10.77.0.2", "10.88.0.2", "169.254.77.77"
 LAN6, OTHER6, GATEWAY6 = "fd77::2", "fd88::2", "fd77::1"
 NAME, ADDRESS = "owl-test.example", "10.99.0.9"  # what the stand-in resolver answers
+# "The internet": a namespace beyond the stand-in host's, reached through it,
+# with a host for an allowed name and one for a name not allowed.
+ALLOWED, DENIED = "allowed.example", "denied.example"
+ALLOWED_AT, DENIED_AT = "198.51.100.10", "198.51.100.11"
 
 SERVER = r"""
 import socket, sys, threading
@@ -39,11 +43,17 @@ def serve(s):
         c, _ = s.accept()
         with c:
             c.sendall(b"hello")
+names = dict(kv.split("=") for kv in sys.argv[3].split(",")) if sys.argv[2] == "dns" else {}
 def dns(s):
     while True:
         q, peer = s.recvfrom(512)
         name = q[12:q.index(b"\0", 12) + 5]
-        addr = bytes(int(x) for x in sys.argv[3].split("."))
+        labels, i = [], 12
+        while q[i]:
+            labels.append(q[i + 1:i + 1 + q[i]].decode())
+            i += 1 + q[i]
+        asked = ".".join(labels).lower()
+        addr = bytes(int(x) for x in names.get(asked, names["*"]).split("."))
         answer = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + addr
         s.sendto(q[:2] + b"\x81\x80" + q[4:6] + b"\x00\x01\x00\x00\x00\x00" + name + answer, peer)
 port = int(sys.argv[1])
@@ -97,8 +107,9 @@ def test_net(*, ipv4: bool = True) -> Iterator[TestNet]:
     folder = Path(tempfile.mkdtemp(prefix="owl-testnet-"))
     folder.chmod(0o755)
     etc = Path("/etc/netns") / name
+    inet = f"{name}i"
     _ip("netns", "add", name)
-    server = None
+    servers: list[subprocess.Popen] = []
     try:
         etc.mkdir(parents=True)
         (etc / "resolv.conf").write_text("nameserver 127.0.0.53\noptions edns0\n")
@@ -117,31 +128,33 @@ def test_net(*, ipv4: bool = True) -> Iterator[TestNet]:
         if ipv4:
             _ip("route", "add", "default", "via", "10.77.0.1", "dev", "eth0", name=name)
         _ip("-6", "route", "add", "default", "via", GATEWAY6, "dev", "eth0", name=name)
-        server = subprocess.Popen(
-            [
-                "ip",
-                "netns",
-                "exec",
-                name,
-                sys.executable,
-                "-I",
-                "-c",
-                SERVER,
-                str(PORT),
-                "dns",
-                ADDRESS,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        _ip("netns", "add", inet)
+        _ip("link", "add", "up0", "type", "veth", "peer", "name", "down0", name=name)
+        _ip("link", "set", "down0", "netns", inet, name=name)
+        _ip("link", "set", "up0", "up", name=name)
+        _ip("addr", "add", "198.51.100.1/24", "dev", "up0", name=name)
+        _ip("link", "set", "lo", "up", name=inet)
+        _ip("link", "set", "down0", "up", name=inet)
+        for at in (ALLOWED_AT, DENIED_AT):
+            _ip("addr", "add", f"{at}/24", "dev", "down0", name=inet)
+        names = f"{NAME}={ADDRESS},{ALLOWED}={ALLOWED_AT},{DENIED}={DENIED_AT},*={ADDRESS}"
+        for where, dns in ((name, names), (inet, "-")):
+            server = subprocess.Popen(
+                ["ip", "netns", "exec", where, sys.executable, "-I", "-c", SERVER, str(PORT)]
+                + ["dns" if dns != "-" else "-", dns],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            servers.append(server)
+            assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         yield TestNet(name, tun)
     finally:
-        if server is not None:
+        for server in servers:
             server.kill()
             server.wait()
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        for ns in (name, inet):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         shutil.rmtree(etc, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -58,6 +58,12 @@ import time
 
 READY_TIMEOUT = 10.0
 ROUTES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netroutes.py")
+EGRESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "egress.py")
+# With an allow-list: every destination but the namespace's own (its loopback,
+# where pasta forwards the proxy's port) closed, more specific than the
+# default route pasta lays.
+CUT = ("0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1")
+PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
 TERM = {signal.SIGTERM}
 # Python ignores these for itself; what it starts gets them back (as subprocess does).
 RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
@@ -384,13 +390,13 @@ class _Holder:
     start (an interpreter's) is made while bwrap sets the sandbox up; told
     the namespaces once bwrap has said its child's pid (``go``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cut: tuple[str, ...] = ()) -> None:
         self.pid = -1
         self.fds: list[int] = []
         self.ready_r, ready_w = os.pipe()
         hold_r, self.hold_w = os.pipe()
         self.err, err_w = os.pipe()
-        argv = [sys.executable, "-I", "-S", ROUTES, str(ready_w), str(hold_r)]
+        argv = [sys.executable, "-I", "-S", ROUTES, str(ready_w), str(hold_r), *cut]
         try:
             self.pid = _spawn(argv, (ready_w, hold_r), quiet=err_w)
         finally:
@@ -548,26 +554,68 @@ def _with_options(bwrap: list[str], more: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    helper, ports, report = argv[0], argv[1], None
-    if argv[2] == "--report":
-        report, argv = argv[3], [helper, ports, *argv[4:]]
-    sep, bwrap = argv[2], _present(argv[3:])
+    helper, ports, report, allow = argv[0], argv[1], None, None
+    rest = argv[2:]
+    while rest and rest[0] in ("--report", "--allow"):
+        if rest[0] == "--report":
+            report = rest[1]
+        else:
+            allow = [h for h in rest[1].split(",") if h]
+        rest = rest[2:]
+    sep, bwrap = rest[0], _present(rest[1:])
     assert sep == "--" and bwrap
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
     if helper == "-":  # no network to make: bwrap alone, its argv checked just now
         os.execv(bwrap[0], bwrap)
     folder = _own_folder()
+    proxy = None
     try:
-        return _run(helper, ports, report, bwrap, folder)
+        if allow is not None:
+            proxy, port = _proxy(allow)
+            if port is None:  # the Run then has no network, and says so
+                _report(report, "the allow-list's proxy did not start")
+                allow, ports, bwrap = None, "-", [bwrap[0], "--unshare-net", *bwrap[1:]]
+                return _wait(_spawn(bwrap)) or 0
+            ports = ",".join([*(p for p in ports.split(",") if p != "-"), str(port)])
+            url = f"http://127.0.0.1:{port}"
+            env = [a for name in PROXY_ENV for a in ("--setenv", name, url)]
+            env += ["--setenv", "NO_PROXY", "localhost,127.0.0.1,::1"]
+            env += ["--setenv", "no_proxy", "localhost,127.0.0.1,::1"]
+            bwrap = _with_options(bwrap, env)
+        return _run(helper, ports, report, bwrap, folder, CUT if allow is not None else ())
     finally:
+        if proxy is not None:
+            os.kill(proxy, signal.SIGKILL)
+            _wait(proxy)
         _clean(folder)
 
 
-def _run(helper: str, ports: str, report: str | None, bwrap: list[str], folder: str) -> int:
-    """bwrap started blocked, its namespace given its network, then let go;
-    bwrap's exit status once it has ended."""
+def _proxy(hosts: list[str]) -> tuple[int, int | None]:
+    """Start the allow-list's proxy (``egress.py``): (its pid, the port of
+    127.0.0.1 it listens on, or None when it did not start)."""
+    ready_r, ready_w = os.pipe()
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        pid = _spawn(
+            [sys.executable, "-I", "-S", EGRESS, str(ready_w), *hosts], (ready_w,), quiet=null
+        )
+    finally:
+        os.close(ready_w)
+        os.close(null)
+    said = b""
+    if select.select([ready_r], [], [], READY_TIMEOUT)[0]:
+        said = os.read(ready_r, 16).strip()
+    os.close(ready_r)
+    return pid, int(said) if said.isdigit() else None
+
+
+def _run(
+    helper: str, ports: str, report: str | None, bwrap: list[str], folder: str, cut: tuple[str, ...]
+) -> int:
+    """bwrap started blocked, its namespace given its network (``cut``: more
+    prefixes closed in it), then let go; bwrap's exit status once it has ended."""
     dns: str | None = None
-    if not os.path.basename(helper).startswith("slirp4netns"):
+    if not cut and not os.path.basename(helper).startswith("slirp4netns"):
         dns, options = _resolver(folder)
         bwrap = _with_options(bwrap, options)
     info_r, info_w = os.pipe()
@@ -581,7 +629,7 @@ def _run(helper: str, ports: str, report: str | None, bwrap: list[str], folder: 
         str(block_r),
         *bwrap[1:],
     ]
-    holder = _Holder()
+    holder = _Holder(cut)
     proc = _spawn(command, (info_w, block_r))
     os.close(info_w)
     os.close(block_r)
