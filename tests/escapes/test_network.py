@@ -190,3 +190,63 @@ def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names
                     assert ", no network: pasta: " in label and "own network" not in label, label
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+ALLOW_PROBE = r"""
+via() {
+  python3 -c 'import os, socket, sys
+proxy = os.environ["HTTPS_PROXY"].split("//")[1]
+host, port = proxy.rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(f"CONNECT {sys.argv[1]}:{sys.argv[2]} HTTP/1.1\r\n\r\n".encode())
+data = b""
+while b"hello" not in data:
+    more = s.recv(4096)
+    if not more:
+        break
+    data += more
+assert data.startswith(b"HTTP/1.1 200") and b"hello" in data, data' "$1" "$PORT"
+}
+if via "$ALLOWED"; then echo "reached: $ALLOWED"; else echo "not reached: $ALLOWED"; fi
+try "a name not on the allow-list, through the proxy" 'via $DENIED'
+try "the allowed host's address, directly" 'reach $ALLOWED_AT'
+try "another address, directly" 'reach $DENIED_AT'
+"""
+ALLOW_WAYS = (
+    "a name not on the allow-list, through the proxy",
+    "the allowed host's address, directly",
+    "another address, directly",
+    "a link-local address of the host's",
+    "another address of the host's (a bridge's)",
+)
+
+
+def test_an_allow_list_lets_through_its_hosts_only(base: Path) -> None:
+    """``sandbox.network = "allow"``: the Run reaches the named host through
+    the proxy Owl runs outside it, and nothing else, by name or by address."""
+    programs("bwrap", "pasta", "ip")
+    home = person(base)
+    proj = project(base)
+    path = base / "attack.sh"
+    known = {
+        **KNOWN,
+        "ALLOWED": T.ALLOWED,
+        "DENIED": T.DENIED,
+        "ALLOWED_AT": T.ALLOWED_AT,
+        "DENIED_AT": T.DENIED_AT,
+    }
+    head = "".join(f"{k}={v}\n" for k, v in known.items())
+    path.write_text(TRY + head + PROBE.split("if getent")[0] + ALLOW_PROBE + WORK)
+    cfg = config(["bash", str(path)])
+    cfg["sandbox"] |= {"network": "allow", "allow_hosts": [T.ALLOWED]}
+    with T.test_net() as net:
+        d = NetOwl(net, base / "owl", cfg, env={"HOME": str(home), "AGENT_PIDS": ""})
+        with d:
+            job = d.add("do the work", proj)
+            d.ok("start")
+            j, log = done(d, job)
+            refused(log, *ALLOW_WAYS)
+            assert f"reached: {T.ALLOWED}" in log, log
+            label = j["runs"][-1]["contained"]
+            assert label.endswith(", network: allow-list (1 host)"), label
+            landed(proj, j["branch"])
