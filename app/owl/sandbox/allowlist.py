@@ -45,7 +45,7 @@ AGENT_HOSTS: dict[str, tuple[str, ...]] = {
 _URL = re.compile(r"^https?://(?:[^/@\s]*@)?(\[[^\]]+\]|[^:/\s?#]+)", re.IGNORECASE)
 # The variables that name an agent's service (ANTHROPIC_BASE_URL, OPENAI_API_BASE,
 # GOOGLE_GEMINI_BASE_URL, AZURE_OPENAI_ENDPOINT, ...), not any URL at all.
-_SERVICE = re.compile(r"(BASE_URL|API_BASE|API_URL|ENDPOINT)$")
+_SERVICE = re.compile(r"(^|_)(BASE_URL|API_BASE|API_URL|ENDPOINT)$")
 _NAME = re.compile(r"^(\*\.|\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 _LOOPBACK = ("localhost", "127.", "[::1]", "0.0.0.0")
 
