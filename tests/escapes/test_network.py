@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 
 from escapes.harness import TRY, WORK, base, done, landed, person, project, refused
 from owlproc import OWL, OwlDaemon, wait_for
@@ -142,6 +144,7 @@ def verdict(log: str, label: str) -> None:
     assert ", own network" in label, label
 
 
+@pytest.mark.timeout(600)
 def test_a_roots_run_reaches_no_address_of_the_host_and_resolves_names(base: Path) -> None:
     programs("bwrap", "pasta", "ip")
     home = person(base)
@@ -158,6 +161,7 @@ def test_a_roots_run_reaches_no_address_of_the_host_and_resolves_names(base: Pat
             landed(proj, j["branch"])
 
 
+@pytest.mark.timeout(900)
 def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names() -> None:
     programs("bwrap", "pasta", "ip", "setpriv")
     with second_user("net") as user:
@@ -221,6 +225,7 @@ ALLOW_WAYS = (
 )
 
 
+@pytest.mark.timeout(600)
 def test_an_allow_list_lets_through_its_hosts_only(base: Path) -> None:
     """``sandbox.network = "allow"``: the Run reaches the named host through
     the proxy Owl runs outside it, and nothing else, by name or by address."""

@@ -54,6 +54,9 @@ def dns(s):
             i += 1 + q[i]
         asked = ".".join(labels).lower()
         addr = bytes(int(x) for x in names.get(asked, names["*"]).split("."))
+        if name[-4:-2] != b"\x00\x01":  # not an A query: no such record, at once
+            s.sendto(q[:2] + b"\x81\x80" + q[4:6] + b"\x00\x00\x00\x00\x00\x00" + name, peer)
+            continue
         answer = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04" + addr
         s.sendto(q[:2] + b"\x81\x80" + q[4:6] + b"\x00\x01\x00\x00\x00\x00" + name + answer, peer)
 port = int(sys.argv[1])
