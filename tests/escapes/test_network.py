@@ -13,11 +13,14 @@ as on a desktop (a tun device open to all)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,10 +70,11 @@ KNOWN = {
 }
 
 
-def script(folder: Path) -> list[str]:
+def script(folder: Path, resolve: bool = True) -> list[str]:
     path = folder / "attack.sh"
     head = "".join(f"{k}={v}\n" for k, v in KNOWN.items())
-    path.write_text(TRY + head + PROBE + WORK)
+    probe = PROBE if resolve else PROBE.split("if getent")[0]
+    path.write_text(TRY + head + probe + WORK)
     path.chmod(0o755)
     return ["bash", str(path)]
 
@@ -161,9 +165,10 @@ def test_a_roots_run_reaches_no_address_of_the_host_and_resolves_names(base: Pat
             landed(proj, j["branch"])
 
 
-@pytest.mark.timeout(900)
-def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names() -> None:
-    programs("bwrap", "pasta", "ip", "setpriv")
+@contextlib.contextmanager
+def ordinary_user() -> Iterator[tuple[pwd.struct_passwd, Path, Path, Path]]:
+    """A second user, a folder it can read (its projects, Owl's install), a
+    project of its own: (the user, the folder, the install, the project)."""
     with second_user("net") as user:
         root = Path(tempfile.mkdtemp(prefix="owl-net-", dir="/var/tmp"))
         root.chmod(0o755)
@@ -171,29 +176,56 @@ def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names
             shared = shared_install(root / "lib")
             proj = project(root)
             chown_tree(proj, user)
-            command = script(root)
-            with T.test_net() as net:
-                d = NetUserOwl(
-                    net, True, root / "owl", user, shared, config=config(command), env=QUIET
-                )
-                with d:
-                    job = d.add("do the work", proj)
-                    d.ok("start")
-                    j = d.wait_job(job, "review", timeout=300)
-                    log = Path(j["runs"][-1]["log"]).read_text(errors="replace")
-                    verdict(log, j["runs"][-1]["contained"])
-                # the machine's own /dev/net/tun, root's alone here: a real pasta fails
-                d = NetUserOwl(
-                    net, False, root / "owl2", user, shared, config=config(command), env=QUIET
-                )
-                with d:
-                    job = d.add("do the work", proj)
-                    d.ok("start")
-                    j = d.wait_job(job, "review", timeout=300)
-                    label = j["runs"][-1]["contained"]
-                    assert ", no network: pasta: " in label and "own network" not in label, label
+            yield user, root, shared, proj
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def run_once(d: OwlDaemon, proj: Path) -> tuple[dict, str]:
+    """One Job's Run, to review: its view and its log."""
+    with d:
+        job = d.add("do the work", proj)
+        d.ok("start")
+        j = d.wait_job(job, "review", timeout=300)
+        return j, Path(j["runs"][-1]["log"]).read_text(errors="replace")
+
+
+@pytest.mark.timeout(900)
+def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names() -> None:
+    programs("bwrap", "pasta", "ip", "setpriv")
+    with ordinary_user() as (user, root, shared, proj), T.test_net() as net:
+        cfg = config(script(root))
+        d = NetUserOwl(net, True, root / "owl", user, shared, config=cfg, env=QUIET)
+        j, log = run_once(d, proj)
+        verdict(log, j["runs"][-1]["contained"])
+        # the machine's own /dev/net/tun, root's alone here: a real pasta fails
+        d = NetUserOwl(net, False, root / "owl2", user, shared, config=cfg, env=QUIET)
+        j, _ = run_once(d, proj)
+        label = j["runs"][-1]["contained"]
+        assert ", no network: pasta: " in label and "own network" not in label, label
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("who", ["root", "an ordinary user"])
+def test_on_a_machine_with_ipv6_alone_no_address_of_the_host_is_reached(
+    base: Path, who: str
+) -> None:
+    """Where the machine's only default route is IPv6's, pasta gives the Run
+    IPv6 too, and another of the host's IPv6 addresses answered from inside."""
+    programs("bwrap", "pasta", "ip", "setpriv")
+    home = person(base)
+    with T.test_net(ipv4=False) as net:
+        if who == "root":
+            cfg = config(script(base, resolve=False))
+            d: OwlDaemon = NetOwl(net, base / "owl", cfg, env={"HOME": str(home), **QUIET})
+            j, log = run_once(d, project(base))
+        else:
+            with ordinary_user() as (user, root, shared, proj):
+                cfg = config(script(root, resolve=False))
+                d = NetUserOwl(net, True, root / "owl", user, shared, config=cfg, env=QUIET)
+                j, log = run_once(d, proj)
+    refused(log, *WAYS)
+    assert ", own network" in j["runs"][-1]["contained"]
 
 
 ALLOW_PROBE = r"""
