@@ -257,14 +257,9 @@ ALLOW_WAYS = (
 )
 
 
-@pytest.mark.timeout(600)
-def test_an_allow_list_lets_through_its_hosts_only(base: Path) -> None:
-    """``sandbox.network = "allow"``: the Run reaches the named host through
-    the proxy Owl runs outside it, and nothing else, by name or by address."""
-    programs("bwrap", "pasta", "ip")
-    home = person(base)
-    proj = project(base)
-    path = base / "attack.sh"
+def allow_config(folder: Path) -> dict:
+    """A config whose Runs try the ways out of an allow-list (and do their work)."""
+    path = folder / "attack.sh"
     known = {
         **KNOWN,
         "ALLOWED": T.ALLOWED,
@@ -274,16 +269,33 @@ def test_an_allow_list_lets_through_its_hosts_only(base: Path) -> None:
     }
     head = "".join(f"{k}={v}\n" for k, v in known.items())
     path.write_text(TRY + head + PROBE.split("if getent")[0] + ALLOW_PROBE + WORK)
+    path.chmod(0o755)
     cfg = config(["bash", str(path)])
     cfg["sandbox"] |= {"network": "allow", "allow_hosts": [T.ALLOWED]}
+    return cfg
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("who", ["root", "an ordinary user"])
+def test_an_allow_list_lets_through_its_hosts_only(base: Path, who: str) -> None:
+    """``sandbox.network = "allow"``: the Run reaches the named host through
+    the proxy Owl runs outside it, and nothing else, by name or by address."""
+    programs("bwrap", "pasta", "ip", "setpriv")
+    home = person(base)
     with T.test_net() as net:
-        d = NetOwl(net, base / "owl", cfg, env={"HOME": str(home), "AGENT_PIDS": ""})
-        with d:
-            job = d.add("do the work", proj)
-            d.ok("start")
-            j, log = done(d, job)
-            refused(log, *ALLOW_WAYS)
-            assert f"reached: {T.ALLOWED}" in log, log
-            label = j["runs"][-1]["contained"]
-            assert label.endswith(", network: allow-list (1 host)"), label
-            landed(proj, j["branch"])
+        if who == "root":
+            proj = project(base)
+            cfg = allow_config(base)
+            d: OwlDaemon = NetOwl(net, base / "owl", cfg, env={"HOME": str(home), **QUIET})
+            j, log = run_once(d, proj)
+        else:
+            with ordinary_user() as (user, root, shared, proj):
+                cfg = allow_config(root)
+                d = NetUserOwl(net, True, root / "owl", user, shared, config=cfg, env=QUIET)
+                j, log = run_once(d, proj)
+    refused(log, *ALLOW_WAYS)
+    assert f"reached: {T.ALLOWED}" in log, log
+    label = j["runs"][-1]["contained"]
+    assert label.endswith(", network: allow-list (1 host)"), label
+    if who == "root":
+        landed(proj, j["branch"])
