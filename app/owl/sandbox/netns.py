@@ -1,11 +1,19 @@
 """Give a bwrap sandbox a network of its own (run as a script, not imported).
 
-    python -I -S netns.py HELPER PORTS [--report FILE] -- BWRAP [ARGS...]
+    python -I -S netns.py HELPER PORTS [--report FILE] [--allow HOSTS] -- BWRAP [ARGS...]
 
 HELPER is the path of ``pasta`` or, where pasta is missing, ``slirp4netns``.
 FILE, when given, is written once the network is set up: empty when the Run
 has its own network, else why it has none ("pasta: Failed to open() /dev/net/tun:
 …"), so the Run's record says what its network is, not what was asked.
+HOSTS (``pypi.org,.example.com``): the Run reaches only these, through the
+allow-list's proxy (``egress.py``), started here, outside the sandbox; every
+other destination is closed in its namespace.
+
+In every case the host's own addresses and link-local are closed in the
+Run's namespace before the agent starts (``netroutes.py``, which also names
+the namespace to pasta: see `_pasta`), and where the host's resolver is on
+its loopback the Run's resolv.conf names pasta's DNS forward (`_resolver`).
 
 Why: a sandbox that shares the host's network namespace shares its abstract
 Unix sockets too, and the X server listens on one (``@/tmp/.X11-unix/X0``): any
