@@ -92,6 +92,9 @@ def _reach(label: str) -> str:
         return " · not contained"
     if ", no network: " in label:  # its network helper failed: it has none
         return " · no network: " + label.split(", no network: ", 1)[1]
+    for said in (", no network", ", network: allow-list"):
+        if said in label:
+            return " · " + said[2:] + label.split(said, 1)[1].split(";", 1)[0]
     return ""
 
 

@@ -583,7 +583,9 @@ def main(argv: list[str]) -> int:
             if port is None:  # the Run then has no network, and says so
                 _report(report, "the allow-list's proxy did not start")
                 allow, ports, bwrap = None, "-", [bwrap[0], "--unshare-net", *bwrap[1:]]
-                return _wait(_spawn(bwrap)) or 0
+                code = _wait(_spawn(bwrap))
+                assert code is not None
+                return code if code >= 0 else 128 - code
             ports = ",".join([*(p for p in ports.split(",") if p != "-"), str(port)])
             url = f"http://127.0.0.1:{port}"
             env = [a for name in PROXY_ENV for a in ("--setenv", name, url)]
