@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.need import programs
+from support.need import missing, programs
 
 PORT = 47077
 # The stand-in host: its LAN address (the default route's), a second
@@ -105,7 +105,7 @@ def test_net(*, ipv4: bool = True) -> Iterator[TestNet]:
     route is IPv6's only (pasta then gives the Run IPv6 too)."""
     programs("ip", "setpriv", "mount")
     if os.geteuid() != 0:
-        raise AssertionError("a network namespace of the test's own needs root")
+        missing("a network namespace of the test's own needs root")
     name = f"owltest{os.getpid()}"
     folder = Path(tempfile.mkdtemp(prefix="owl-testnet-"))
     folder.chmod(0o755)
