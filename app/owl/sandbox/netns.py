@@ -229,7 +229,7 @@ def _pasta(
     if code != 0:
         lines = [ln for ln in err.splitlines() if "syslog" not in ln and "AVX2" not in ln]
         return (lines[-1] if lines else f"exit {code}"), None
-    return None, _pidfd(int(said), pasta) if said.isdigit() else None
+    return None, _pidfd(int(said), pid_file) if said.isdigit() else None
 
 
 def _read_file(path: str) -> str:
@@ -261,16 +261,18 @@ def _ipv4_default() -> bool:
     return any(len(r.split()) > 7 and r.split()[1] == b"00000000" for r in rows)
 
 
-def _pidfd(pid: int, program: str) -> int | None:
-    """A pidfd of ``pid`` if it is ``program`` now: signalled through it later,
-    never a process that took the pid over once pasta was gone."""
+def _pidfd(pid: int, pid_file: str) -> int | None:
+    """A pidfd of ``pid`` if it is the pasta started with ``pid_file`` (a path
+    of this helper's own folder, in its arguments whatever runs it: its
+    re-execution as passt.avx2, a loader): signalled through it later, never
+    a process that took the pid over once pasta was gone."""
     try:
         fd = os.pidfd_open(pid)
     except OSError:
         return None
-    try:  # pasta re-executes itself (passt.avx2): its first argument stays ours
+    try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            same = f.read().split(b"\0", 1)[0] == os.fsencode(program)
+            same = os.fsencode(pid_file) in f.read().split(b"\0")
     except OSError:
         same = False
     if not same:
