@@ -226,6 +226,10 @@ def _pasta(
         _wait(child)
     err = _read_now(err_r)
     said = _read_file(pid_file)
+    try:  # read: a helper killed later leaves no more than its folder
+        os.unlink(pid_file)
+    except OSError:
+        pass
     if code != 0:
         lines = [ln for ln in err.splitlines() if "syslog" not in ln and "AVX2" not in ln]
         return (lines[-1] if lines else f"exit {code}"), None
