@@ -136,3 +136,45 @@ def test_status_says_in_its_first_lines_whether_runs_are_contained() -> None:
     assert _status_text(st(waits)).splitlines()[0] == "sandbox:    Jobs wait: x"
     off = {"mode": "off", "contained": False, "problem": None, "waits": False}
     assert any("not contained" in ln for ln in _status_text(st(off)).splitlines())
+
+
+def test_a_live_runs_line_says_when_it_has_no_network() -> None:
+    """Under "Runs are contained", a Run whose network helper failed says so
+    on its own line, with why; one with its own network adds nothing."""
+    from owl.cli.status import _status_text
+
+    def line(label: str) -> str:
+        st = {
+            "machine": {
+                "idle": True,
+                "idle_for_s": 700,
+                "on_ac_power": True,
+                "reason": None,
+                "detectors": ["manual"],
+            },
+            "paused": False,
+            "shift": None,
+            "runs": [
+                {
+                    "id": 3,
+                    "job_id": 2,
+                    "state": "running",
+                    "frozen_by": None,
+                    "grace_left_s": None,
+                    "running_for_s": 61.0,
+                    "title": "build it",
+                    "contained": label,
+                }
+            ],
+            "queue": [],
+        }
+        [out] = [ln for ln in _status_text(st).splitlines() if ln.startswith("run 3:")]
+        return out
+
+    lost = "contained: bwrap 0.8, no network: pasta: Failed to open tun socket in namespace"
+    assert " · no network: pasta: Failed to open tun socket in namespace · " in line(lost)
+    assert "network" not in line("contained: bwrap 0.8, own network")
+    assert " · not contained · " in line("not contained: no bwrap")
+    allow = "contained: bwrap 0.8, network: allow-list (18 hosts); sockets opened: /x.sock"
+    assert " · network: allow-list (18 hosts) · " in line(allow)
+    assert " · no network · " in line("contained: bwrap 0.8, no network")

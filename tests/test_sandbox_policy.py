@@ -346,3 +346,61 @@ def test_a_size_shown_reads_back_as_the_same_bytes(n):
     shown = keys.size_words(n)
     assert keys.check_table({"tmp_size": shown}, "sandbox") == {"tmp_size": n}
     assert keys.size_words(1 << 30) == "1G" and keys.size_words(1536 << 20) == "1536M"
+
+
+def test_the_network_is_own_allow_or_none_and_true_false_load_as_before(tmp_path):
+    from owl.settings import config
+
+    def net(value: object, **more: object) -> tuple[str, tuple[str, ...]]:
+        s = keys.settings_from(keys.check_table({"network": value, **more}, "sandbox"))
+        f = P.Facts(
+            home="/h",
+            user_home="/h",
+            worktree="/w",
+            git_common=None,
+            git_admin=None,
+            project="/p",
+            owl_home=(),
+            runtime_dir=None,
+        )
+        pol = P.compute(s, AGENTS["claude"], f)
+        return pol.network, pol.allow_hosts
+
+    assert net(True) == net("own") == ("own", ())
+    assert net(False) == net("none") == ("none", ())
+    mode, hosts = net("allow")
+    assert mode == "allow" and "pypi.org" in hosts and "registry.npmjs.org" in hosts
+    assert net("allow", allow_hosts=["pypi.org", ".example.com"]) == (
+        "allow",
+        ("pypi.org", ".example.com"),
+    )
+    with pytest.raises(config.ConfigError, match=r'^c\.toml: sandbox\.network = "open": must be'):
+        config.from_dict({"sandbox": {"network": "open"}}, "c.toml")
+    with pytest.raises(
+        config.ConfigError, match=r'^c\.toml: sandbox\.allow_hosts = "https://pypi\.org": must be'
+    ):
+        config.from_dict(
+            {"sandbox": {"network": "allow", "allow_hosts": ["https://pypi.org"]}}, "c.toml"
+        )
+    # a project narrows an own network to the allow-list, or cuts it; never widens
+    assert P.Settings().narrowed({"network": "allow"}).allow is True
+    assert P.Settings().narrowed({"network": "none"}).network is False
+    assert P.Settings(network=False).narrowed({"network": "allow"}).network is False
+
+
+def test_the_allow_list_holds_the_agents_own_hosts_and_its_service_urls():
+    from owl.sandbox import allowlist
+
+    env = {
+        "ANTHROPIC_BASE_URL": "https://gateway.example.com/v1",
+        "OPENAI_API_BASE": "http://127.0.0.1:4000",  # its own port, forwarded: not a host
+        "DATABASE_URL": "https://db.example.com/x",  # no agent's service
+    }
+    got = allowlist.hosts("claude", env, ["pypi.org"])
+    assert got == (
+        "api.anthropic.com",
+        "console.anthropic.com",
+        "claude.ai",
+        "gateway.example.com",
+        "pypi.org",
+    )

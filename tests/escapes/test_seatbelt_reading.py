@@ -563,6 +563,7 @@ ROWS: dict[str, Callable[..., None]] = {
     "move `main`": test_the_projects_refs,
     "rewrite `packed-refs`": test_the_projects_objects,
     "a `commondir`": test_a_planted_commondir,
+    "a link-local address": test_the_hosts_services_in_any_spelling,
 }
 
 

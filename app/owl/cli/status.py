@@ -85,6 +85,19 @@ def _sandbox_lines(st: dict) -> list[str]:
     return [_line("sandbox", sb.get("line") or f"Runs are not contained: {sb.get('problem')}")]
 
 
+def _reach(label: str) -> str:
+    """What a live Run's line adds about its containment: only what differs
+    from "contained, own network" (the sandbox line above says that)."""
+    if label.startswith("not"):
+        return " · not contained"
+    if ", no network: " in label:  # its network helper failed: it has none
+        return " · no network: " + label.split(", no network: ", 1)[1]
+    for said in (", no network", ", network: allow-list"):
+        if said in label:
+            return " · " + said[2:] + label.split(said, 1)[1].split(";", 1)[0]
+    return ""
+
+
 def _login_path_lines(lp: dict | None) -> list[str]:
     """The login shell's PATH could not be read: what was tried, why, what it printed."""
     if not lp:
@@ -263,7 +276,7 @@ def _status_text(st: dict) -> str:
                 f"NOT frozen: {n} process{'' if n == 1 else 'es'} still running, Owl keeps "
                 f"trying · {countdown(r['grace_left_s'])} of its grace window left"
             )
-        bare = " · not contained" if (r.get("contained") or "").startswith("not") else ""
+        bare = _reach(r.get("contained") or "")
         lines.append(
             _line(
                 f"run {r['id']}",

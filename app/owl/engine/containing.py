@@ -138,6 +138,12 @@ def learned(eng: Engine, problem: str | None) -> None:
 NET_SAID_MAX = 1024
 
 
+def helped(label: str) -> bool:
+    """Whether the Run's network is made by a helper that reports how it came
+    out: its own network, or the allow-list's."""
+    return ", own network" in label or ", network: allow-list" in label
+
+
 def network_said(label: str, report: Path) -> tuple[str, bool]:
     """The Run's label as its network came out, from the helper's `report`
     (a small file of Owl's logs folder), and whether the helper has spoken:
@@ -152,7 +158,7 @@ def network_said(label: str, report: Path) -> tuple[str, bool]:
         return label, True
     if not said:
         return label, True
-    head = label.split(", own network", 1)[0]
+    head = label.split(", own network", 1)[0].split(", network: allow-list", 1)[0]
     return f"{head}, no network: {' '.join(said.split())}", True
 
 

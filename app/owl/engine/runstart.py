@@ -238,7 +238,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         exempt=exempt,
         contained=wrapped.label,
         masked=wrapped.masked,
-        net_report=net_report if "own network" in wrapped.label else None,
+        net_report=net_report if containing.helped(wrapped.label) else None,
         sandbox=settings.sandbox,
         meter=meter,
         places=ready.places,

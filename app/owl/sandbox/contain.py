@@ -22,7 +22,7 @@ from pathlib import Path
 
 from owl.tree import pyhelper
 
-from . import agentconf, agentstate, bwrap, folders, hostsockets, policy, ready, seatbelt
+from . import agentconf, agentstate, allowlist, bwrap, folders, hostsockets, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -110,7 +110,17 @@ def wrap(
             tuple(pol.masked),
         )
     ports = ",".join(str(p) for p in pol.host_ports) or "-"
-    helper, why_not = user_net(ports, which)
+    allow = pol.network == "allow"
+    helper, why_not = user_net("allow" if allow else ports, which)
+    if helper is None and allow:  # never the host's network in its place
+        return Wrapped(
+            alone(argv_none(pol, command, path, env_path, version), env_path, pol),
+            f"contained: bwrap {version}, no network: the allow-list needs pasta "
+            f"(sudo apt install passt){opened}",
+            True,
+            inside,
+            tuple(pol.masked),
+        )
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
@@ -122,9 +132,14 @@ def wrap(
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     report = ["--report", net_report] if net_report else []
+    net = f"own network{how}"
+    if allow:
+        report += ["--allow", ",".join(pol.allow_hosts)]
+        n = len(pol.allow_hosts)
+        net = f"network: allow-list ({n} host{'' if n == 1 else 's'})"
     return Wrapped(
         [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
-        f"contained: bwrap {version}, own network{how}{opened}",
+        f"contained: bwrap {version}, {net}{opened}",
         True,
         inside,
         tuple(pol.masked),
@@ -178,6 +193,7 @@ def decide(
         settings,
         host_ports=(*settings.host_ports, *said.ports),
         env_keep=(*settings.env_keep, *said.env_keep),
+        allow_hosts=allowlist.hosts(agent, env, settings.allow_hosts),
     )
     return policy.compute(settings, own, facts)
 
@@ -215,6 +231,20 @@ def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str
     if not pol.masked:
         return bwrap.ignoring_term(argv, term_env)
     return [sys.executable, "-I", "-S", NETNS, "-", "-", "--", *argv]
+
+
+def argv_none(
+    pol: policy.Policy, command: Sequence[str], path: str | None, env_path: str | None, version: str
+) -> list[str]:
+    """bwrap's argv for ``pol`` with no network at all."""
+    return bwrap.argv(
+        replace(pol, network="none"),
+        list(command),
+        bwrap=path or "bwrap",
+        term_env=env_path,
+        root=os.getuid() == 0,
+        sizes=bwrap.sized(version),
+    )
 
 
 def make_folders(wanted: Sequence[str], home: str, env: Mapping[str, str]) -> None:

@@ -14,12 +14,23 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
+from .allowlist import REGISTRIES, is_host
 from .folders import DEFAULT_CACHES, expand
 from .policy import DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, READS, Settings
 
 LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches", "sockets")
-KEYS = ("mode", "read", *LIST_KEYS, "network", "host_ports", "tmp_size")
-AGENT_KEYS = ("mode", "read_also", "write", "hide", "env_keep", "network", "sockets")
+KEYS = ("mode", "read", *LIST_KEYS, "network", "allow_hosts", "host_ports", "tmp_size")
+AGENT_KEYS = (
+    "mode",
+    "read_also",
+    "write",
+    "hide",
+    "env_keep",
+    "network",
+    "allow_hosts",
+    "sockets",
+)
+NETWORKS = ("own", "allow", "none")
 # The smallest `tmp_size`: less and a tool's first temporary file fails.
 MIN_TMP = 1 << 20
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -55,8 +66,15 @@ def check_table(
             if value not in READS:
                 raise KeyProblem(dotted, value, 'must be "home" or "project"')
         elif key == "network":
-            if not isinstance(value, bool):
-                raise KeyProblem(dotted, value, "must be true or false")
+            if not isinstance(value, bool) and value not in NETWORKS:
+                raise KeyProblem(dotted, value, 'must be "own", "allow", "none", true or false')
+        elif key == "allow_hosts":
+            if not isinstance(value, list) or not all(isinstance(h, str) for h in value):
+                raise KeyProblem(dotted, value, "must be a list of host names")
+            for h in value:
+                if not is_host(h):
+                    raise KeyProblem(dotted, h, 'must be a host name ("pypi.org", ".example.com")')
+            value = list(value)
         elif key == "host_ports":
             if not isinstance(value, list) or not all(
                 isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in value
@@ -132,7 +150,9 @@ def settings_from(table: Mapping[str, Any]) -> Settings:
         write=tuple(table.get("write", ())),
         hide=tuple(table.get("hide", ())),
         env_keep=tuple(table.get("env_keep", ())),
-        network=bool(table.get("network", True)),
+        network=table.get("network", True) not in (False, "none"),
+        allow=table.get("network") == "allow",
+        allow_hosts=tuple(table.get("allow_hosts", REGISTRIES)),
         caches=tuple(table.get("caches", DEFAULT_CACHES)),
         host_ports=tuple(table.get("host_ports", ())),
         sockets=tuple(table.get("sockets", ())),

@@ -1,11 +1,19 @@
 """Give a bwrap sandbox a network of its own (run as a script, not imported).
 
-    python -I -S netns.py HELPER PORTS [--report FILE] -- BWRAP [ARGS...]
+    python -I -S netns.py HELPER PORTS [--report FILE] [--allow HOSTS] -- BWRAP [ARGS...]
 
 HELPER is the path of ``pasta`` or, where pasta is missing, ``slirp4netns``.
 FILE, when given, is written once the network is set up: empty when the Run
 has its own network, else why it has none ("pasta: Failed to open() /dev/net/tun:
 …"), so the Run's record says what its network is, not what was asked.
+HOSTS (``pypi.org,.example.com``): the Run reaches only these, through the
+allow-list's proxy (``egress.py``), started here, outside the sandbox; every
+other destination is closed in its namespace.
+
+In every case the host's own addresses and link-local are closed in the
+Run's namespace before the agent starts (``netroutes.py``, which also names
+the namespace to pasta: see `_pasta`), and where the host's resolver is on
+its loopback the Run's resolv.conf names pasta's DNS forward (`_resolver`).
 
 Why: a sandbox that shares the host's network namespace shares its abstract
 Unix sockets too, and the X server listens on one (``@/tmp/.X11-unix/X0``): any
@@ -57,6 +65,13 @@ import sys
 import time
 
 READY_TIMEOUT = 10.0
+ROUTES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netroutes.py")
+EGRESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "egress.py")
+# With an allow-list: every destination but the namespace's own (its loopback,
+# where pasta forwards the proxy's port) closed, more specific than the
+# default route pasta lays.
+CUT = ("0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1")
+PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
 TERM = {signal.SIGTERM}
 # Python ignores these for itself; what it starts gets them back (as subprocess does).
 RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
@@ -146,15 +161,29 @@ def _read_now(fd: int) -> str:
         os.close(fd)
 
 
-def _pasta(pasta: str, ports: str, pid: int) -> tuple[str | None, int | None]:
-    """Attach pasta to the namespaces of bwrap's child, by open fds: (why not
-    or None, a pidfd of pasta as it runs on in the background).
+def _pasta(
+    pasta: str, ports: str, holder: int, folder: str, dns: str | None, userns: bool
+) -> tuple[str | None, int | None]:
+    """Attach pasta to the namespaces of bwrap's child: (why not or None, a
+    pidfd of pasta as it runs on in the background).
 
-    pasta isolates itself before it opens a namespace path, and bwrap's child
-    is not dumpable while it waits, so pasta cannot open ``/proc/PID/ns/net``
-    itself (measured): the fds are opened here and handed over. Its pid comes
-    back through a pipe given as its pid file: it stays after the sandbox's
-    last process has gone (measured), so it is ended here then.
+    pasta is handed real paths, never fds: newer pastas (Debian 13's) close
+    every inherited fd as they start, so ``/proc/self/fd/N`` names nothing by
+    the time they open it ("Couldn't open PID file /proc/self/fd/8"). The
+    namespaces are named by the ``/proc/PID/ns`` of ``holder``, a process of
+    ours that has joined them and stays until pasta has started (`_Holder`):
+    bwrap's child is not dumpable while it waits, so pasta, which drops its
+    capabilities first, cannot open its ``/proc/PID/ns`` (measured), nor
+    (run by root) the fds of this helper, which keeps root's capabilities
+    (measured: EACCES); the holder is dumpable, and its own user's in the
+    Run's user namespace. ``--no-netns-quit``: pasta stays once the holder
+    has gone. Its pid comes back in a file of ``folder`` (this helper's own,
+    0700): pasta stays after the sandbox's last process has gone (measured),
+    so it is ended here then.
+
+    ``dns``: an address of the namespace's whose port 53 pasta forwards to the
+    host's resolver (the host's one is on its loopback, which the Run's own
+    loopback is not).
 
     It starts with SIGTERM blocked: it has a handler of its own for it, which
     an inherited SIG_IGN does not stop."""
@@ -175,41 +204,44 @@ def _pasta(pasta: str, ports: str, pid: int) -> tuple[str | None, int | None]:
     ]
     if _ipv4_default():
         argv.append("-4")  # IPv4 only: its start takes half the time (measured 45 -> 28 ms)
-    fds: list[int] = []
-    pid_r = err_r = -1
+    if dns is not None:
+        argv += ["--dns-forward", dns]
+    if os.getuid() == 0:
+        argv += ["--runas", "0"]  # else it drops to nobody, and cannot join
+    if userns:
+        argv += ["--userns", f"/proc/{holder}/ns/user"]
+    pid_file = os.path.join(folder, "pasta.pid")
+    argv += ["--pid", pid_file, "--netns", f"/proc/{holder}/ns/net", "--no-netns-quit"]
     try:
-        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-        fds.append(net)
-        if os.getuid() == 0:
-            argv += ["--runas", "0"]  # else it drops to nobody, and cannot join
-        if _own_userns(pid):  # always, but for root where none could be made
-            user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
-            fds.append(user)
-            argv += ["--userns", f"/proc/self/fd/{user}"]
-        pid_r, pid_w = os.pipe()
-        fds.append(pid_w)
         err_r, err_w = os.pipe()
-        fds.append(err_w)
-        argv += ["--pid", f"/proc/self/fd/{pid_w}", "--netns", f"/proc/self/fd/{net}"]
-        child = _spawn(argv, (net, *fds[1:-1]), quiet=err_w, block=True)
+        try:
+            child = _spawn(argv, quiet=err_w, block=True)
+        finally:
+            os.close(err_w)
     except OSError as e:
-        for fd in (pid_r, err_r):
-            if fd >= 0:
-                os.close(fd)
         return str(e), None
-    finally:
-        for fd in fds:
-            os.close(fd)
     code = _wait(child, READY_TIMEOUT)
     if code is None:
         os.kill(child, signal.SIGKILL)
         _wait(child)
-    said = _read_now(pid_r).strip()
     err = _read_now(err_r)
+    said = _read_file(pid_file)
+    try:  # read: a helper killed later leaves no more than its folder
+        os.unlink(pid_file)
+    except OSError:
+        pass
     if code != 0:
-        lines = [ln for ln in err.splitlines() if "syslog" not in ln]
+        lines = [ln for ln in err.splitlines() if "syslog" not in ln and "AVX2" not in ln]
         return (lines[-1] if lines else f"exit {code}"), None
-    return None, _pidfd(int(said), pasta) if said.isdigit() else None
+    return None, _pidfd(int(said), pid_file) if said.isdigit() else None
+
+
+def _read_file(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(64).decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _own_userns(pid: int) -> bool:
@@ -233,16 +265,18 @@ def _ipv4_default() -> bool:
     return any(len(r.split()) > 7 and r.split()[1] == b"00000000" for r in rows)
 
 
-def _pidfd(pid: int, program: str) -> int | None:
-    """A pidfd of ``pid`` if it is ``program`` now: signalled through it later,
-    never a process that took the pid over once pasta was gone."""
+def _pidfd(pid: int, pid_file: str) -> int | None:
+    """A pidfd of ``pid`` if it is the pasta started with ``pid_file`` (a path
+    of this helper's own folder, in its arguments whatever runs it: its
+    re-execution as passt.avx2, a loader): signalled through it later, never
+    a process that took the pid over once pasta was gone."""
     try:
         fd = os.pidfd_open(pid)
     except OSError:
         return None
-    try:  # pasta re-executes itself (passt.avx2): its first argument stays ours
+    try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            same = f.read().split(b"\0", 1)[0] == os.fsencode(program)
+            same = os.fsencode(pid_file) in f.read().split(b"\0")
     except OSError:
         same = False
     if not same:
@@ -338,18 +372,83 @@ class _Pasta:
         os.close(self.fd)
 
 
-def _attach(helper: str, ports: str, pid: int) -> tuple[str | None, _Pasta | _Slirp | None]:
-    """The namespace's network, by whichever helper was named: (why not, its end).
+def _attach(
+    helper: str, ports: str, pid: int, folder: str, dns: str | None, holder: _Holder
+) -> tuple[str | None, _Pasta | _Slirp | None]:
+    """The namespace's network, by whichever helper was named, with the host's
+    own addresses and link-local closed in it first (``netroutes.py``): (why
+    not, its end). Without those routes the Run has no network, never one
+    that reaches the host's other addresses.
 
     bwrap's child sets up the namespace's loopback as soon as bwrap has said
     its pid (long before it reads the block fd), and either helper configuring
     the namespace at that moment makes that set-up fail and the Run with it
     (seen with both: "loopback: Failed RTM_NEWADDR"): they start once it is done."""
     _loopback_set(pid)
-    if os.path.basename(helper).startswith("slirp4netns"):
-        return _slirp(helper, pid)
-    why, fd = _pasta(helper, ports, pid)
-    return why, None if fd is None else _Pasta(fd)
+    try:
+        why = holder.go(pid)
+        if why is not None:
+            return f"the host's addresses could not be closed to it ({why})", None
+        if os.path.basename(helper).startswith("slirp4netns"):
+            return _slirp(helper, pid)
+        why, fd = _pasta(helper, ports, holder.pid, folder, dns, _own_userns(pid))
+        return why, None if fd is None else _Pasta(fd)
+    finally:
+        holder.end()
+
+
+class _Holder:
+    """``netroutes.py`` in the Run's namespaces: it closes the host's addresses
+    there, then stays until ``end()``, so that pasta can be named them by its
+    ``/proc/PID/ns`` (see `_pasta`). Started before bwrap, so that its own
+    start (an interpreter's) is made while bwrap sets the sandbox up; told
+    the namespaces once bwrap has said its child's pid (``go``)."""
+
+    def __init__(self, cut: tuple[str, ...] = ()) -> None:
+        self.pid = -1
+        self.fds: list[int] = []
+        self.ready_r, ready_w = os.pipe()
+        hold_r, self.hold_w = os.pipe()
+        self.err, err_w = os.pipe()
+        argv = [sys.executable, "-I", "-S", ROUTES, str(ready_w), str(hold_r), *cut]
+        try:
+            self.pid = _spawn(argv, (ready_w, hold_r), quiet=err_w)
+        finally:
+            for fd in (ready_w, hold_r, err_w):
+                os.close(fd)
+
+    def go(self, pid: int) -> str | None:
+        """Join bwrap's child ``pid``'s namespaces and close the host's
+        addresses there: None once done, else why not. The namespaces are
+        opened here (bwrap's child is not dumpable: only we may open them)
+        and named to it by our fds, which stay open until ``end()``."""
+        me = os.getpid()
+        try:
+            self.fds.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+            userns = "-"
+            if _own_userns(pid):
+                self.fds.append(os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC))
+                userns = f"/proc/{me}/fd/{self.fds[1]}"
+            os.write(self.hold_w, f"{userns} /proc/{me}/fd/{self.fds[0]}\n".encode())
+        except OSError as e:
+            return str(e)
+        up = select.select([self.ready_r], [], [], READY_TIMEOUT)[0]
+        if up and os.read(self.ready_r, 16).startswith(b"ready"):
+            return None
+        lines = _read_now(self.err).strip().splitlines()
+        self.err = -1
+        return lines[-1] if lines else "it did not start"
+
+    def end(self) -> None:
+        for fd in (self.ready_r, self.hold_w, self.err, *self.fds):
+            if fd >= 0:
+                os.close(fd)
+        self.ready_r = self.hold_w = self.err = -1
+        self.fds = []
+        if self.pid > 0 and _wait(self.pid, READY_TIMEOUT) is None:
+            os.kill(self.pid, signal.SIGKILL)
+            _wait(self.pid)
+        self.pid = -1
 
 
 def _present(bwrap: list[str]) -> list[str]:
@@ -384,15 +483,157 @@ def _report(path: str | None, why: str | None) -> None:
         os.close(fd)
 
 
+def _own_folder() -> str:
+    """A folder of this helper's own (0700) for pasta's pid file and the
+    Run's resolv.conf, removed once the Run has ended (`_clean`)."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    while True:
+        path = os.path.join(base, f"owl-net-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
+
+
+def _clean(folder: str) -> None:
+    for name in ("pasta.pid", "resolv.conf"):
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+
+
+def _on_loopback(address: str) -> bool:
+    return address.startswith("127.") or address in ("::1", "0.0.0.0")
+
+
+def _ipv4_gateway() -> str | None:
+    """The host's IPv4 default gateway (``/proc/net/route``), which pasta
+    gives the Run's namespace as its own."""
+    try:
+        with open("/proc/net/route", "rb") as f:
+            rows = [r.split() for r in f.read().splitlines()[1:]]
+    except OSError:
+        return None
+    for r in rows:
+        if len(r) > 7 and r[1] == b"00000000" and r[2] != b"00000000":
+            return ".".join(str(b) for b in int(r[2], 16).to_bytes(4, "little"))
+    return None
+
+
+def _resolver(folder: str) -> tuple[str | None, list[str]]:
+    """Where the host's resolver is on its loopback (systemd-resolved's stub
+    at 127.0.0.53, dnsmasq's at 127.0.0.1), which the Run's own loopback is
+    not: (the address pasta forwards DNS from, the bwrap options that lay a
+    resolv.conf naming it over the host's); else (None, []).
+
+    The address is the namespace's gateway (the host's, which pasta gives
+    it): port 53 there is pasta's forward to the host's resolver; what else
+    goes there went to the gateway before. Every other line of the host's
+    file (search, options, its other name servers) is kept."""
+    try:
+        with open("/etc/resolv.conf", "rb") as f:
+            text = f.read(1 << 16).decode(errors="replace")
+    except OSError:
+        return None, []
+    lines = text.splitlines()
+    servers = [
+        ln.split()[1] for ln in lines if ln.split()[:1] == ["nameserver"] and len(ln.split()) > 1
+    ]
+    if not any(_on_loopback(a) for a in servers):
+        return None, []
+    gateway = _ipv4_gateway()
+    if gateway is None:
+        return None, []
+    kept = [ln for ln in lines if ln.split()[:1] != ["nameserver"]]
+    others = [f"nameserver {a}" for a in servers if not _on_loopback(a)][:2]
+    path = os.path.join(folder, "resolv.conf")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, "\n".join([f"nameserver {gateway}", *others, *kept, ""]).encode())
+    finally:
+        os.close(fd)
+    return gateway, ["--ro-bind", path, os.path.realpath("/etc/resolv.conf")]
+
+
+def _with_options(bwrap: list[str], more: list[str]) -> list[str]:
+    """bwrap's argv with ``more`` as its last options (after every mount)."""
+    at = bwrap.index("--") if "--" in bwrap else len(bwrap)
+    return [*bwrap[:at], *more, *bwrap[at:]]
+
+
 def main(argv: list[str]) -> int:
-    helper, ports, report = argv[0], argv[1], None
-    if argv[2] == "--report":
-        report, argv = argv[3], [helper, ports, *argv[4:]]
-    sep, bwrap = argv[2], _present(argv[3:])
+    helper, ports, report, allow = argv[0], argv[1], None, None
+    rest = argv[2:]
+    while rest and rest[0] in ("--report", "--allow"):
+        if rest[0] == "--report":
+            report = rest[1]
+        else:
+            allow = [h for h in rest[1].split(",") if h]
+        rest = rest[2:]
+    sep, bwrap = rest[0], _present(rest[1:])
     assert sep == "--" and bwrap
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
     if helper == "-":  # no network to make: bwrap alone, its argv checked just now
         os.execv(bwrap[0], bwrap)
+    folder = _own_folder()
+    proxy = None
+    try:
+        if allow is not None:
+            proxy, port = _proxy(allow)
+            if port is None:  # the Run then has no network, and says so
+                _report(report, "the allow-list's proxy did not start")
+                allow, ports, bwrap = None, "-", [bwrap[0], "--unshare-net", *bwrap[1:]]
+                code = _wait(_spawn(bwrap))
+                assert code is not None
+                return code if code >= 0 else 128 - code
+            ports = ",".join([*(p for p in ports.split(",") if p != "-"), str(port)])
+            url = f"http://127.0.0.1:{port}"
+            env = [a for name in PROXY_ENV for a in ("--setenv", name, url)]
+            env += ["--setenv", "NO_PROXY", "localhost,127.0.0.1,::1"]
+            env += ["--setenv", "no_proxy", "localhost,127.0.0.1,::1"]
+            bwrap = _with_options(bwrap, env)
+        return _run(helper, ports, report, bwrap, folder, CUT if allow is not None else ())
+    finally:
+        if proxy is not None:
+            os.kill(proxy, signal.SIGKILL)
+            _wait(proxy)
+        _clean(folder)
+
+
+def _proxy(hosts: list[str]) -> tuple[int, int | None]:
+    """Start the allow-list's proxy (``egress.py``): (its pid, the port of
+    127.0.0.1 it listens on, or None when it did not start)."""
+    ready_r, ready_w = os.pipe()
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        pid = _spawn(
+            [sys.executable, "-I", "-S", EGRESS, str(ready_w), *hosts], (ready_w,), quiet=null
+        )
+    finally:
+        os.close(ready_w)
+        os.close(null)
+    said = b""
+    if select.select([ready_r], [], [], READY_TIMEOUT)[0]:
+        said = os.read(ready_r, 16).strip()
+    os.close(ready_r)
+    return pid, int(said) if said.isdigit() else None
+
+
+def _run(
+    helper: str, ports: str, report: str | None, bwrap: list[str], folder: str, cut: tuple[str, ...]
+) -> int:
+    """bwrap started blocked, its namespace given its network (``cut``: more
+    prefixes closed in it), then let go; bwrap's exit status once it has ended."""
+    dns: str | None = None
+    if not cut and not os.path.basename(helper).startswith("slirp4netns"):
+        dns, options = _resolver(folder)
+        bwrap = _with_options(bwrap, options)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
     command = [
@@ -404,13 +645,16 @@ def main(argv: list[str]) -> int:
         str(block_r),
         *bwrap[1:],
     ]
+    holder = _Holder(cut)
     proc = _spawn(command, (info_w, block_r))
     os.close(info_w)
     os.close(block_r)
     pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
     network = None
-    if pid is not None:
-        why, network = _attach(helper, ports, pid)
+    if pid is None:
+        holder.end()
+    else:
+        why, network = _attach(helper, ports, pid, folder, dns, holder)
         if why is not None:
             os.write(2, f"owl: no user-mode networking ({why}); the Run has no network\n".encode())
             why = f"{os.path.basename(helper)}: {why}"

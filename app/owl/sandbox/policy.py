@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .agentstate import AgentState
+from .allowlist import REGISTRIES
 from .envplan import env_plan, loopback_ports
 from .folders import (
     DEFAULT_CACHES,
@@ -71,6 +72,9 @@ class Settings:
     hide: tuple[str, ...] = ()
     env_keep: tuple[str, ...] = ()
     network: bool = True
+    # network = "allow": only these hosts, through a proxy outside the Run
+    allow: bool = False
+    allow_hosts: tuple[str, ...] = REGISTRIES
     caches: tuple[str, ...] = DEFAULT_CACHES
     host_ports: tuple[int, ...] = ()
     sockets: tuple[str, ...] = ()  # host unix sockets opened on purpose
@@ -80,7 +84,8 @@ class Settings:
         """A project's ``.owl.toml`` ``[sandbox]``: it may only take away.
 
         ``read = "project"`` narrows ``"home"``; ``hide`` adds; ``network =
-        false`` cuts; ``mode = "required"`` hardens ``"auto"``. Nothing it says
+        false`` (or ``"none"``) cuts, ``"allow"`` holds an own network to its
+        allow-list; ``mode = "required"`` hardens ``"auto"``. Nothing it says
         can widen what the person's config allows (``"off"`` stays off: the
         person chose it)."""
         out = self
@@ -89,8 +94,10 @@ class Settings:
         hide = project.get("hide")
         if isinstance(hide, (list, tuple)):
             out = _replace(out, hide=(*out.hide, *(str(h) for h in hide)))
-        if project.get("network") is False:
+        if project.get("network") in (False, "none"):
             out = _replace(out, network=False)
+        elif project.get("network") == "allow":
+            out = _replace(out, allow=True)
         if project.get("mode") == "required" and out.mode == "auto":
             out = _replace(out, mode="required")
         return out
@@ -102,8 +109,12 @@ class Settings:
             more = table.get(key)
             if isinstance(more, (list, tuple)):
                 out = _replace(out, **{key: (*getattr(out, key), *(str(m) for m in more))})
-        if isinstance(table.get("network"), bool):
-            out = _replace(out, network=bool(table["network"]))
+        net = table.get("network")
+        if isinstance(net, bool) or net in ("own", "none", "allow"):
+            out = _replace(out, network=net not in (False, "none"), allow=net == "allow")
+        more = table.get("allow_hosts")
+        if isinstance(more, (list, tuple)):
+            out = _replace(out, allow_hosts=(*out.allow_hosts, *(str(h) for h in more)))
         if table.get("mode") in MODES:
             out = _replace(out, mode=str(table["mode"]))
         return out
@@ -153,7 +164,7 @@ class Policy:
     readonly_over: tuple[str, ...]  # read-only binds laid over the writable ones
     env_unset: tuple[str, ...]
     env_set: tuple[tuple[str, str], ...]
-    network: str  # "own" (user-mode networking) | "none"
+    network: str  # "own" (user-mode networking) | "allow" (through the allow-list) | "none"
     host_ports: tuple[int, ...]  # 127.0.0.1 ports of the host kept reachable
     worktree: str = ""
     private: tuple[str, ...] = ()  # system folders seen empty (hostsockets.PRIVATE_SYSTEM)
@@ -165,6 +176,7 @@ class Policy:
     # read-only binds laid after the hidden ones and before the writable: the
     # Job's git store, which lies in Owl's hidden folder
     revealed: tuple[str, ...] = ()
+    allow_hosts: tuple[str, ...] = ()  # network "allow": the hosts the proxy lets through
 
 
 def _unique(paths: Iterable[str]) -> tuple[str, ...]:
@@ -239,7 +251,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         readonly_over=_unique(readonly_over),
         env_unset=drop,
         env_set=set_,
-        network="own" if settings.network else "none",
+        network=("allow" if settings.allow else "own") if settings.network else "none",
         host_ports=tuple(sorted(int(p) for p in ports)),
         worktree=facts.worktree,
         private=facts.private,
@@ -249,4 +261,5 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         sockets=sockets,
         tmp_size=settings.tmp_size,
         revealed=_unique(revealed),
+        allow_hosts=settings.allow_hosts if settings.network and settings.allow else (),
     )

@@ -391,6 +391,8 @@ def effective_document(cfg: Config) -> dict[str, Any]:
     sb = sandbox_keys.settings_from(cfg.sandbox or {})
     doc["sandbox"] = {key: _plain(getattr(sb, key)) for key in sandbox_keys.KEYS}
     doc["sandbox"]["tmp_size"] = sandbox_keys.size_words(sb.tmp_size)
+    if sb.network and sb.allow:
+        doc["sandbox"]["network"] = "allow"
     return doc
 
 
