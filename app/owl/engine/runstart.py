@@ -83,6 +83,7 @@ class Live:
     cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
+    env_dropped: tuple[str, ...] = ()  # names kept out of its environment (never values)
     net_report: Path | None = None  # where its network helper says how that went
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
     meter: Meter | None = None  # the windows its agent reports as it runs (owl.engine.meter)
@@ -220,6 +221,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         cgroup=cg,
         exempt=exempt,
         contained=wrapped.label,
+        env_dropped=wrapped.dropped,
         masked=wrapped.masked,
         net_report=net_report if "own network" in wrapped.label else None,
         sandbox=settings.sandbox,

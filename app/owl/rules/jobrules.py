@@ -237,7 +237,7 @@ def setup_hint(agent: str, problem: str) -> str:
         name = problem.removeprefix("missing environment variable ")
         return (
             f'pass it into the sandbox with sandbox.env_keep = ["{name}"] (a contained Run '
-            "drops variables whose names look secret), or set it where Owl runs; then "
+            "drops variables whose names or values look secret), or set it where Owl runs; then "
             "owl jobs extend"
         )
     if problem.startswith("could not connect to 127.0.0.1:"):

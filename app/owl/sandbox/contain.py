@@ -36,6 +36,9 @@ class Wrapped:
     # The host's sockets /dev/null is laid over: one that goes away between
     # their reading and bwrap's start fails the start (see `owl.sandbox.raced`).
     masked: tuple[str, ...] = ()
+    # The names of the variables kept out of its environment (never a value):
+    # `owl status --json` lists them, so a person sees what the Run went without.
+    dropped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ def wrap(
             True,
             inside,
             tuple(pol.masked),
+            pol.env_unset,
         )
     ports = ",".join(str(p) for p in pol.host_ports) or "-"
     helper, why_not = user_net(ports, which)
@@ -117,6 +121,7 @@ def wrap(
             True,
             inside,
             tuple(pol.masked),
+            pol.env_unset,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     report = ["--report", net_report] if net_report else []
@@ -126,6 +131,7 @@ def wrap(
         True,
         inside,
         tuple(pol.masked),
+        pol.env_unset,
     )
 
 
@@ -305,4 +311,6 @@ def wrap_darwin(
     pol = decide(settings, agent, env, facts)
     keychain = agent in seatbelt.KEYCHAIN_AGENTS
     argv = seatbelt.argv(pol, command, keychain=keychain)
-    return Wrapped(argv, seatbelt.label(pol), True, policy.agent_env(env, pol))
+    return Wrapped(
+        argv, seatbelt.label(pol), True, policy.agent_env(env, pol), dropped=pol.env_unset
+    )
