@@ -42,9 +42,15 @@ import subprocess
 from collections.abc import Callable
 
 from .folders import SYSTEM_READ
+from . import syscalls
 from .policy import Policy
 
 INSTALL_HINT = "sudo apt install bubblewrap"
+# bwrap's own pid 1 inside runs outside the Run's seccomp filter (bwrap loads it
+# just before it execs the command): its memory is closed to the Run, which
+# could otherwise write code into it (ptrace and process_vm_writev of pid 1 are
+# refused by the filter, ``owl.sandbox.syscalls``; umount2 too, so this stays).
+INIT_MEM = ("--ro-bind", "/dev/null", "/proc/1/mem", "--ro-bind", "/dev/null", "/proc/1/task/1/mem")
 
 
 def kind(path: str) -> str | None:
@@ -101,7 +107,7 @@ def argv(
             if exists(top) == "dir":
                 out += ["--ro-bind", top, top]
     size = ["--size", str(policy.tmp_size)] if sizes and policy.tmp_size > 0 else []
-    out += ["--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]
+    out += ["--dev", "/dev", "--proc", "/proc", *INIT_MEM, *size, "--tmpfs", "/tmp"]
     out += [*size, "--tmpfs", "/dev/shm"]
     for path in policy.private:
         out += ["--tmpfs", path]
@@ -211,6 +217,7 @@ def probe(fresh: bool = False) -> str | None:
     """None when a sandbox can be made here, else why not (asked once, cached;
     ``fresh``: asked again, as ``owl.sandbox.ready`` does while it does not work)."""
     term_env()  # asked here too, so that wrapping a Run starts no process
+    syscalls.bpf()  # built here too, off the engine's thread, and kept
     if fresh or "works" not in _probed:
         path, detail = find(fresh)
         if path is None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import agentconf, agentstate, bwrap, folders, hostsockets, policy, ready, seatbelt
+from . import agentconf, agentstate, bwrap, folders, hostsockets, policy, ready, seatbelt, syscalls
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -99,12 +99,15 @@ def wrap(
     )
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
+    filt = syscalls.bpf()  # built once, at the daemon's start (bwrap.probe)
+    if isinstance(filt, str):
+        opened += f"; {filt}"
     if signing(git.project_git, facts.home):
         # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)
         opened += "; commits unsigned here, signed at accept (commit.gpgSign)"
     if pol.network == "none":
         return Wrapped(
-            alone(argv, env_path, pol),
+            alone(argv, filt),
             f"contained: bwrap {version}, no network{opened}",
             True,
             inside,
@@ -116,7 +119,7 @@ def wrap(
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
-            alone(argv, env_path, pol),
+            alone(argv, filt),
             f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
             inside,
@@ -126,7 +129,7 @@ def wrap(
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     report = ["--report", net_report] if net_report else []
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, *seccomp(filt), "--", *argv],
         f"contained: bwrap {version}, own network{how}{opened}",
         True,
         inside,
@@ -210,15 +213,18 @@ def signing(common: str | None, home: str) -> bool:
     return False
 
 
-def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str]:
-    """bwrap's argv started with no network helper, SIGTERM ignored. With host
-    sockets under /dev/null, through netns.py with no helper (``-``): a socket
-    gone between the argv's making and bwrap's start would fail the Run (bwrap
-    cannot make the file to cover on the read-only root), and netns.py leaves
-    out what is gone at the last moment."""
-    if not pol.masked:
-        return bwrap.ignoring_term(argv, term_env)
-    return [sys.executable, "-I", "-S", NETNS, "-", "-", "--", *argv]
+def alone(argv: list[str], filt: bytes | str) -> list[str]:
+    """bwrap's argv started with no network helper, through netns.py all the
+    same (``-``): it hands bwrap its options and its seccomp filter by fds, so
+    that pid 1 inside shows none of them, and leaves out a host socket gone
+    between the argv's making and bwrap's start (bwrap cannot make the file to
+    cover on the read-only root, and the Run would fail); SIGTERM ignored."""
+    return [sys.executable, "-I", "-S", NETNS, "-", "-", *seccomp(filt), "--", *argv]
+
+
+def seccomp(filt: bytes | str) -> list[str]:
+    """netns.py's option that hands bwrap the filter (none where it could not be built)."""
+    return ["--filter", filt.hex()] if isinstance(filt, bytes) else []
 
 
 def make_folders(wanted: Sequence[str], home: str, env: Mapping[str, str]) -> None:

@@ -1,8 +1,8 @@
 """Give a bwrap sandbox a network of its own (run as a script, not imported).
 
-    python -I -S netns.py HELPER PORTS [--report FILE] -- BWRAP [ARGS...]
+    python -I -S netns.py HELPER PORTS [--report FILE] [--filter HEX] -- BWRAP [ARGS...] -- COMMAND...
 
-HELPER is the path of ``pasta`` or, where pasta is missing, ``slirp4netns``.
+HELPER is the path of ``pasta`` (``-``: no network to make, bwrap alone) or, where pasta is missing, ``slirp4netns``.
 FILE, when given, is written once the network is set up: empty when the Run
 has its own network, else why it has none ("pasta: Failed to open() /dev/net/tun:
 …"), so the Run's record says what its network is, not what was asked.
@@ -40,6 +40,13 @@ SIGTERM is ignored here, and so by bwrap's monitor and pasta, which inherit
 that: it is meant for the agent (bwrap puts it back at its default for the
 agent, see ``bwrap.py``), whose 5 s to end would otherwise be spent without its
 network and with this helper gone, its status lost. SIGKILL still ends them.
+
+bwrap's options are handed over in a memfd (``--args FD``), not on its command
+line: its pid 1 inside the Run keeps that command line, readable by the Run at
+``/proc/1/cmdline``, and the options name Owl's folders and the host's sockets.
+HEX, when given, is the Run's seccomp filter (``owl.sandbox.syscalls``, a few
+hundred bytes), handed to bwrap the same way (``--seccomp FD``): bwrap loads it
+just before it execs the command, and closes both fds.
 
 Standard library only, started with ``-I -S``, and without ``subprocess`` or
 ``re``, whose imports alone double its start (measured 17 -> 35 ms on a busy
@@ -384,29 +391,61 @@ def _report(path: str | None, why: str | None) -> None:
         os.close(fd)
 
 
+def _memfd(name: str, data: bytes) -> int:
+    """An inheritable memfd holding ``data``, read from its start."""
+    fd = os.memfd_create(name, 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _hidden(
+    bwrap: list[str], extra: list[str], seccomp: bytes | None
+) -> tuple[list[str], tuple[int, ...]]:
+    """bwrap's argv with its options (``extra`` first) in a memfd and the
+    filter in another: (the argv, the fds it must inherit)."""
+    at = bwrap.index("--")
+    options, command = [*extra, *bwrap[1:at]], bwrap[at:]
+    fds: tuple[int, ...] = ()
+    if seccomp is not None:
+        filt = _memfd("owl-seccomp", seccomp)
+        options += ["--seccomp", str(filt)]
+        fds = (filt,)
+    args = _memfd("owl-bwrap-args", b"".join(o.encode() + b"\0" for o in options))
+    return [bwrap[0], "--args", str(args), *command], (*fds, args)
+
+
+def _options(argv: list[str]) -> tuple[str, str, str | None, bytes | None, list[str]]:
+    """HELPER, PORTS, the report's path, the filter, and bwrap's argv."""
+    helper, ports, rest = argv[0], argv[1], argv[2:]
+    report = seccomp = None
+    while rest and rest[0] != "--":
+        if rest[0] == "--report":
+            report = rest[1]
+        elif rest[0] == "--filter":
+            seccomp = bytes.fromhex(rest[1])
+        else:
+            raise SystemExit(f"netns.py: unknown option {rest[0]}")
+        rest = rest[2:]
+    assert rest and rest[0] == "--" and rest[1:]
+    return helper, ports, report, seccomp, _present(rest[1:])
+
+
 def main(argv: list[str]) -> int:
-    helper, ports, report = argv[0], argv[1], None
-    if argv[2] == "--report":
-        report, argv = argv[3], [helper, ports, *argv[4:]]
-    sep, bwrap = argv[2], _present(argv[3:])
-    assert sep == "--" and bwrap
+    helper, ports, report, seccomp, bwrap = _options(argv)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
     if helper == "-":  # no network to make: bwrap alone, its argv checked just now
-        os.execv(bwrap[0], bwrap)
+        command, fds = _hidden(bwrap, [], seccomp)
+        for fd in fds:
+            os.set_inheritable(fd, True)
+        os.execv(command[0], command)
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()
-    command = [
-        bwrap[0],
-        "--unshare-net",
-        "--info-fd",
-        str(info_w),
-        "--block-fd",
-        str(block_r),
-        *bwrap[1:],
-    ]
-    proc = _spawn(command, (info_w, block_r))
-    os.close(info_w)
-    os.close(block_r)
+    extra = ["--unshare-net", "--info-fd", str(info_w), "--block-fd", str(block_r)]
+    command, fds = _hidden(bwrap, extra, seccomp)
+    proc = _spawn(command, (info_w, block_r, *fds))
+    for fd in (info_w, block_r, *fds):
+        os.close(fd)
     pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
     network = None
     if pid is not None:
