@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 
@@ -139,7 +140,10 @@ def argv(
         if exists(path) == "file":
             out += ["--ro-bind", path, path]
     for path in policy.masked:  # last: over whatever bind made them visible
-        if exists(path):  # gone since it was listed: bwrap could not lay anything there
+        # gone since it was listed: bwrap could not lay anything there; behind
+        # another user's closed folder, root's Run (its capabilities dropped)
+        # can no more reach it than bwrap can make its mount point there
+        if exists(path) and (not root or searchable(path)):
             out += ["--ro-bind", "/dev/null", path]
     if policy.network == "none":
         out.append("--unshare-net")
@@ -148,6 +152,29 @@ def argv(
     if term_env is not None:
         command = [term_env, "--default-signal=TERM", "--", *command]
     return [*out, "--", *command]
+
+
+def searchable(path: str) -> bool:
+    """Whether every folder above ``path`` lets this uid through by its mode
+    bits alone, as a process without capabilities needs (root's Run)."""
+    uid, groups = os.getuid(), {os.getgid(), *os.getgroups()}
+    folder = os.path.dirname(path)
+    while True:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return False
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+        if folder in ("/", ""):
+            return True
+        folder = os.path.dirname(folder)
 
 
 def sized(version: str) -> bool:

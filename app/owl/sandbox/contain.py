@@ -65,10 +65,12 @@ def wrap(
     git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
     net_report: str | None = None,
+    setup_report: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
     ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
-    file the network helper says in whether the Run got its network (see netns.py)."""
+    file the network helper says in whether the Run got its network;
+    ``setup_report``: one written when bwrap fails at its own start (netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
     if sys.platform == "darwin":
@@ -102,12 +104,13 @@ def wrap(
     filt = syscalls.bpf()  # built once, at the daemon's start (bwrap.probe)
     if isinstance(filt, str):
         opened += f"; {filt}"
+    own = [*seccomp(filt), *(["--setup", setup_report] if setup_report else [])]
     if signing(git.project_git, facts.home):
         # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)
         opened += "; commits unsigned here, signed at accept (commit.gpgSign)"
     if pol.network == "none":
         return Wrapped(
-            alone(argv, filt),
+            alone(argv, own),
             f"contained: bwrap {version}, no network{opened}",
             True,
             inside,
@@ -119,7 +122,7 @@ def wrap(
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
-            alone(argv, filt),
+            alone(argv, own),
             f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
             inside,
@@ -129,7 +132,7 @@ def wrap(
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     report = ["--report", net_report] if net_report else []
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, *seccomp(filt), "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, *own, "--", *argv],
         f"contained: bwrap {version}, own network{how}{opened}",
         True,
         inside,
@@ -213,13 +216,14 @@ def signing(common: str | None, home: str) -> bool:
     return False
 
 
-def alone(argv: list[str], filt: bytes | str) -> list[str]:
+def alone(argv: list[str], own: list[str]) -> list[str]:
     """bwrap's argv started with no network helper, through netns.py all the
     same (``-``): it hands bwrap its options and its seccomp filter by fds, so
     that pid 1 inside shows none of them, and leaves out a host socket gone
     between the argv's making and bwrap's start (bwrap cannot make the file to
-    cover on the read-only root, and the Run would fail); SIGTERM ignored."""
-    return [sys.executable, "-I", "-S", NETNS, "-", "-", *seccomp(filt), "--", *argv]
+    cover on the read-only root, and the Run would fail), and says whether
+    bwrap failed at its own start (``own``: those options); SIGTERM ignored."""
+    return [sys.executable, "-I", "-S", NETNS, "-", "-", *own, "--", *argv]
 
 
 def seccomp(filt: bytes | str) -> list[str]:

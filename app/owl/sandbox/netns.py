@@ -1,8 +1,9 @@
 """Give a bwrap sandbox a network of its own (run as a script, not imported).
 
-    python -I -S netns.py HELPER PORTS [--report FILE] [--filter HEX] -- BWRAP [ARGS...] -- COMMAND...
+    python -I -S netns.py HELPER PORTS [--report FILE] [--setup FILE] [--filter HEX] -- BWRAP [ARGS...] -- COMMAND...
 
-HELPER is the path of ``pasta`` (``-``: no network to make, bwrap alone) or, where pasta is missing, ``slirp4netns``.
+HELPER is the path of ``pasta`` or, where pasta is missing, ``slirp4netns``
+(``-``: no network to make, bwrap alone).
 FILE, when given, is written once the network is set up: empty when the Run
 has its own network, else why it has none ("pasta: Failed to open() /dev/net/tun:
 …"), so the Run's record says what its network is, not what was asked.
@@ -44,6 +45,10 @@ network and with this helper gone, its status lost. SIGKILL still ends them.
 bwrap's options are handed over in a memfd (``--args FD``), not on its command
 line: its pid 1 inside the Run keeps that command line, readable by the Run at
 ``/proc/1/cmdline``, and the options name Owl's folders and the host's sockets.
+FILE after ``--setup`` is written when bwrap failed at its own start, before
+the command ran (see ``_set_up``): the Run's failure is then the sandbox's, not
+the agent's, however its output reads (an agent can print "bwrap: ..." itself).
+
 HEX, when given, is the Run's seccomp filter (``owl.sandbox.syscalls``, a few
 hundred bytes), handed to bwrap the same way (``--seccomp FD``): bwrap loads it
 just before it execs the command, and closes both fds.
@@ -415,56 +420,103 @@ def _hidden(
     return [bwrap[0], "--args", str(args), *command], (*fds, args)
 
 
-def _options(argv: list[str]) -> tuple[str, str, str | None, bytes | None, list[str]]:
-    """HELPER, PORTS, the report's path, the filter, and bwrap's argv."""
-    helper, ports, rest = argv[0], argv[1], argv[2:]
-    report = seccomp = None
-    while rest and rest[0] != "--":
-        if rest[0] == "--report":
-            report = rest[1]
-        elif rest[0] == "--filter":
-            seccomp = bytes.fromhex(rest[1])
-        else:
-            raise SystemExit(f"netns.py: unknown option {rest[0]}")
-        rest = rest[2:]
-    assert rest and rest[0] == "--" and rest[1:]
-    return helper, ports, report, seccomp, _present(rest[1:])
+class _Args:
+    """netns.py's own options, then bwrap's argv."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.helper, self.ports, rest = argv[0], argv[1], argv[2:]
+        self.report: str | None = None  # how the network came out
+        self.setup: str | None = None  # written when bwrap fails at its own start
+        self.seccomp: bytes | None = None
+        while rest and rest[0] != "--":
+            if rest[0] == "--report":
+                self.report = rest[1]
+            elif rest[0] == "--setup":
+                self.setup = rest[1]
+            elif rest[0] == "--filter":
+                self.seccomp = bytes.fromhex(rest[1])
+            else:
+                raise SystemExit(f"netns.py: unknown option {rest[0]}")
+            rest = rest[2:]
+        assert rest and rest[0] == "--" and rest[1:]
+        self.bwrap = _present(rest[1:])
+
+
+def _set_up(status: int) -> bool:
+    """Whether bwrap's set-up finished and it ran the command, from what it wrote
+    to ``--json-status-fd``: it writes the command's "exit-code" only then, and
+    from its own process outside the Run, where nothing inside can write or
+    stop it (its fd is not passed in). A start that failed at bwrap's own
+    set-up (a bind it could not make, a filter it could not load) has none."""
+    data = b""
+    while True:
+        chunk = _read_some(status)
+        if not chunk:
+            return b'"exit-code"' in data
+        data += chunk
+
+
+def _read_some(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+def _write_setup(path: str | None, code: int) -> None:
+    """Say that bwrap failed at its own start (the file is Owl's, out of the Run's sight)."""
+    if path is not None:
+        _report(path, f"bwrap could not set up the sandbox (exit {code})")
 
 
 def main(argv: list[str]) -> int:
-    helper, ports, report, seccomp, bwrap = _options(argv)
+    args = _Args(argv)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
-    if helper == "-":  # no network to make: bwrap alone, its argv checked just now
-        command, fds = _hidden(bwrap, [], seccomp)
-        for fd in fds:
-            os.set_inheritable(fd, True)
-        os.execv(command[0], command)
-    info_r, info_w = os.pipe()
-    block_r, block_w = os.pipe()
-    extra = ["--unshare-net", "--info-fd", str(info_w), "--block-fd", str(block_r)]
-    command, fds = _hidden(bwrap, extra, seccomp)
-    proc = _spawn(command, (info_w, block_r, *fds))
-    for fd in (info_w, block_r, *fds):
+    status_r, status_w = os.pipe()
+    extra = ["--json-status-fd", str(status_w)]
+    info_r = block_w = -1
+    if args.helper != "-":
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        extra += ["--unshare-net", "--info-fd", str(info_w), "--block-fd", str(block_r)]
+    command, fds = _hidden(args.bwrap, extra, args.seccomp)
+    passed = (status_w, *fds) if args.helper == "-" else (status_w, info_w, block_r, *fds)
+    proc = _spawn(command, passed)
+    for fd in passed:
         os.close(fd)
-    pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
     network = None
-    if pid is not None:
-        why, network = _attach(helper, ports, pid)
-        if why is not None:
-            os.write(2, f"owl: no user-mode networking ({why}); the Run has no network\n".encode())
-            why = f"{os.path.basename(helper)}: {why}"
-        _report(report, why)
-    try:
-        os.write(block_w, b"go")
-    except OSError:
-        pass
-    os.close(block_w)
+    if args.helper != "-":
+        network = _network(args, info_r)
+        try:
+            os.write(block_w, b"go")
+        except OSError:
+            pass
+        os.close(block_w)
     code = _wait(proc)
-    os.close(info_r)
+    set_up = _set_up(status_r)  # bwrap has ended: the pipe holds all it wrote
+    os.close(status_r)
+    if info_r >= 0:
+        os.close(info_r)
     if network is not None:
         network.end()
     assert code is not None
-    return code if code >= 0 else 128 - code
+    code = code if code >= 0 else 128 - code
+    if not set_up and code != 0:
+        _write_setup(args.setup, code)
+    return code
+
+
+def _network(args: _Args, info_r: int) -> _Pasta | _Slirp | None:
+    """The Run's network, once bwrap has said its child's pid (None: none made)."""
+    pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
+    if pid is None:
+        return None
+    why, network = _attach(args.helper, args.ports, pid)
+    if why is not None:
+        os.write(2, f"owl: no user-mode networking ({why}); the Run has no network\n".encode())
+        why = f"{os.path.basename(args.helper)}: {why}"
+    _report(args.report, why)
+    return network
 
 
 if __name__ == "__main__":
