@@ -6,7 +6,9 @@ Start cost: the median wall time to start and finish `/bin/true` plainly,
 inside bwrap with the policy a Run gets (no network), and inside bwrap with
 its own network (pasta attached), in turns; a contained Run's start adds the
 making of its command (`contain.wrap`: the policy, the agent's own files read,
-on the engine's thread), timed apart. Target: a contained Run's start within
+on the engine's thread), timed apart, and the same without the seccomp filter
+(what loading it adds; building it, once at the daemon's start, is timed
+apart too). Target: a contained Run's start within
 +150 ms of an uncontained one's, median (the line "contained Run start" says
 whether it is met). bwrap makes its mounts while pasta starts (it waits only once they are
 made), so what pasta adds is its own start (IPv4 only: about 28 ms) and the
@@ -38,7 +40,7 @@ from figures import fanout_argv, pct, ready_pids, spawned_tree  # noqa: E402
 from freeze import KEYS, trial  # noqa: E402  the freeze bench's own
 
 from owl import tree  # noqa: E402
-from owl.sandbox import contain, policy  # noqa: E402
+from owl.sandbox import contain, policy, syscalls  # noqa: E402
 
 SESSIONS, PER = 10, 10
 
@@ -74,6 +76,14 @@ def wrapped(command: list[str], settings: policy.Settings, wt: Path, env: dict[s
 TARGET_MS = 150.0  # a contained Run's start over an uncontained one's, median
 
 
+def unfiltered(argv: list[str]) -> list[str]:
+    """A contained command without its seccomp filter (netns.py's ``--filter HEX``)."""
+    if "--filter" not in argv:
+        return argv
+    at = argv.index("--filter")
+    return argv[:at] + argv[at + 2 :]
+
+
 def start_cost(n: int, wt: Path, env: dict[str, str]) -> None:
     rows: list[tuple[str, Callable[[], tuple[list[str], dict[str, str]]]]] = [
         ("plain", lambda: (["/bin/true"], env))
@@ -93,12 +103,28 @@ def start_cost(n: int, wt: Path, env: dict[str, str]) -> None:
             return w.argv, w.env
 
         rows.append((f"{label} [{w.label}]", make))
+        if not s.network:  # the same without the seccomp filter: what the filter adds
+
+            def bare(s: policy.Settings = s) -> tuple[list[str], dict[str, str]]:
+                w = wrapped(["/bin/true"], s, wt, env)
+                return unfiltered(w.argv), w.env
+
+            rows.append((f"{label}, no seccomp filter", bare))
     print(f"start cost ({n} runs each, in turns, load average {os.getloadavg()[0]:.1f}):")
     figures = medians_ms([m for _, m in rows], n)
     for (label, _), ms in zip(rows, figures):
         print(f"  {label:70s} median {ms:6.1f} ms  (+{ms - figures[0]:.1f} ms)")
     making = statistics.median(made)
     print(f"  {'making the contained command (contain.wrap)':70s} median {making:6.1f} ms")
+    build = []
+    for _ in range(n):
+        t = time.perf_counter()
+        syscalls.bpf.__wrapped__()  # uncached: what the daemon's start pays once
+        build.append((time.perf_counter() - t) * 1000)
+    built = statistics.median(build)
+    print(
+        f"  {'building the seccomp filter (once, at the daemon start)':70s} median {built:6.2f} ms"
+    )
     over = figures[-1] + making - figures[0]
     print(
         f"contained Run start (own network, its command made): +{over:.1f} ms over "

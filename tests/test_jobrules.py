@@ -479,3 +479,16 @@ def test_a_setup_problem_is_not_one_when_the_agent_succeeded_or_was_stopped():
         now=NOW,
     )
     assert not v.block and v.wait is not None
+
+
+def test_a_sandbox_failing_at_its_start_spends_nothing_and_blocks_the_second_time():
+    words = "bwrap: Can't find source path /gone: No such file or directory"
+    first = jobrules.sandbox_failed(words, None)
+    assert (first.outcome, first.block, first.spends_attempt) == ("interrupted", False, False)
+    assert first.reason == f"the sandbox could not be set up: {words}"
+    other = jobrules.sandbox_failed(words, "the agent exited with code 1")
+    assert not other.block
+    again = jobrules.sandbox_failed(words, first.reason)
+    assert again.block and not again.spends_attempt and "owl jobs extend" in again.reason
+    # a different failure of bwrap's is a moment of its own, not a repeat
+    assert not jobrules.sandbox_failed("bwrap: another", first.reason).block

@@ -25,7 +25,7 @@ if stamp_ok .owl-setup-test || { [ $want_test -eq 0 ] && stamp_ok .owl-setup; };
 fi
 step() { echo "owl setup: $*" >&2; }
 
-run_pkgs=(git bubblewrap passt python3 python3-venv python3-dev gcc python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1
+run_pkgs=(git bubblewrap passt python3-seccomp python3 python3-venv python3-dev gcc python3-gi gir1.2-gtk-3.0 gir1.2-ayatanaappindicator3-0.1
           libxss1 xdg-utils procps util-linux dbus)
 test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x11-utils chromium
            dbus-x11 dbus-daemon zsh fish groff-base man-db slirp4netns

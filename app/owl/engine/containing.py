@@ -162,6 +162,29 @@ def network_said(label: str, report: Path) -> tuple[str, bool]:
     return f"{head}, no network: {' '.join(said.split())}", True
 
 
+SETUP_SAID_MAX = 300
+
+
+def setup_failed(report: Path, lines: Sequence[str], code: int | None) -> str | None:
+    """bwrap's own words when it failed at its own start, before the agent ran
+    (netns.py wrote `report`, a file of Owl's logs folder the Run cannot see),
+    else None. Then every line the start wrote (`lines`, the log from its
+    offset) is bwrap's or Owl's, none the agent's: its first "bwrap: " line,
+    else its last. Read on the agent's waiting thread, and the file removed."""
+    try:
+        with open(report, "rb") as f:
+            said = f.read(NET_SAID_MAX).decode("utf-8", "replace").strip()
+        report.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        said = f"bwrap could not set up the sandbox (exit {code})"
+    words = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("owl: ")]
+    own = [ln for ln in words if ln.startswith("bwrap: ")]
+    line = (own or words[-1:] or [said])[0]
+    return line if len(line) <= SETUP_SAID_MAX else line[: SETUP_SAID_MAX - 3] + "..."
+
+
 def hold(eng: Engine, job_id: int, agent: str, narrowed: Mapping[str, object] | None) -> bool:
     """At a Run's launch: whether it must wait for a sandbox (its project's
     `.owl.toml` may require one where the config does not); the Job then sits
@@ -211,11 +234,13 @@ def wrap(
     narrowed: Mapping[str, object] | None = None,
     places: jobstore.Places | None = None,
     net_report: Path | None = None,
+    setup_report: Path | None = None,
 ) -> contain.Wrapped:
     """`argv` as the Run starts it; Refusal when it must be contained and cannot be.
     `narrowed`: the project's `.owl.toml` `[sandbox]`; `places`: where the
     Job's git lives (none: nothing of git is writable); `net_report`: where the
-    network helper says whether the Run got its network (`network_said`)."""
+    network helper says whether the Run got its network (`network_said`);
+    `setup_report`: where it says that bwrap failed at its own start (`setup_failed`)."""
     settings = settings_for(cfg, agent, narrowed)
     w = contain.wrap(
         argv,
@@ -227,6 +252,7 @@ def wrap(
         owl_dirs=owl_dirs(paths),
         git=git_places(places),
         net_report=str(net_report) if net_report is not None else None,
+        setup_report=str(setup_report) if setup_report is not None else None,
     )
     if settings.mode == "required" and not w.contained:
         raise Refusal(w.label.removeprefix("not contained: "))

@@ -92,7 +92,14 @@ def _judge(
 ) -> tuple[lifecycle.Finish, bool, jobrules.Wait | None, bool]:
     """The Run's end as `jobrules` judges it from the agent's report, the
     wait it puts its agent in, and whether it blocks the Job (a setup problem);
-    a judging that fails ends it failed, saying so (and True)."""
+    a judging that fails ends it failed, saying so (and True). A start that
+    failed at the sandbox's own set-up is Owl's failure, not the agent's."""
+    if lv.setup_failed is not None:
+        verdict = jobrules.sandbox_failed(lv.setup_failed, _last_reason(eng, lv))
+        end = lifecycle.Finish(
+            f.run, lifecycle.Outcome(verdict.outcome), f.ended_by, verdict.reason, f.exit_code
+        )
+        return end, False, None, verdict.block
     try:
         verdict = carryon.conclude(
             eng.store,
@@ -126,6 +133,12 @@ def _judge(
         verdict.wait,
         verdict.block,
     )
+
+
+def _last_reason(eng: Engine, lv: Live) -> str | None:
+    """The reason the Job's Run before this one ended with, if any."""
+    earlier = [r for r in eng.store.runs(lv.job_id) if r["id"] != lv.run_id]
+    return earlier[-1]["reason"] if earlier else None
 
 
 def term_level(eng: Engine, run_id: int) -> int:

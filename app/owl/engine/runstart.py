@@ -84,7 +84,10 @@ class Live:
     cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
     exempt: bool = False  # started by `owl start`: not frozen by input
     contained: str | None = None  # how its sandbox was made, as the views say it
+    env_dropped: tuple[str, ...] = ()  # names kept out of its environment (never values)
     net_report: Path | None = None  # where its network helper says how that went
+    setup_report: Path | None = None  # where it says that bwrap failed at its own start
+    setup_failed: str | None = None  # bwrap's words, when its last start failed so
     sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
     meter: Meter | None = None  # the windows its agent reports as it runs (owl.engine.meter)
     # its last freeze: (frozen, thawed) in epoch seconds, thawed None while frozen;
@@ -161,6 +164,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     env.update(credentials.held(eng.paths.config, own.env_keep, env))  # claude setup-token's
     env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id), "OWL_INSTANCE": eng.instance})
     net_report = eng.paths.logs / f"{run_id}.net"
+    setup_report = fresh_report(eng.paths.logs / f"{run_id}.setup")
     try:
         wrapped = containing.wrap(
             eng.cfg,
@@ -173,6 +177,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
             settings.sandbox,
             ready.places,
             net_report,
+            setup_report,
         )
     except containing.Refusal as e:
         # found out only now (no answer was at hand before): the Job waits, as above
@@ -237,8 +242,10 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         caps=kc,
         exempt=exempt,
         contained=wrapped.label,
+        env_dropped=wrapped.dropped,
         masked=wrapped.masked,
         net_report=net_report if containing.helped(wrapped.label) else None,
+        setup_report=setup_report if wrapped.contained else None,
         sandbox=settings.sandbox,
         meter=meter,
         places=ready.places,
@@ -258,6 +265,15 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         )
     )
     return run_id
+
+
+def fresh_report(path: Path) -> Path:
+    """``path``, with no report of an earlier start left in it."""
+    try:
+        path.unlink()
+    except OSError:
+        pass
+    return path
 
 
 def meter_for(driver: Any) -> Meter | None:
@@ -313,8 +329,14 @@ def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
     code, lv.report = carryon.watch_agent(
         popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
     )
-    if code != 0 and lv.masked:
-        lv.raced = raced.raced(read_head(lv.log_path, offset), lv.masked)
+    lv.setup_failed = lv.raced = None
+    if code != 0 and lv.setup_report is not None:
+        # bwrap's own start failed, by its own account (not by words the agent
+        # could print): a covered socket gone meanwhile, or else Owl's failure
+        head = read_head(lv.log_path, offset)
+        lv.setup_failed = containing.setup_failed(lv.setup_report, head, code)
+        if lv.setup_failed is not None and lv.masked:
+            lv.raced = raced.raced(head, lv.masked)
     note_git_files(lv, land=True)
     eng.agent_exited(lv.run_id, code, popen)
 
@@ -379,7 +401,9 @@ def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
     old.close()
     os.write(lv.sink.fd, f"owl: {said}\n".encode())
     lv.tree.kill()  # anything the lost process left (before the
-    try:  # fresh one starts: the sweep finds the Run's tag)
+    if lv.setup_report is not None:  # fresh one starts: the sweep finds the Run's tag)
+        fresh_report(lv.setup_report)
+    try:
         wrapped = containing.wrap(
             eng.cfg,
             eng.paths,
@@ -391,6 +415,7 @@ def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
             lv.sandbox,
             lv.places,
             lv.net_report,
+            lv.setup_report,
         )
         popen = tree.spawn(
             wrapped.argv,

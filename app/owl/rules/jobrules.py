@@ -22,6 +22,8 @@ conversation's session id, what the Run cost), and `judge` decides:
                                                 and a hint (a missing variable, a
                                                 port out of reach, no program): a
                                                 person's config fixes it, not a retry
+    ... and bwrap failed at its own start    -> interrupted, no attempt spent; the
+        (`sandbox_failed`)                      same failure again blocks the Job
     ... and Report.service_error             -> interrupted, no attempt spent;
                                                 the agent waits for a backoff
     exited 0 but Report.gave_up, neither     -> failed, saying on what
@@ -242,13 +244,33 @@ def thaw_lost(freeze: tuple[float, float | None] | None, now: float) -> float | 
     return thawed - frozen if now - thawed <= THAW_SPAN else None
 
 
+SANDBOX_FAILED = "the sandbox could not be set up"
+
+
+def sandbox_failed(words: str, last_reason: str | None) -> Verdict:
+    """A contained start that failed at bwrap's own set-up, before the agent
+    ran (bwrap's `words`): Owl's failure, not the agent's, so no attempt is
+    spent. Once is a moment of the host's (a folder gone as it started); the
+    same failure on the Job's Run before (`last_reason`) blocks the Job, as a
+    failing setup does: a retry will not mend the settings or the machine."""
+    why = f"{SANDBOX_FAILED}: {words}"
+    if last_reason is not None and last_reason.startswith(why):
+        return Verdict(
+            "interrupted",
+            f"{why}; the same as its Run before: fix the [sandbox] settings or the "
+            "machine (owl config check), then owl jobs extend",
+            block=True,
+        )
+    return Verdict("interrupted", why)
+
+
 def setup_hint(agent: str, problem: str) -> str:
     """What fixes a setup problem (`Report.setup_problem`), in the config's words."""
     if problem.startswith("missing environment variable "):
         name = problem.removeprefix("missing environment variable ")
         return (
             f'pass it into the sandbox with sandbox.env_keep = ["{name}"] (a contained Run '
-            "drops variables whose names look secret), or set it where Owl runs; then "
+            "drops variables whose names or values look secret), or set it where Owl runs; then "
             "owl jobs extend"
         )
     if problem.startswith("could not connect to 127.0.0.1:"):

@@ -38,13 +38,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 
 from .folders import SYSTEM_READ
+from . import syscalls
 from .policy import Policy
 
 INSTALL_HINT = "sudo apt install bubblewrap"
+# bwrap's own pid 1 inside runs outside the Run's seccomp filter (bwrap loads it
+# just before it execs the command): its memory is closed to the Run, which
+# could otherwise write code into it (ptrace and process_vm_writev of pid 1 are
+# refused by the filter, ``owl.sandbox.syscalls``; umount2 too, so this stays).
+INIT_MEM = ("--ro-bind", "/dev/null", "/proc/1/mem", "--ro-bind", "/dev/null", "/proc/1/task/1/mem")
 
 
 def kind(path: str) -> str | None:
@@ -101,7 +108,7 @@ def argv(
             if exists(top) == "dir":
                 out += ["--ro-bind", top, top]
     size = ["--size", str(policy.tmp_size)] if sizes and policy.tmp_size > 0 else []
-    out += ["--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]
+    out += ["--dev", "/dev", "--proc", "/proc", *INIT_MEM, *size, "--tmpfs", "/tmp"]
     out += [*size, "--tmpfs", "/dev/shm"]
     for path in policy.private:
         out += ["--tmpfs", path]
@@ -133,7 +140,10 @@ def argv(
         if exists(path) == "file":
             out += ["--ro-bind", path, path]
     for path in policy.masked:  # last: over whatever bind made them visible
-        if exists(path):  # gone since it was listed: bwrap could not lay anything there
+        # gone since it was listed: bwrap could not lay anything there; behind
+        # another user's closed folder, root's Run (its capabilities dropped)
+        # can no more reach it than bwrap can make its mount point there
+        if exists(path) and (not root or searchable(path)):
             out += ["--ro-bind", "/dev/null", path]
     if policy.network == "none":
         out.append("--unshare-net")
@@ -142,6 +152,29 @@ def argv(
     if term_env is not None:
         command = [term_env, "--default-signal=TERM", "--", *command]
     return [*out, "--", *command]
+
+
+def searchable(path: str) -> bool:
+    """Whether every folder above ``path`` lets this uid through by its mode
+    bits alone, as a process without capabilities needs (root's Run)."""
+    uid, groups = os.getuid(), {os.getgid(), *os.getgroups()}
+    folder = os.path.dirname(path)
+    while True:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return False
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+        if folder in ("/", ""):
+            return True
+        folder = os.path.dirname(folder)
 
 
 def sized(version: str) -> bool:
@@ -211,6 +244,7 @@ def probe(fresh: bool = False) -> str | None:
     """None when a sandbox can be made here, else why not (asked once, cached;
     ``fresh``: asked again, as ``owl.sandbox.ready`` does while it does not work)."""
     term_env()  # asked here too, so that wrapping a Run starts no process
+    syscalls.bpf()  # built here too, off the engine's thread, and kept
     if fresh or "works" not in _probed:
         path, detail = find(fresh)
         if path is None:

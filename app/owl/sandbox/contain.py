@@ -22,7 +22,18 @@ from pathlib import Path
 
 from owl.tree import pyhelper
 
-from . import agentconf, agentstate, allowlist, bwrap, folders, hostsockets, policy, ready, seatbelt
+from . import (
+    agentconf,
+    agentstate,
+    allowlist,
+    bwrap,
+    folders,
+    hostsockets,
+    policy,
+    ready,
+    seatbelt,
+    syscalls,
+)
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -38,6 +49,9 @@ class Wrapped:
     # The host's sockets /dev/null is laid over: one that goes away between
     # their reading and bwrap's start fails the start (see `owl.sandbox.raced`).
     masked: tuple[str, ...] = ()
+    # The names of the variables kept out of its environment (never a value):
+    # `owl status --json` lists them, so a person sees what the Run went without.
+    dropped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,10 +78,12 @@ def wrap(
     git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
     net_report: str | None = None,
+    setup_report: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
     ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
-    file the network helper says in whether the Run got its network (see netns.py)."""
+    file the network helper says in whether the Run got its network;
+    ``setup_report``: one written when bwrap fails at its own start (netns.py)."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
     if sys.platform == "darwin":
@@ -98,37 +114,44 @@ def wrap(
     )
     inside = policy.agent_env(env, pol)
     opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
+    filt = syscalls.bpf()  # built once, at the daemon's start (bwrap.probe)
+    if isinstance(filt, str):
+        opened += f"; {filt}"
+    own = [*seccomp(filt), *(["--setup", setup_report] if setup_report else [])]
     if signing(git.project_git, facts.home):
         # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)
         opened += "; commits unsigned here, signed at accept (commit.gpgSign)"
     if pol.network == "none":
         return Wrapped(
-            alone(argv, env_path, pol),
+            alone(argv, own),
             f"contained: bwrap {version}, no network{opened}",
             True,
             inside,
             tuple(pol.masked),
+            pol.env_unset,
         )
     ports = ",".join(str(p) for p in pol.host_ports) or "-"
     allow = pol.network == "allow"
     helper, why_not = user_net("allow" if allow else ports, which)
     if helper is None and allow:  # never the host's network in its place
         return Wrapped(
-            alone(argv_none(pol, command, path, env_path, version), env_path, pol),
+            alone(argv_none(pol, command, path, env_path, version), own),
             f"contained: bwrap {version}, no network: the allow-list needs pasta "
             f"(sudo apt install passt){opened}",
             True,
             inside,
             tuple(pol.masked),
+            pol.env_unset,
         )
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
-            alone(argv, env_path, pol),
+            alone(argv, own),
             f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
             inside,
             tuple(pol.masked),
+            pol.env_unset,
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     report = ["--report", net_report] if net_report else []
@@ -138,11 +161,12 @@ def wrap(
         n = len(pol.allow_hosts)
         net = f"network: allow-list ({n} host{'' if n == 1 else 's'})"
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, "--", *argv],
+        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, *own, "--", *argv],
         f"contained: bwrap {version}, {net}{opened}",
         True,
         inside,
         tuple(pol.masked),
+        pol.env_unset,
     )
 
 
@@ -222,15 +246,19 @@ def signing(common: str | None, home: str) -> bool:
     return False
 
 
-def alone(argv: list[str], term_env: str | None, pol: policy.Policy) -> list[str]:
-    """bwrap's argv started with no network helper, SIGTERM ignored. With host
-    sockets under /dev/null, through netns.py with no helper (``-``): a socket
-    gone between the argv's making and bwrap's start would fail the Run (bwrap
-    cannot make the file to cover on the read-only root), and netns.py leaves
-    out what is gone at the last moment."""
-    if not pol.masked:
-        return bwrap.ignoring_term(argv, term_env)
-    return [sys.executable, "-I", "-S", NETNS, "-", "-", "--", *argv]
+def alone(argv: list[str], own: list[str]) -> list[str]:
+    """bwrap's argv started with no network helper, through netns.py all the
+    same (``-``): it hands bwrap its options and its seccomp filter by fds, so
+    that pid 1 inside shows none of them, and leaves out a host socket gone
+    between the argv's making and bwrap's start (bwrap cannot make the file to
+    cover on the read-only root, and the Run would fail), and says whether
+    bwrap failed at its own start (``own``: those options); SIGTERM ignored."""
+    return [sys.executable, "-I", "-S", NETNS, "-", "-", *own, "--", *argv]
+
+
+def seccomp(filt: bytes | str) -> list[str]:
+    """netns.py's option that hands bwrap the filter (none where it could not be built)."""
+    return ["--filter", filt.hex()] if isinstance(filt, bytes) else []
 
 
 def argv_none(
@@ -344,7 +372,7 @@ def wrap_darwin(
         # its network is Owl's proxy, outside the sandbox (seatnet.py)
         ports = ",".join(str(p) for p in pol.host_ports) or "-"
         argv, inside = pyhelper.command(seatbelt.SEATNET, [ports, "--", *argv], inside)
-    return Wrapped(argv, seatbelt.label(pol), True, inside)
+    return Wrapped(argv, seatbelt.label(pol), True, inside, dropped=pol.env_unset)
 
 
 def resolved(pol: policy.Policy, facts: policy.Facts) -> policy.Policy:

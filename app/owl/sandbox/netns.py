@@ -1,8 +1,9 @@
 """Give a bwrap sandbox a network of its own (run as a script, not imported).
 
-    python -I -S netns.py HELPER PORTS [--report FILE] [--allow HOSTS] -- BWRAP [ARGS...]
+    python -I -S netns.py HELPER PORTS [--report FILE] [--allow HOSTS] [--setup FILE] [--filter HEX] -- BWRAP [ARGS...] -- COMMAND...
 
-HELPER is the path of ``pasta`` or, where pasta is missing, ``slirp4netns``.
+HELPER is the path of ``pasta`` or, where pasta is missing, ``slirp4netns``
+(``-``: no network to make, bwrap alone).
 FILE, when given, is written once the network is set up: empty when the Run
 has its own network, else why it has none ("pasta: Failed to open() /dev/net/tun:
 …"), so the Run's record says what its network is, not what was asked.
@@ -48,6 +49,23 @@ SIGTERM is ignored here, and so by bwrap's monitor and pasta, which inherit
 that: it is meant for the agent (bwrap puts it back at its default for the
 agent, see ``bwrap.py``), whose 5 s to end would otherwise be spent without its
 network and with this helper gone, its status lost. SIGKILL still ends them.
+
+Standard library only, started with ``-I -S``, and without ``subprocess`` or
+``re``, whose imports alone double its start (measured 17 -> 35 ms on a busy
+machine): processes are started by fork and exec, their signal mask and
+dispositions set in between, and waited for through a pidfd. The exit status
+is bwrap's (that is, the agent's).
+
+bwrap's options are handed over in a memfd (``--args FD``), not on its command
+line: its pid 1 inside the Run keeps that command line, readable by the Run at
+``/proc/1/cmdline``, and the options name Owl's folders and the host's sockets.
+FILE after ``--setup`` is written when bwrap failed at its own start, before
+the command ran (see ``_set_up``): the Run's failure is then the sandbox's, not
+the agent's, however its output reads (an agent can print "bwrap: ..." itself).
+
+HEX, when given, is the Run's seccomp filter (``owl.sandbox.syscalls``, a few
+hundred bytes), handed to bwrap the same way (``--seccomp FD``): bwrap loads it
+just before it execs the command, and closes both fds.
 
 Standard library only, started with ``-I -S``, and without ``subprocess`` or
 ``re``, whose imports alone double its start (measured 17 -> 35 ms on a busy
@@ -567,38 +585,105 @@ def _with_options(bwrap: list[str], more: list[str]) -> list[str]:
     return [*bwrap[:at], *more, *bwrap[at:]]
 
 
+def _memfd(name: str, data: bytes) -> int:
+    """An inheritable memfd holding ``data``, read from its start."""
+    fd = os.memfd_create(name, 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _hidden(
+    bwrap: list[str], extra: list[str], seccomp: bytes | None
+) -> tuple[list[str], tuple[int, ...]]:
+    """bwrap's argv with its options (``extra`` first) in a memfd and the
+    filter in another: (the argv, the fds it must inherit)."""
+    at = bwrap.index("--")
+    options, command = [*extra, *bwrap[1:at]], bwrap[at:]
+    fds: tuple[int, ...] = ()
+    if seccomp is not None:
+        filt = _memfd("owl-seccomp", seccomp)
+        options += ["--seccomp", str(filt)]
+        fds = (filt,)
+    args = _memfd("owl-bwrap-args", b"".join(o.encode() + b"\0" for o in options))
+    return [bwrap[0], "--args", str(args), *command], (*fds, args)
+
+
+class _Args:
+    """netns.py's own options, then bwrap's argv."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.helper, self.ports, rest = argv[0], argv[1], argv[2:]
+        self.report: str | None = None  # how the network came out
+        self.setup: str | None = None  # written when bwrap fails at its own start
+        self.seccomp: bytes | None = None
+        self.allow: list[str] | None = None  # the allow-list's hosts
+        while rest and rest[0] != "--":
+            if rest[0] == "--report":
+                self.report = rest[1]
+            elif rest[0] == "--setup":
+                self.setup = rest[1]
+            elif rest[0] == "--filter":
+                self.seccomp = bytes.fromhex(rest[1])
+            elif rest[0] == "--allow":
+                self.allow = [h for h in rest[1].split(",") if h]
+            else:
+                raise SystemExit(f"netns.py: unknown option {rest[0]}")
+            rest = rest[2:]
+        assert rest and rest[0] == "--" and rest[1:]
+        self.bwrap = _present(rest[1:])
+
+
+def _set_up(status: int) -> bool:
+    """Whether bwrap's set-up finished and it ran the command, from what it wrote
+    to ``--json-status-fd``: it writes the command's "exit-code" only then, and
+    from its own process outside the Run, where nothing inside can write or
+    stop it (its fd is not passed in). A start that failed at bwrap's own
+    set-up (a bind it could not make, a filter it could not load) has none."""
+    data = b""
+    while True:
+        chunk = _read_some(status)
+        if not chunk:
+            return b'"exit-code"' in data
+        data += chunk
+
+
+def _read_some(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+def _write_setup(path: str | None, code: int) -> None:
+    """Say that bwrap failed at its own start (the file is Owl's, out of the Run's sight)."""
+    if path is not None:
+        _report(path, f"bwrap could not set up the sandbox (exit {code})")
+
+
 def main(argv: list[str]) -> int:
-    helper, ports, report, allow = argv[0], argv[1], None, None
-    rest = argv[2:]
-    while rest and rest[0] in ("--report", "--allow"):
-        if rest[0] == "--report":
-            report = rest[1]
-        else:
-            allow = [h for h in rest[1].split(",") if h]
-        rest = rest[2:]
-    sep, bwrap = rest[0], _present(rest[1:])
-    assert sep == "--" and bwrap
+    args = _Args(argv)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before bwrap and pasta: they inherit it
-    if helper == "-":  # no network to make: bwrap alone, its argv checked just now
-        os.execv(bwrap[0], bwrap)
+    if args.helper == "-":  # no network to make: bwrap alone, its argv checked just now
+        return _run(args, args.bwrap, None, args.ports, ())
     folder = _own_folder()
     proxy = None
     try:
-        if allow is not None:
-            proxy, port = _proxy(allow)
+        bwrap, ports = args.bwrap, args.ports
+        cut: tuple[str, ...] = ()
+        if args.allow is not None:
+            proxy, port = _proxy(args.allow)
             if port is None:  # the Run then has no network, and says so
-                _report(report, "the allow-list's proxy did not start")
-                allow, ports, bwrap = None, "-", [bwrap[0], "--unshare-net", *bwrap[1:]]
-                code = _wait(_spawn(bwrap))
-                assert code is not None
-                return code if code >= 0 else 128 - code
+                _report(args.report, "the allow-list's proxy did not start")
+                args.helper = "-"
+                return _run(args, [bwrap[0], "--unshare-net", *bwrap[1:]], None, "-", ())
             ports = ",".join([*(p for p in ports.split(",") if p != "-"), str(port)])
             url = f"http://127.0.0.1:{port}"
             env = [a for name in PROXY_ENV for a in ("--setenv", name, url)]
             env += ["--setenv", "NO_PROXY", "localhost,127.0.0.1,::1"]
             env += ["--setenv", "no_proxy", "localhost,127.0.0.1,::1"]
-            bwrap = _with_options(bwrap, env)
-        return _run(helper, ports, report, bwrap, folder, CUT if allow is not None else ())
+            bwrap, cut = _with_options(bwrap, env), CUT
+        return _run(args, bwrap, folder, ports, cut)
     finally:
         if proxy is not None:
             os.kill(proxy, signal.SIGKILL)
@@ -626,50 +711,70 @@ def _proxy(hosts: list[str]) -> tuple[int, int | None]:
 
 
 def _run(
-    helper: str, ports: str, report: str | None, bwrap: list[str], folder: str, cut: tuple[str, ...]
+    args: _Args, bwrap: list[str], folder: str | None, ports: str, cut: tuple[str, ...]
 ) -> int:
-    """bwrap started blocked, its namespace given its network (``cut``: more
-    prefixes closed in it), then let go; bwrap's exit status once it has ended."""
+    """bwrap started (blocked, where a network is to be made: its namespace is
+    given its network, ``cut`` closing more prefixes in it, then let go), its
+    options and filter handed over by fds; bwrap's exit status once it has
+    ended, and whether it failed at its own start said in ``--setup``'s file."""
+    net = args.helper != "-" and folder is not None
     dns: str | None = None
-    if not cut and not os.path.basename(helper).startswith("slirp4netns"):
+    if net and folder is not None and not cut and not _is_slirp(args.helper):
         dns, options = _resolver(folder)
         bwrap = _with_options(bwrap, options)
-    info_r, info_w = os.pipe()
-    block_r, block_w = os.pipe()
-    command = [
-        bwrap[0],
-        "--unshare-net",
-        "--info-fd",
-        str(info_w),
-        "--block-fd",
-        str(block_r),
-        *bwrap[1:],
-    ]
-    holder = _Holder(cut)
-    proc = _spawn(command, (info_w, block_r))
-    os.close(info_w)
-    os.close(block_r)
-    pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
+    status_r, status_w = os.pipe()
+    extra = ["--json-status-fd", str(status_w)]
+    info_r = info_w = block_r = block_w = -1
+    if net:
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        extra += ["--unshare-net", "--info-fd", str(info_w), "--block-fd", str(block_r)]
+    command, fds = _hidden(bwrap, extra, args.seccomp)
+    passed = (status_w, info_w, block_r, *fds) if net else (status_w, *fds)
+    holder = _Holder(cut) if net else None
+    proc = _spawn(command, passed)
+    for fd in passed:
+        os.close(fd)
     network = None
-    if pid is None:
-        holder.end()
-    else:
-        why, network = _attach(helper, ports, pid, folder, dns, holder)
-        if why is not None:
-            os.write(2, f"owl: no user-mode networking ({why}); the Run has no network\n".encode())
-            why = f"{os.path.basename(helper)}: {why}"
-        _report(report, why)
-    try:
-        os.write(block_w, b"go")
-    except OSError:
-        pass
-    os.close(block_w)
+    if holder is not None and folder is not None:
+        network = _network(args, info_r, ports, folder, dns, holder)
+        try:
+            os.write(block_w, b"go")
+        except OSError:
+            pass
+        os.close(block_w)
     code = _wait(proc)
-    os.close(info_r)
+    set_up = _set_up(status_r)  # bwrap has ended: the pipe holds all it wrote
+    os.close(status_r)
+    if info_r >= 0:
+        os.close(info_r)
     if network is not None:
         network.end()
     assert code is not None
-    return code if code >= 0 else 128 - code
+    code = code if code >= 0 else 128 - code
+    if not set_up and code != 0:
+        _write_setup(args.setup, code)
+    return code
+
+
+def _is_slirp(helper: str) -> bool:
+    return os.path.basename(helper).startswith("slirp4netns")
+
+
+def _network(
+    args: _Args, info_r: int, ports: str, folder: str, dns: str | None, holder: _Holder
+) -> _Pasta | _Slirp | None:
+    """The Run's network, once bwrap has said its child's pid (None: none made)."""
+    pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
+    if pid is None:
+        holder.end()
+        return None
+    why, network = _attach(args.helper, ports, pid, folder, dns, holder)
+    if why is not None:
+        os.write(2, f"owl: no user-mode networking ({why}); the Run has no network\n".encode())
+        why = f"{os.path.basename(args.helper)}: {why}"
+    _report(args.report, why)
+    return network
 
 
 if __name__ == "__main__":

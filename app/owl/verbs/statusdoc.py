@@ -168,6 +168,8 @@ def live_runs(e: Snapshot) -> list[dict]:
                 "log": str(lv.log_path),
                 "agent": getattr(lv.driver, "name", None),
                 "contained": lv.contained,
+                # by name only: a value may be the secret itself
+                "env_dropped": list(lv.env_dropped),
                 "untouchable": list(getattr(lv, "untouchable", [])),
                 "not_stopped": list(lv.not_stopped),
                 # what it takes of the machine, and the cap that stopped or holds it
