@@ -221,10 +221,24 @@ def wrap(
         owl_dirs=owl_dirs(paths),
         git=git_places(places),
         net_report=str(net_report) if net_report is not None else None,
+        keep=str(own_places(paths)),
+        held=str(held_credentials(paths)),
     )
     if settings.mode == "required" and not w.contained:
         raise Refusal(w.label.removeprefix("not contained: "))
     return w
+
+
+def own_places(paths: Paths) -> Path:
+    """Where the Runs' own homes, their projects' caches and their agents'
+    state are kept (`owl.sandbox.ownhome`): in Owl's data folder, out of every Run's view."""
+    return paths.db.parent / "sandbox"
+
+
+def held_credentials(paths: Paths) -> Path:
+    """Where the person puts a headless credential for an agent (one file per
+    agent, 0600), passed into that agent's Runs as its variable."""
+    return paths.config.parent / "credentials"
 
 
 def git_places(places: jobstore.Places | None) -> contain.GitPlaces:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import agentconf, agentstate, bwrap, folders, hostsockets, policy, ready, seatbelt
+from . import agentconf, agentstate, bwrap, folders, hostsockets, ownhome, policy, ready, seatbelt
 
 NETNS = str(Path(__file__).with_name("netns.py"))
 
@@ -62,10 +62,14 @@ def wrap(
     git: GitPlaces | None = None,
     which: Callable[[str], str | None] = shutil.which,
     net_report: str | None = None,
+    keep: str | None = None,
+    held: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
     ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
-    file the network helper says in whether the Run got its network (see netns.py)."""
+    file the network helper says in whether the Run got its network (see netns.py);
+    ``keep``: Owl's folder for the Runs' own homes, caches and agent state
+    (``ownhome``); ``held``: Owl's folder of headless credentials, one file per agent."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
     if sys.platform == "darwin":
@@ -75,7 +79,13 @@ def wrap(
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
     git = git or GitPlaces()
-    private, links, files = hostsockets.private_system()
+    try:
+        env = with_held(env, agent, held)
+    except ownhome.TokenProblem as e:
+        return Wrapped(list(command), f"not contained: {e}", False, dict(env))
+    private, links, files = hostsockets.private_system(
+        (*folders.SYSTEM_OWN, *hostsockets.PRIVATE_SYSTEM)
+    )
     facts = replace(
         gather(env, worktree, project, owl_dirs, git, str),  # the places as given
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
@@ -83,8 +93,15 @@ def wrap(
         private_links=links,
         private_files=files,
         host_sockets=hostsockets.host_sockets(skip=(*private, "/tmp", "/dev/shm")),
+        programs=programs(command, env),
     )
-    pol = decide(settings, agent, env, facts)
+    keep = keep or os.path.join(os.path.dirname(worktree), ".sandbox")
+    try:
+        pol = decide(settings, agent, env, facts, keep)
+    except OSError as e:
+        return Wrapped(
+            list(command), f"not contained: its own home cannot be made: {e}", False, dict(env)
+        )
     env_path = bwrap.term_env()
     argv = bwrap.argv(
         pol,
@@ -159,25 +176,102 @@ def gather(
 
 
 def decide(
-    settings: policy.Settings, agent: str, env: Mapping[str, str], facts: policy.Facts
+    settings: policy.Settings,
+    agent: str,
+    env: Mapping[str, str],
+    facts: policy.Facts,
+    keep: str | None = None,
 ) -> policy.Policy:
-    """The Run's Policy, for either sandbox: the agent's own folders and the
-    caches made first (a missing one cannot be bound writable), its config
-    files made and laid read-only, and the port and key its provider's setup
-    names passed on."""
+    """The Run's Policy, for either sandbox, and the port and key its
+    provider's setup names passed on (read from the person's own files, which
+    no Run writes). With ``keep`` (Linux), the Run's own home, its project's
+    caches and its agent's state made there first (``ownhome``), and every
+    place a bind is laid in that home made or mended, no link followed."""
     home = facts.home
-    own = agentstate.AGENTS.get(agent, agentstate.AgentState())
-    make_folders(own.folders, home, env)
-    make_caches(settings.caches, home, env)
-    fixed = tuple(p for p in (folders.expand(f, home, env) for f in own.fixed) if p)
-    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    state = agentstate.AGENTS.get(agent, agentstate.AgentState())
     said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
     settings = replace(
         settings,
         host_ports=(*settings.host_ports, *said.ports),
         env_keep=(*settings.env_keep, *said.env_keep),
     )
-    return policy.compute(settings, own, facts)
+    if keep is None:
+        make_folders(state.folders, home, env)
+        make_caches(settings.caches, home, env)
+        return policy.compute(settings, replace(state, fixed=()), facts)
+    caches = [c for c in settings.caches if wanted_cache(c, env)]
+    own = ownhome.make(
+        keep, os.path.basename(facts.worktree), facts.project, home, env, caches, agent, state
+    )
+    facts = replace(facts, own_home=own.home, own_binds=own.binds)
+    pol = policy.compute(settings, state, facts)
+    ownhome.mend_places(own, home, bwrap.places_in(pol, home))
+    return pol
+
+
+def wanted_cache(cache: str, env: Mapping[str, str]) -> bool:
+    """A default cache only where its tool is on the agent's PATH."""
+    tools = CACHE_TOOLS.get(cache)
+    return tools is None or any(_on_path(t, env.get("PATH", os.defpath)) for t in tools)
+
+
+def with_held(env: Mapping[str, str], agent: str, held: str | None) -> Mapping[str, str]:
+    """The agent's environment with the headless credential Owl holds for it
+    (``ownhome.held_token``) in its variable, unless the variable is set."""
+    name = agentstate.AGENTS.get(agent, agentstate.AgentState()).token_env
+    if held is None or name is None or env.get(name):
+        return env
+    token = ownhome.held_token(held, agent)
+    return env if token is None else {**env, name: token}
+
+
+def programs(command: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
+    """The folders outside the system's that the Run's programs live in,
+    read-only inside: the command's own (its install: the folder above a
+    ``bin``, the package a ``node_modules/.bin`` link leads into), the
+    folders of the files it names, and the folders of its PATH. A folder
+    that holds a home as a whole (``~/.local``, ``/var/tmp/x`` with the
+    person's home in it) is narrowed to the file or the ``bin`` itself."""
+    homes = {os.path.realpath(os.path.expanduser("~")), env.get("HOME", "")}
+    out: list[str] = []
+
+    def add(path: str) -> None:
+        if path and path not in out and not folders.system(path) and path != "/":
+            if not any(folders.under(h, path) for h in homes if h):
+                out.append(path)
+
+    first = command[0] if command else ""
+    found = shutil.which(first, path=env.get("PATH")) if first and "/" not in first else first
+    for i, arg in enumerate([found or "", *command[1:]]):
+        if not arg.startswith("/") or not os.path.exists(arg):
+            continue
+        for path in dict.fromkeys((os.path.abspath(arg), os.path.realpath(arg))):
+            folder = os.path.dirname(path)
+            if i == 0:
+                top = _install(path)
+                if top and not any(folders.under(h, top) for h in homes if h):
+                    add(top)
+                    continue
+            if any(folders.under(h, folder) for h in homes if h) or folder in ("/tmp", "/var/tmp"):
+                add(path)
+            else:
+                add(folder)
+    for entry in env.get("PATH", "").split(":"):
+        if entry.startswith("/") and os.path.isdir(entry):
+            add(os.path.normpath(entry))
+    return tuple(out)
+
+
+def _install(path: str) -> str | None:
+    """The folder a program was installed into: above ``node_modules``, or
+    above its ``bin``."""
+    parts = path.split("/")
+    if "node_modules" in parts:
+        return "/".join(parts[: parts.index("node_modules")]) or None
+    folder = os.path.dirname(path)
+    if os.path.basename(folder) == "bin":
+        return os.path.dirname(folder)
+    return None
 
 
 _SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | re.MULTILINE)
