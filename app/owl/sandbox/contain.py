@@ -198,7 +198,9 @@ def decide(
     if keep is None:
         make_folders(state.folders, home, env)
         make_caches(settings.caches, home, env)
-        return policy.compute(settings, replace(state, fixed=()), facts)
+        fixed = tuple(p for p in (folders.expand(f, home, env) for f in state.fixed) if p)
+        state = replace(state, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+        return policy.compute(settings, state, facts)
     caches = [c for c in settings.caches if wanted_cache(c, env)]
     own = ownhome.make(
         keep, os.path.basename(facts.worktree), facts.project, home, env, caches, agent, state

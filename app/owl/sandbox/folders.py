@@ -41,8 +41,10 @@ HOME_SECRETS = (
     ".vault-token",
     ".bash_history",
     ".zsh_history",
-    # credential files no tool of a Run needs (they are out of sight anyway:
-    # named so that no `read` or `write` entry may hold them)
+)
+# Credential files no tool of a Run needs: out of sight in a Run's own home
+# whether named or not; named so that no `read` or `write` entry may hold one.
+HOME_CREDENTIALS = (
     ".pgpass",
     ".my.cnf",
     ".cargo/credentials",

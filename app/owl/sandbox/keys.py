@@ -21,7 +21,14 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from .folders import DEFAULT_CACHES, HOME_SECRETS, MACOS_HOME_SECRETS, expand, overlaps
+from .folders import (
+    DEFAULT_CACHES,
+    HOME_CREDENTIALS,
+    HOME_SECRETS,
+    MACOS_HOME_SECRETS,
+    expand,
+    overlaps,
+)
 from .policy import DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, READS, Settings
 
 LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches", "sockets")
@@ -109,7 +116,11 @@ def _reaches(dotted: str, given: str, path: str, home: str, owl: tuple[str, ...]
     folder of Owl's (by name, and by its real path: a link to one counts)."""
     real = os.path.realpath(path)
     homes = {home, os.path.realpath(home)}
-    secrets = [os.path.join(h, s) for h in homes for s in (*HOME_SECRETS, *MACOS_HOME_SECRETS)]
+    secrets = [
+        os.path.join(h, s)
+        for h in homes
+        for s in (*HOME_SECRETS, *HOME_CREDENTIALS, *MACOS_HOME_SECRETS)
+    ]
     for p in dict.fromkeys((path, real)):
         for secret in secrets:
             if overlaps(p, secret):
@@ -190,6 +201,7 @@ def settings_from(table: Mapping[str, Any]) -> Settings:
     return Settings(
         mode=str(table.get("mode", DEFAULT_MODE)),
         read=_read(table.get("read")),
+        read_word="project" if table.get("read") == "project" else "home",
         read_also=tuple(table.get("read_also", ())),
         write=tuple(table.get("write", ())),
         hide=tuple(table.get("hide", ())),
