@@ -202,6 +202,7 @@ def decide(
         state = replace(state, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
         return policy.compute(settings, state, facts)
     caches = [c for c in settings.caches if wanted_cache(c, env)]
+    settings = replace(settings, read=(*settings.read, *said.reads))
     own = ownhome.make(
         keep, os.path.basename(facts.worktree), facts.project, home, env, caches, agent, state
     )
