@@ -76,7 +76,16 @@ from pathlib import Path
 
 from owl.git.gitdir import common_dir, store_path
 
-__all__ = ["Places", "places", "store_path", "read_file", "write_file", "verify", "restore"]
+__all__ = [
+    "Places",
+    "places",
+    "store_path",
+    "read_file",
+    "write_file",
+    "verify",
+    "restore",
+    "scrub",
+]
 
 _READ = 4096
 
@@ -252,6 +261,37 @@ def tampered_reason(job_id: int, found: list[dict[str, str | None]], failed: lis
         f"git elsewhere; {put}: look at the worktree, then owl jobs extend {job_id}, or "
         f"owl jobs drop {job_id}"
     )
+
+
+# ------------------------------------------------- no link for the host's git
+
+
+def scrub(store: str) -> list[str]:
+    """Remove every link and every file that is neither a plain file nor a
+    folder (a FIFO, a socket, a device) from the Job's store: what it names.
+
+    Why: a Run writes the store's `objects/`, `refs/`, `logs/` and its
+    worktree's admin folder, and the host's git later follows a link there
+    as the person: an `update-ref` at accept appends to the reflog under
+    `logs/`, and a reflog that is a link to `~/.bashrc` would have that file
+    appended to; a ref or a `packed-refs` that is a link reads a file the
+    person's git was never meant to. Git itself never makes a link or a
+    special file in a repository, so whatever is one was planted. Called
+    before every git of Owl's that works in the store (bringing the branch
+    in, signing at accept), with the store's own folder trusted (Owl made it,
+    and its top is read-only to the Run). Folders are walked without
+    following a link; a path that cannot be removed raises OSError."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(store, followlinks=False):
+        for name in [*dirs, *files]:
+            path = os.path.join(top, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+                continue
+            os.unlink(path)
+            found.append(os.path.relpath(path, store))
+        dirs[:] = [d for d in dirs if stat.S_ISDIR(os.lstat(os.path.join(top, d)).st_mode)]
+    return found
 
 
 # ------------------------------------------------------------ the branch
