@@ -283,14 +283,19 @@ def scrub(store: str) -> list[str]:
     following a link; a path that cannot be removed raises OSError."""
     found: list[str] = []
     for top, dirs, files in os.walk(store, followlinks=False):
+        keep = []
         for name in [*dirs, *files]:
             path = os.path.join(top, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+            try:
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                    os.unlink(path)
+                    found.append(os.path.relpath(path, store))
+            except FileNotFoundError:  # gone meanwhile (git's own lock files come and go)
                 continue
-            os.unlink(path)
-            found.append(os.path.relpath(path, store))
-        dirs[:] = [d for d in dirs if stat.S_ISDIR(os.lstat(os.path.join(top, d)).st_mode)]
+            if stat.S_ISDIR(mode):
+                keep.append(name)
+        dirs[:] = [d for d in dirs if d in keep]
     return found
 
 
