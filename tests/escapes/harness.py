@@ -134,7 +134,17 @@ def refused(log: str, *ways: str) -> None:
 def landed(project_dir: Path, branch: str) -> None:
     """The Run's work is on its branch."""
     said = subprocess.run(
-        ["git", "-C", str(project_dir), "log", "-1", "--format=%s", branch],
+        [
+            "git",
+            "-c",
+            "safe.directory=*",
+            "-C",
+            str(project_dir),
+            "log",
+            "-1",
+            "--format=%s",
+            branch,
+        ],
         capture_output=True,
         text=True,
         check=True,

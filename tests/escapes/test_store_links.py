@@ -40,7 +40,7 @@ def test_a_reflog_link_in_the_store_never_writes_a_file_at_accept(base, who):
     victim = base / "victim.txt"
     victim.write_text(VICTIM_TEXT)
     proj = project(base)
-    git = ["git", "-C", str(proj)]
+    git = ["git", "-c", "safe.directory=*", "-C", str(proj)]
     subprocess.run([*git, "config", "commit.gpgSign", "true"], check=True)
     subprocess.run([*git, "config", "gpg.format", "ssh"], check=True)
     subprocess.run([*git, "config", "user.signingKey", str(key)], check=True)

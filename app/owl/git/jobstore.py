@@ -278,11 +278,32 @@ def scrub(store: str) -> list[str]:
     person's git was never meant to. Git itself never makes a link or a
     special file in a repository, so whatever is one was planted. Called
     before every git of Owl's that works in the store (bringing the branch
-    in, signing at accept), with the store's own folder trusted (Owl made it,
-    and its top is read-only to the Run). Folders are walked without
-    following a link; a path that cannot be removed raises OSError."""
+    in, signing at accept). Only the folders a Run writes are walked: the
+    store's top is Owl's (read-only inside; its `info` is Owl's own link to
+    the project's). Folders are walked without following a link; a path
+    that cannot be removed raises OSError."""
     found: list[str] = []
-    for top, dirs, files in os.walk(store, followlinks=False):
+    for part in RUN_WRITES:
+        folder = os.path.join(store, part)
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(mode):
+            os.unlink(folder)
+            found.append(part)
+            continue
+        found += _scrub_below(store, folder)
+    return found
+
+
+# The folders of a store a Run may write (`owl.sandbox.policy`).
+RUN_WRITES = ("objects", "refs", "logs", "worktrees")
+
+
+def _scrub_below(store: str, folder: str) -> list[str]:
+    found: list[str] = []
+    for top, dirs, files in os.walk(folder, followlinks=False):
         keep = []
         for name in [*dirs, *files]:
             path = os.path.join(top, name)
