@@ -150,7 +150,7 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
         home,
         AGENT,
         # this checkout (the interpreter that runs pytest) readable wherever it lies
-        sandbox={"read_also": [str(ROOT)]},
+        sandbox={"read": [str(ROOT)]},
         env={"WHEEL": str(wheel(base))},
     )
     with d:
@@ -162,7 +162,16 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
         assert "1 passed" in run["checks"][0]["output"]
         assert "1 passed" in committed(project, j["branch"], "pytest.out")
         assert "npm tests passed: 007" in committed(project, j["branch"], "npm.out")
-        assert (home / ".cache" / "owl-probe").read_text().strip().isdigit()
+        # the cache is the project's, in Owl's keeping: the person's is untouched
+        [probe] = kept_caches(base).glob("cache-*/owl-probe")
+        assert probe.read_text().strip().isdigit()
+        assert not (home / ".cache" / "owl-probe").exists()
+
+
+def kept_caches(base: Path) -> Path:
+    """The one project's caches, as Owl keeps them (`owl.sandbox.ownhome`)."""
+    [found] = (base / "owl" / "sandbox" / "projects").glob("*/caches")
+    return found
 
 
 DEP_TOML = '[package]\nname = "dep"\nversion = "0.1.0"\nedition = "2021"\n'
@@ -206,9 +215,18 @@ def test_a_contained_cargo_build_fetches_a_git_dependency_on_a_fresh_home(base: 
         {"Cargo.toml": app_toml, "src/main.rs": APP_MAIN, ".gitignore": "target/\n"},
     )
     path = f"{cargo_bin}:{os.environ.get('PATH', os.defpath)}"
-    d = shell_daemon(base, home, CARGO_AGENT, env={"PATH": path, "RUSTUP_HOME": rustup_home})
+    d = shell_daemon(
+        base,
+        home,
+        CARGO_AGENT,
+        env={"PATH": path, "RUSTUP_HOME": rustup_home},
+        # the dependency's repository is not the project: the Run reads it when named
+        sandbox={"read": [str(dep)]},
+    )
     with d:
         j, run = one_run(d, project, "build and commit", timeout=120)
         log = Path(run["log"]).read_text(errors="replace")
         assert committed(project, j["branch"], "cargo.out") == "the answer: 42\n", log
-        assert any((home / ".cargo" / "git" / "checkouts").iterdir())
+        [checkouts] = kept_caches(base).glob("git-*/checkouts")
+        assert any(checkouts.iterdir())
+        assert not (home / ".cargo" / "git").exists()
