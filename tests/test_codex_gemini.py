@@ -227,7 +227,7 @@ LOST = {
 
 
 def kept_state(owl: Path, agent: str, name: str) -> Path:
-    [found] = (owl / "sandbox" / "projects").glob(f"*/agents/{agent}/*/{name}")
+    [found] = (owl / "sandbox" / "projects").glob(f"*/agents/{agent}-*/*/{name}")
     return found
 
 

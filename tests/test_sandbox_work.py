@@ -145,16 +145,19 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
             ),
         },
     )
+    wheels = base / "wheels"
+    wheels.mkdir()
     d = shell_daemon(
         base,
         home,
         AGENT,
         # this checkout (the interpreter that runs pytest) readable wherever it lies
-        sandbox={"read": [str(ROOT)]},
-        env={"WHEEL": str(wheel(base))},
+        # and the folder of the wheel it installs, as a local index would be
+        sandbox={"read": [str(ROOT), str(wheels)]},
+        env={"WHEEL": str(wheel(wheels))},
     )
     with d:
-        j, run = one_run(d, project, "install, test and commit", timeout=90)
+        j, run = one_run(d, project, "install, test and commit", timeout=300)
         assert [(c["name"], c["passed"]) for c in run["checks"]] == [
             ("tests", True),
             ("contained", True),
