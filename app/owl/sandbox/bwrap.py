@@ -1,14 +1,17 @@
 """A Policy as a bubblewrap argv; whether bwrap is here and works (asked once).
 
-The argv is laid in the order mounts must be made: the read-only root, the
-private /dev, /proc, /tmp and /dev/shm, what must stay readable under a hidden
-or private folder, the hidden paths (an empty tmpfs for a folder, /dev/null for
-a file: a tmpfs target must exist), the Job's git store read-only (it lies in
-Owl's hidden folder), the writable binds, and the read-only binds laid over
-them (the project's git folder, the store's top), the host sockets opened on
-purpose, and /dev/null over every other host socket still in sight (``/run``
-and ``/var/run`` are the Run's own, empty but for their symlinks and the
-resolver's file). ``/tmp`` and ``/dev/shm`` are bounded (``--size``): a full
+The argv is laid in the order mounts must be made: the system's own folders
+read-only (nothing else of the host's filesystem is in the view), the private
+/dev, /proc, /tmp and /dev/shm, ``/var`` and ``/run`` the Run's own (empty but
+for their symlinks, ``/var/tmp`` and the resolver's file), the Run's own home
+at the person's ``$HOME`` path and what is bound into it (its project's
+caches, its agent's state, the git config's copy: ``ownhome``), the
+read-only binds (the project and its git folder, the toolchains, the
+program's folders, ``sandbox.read``), the Job's git store read-only, the
+writable binds, the read-only binds laid over them (the project's git
+folder), the host sockets opened on purpose, then the hidden paths (an empty
+tmpfs for a folder, /dev/null for a file), after every bind so that none
+reveals one, and /dev/null over every host socket still in sight. ``/tmp`` and ``/dev/shm`` are bounded (``--size``): a full
 one is ENOSPC for the agent, not a machine out of memory. ``--unshare-pid`` gives
 the Run its own PID namespace while its processes keep their host pids seen
 from outside, so the reaper, the cgroup and the daemon's sweeps work as before.
