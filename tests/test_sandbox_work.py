@@ -122,6 +122,7 @@ def base() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.timeout(900)  # a venv, pip, pytest and npm, on a machine others share
 def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None:
     programs("bwrap", "npm", "node")
     # a fresh home: no ~/.cache, no ~/.npm yet (made before they are bound)
@@ -157,7 +158,7 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
         env={"WHEEL": str(wheel(wheels))},
     )
     with d:
-        j, run = one_run(d, project, "install, test and commit", timeout=300)
+        j, run = one_run(d, project, "install, test and commit", timeout=600)
         assert [(c["name"], c["passed"]) for c in run["checks"]] == [
             ("tests", True),
             ("contained", True),
@@ -269,6 +270,7 @@ git add unittest.out npm.out mvn.out && git commit -qm "the Job's work, built"
 """
 
 
+@pytest.mark.timeout(900)  # a venv, pip, npm and maven, each starting cold
 def test_ordinary_builds_work_contained(base: Path) -> None:
     """`pip install -e .` and the project's Python tests, `npm ci` from its
     lock file (a local package: no registry), `mvn -o` on a warm local
