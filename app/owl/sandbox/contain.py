@@ -235,7 +235,11 @@ def programs(command: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
     folders of the files it names, and the folders of its PATH. A folder
     that holds a home as a whole (``~/.local``, ``/var/tmp/x`` with the
     person's home in it) is narrowed to the file or the ``bin`` itself."""
-    homes = {os.path.realpath(os.path.expanduser("~")), env.get("HOME", "")}
+    homes = {
+        os.path.realpath(os.path.expanduser("~")),
+        env.get("HOME", ""),
+        pwd.getpwuid(os.getuid()).pw_dir,
+    }
     out: list[str] = []
 
     def add(path: str) -> None:
