@@ -160,3 +160,24 @@ def test_a_held_credential_must_be_private_and_alone(tmp_path):
     (tmp_path / "codex").symlink_to(path)
     with pytest.raises(ownhome.TokenProblem, match="cannot be read"):
         ownhome.held_token(str(tmp_path), "codex")
+
+
+def test_the_programs_folders_are_read_never_a_folder_holding_the_home(tmp_path):
+    from owl.sandbox import contain
+
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    pkg = tmp_path / "opt" / "agent"
+    (pkg / "lib" / "node_modules" / "x" / "bin").mkdir(parents=True)
+    real = pkg / "lib" / "node_modules" / "x" / "bin" / "cli.js"
+    real.write_text("")
+    (pkg / "bin").mkdir()
+    (pkg / "bin" / "agent").symlink_to(real)
+    script = tmp_path / "attack.sh"
+    script.write_text("")
+    (home / "bin" / "key.sh").write_text("")
+    env = {"HOME": str(home), "PATH": f"{home / 'bin'}:{tmp_path}:/usr/bin"}
+    got = contain.programs([str(pkg / "bin" / "agent"), str(script)], env)
+    # the install (the folder above bin, above node_modules), the script alone
+    # (its folder holds the home), the PATH's own folder of the home's
+    assert set(got) == {str(pkg), str(pkg / "lib"), str(script), str(home / "bin")}
