@@ -258,8 +258,10 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0<
 </plugins></build></project>
 """
 JAVA = 'package p; public class A { public static void main(String[] a) { System.out.println("built: " + 42); } }\n'
+# The system's Python, with its site packages (setuptools and wheel, which an
+# editable install builds with, from Debian's own packages: no index here).
 BUILDS = """set -eu
-python3 -m venv .venv
+/usr/bin/python3 -m venv --system-site-packages .venv
 .venv/bin/pip install -q --no-index --no-build-isolation --disable-pip-version-check -e .
 .venv/bin/python -m unittest discover -s tests 2> unittest.out
 npm ci --offline --no-audit --no-fund --loglevel=error > /dev/null
@@ -277,6 +279,8 @@ def test_ordinary_builds_work_contained(base: Path) -> None:
     repository the config lets the Run read (the person's own, read-only):
     each in a real contained Run, with its home its own."""
     programs("bwrap", "npm", "node", "mvn", "java")
+    if subprocess.run(["/usr/bin/python3", "-c", "import wheel, setuptools"]).returncode != 0:
+        missing("Debian's python3-wheel and python3-setuptools")
     m2 = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".m2" / "repository"
     if not (m2 / "org/apache/maven/plugins/maven-compiler-plugin/3.13.0").is_dir():
         missing(f"a warm maven repository with maven-compiler-plugin 3.13.0 at {m2}")
