@@ -44,7 +44,7 @@ ESCAPES = r"""
 set -u
 try() { if eval "$2" >/dev/null 2>&1; then echo "ESCAPED: $1"; else echo "refused: $1"; fi; }
 try "read the ssh key" "cat $HOME/.ssh/id_ed25519"
-try "append to .bashrc" "echo pwned >> $HOME/.bashrc"
+try "append to .bashrc" "echo pwned >> $HOME/.bashrc && grep -q \"the person's own\" $HOME/.bashrc"
 try "write another repository" "touch $HOME/other/planted"
 try "read Owl's config" "cat $OWL_CONFIG"
 try "see a process outside its Run" "kill -0 $OUTSIDE_PID"
@@ -307,7 +307,7 @@ def test_a_project_may_narrow_the_sandbox_never_widen_it(base):
         '[sandbox]\nnetwork = false\nread = "project"\nmode = "required"\n', "p/.owl.toml"
     ).sandbox
     s = containing.settings_for(cfg, "claude", narrowed)
-    assert (s.network, s.read, s.mode) == (False, "project", "required")
+    assert (s.network, s.read, s.read_word, s.mode) == (False, (), "project", "required")
     off = config.from_dict({"sandbox": {"mode": "off"}})
     assert containing.settings_for(off, "claude", narrowed).mode == "off"  # the person's word
     with pytest.raises(project.ProjectError, match="sandbox.write"):

@@ -92,7 +92,11 @@ def wrap(
         private=private,
         private_links=links,
         private_files=files,
-        host_sockets=hostsockets.host_sockets(skip=(*private, "/tmp", "/dev/shm")),
+        # every socket but those of folders the Run never sees from the host:
+        # a project or a `sandbox.read` folder may lie under /tmp or /var
+        host_sockets=hostsockets.host_sockets(
+            skip=(*(p for p in private if p not in folders.SYSTEM_OWN), "/dev/shm")
+        ),
         programs=programs(command, env),
     )
     keep = keep or os.path.join(os.path.dirname(worktree), ".sandbox")
