@@ -143,9 +143,9 @@ def test_an_agents_missing_state_folder_is_made_and_what_it_writes_there_is_kept
     assert w.contained
     done = subprocess.run(w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=60)
     assert "wrote" in done.stdout, done.stderr
-    [state] = (tmp_path / "keep" / "projects").glob("*/agents/claude-*/claude-*")
-    assert state.stat().st_mode & 0o777 == 0o700
-    assert (state / "session.jsonl").read_text() == "kept\n"
+    [kept] = (tmp_path / "keep" / "projects").glob("*/agents/claude-*/claude-*/session.jsonl")
+    assert kept.parent.stat().st_mode & 0o777 == 0o700
+    assert kept.read_text() == "kept\n"
     assert not (home / ".claude").exists()
 
 
