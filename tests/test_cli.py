@@ -144,7 +144,7 @@ def test_config_path_show_check_and_a_broken_config(tmp_path):
     assert doc["runs"]["max_parallel"] == 1 and doc["agent"]["default"] == "claude"
     # Linux's default: a Run that cannot be contained waits (see test_sandbox_required)
     assert doc["sandbox"]["mode"] == ("required" if sys.platform == "linux" else "auto")
-    assert doc["sandbox"]["network"] is True and doc["sandbox"]["read"] == "home"
+    assert doc["sandbox"]["network"] is True and doc["sandbox"]["read"] == []
 
     home.mkdir()
     cfg = home / "config.toml"

@@ -218,10 +218,17 @@ HANDOFF = (
 )
 # What each CLI's own record of its conversations is, and what it says when
 # that record is gone (as measured: Codex 0.171 exits 1 with no JSON at all).
+# Where the CLI keeps its sessions: in Owl's keeping, the agent's state of
+# this project (a contained Run never writes the person's own).
 LOST = {
-    "codex": (lambda home: home / ".codex" / "sessions", "no rollout found for thread id"),
-    "gemini": (lambda home: home / ".gemini" / "tmp", "Error resuming session"),
+    "codex": ("sessions", "no rollout found for thread id"),
+    "gemini": ("tmp", "Error resuming session"),
 }
+
+
+def kept_state(owl: Path, agent: str, name: str) -> Path:
+    [found] = (owl / "sandbox" / "projects").glob(f"*/agents/{agent}-*/*/{name}")
+    return found
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -236,7 +243,8 @@ def test_a_conversation_the_cli_lost_starts_afresh_in_the_same_run(tmp_path, age
         d.wait_job(job, "review", timeout=90)
         # the CLI's own record of its sessions is gone: its resume is refused
         record, words = LOST[agent]
-        shutil.rmtree(record(tmp_path / "user-home"))
+        shutil.rmtree(kept_state(tmp_path / "owl", agent, record))
+        assert not (tmp_path / "user-home" / f".{agent}" / record).exists()
         served = stub.turns_served
         d.ok("jobs", "reply", str(job), "One more thing.")
         j = d.wait_job(job, "review", timeout=90)

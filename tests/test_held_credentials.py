@@ -1,6 +1,6 @@
 """An agent's headless credential held by Owl, with the REAL Claude Code CLI.
 
-``claude setup-token``'s token kept in Owl's ``credentials`` folder (beside
+``claude setup-token``'s token kept in Owl's ``credentials`` folder (``claude``, beside
 ``config.toml``, mode 0600) signs a contained Claude Run in, the daemon's own
 environment holding no credential at all: the stub sees the token as the
 CLI's bearer. This is how Claude Code logs in on a Mac, where a contained Run
@@ -26,7 +26,7 @@ def test_a_held_oauth_token_signs_the_run_in(tmp_path: Path) -> None:
         d.env.pop("CLAUDE_CODE_OAUTH_TOKEN")  # the daemon's environment holds none
         held = tmp_path / "owl" / "credentials"
         held.mkdir(parents=True, mode=0o700)
-        token = held / "CLAUDE_CODE_OAUTH_TOKEN"
+        token = held / "claude"  # passed as CLAUDE_CODE_OAUTH_TOKEN
         token.write_text("sk-ant-oat01-held-by-owl\n")
         token.chmod(0o600)
         with d:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from owl.sandbox import bwrap as B
+from owl.sandbox import contain
 from owl.sandbox import policy as P
-from owl.sandbox.agentstate import AGENTS
 from support.bwrapped import MINIMAL
 from support.need import programs as need
 
@@ -41,7 +41,8 @@ def run_inside(tmp_path: Path, script: str, term_env: str | None = None, **setti
         runtime_dir=None,
         env=env,
     )
-    pol = P.compute(P.Settings(**settings), AGENTS["claude"], f)
+    # the Run's own home and what is bound into it, made as for a Run
+    pol = contain.decide(P.Settings(**settings), "claude", env, f, str(owl / "sandbox"))
     done = subprocess.run(
         check=False,
         args=B.ignoring_term(
@@ -68,7 +69,8 @@ def test_secrets_home_owl_and_other_pids_are_out_of_reach_the_worktree_is_not(tm
     )
     out = done.stdout
     assert "PRIVATE" not in out and "no-key" in out
-    assert "no-bashrc" in out and "no-repo" in out and "no-daemon" in out
+    # ~/.bashrc is the Run's own home's: written there, the person's untouched
+    assert "no-bashrc" not in out and "no-repo" in out and "no-daemon" in out
     assert "no-config" in out and "secret" not in out
     assert (owl / "config.toml").read_text() == "secret = 1\n"
     assert "token= display= key=kept" in out

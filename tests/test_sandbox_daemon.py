@@ -44,7 +44,7 @@ ESCAPES = r"""
 set -u
 try() { if eval "$2" >/dev/null 2>&1; then echo "ESCAPED: $1"; else echo "refused: $1"; fi; }
 try "read the ssh key" "cat $HOME/.ssh/id_ed25519"
-try "append to .bashrc" "echo pwned >> $HOME/.bashrc"
+try "append to .bashrc" "echo pwned >> $HOME/.bashrc && grep -q \"the person's own\" $HOME/.bashrc"
 try "write another repository" "touch $HOME/other/planted"
 try "read Owl's config" "cat $OWL_CONFIG"
 try "see a process outside its Run" "kill -0 $OUTSIDE_PID"
@@ -133,7 +133,7 @@ def test_a_contained_run_reaches_review_and_every_escape_is_refused(base, home_w
     bus escape shows out of reach."""
     programs("bwrap", "dbus-daemon", "dbus-send", "systemd-run", "xdotool")
     with virtual_display(dbus=False) as desktop, session_bus(base / "runtime") as bus:
-        agent = {"command": ["bash", str(base / "escapes.sh")]}
+        agent = {"command": ["bash", str(base / "scripts" / "escapes.sh")]}
         escapes_refused(base, home_with_secrets, desktop["DISPLAY"], bus, agent, {})
 
 
@@ -144,7 +144,7 @@ def test_the_real_claude_contained_tries_every_escape_with_its_bash_tool(base, h
     network), through the daemon: refused, and visible in the Run's log."""
     programs("bwrap", "pasta", "dbus-daemon", "dbus-send", "systemd-run", "xdotool")
     claude = require_claude()
-    script = [Bash(f"bash {base / 'escapes.sh'}"), Text("Tried, and did the work.")]
+    script = [Bash(f"bash {base / 'scripts' / 'escapes.sh'}"), Text("Tried, and did the work.")]
     with (
         AnthropicStub(script) as stub,
         virtual_display(dbus=False) as desktop,
@@ -180,7 +180,8 @@ def escapes_refused(
         # The script runs `owl` inside (it must start there, and its socket stay
         # out of reach): this checkout readable even where it lies under /tmp,
         # which a contained Run sees as a private, empty folder of its own.
-        sandbox={"mode": "required", "read_also": [str(ROOT)]},
+        # the checkout (the owl it runs) and the attack's script: read, named so
+        sandbox={"mode": "required", "read_also": [str(ROOT), str(base / "scripts")]},
         agents={name: agent},
         agent={"default": name},
     )
@@ -197,7 +198,8 @@ def escapes_refused(
         "OUTSIDE_MARK": mark,
         "OUTSIDE_DISPLAY": display,
     }
-    (base / "escapes.sh").write_text(
+    (base / "scripts").mkdir(exist_ok=True)
+    (base / "scripts" / "escapes.sh").write_text(
         "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in known.items()) + ESCAPES
     )
     reachable(["xdotool", "getmouselocation"], d.env)
@@ -307,7 +309,7 @@ def test_a_project_may_narrow_the_sandbox_never_widen_it(base):
         '[sandbox]\nnetwork = false\nread = "project"\nmode = "required"\n', "p/.owl.toml"
     ).sandbox
     s = containing.settings_for(cfg, "claude", narrowed)
-    assert (s.network, s.read, s.mode) == (False, "project", "required")
+    assert (s.network, s.read, s.read_word, s.mode) == (False, (), "project", "required")
     off = config.from_dict({"sandbox": {"mode": "off"}})
     assert containing.settings_for(off, "claude", narrowed).mode == "off"  # the person's word
     with pytest.raises(project.ProjectError, match="sandbox.write"):

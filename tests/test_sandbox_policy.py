@@ -37,41 +37,73 @@ def facts(**kw):
     return P.Facts(**base)
 
 
-def test_secrets_owl_and_the_desktop_are_hidden_and_the_worktree_and_commit_parts_writable():
+OWN = "/home/me/.local/share/owl/sandbox"
+OWN_BINDS = (
+    (f"{OWN}/projects/api-1/caches/cache-1", "/home/me/.cache", True),
+    (f"{OWN}/projects/api-1/agents/claude-1/claude-1", "/home/me/.claude", True),
+)
+
+
+def own(**kw):
+    """The facts of a Run with a home of its own (Linux)."""
+    return facts(own_home=f"{OWN}/jobs/job-1/home", own_binds=OWN_BINDS, **kw)
+
+
+def test_the_view_is_an_allow_list_with_a_home_of_its_own():
+    pol = P.compute(P.Settings(), AGENTS["claude"], own(programs=("/opt/x", "/srv/tool/bin")))
+    assert (pol.read_root, pol.home, pol.own_home) == ("own", "/home/me", f"{OWN}/jobs/job-1/home")
+    assert pol.own_binds == OWN_BINDS
+    # of the person's home only the toolchains, the project and its git folder
+    assert "/home/me" not in pol.readable
+    assert {"/home/me/code/api", "/home/me/code/api/.git", "/home/me/.cargo/bin"} <= set(
+        pol.readable
+    )
+    assert "/srv/tool/bin" in pol.readable
+    assert not [p for p in pol.readable if p.endswith(".gitconfig") or p.endswith("/git")]
+    # hidden only where a folder of the person's in sight holds it: none here
+    assert pol.hidden == ()
+    assert pol.writable[0] == "/home/me/.local/share/owl/worktrees/job-1"
+    store = "/home/me/.local/share/owl/worktrees/job-1.git"
+    assert {f"{store}/objects", f"{store}/refs", f"{store}/logs", f"{store}/worktrees/job-1"} <= (
+        set(pol.writable)
+    )
+    assert pol.revealed == (store,)
+    # no cache, no agent state of the person's: they are Owl's, bound in
+    assert "/home/me/.cache" not in pol.writable and "/home/me/.claude" not in pol.writable
+    assert not [p for p in pol.writable if p.startswith("/home/me/code/api")]
+    assert pol.readonly_over == ("/home/me/code/api/.git",)
+
+
+def test_hidden_wins_inside_every_folder_in_sight_and_is_laid_last():
+    from owl.sandbox import bwrap as B
+
+    pol = P.compute(
+        P.Settings(read=("/home/me/notes",), write=("/home/me/work",), hide=("/home/me/work/s",)),
+        AGENTS["claude"],
+        own(),
+    )
+    assert pol.hidden == ("/home/me/work/s",)
+    argv = B.argv(pol, ["true"], exists=lambda p: "dir")
+    assert argv.index("/home/me/work/s") > argv.index("/home/me/work")
+    last_bind = max(
+        i for i, a in enumerate(argv) if a in ("--bind", "--ro-bind") and argv[i + 1] != "/dev/null"
+    )
+    assert argv.index("/home/me/work/s") > last_bind
+    # the own home first, then what is bound into it
+    assert argv.index(f"{OWN}/jobs/job-1/home") < argv.index(OWN_BINDS[0][0])
+
+
+def test_the_person_view_stays_for_seatbelt_without_a_home_of_its_own():
     pol = P.compute(P.Settings(), AGENTS["claude"], facts())
     for path in (
         "/home/me/.ssh",
-        "/home/me/.gnupg",
-        "/home/me/.aws",
-        "/home/me/.config/gh",
-        "/home/me/.netrc",
-        "/home/me/.local/share/keyrings",
-        "/home/me/.mozilla",
         "/home/me/.local/share/owl",
         "/home/me/.config/owl",
         "/run/user/1000",
         "/tmp/.X11-unix",
     ):
         assert path in pol.hidden
-    assert pol.writable[0] == "/home/me/.local/share/owl/worktrees/job-1"
-    store = "/home/me/.local/share/owl/worktrees/job-1.git"
-    for path in (
-        f"{store}/objects",
-        f"{store}/refs",
-        f"{store}/logs",
-        f"{store}/worktrees/job-1",
-        "/home/me/.claude",
-        "/home/me/.claude.json",
-        "/home/me/.cache",
-    ):
-        assert path in pol.writable
-    # the Job's store is read only but for those parts, laid after Owl's hidden folder
-    assert pol.revealed == (store,)
-    assert store not in pol.hidden and store not in pol.writable
-    # nothing of the project's own git folder is writable: it is read only
-    assert not [p for p in pol.writable if p.startswith("/home/me/code/api")]
-    assert "/home/me/code/api/.git" in pol.readable
-    # Claude's own settings, which Owl reads for its provider: no Run changes them
+    assert {"/home/me/.claude", "/home/me/.cache"} <= set(pol.writable)
     assert "/home/me/.claude/settings.json" in pol.readonly_over
 
 
@@ -86,15 +118,67 @@ def test_a_project_may_only_narrow():
     s = P.Settings(mode="off").narrowed(
         {"mode": "required", "read": "project", "network": False, "hide": ["~/notes"]}
     )
-    assert (s.mode, s.read, s.network, s.hide) == ("off", "project", False, ("~/notes",))
+    assert (s.mode, s.read, s.network, s.hide) == ("off", (), False, ("~/notes",))
+    assert s.read_word == "project"
+    assert P.Settings(read=("/x",)).narrowed({"read": "project"}).read == ()
     assert P.Settings().narrowed({"read": "home", "network": True}) == P.Settings()
     assert P.Settings(network=False).narrowed({"network": True}).network is False
 
 
-def test_read_project_keeps_other_repositories_out():
-    pol = P.compute(P.Settings(read="project"), AGENTS["claude"], facts())
-    assert pol.read_root == "project" and "/home/me" not in pol.readable
-    assert "/home/me/code/api" in pol.readable
+def test_read_as_a_word_still_loads_and_says_what_it_means_now(tmp_path):
+    for word in ("home", "project"):
+        table = keys.check_table({"read": word}, "sandbox")
+        assert keys.settings_from(table).read == ()
+        [note] = keys.notes(table)
+        assert note.startswith(f'sandbox.read = "{word}": a Run now sees a home of its own')
+    table = keys.check_table({"read": [str(tmp_path)], "read_also": [str(tmp_path)]}, "sandbox")
+    s = keys.settings_from(table)
+    assert s.read == (str(tmp_path),) and s.read_also == (str(tmp_path),)
+    pol = P.compute(s, AGENTS["claude"], own())
+    assert str(tmp_path) in pol.readable
+    with pytest.raises(keys.KeyProblem, match="a project may only narrow"):
+        keys.check_table({"read": [str(tmp_path)]}, "sandbox", keys.PROJECT_KEYS)
+
+
+@pytest.mark.parametrize("key", ["read", "read_also", "write", "caches", "sockets"])
+def test_no_configured_path_reveals_a_secret_or_owls_folders(tmp_path, key):
+    home = tmp_path / "me"
+    owl = home / ".local" / "share" / "owl"
+    for folder in (home / ".ssh", owl, home / "code", home / ".local" / "bin"):
+        folder.mkdir(parents=True)
+    (home / "dotfiles").mkdir()
+    (home / "aws-link").symlink_to(home / ".ssh")
+    for path, named in (
+        ("~", ".ssh"),
+        ("~/.ssh/id_ed25519", ".ssh"),
+        ("~/.local", ".local/share/keyrings"),
+        ("~/.local/share/owl/worktrees", ".local/share/owl"),
+        ("~/aws-link", ".ssh"),
+        ("~/.pgpass", ".pgpass"),
+        ("~/.claude", ".claude/.credentials.json"),
+    ):
+        with pytest.raises(keys.KeyProblem) as e:
+            keys.check_table({key: [path]}, "sandbox", home=str(home), owl=(str(owl),))
+        assert e.value.dotted == f"sandbox.{key}" and e.value.value == path
+        assert f"{home}/{named}" in e.value.why
+    if key not in ("write", "sockets"):
+        keys.check_table({key: ["~/code"]}, "sandbox", home=str(home), owl=(str(owl),))
+    # hide names anything
+    keys.check_table({"hide": ["~", "~/.ssh"]}, "sandbox", home=str(home), owl=(str(owl),))
+
+
+def test_the_daemons_config_refuses_a_write_that_holds_owls_own_folder(tmp_path, monkeypatch):
+    from owl.settings import config
+
+    monkeypatch.setenv("OWL_HOME", str(tmp_path / "owl"))
+    (tmp_path / "owl").mkdir()
+    with pytest.raises(config.ConfigError) as e:
+        config.from_dict({"sandbox": {"write": [str(tmp_path)]}}, "c.toml")
+    said = str(e.value)
+    assert said.startswith("c.toml: sandbox.write = ") and "\n" not in said
+    assert said.endswith(
+        f"holds or lies in Owl's own folder {tmp_path / 'owl'}, which a Run never sees"
+    )
 
 
 def test_config_keys_are_checked_with_the_key_named(tmp_path):
@@ -147,14 +231,11 @@ def test_host_sockets_in_sight_are_masked_but_the_opened_one():
     pol = P.compute(
         P.Settings(sockets=("/srv/podman.sock",)),
         AGENTS["claude"],
-        facts(private=("/run",), host_sockets=found),
+        own(private=("/run", "/var"), host_sockets=found),
     )
-    assert pol.masked == (
-        "/var/lib/lxd/unix.socket",
-        "/home/me/.local/share/app/app.sock",
-        "/home/me/code/api/.git/fsmonitor--daemon.ipc",
-    )
-    assert pol.sockets == ("/srv/podman.sock",) and pol.private == ("/run",)
+    # only those in a folder of the host's the Run sees: the project's
+    assert pol.masked == ("/home/me/code/api/.git/fsmonitor--daemon.ipc",)
+    assert pol.sockets == ("/srv/podman.sock",) and pol.private == ("/run", "/var")
 
 
 def test_sockets_and_tmp_size_are_checked(tmp_path):
@@ -183,11 +264,11 @@ def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_
     pol = P.compute(
         P.Settings(tmp_size=8 << 20, sockets=("/srv/podman.sock",)),
         AGENTS["claude"],
-        facts(
+        own(
             private=("/run",),
             private_links=(("/run/shm", "/dev/shm"),),
             private_files=("/run/systemd/resolve/stub-resolv.conf",),
-            host_sockets=("/srv/x.sock",),
+            host_sockets=("/home/me/code/api/x.sock",),
         ),
     )
 
@@ -217,7 +298,7 @@ def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_
         "/srv/podman.sock",
         "--ro-bind",
         "/dev/null",
-        "/srv/x.sock",
+        "/home/me/code/api/x.sock",
     ]
     assert "--unsetenv" not in argv and "--setenv" not in argv
     assert "--cap-drop" not in B.argv(pol, ["true"], exists=lambda p: "dir", root=False)

@@ -52,10 +52,11 @@ def wrapped_bwrap(base: Path, sock: Path, only: str = "") -> tuple[dict[str, str
 def test_a_socket_gone_as_the_sandbox_is_set_up_starts_the_same_run_again(base: Path) -> None:
     programs("bwrap", "pasta")
     home = person(base)
-    sock = home / ".local" / "share" / "app" / "app.sock"
-    sock.parent.mkdir(parents=True)
-    path, arm = wrapped_bwrap(base, sock)
     proj = project(base)
+    # in a folder of the host's the Run sees (the project's: the home is its own)
+    sock = proj / "run" / "app.sock"
+    sock.parent.mkdir()
+    path, arm = wrapped_bwrap(base, sock)
     with servers(str(sock)):
         d = daemon(base, home, "", env=path)
         with d:
@@ -73,16 +74,17 @@ def test_a_socket_gone_as_the_sandbox_is_set_up_starts_the_same_run_again(base: 
 
 
 def a_check_that_may_lose(base: Path) -> tuple[Path, Path, dict[str, str], Path, Path]:
-    """(the person's home, an app's socket in it, the PATH whose bwrap removes
+    """(the person's home, an app's socket in the project's folder, the PATH whose bwrap removes
     it when armed before a check's sandbox only, its arming file, a project
     whose one check is that check)."""
     programs("bwrap", "pasta")
     home = person(base)
-    sock = home / ".local" / "share" / "app" / "app.sock"
-    sock.parent.mkdir(parents=True)
-    path, arm = wrapped_bwrap(base, sock, only="lost-start")
     checks = "[[checks]]\nname = 'work'\nrun = 'test -f work.txt # lost-start'\n"
-    return home, sock, path, arm, project(base, {"README": "x\n", ".owl.toml": checks})
+    proj = project(base, {"README": "x\n", ".owl.toml": checks})
+    sock = proj / "run" / "app.sock"  # where the Run sees it: the project's folder
+    sock.parent.mkdir()
+    path, arm = wrapped_bwrap(base, sock, only="lost-start")
+    return home, sock, path, arm, proj
 
 
 def test_a_check_whose_sandbox_lost_the_same_race_runs_again_and_passes(base: Path) -> None:

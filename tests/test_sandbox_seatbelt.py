@@ -601,13 +601,15 @@ def test_a_cache_swapped_for_a_link_to_the_home_opens_nothing(var_tmp, monkeypat
 
 
 def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
-    """``claude setup-token``'s token, kept by Owl in its config folder (0600),
-    reaches Claude's Run as CLAUDE_CODE_OAUTH_TOKEN and no check's; the folder
-    it is kept in is hidden from the Run like the rest of Owl's."""
+    """``claude setup-token``'s token, kept by Owl in its config folder
+    (``credentials/claude``, 0600), reaches Claude's Run as
+    CLAUDE_CODE_OAUTH_TOKEN and no check's; the folder it is kept in is hidden
+    from the Run like the rest of Owl's. A token others may read, or a link,
+    is refused in one line naming it."""
     import os
 
     from owl.engine import containing
-    from owl.settings import config, credentials
+    from owl.settings import config
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
@@ -615,34 +617,38 @@ def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
     monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
     o = var_tmp / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
-    held = credentials.folder(paths.config)
+    held = containing.held_credentials(paths)
     held.mkdir(parents=True)
-    token = held / "CLAUDE_CODE_OAUTH_TOKEN"
+    token = held / "claude"
     token.write_text("sk-ant-oat01-held\n")
     token.chmod(0o600)
-    (held / "OPENAI_API_KEY").write_text("sk-codex\n")
-    (held / "OPENAI_API_KEY").chmod(0o600)
-    claude_keeps = agentstate.AGENTS["claude"].env_keep
+    (held / "codex").write_text("sk-codex\n")
+    (held / "codex").chmod(0o600)
     env = {"HOME": str(var_tmp / "home"), "PATH": "/usr/bin"}
-    got = credentials.held(paths.config, claude_keeps, env)
-    assert got == {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-held"}  # not Codex's key
-    assert credentials.held(paths.config, claude_keeps, {"CLAUDE_CODE_OAUTH_TOKEN": "mine"}) == {}
     wt = o / "wt" / "job-1"
     wt.mkdir(parents=True)
     cfg = config.from_dict({}, "c.toml")
-    w = containing.wrap(cfg, paths, "claude", ["claude", "-p", "x"], {**env, **got}, wt, var_tmp)
+    w = containing.wrap(cfg, paths, "claude", ["claude", "-p", "x"], env, wt, var_tmp)
     assert w.env["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-held"
+    assert "CODEX_API_KEY" not in w.env  # not Codex's
     assert not can_read(text_of(w.argv), seatbelt.real(str(token)))
+    mine = {**env, "CLAUDE_CODE_OAUTH_TOKEN": "mine"}  # the person's own environment wins
+    w = containing.wrap(cfg, paths, "claude", ["claude", "-p", "x"], mine, wt, var_tmp)
+    assert w.env["CLAUDE_CODE_OAUTH_TOKEN"] == "mine"
     check = containing.for_checks(cfg, paths, wt, var_tmp)
-    _argv, check_env, _ = check(["make"], {**env, **got})
+    _argv, check_env, _ = check(["make"], env)
     assert "CLAUDE_CODE_OAUTH_TOKEN" not in check_env
-    # a token others may read, or a link, is not used (and the log says why)
     token.chmod(0o644)
-    assert credentials.held(paths.config, claude_keeps, env) == {}
+    auto = config.from_dict({"sandbox": {"mode": "auto"}}, "c.toml")
+    for c in (cfg, auto):  # held, not run uncontained: that would not mend it
+        with pytest.raises(containing.Refusal, match="chmod 600") as refused:
+            containing.wrap(c, paths, "claude", ["claude", "-p", "x"], env, wt, var_tmp)
+        assert str(token) in str(refused.value) and "uncontained" not in str(refused.value)
     token.chmod(0o600)
     os.rename(token, held / "elsewhere")
     token.symlink_to(held / "elsewhere")
-    assert credentials.held(paths.config, claude_keeps, env) == {}
+    with pytest.raises(containing.Refusal, match=str(token)):
+        containing.wrap(cfg, paths, "claude", ["claude", "-p", "x"], env, wt, var_tmp)
 
 
 FAKE_SANDBOX_EXEC = """#!{python}

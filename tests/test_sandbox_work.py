@@ -122,6 +122,7 @@ def base() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.timeout(900)  # a venv, pip, pytest and npm, on a machine others share
 def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None:
     programs("bwrap", "npm", "node")
     # a fresh home: no ~/.cache, no ~/.npm yet (made before they are bound)
@@ -145,16 +146,19 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
             ),
         },
     )
+    wheels = base / "wheels"
+    wheels.mkdir()
     d = shell_daemon(
         base,
         home,
         AGENT,
         # this checkout (the interpreter that runs pytest) readable wherever it lies
-        sandbox={"read_also": [str(ROOT)]},
-        env={"WHEEL": str(wheel(base))},
+        # and the folder of the wheel it installs, as a local index would be
+        sandbox={"read": [str(ROOT), str(wheels)]},
+        env={"WHEEL": str(wheel(wheels))},
     )
     with d:
-        j, run = one_run(d, project, "install, test and commit", timeout=90)
+        j, run = one_run(d, project, "install, test and commit", timeout=600)
         assert [(c["name"], c["passed"]) for c in run["checks"]] == [
             ("tests", True),
             ("contained", True),
@@ -162,7 +166,16 @@ def test_a_contained_agent_installs_tests_caches_and_commits(base: Path) -> None
         assert "1 passed" in run["checks"][0]["output"]
         assert "1 passed" in committed(project, j["branch"], "pytest.out")
         assert "npm tests passed: 007" in committed(project, j["branch"], "npm.out")
-        assert (home / ".cache" / "owl-probe").read_text().strip().isdigit()
+        # the cache is the project's, in Owl's keeping: the person's is untouched
+        [probe] = kept_caches(base).glob("cache-*/owl-probe")
+        assert probe.read_text().strip().isdigit()
+        assert not (home / ".cache" / "owl-probe").exists()
+
+
+def kept_caches(base: Path) -> Path:
+    """The one project's caches, as Owl keeps them (`owl.sandbox.ownhome`)."""
+    [found] = (base / "owl" / "sandbox" / "projects").glob("*/caches")
+    return found
 
 
 DEP_TOML = '[package]\nname = "dep"\nversion = "0.1.0"\nedition = "2021"\n'
@@ -206,9 +219,98 @@ def test_a_contained_cargo_build_fetches_a_git_dependency_on_a_fresh_home(base: 
         {"Cargo.toml": app_toml, "src/main.rs": APP_MAIN, ".gitignore": "target/\n"},
     )
     path = f"{cargo_bin}:{os.environ.get('PATH', os.defpath)}"
-    d = shell_daemon(base, home, CARGO_AGENT, env={"PATH": path, "RUSTUP_HOME": rustup_home})
+    d = shell_daemon(
+        base,
+        home,
+        CARGO_AGENT,
+        env={"PATH": path, "RUSTUP_HOME": rustup_home},
+        # the dependency's repository is not the project: the Run reads it when named
+        sandbox={"read": [str(dep)]},
+    )
     with d:
         j, run = one_run(d, project, "build and commit", timeout=120)
         log = Path(run["log"]).read_text(errors="replace")
         assert committed(project, j["branch"], "cargo.out") == "the answer: 42\n", log
-        assert any((home / ".cargo" / "git" / "checkouts").iterdir())
+        [checkouts] = kept_caches(base).glob("git-*/checkouts")
+        assert any(checkouts.iterdir())
+        assert not (home / ".cargo" / "git").exists()
+
+
+PYPROJECT = (
+    '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    '[project]\nname = "owlprobe"\nversion = "1.0"\n'
+)
+UNITTEST = (
+    "import unittest\n\nimport owlprobe\n\n\nclass T(unittest.TestCase):\n"
+    "    def test_value(self):\n        self.assertEqual(owlprobe.VALUE, 42)\n"
+)
+LOCKED = '{"name": "probe", "version": "1.0.0", "dependencies": {"padleft-local": "file:jspkg"}}\n'
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>p</groupId><artifactId>probe</artifactId><version>1.0</version>
+<properties><maven.compiler.source>17</maven.compiler.source>
+<maven.compiler.target>17</maven.compiler.target>
+<project.build.sourceEncoding>UTF-8</project.build.sourceEncoding></properties>
+<build><plugins>
+<plugin><groupId>org.apache.maven.plugins</groupId><artifactId>maven-compiler-plugin</artifactId>
+<version>3.13.0</version></plugin>
+<plugin><groupId>org.apache.maven.plugins</groupId><artifactId>maven-resources-plugin</artifactId>
+<version>3.3.1</version></plugin>
+</plugins></build></project>
+"""
+JAVA = 'package p; public class A { public static void main(String[] a) { System.out.println("built: " + 42); } }\n'
+# The system's Python, with its site packages (setuptools and wheel, which an
+# editable install builds with, from Debian's own packages: no index here).
+BUILDS = """set -eu
+/usr/bin/python3 -m venv --system-site-packages .venv
+.venv/bin/pip install -q --no-index --no-build-isolation --disable-pip-version-check -e .
+.venv/bin/python -m unittest discover -s tests 2> unittest.out
+npm ci --offline --no-audit --no-fund --loglevel=error > /dev/null
+node -e "console.log('npm ci: ' + require('padleft-local')('7'))" > npm.out
+mvn -o -q -Dmaven.repo.local="$M2" compile
+java -cp target/classes p.A > mvn.out
+git add unittest.out npm.out mvn.out && git commit -qm "the Job's work, built"
+"""
+
+
+@pytest.mark.timeout(900)  # a venv, pip, npm and maven, each starting cold
+def test_ordinary_builds_work_contained(base: Path) -> None:
+    """`pip install -e .` and the project's Python tests, `npm ci` from its
+    lock file (a local package: no registry), `mvn -o` on a warm local
+    repository the config lets the Run read (the person's own, read-only):
+    each in a real contained Run, with its home its own."""
+    programs("bwrap", "npm", "node", "mvn", "java")
+    if subprocess.run(["/usr/bin/python3", "-c", "import wheel, setuptools"]).returncode != 0:
+        missing("Debian's python3-wheel and python3-setuptools")
+    m2 = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".m2" / "repository"
+    if not (m2 / "org/apache/maven/plugins/maven-compiler-plugin/3.13.0").is_dir():
+        missing(f"a warm maven repository with maven-compiler-plugin 3.13.0 at {m2}")
+    home = base / "person"
+    home.mkdir()
+    files = {
+        "pyproject.toml": PYPROJECT,
+        "src/owlprobe/__init__.py": PACKAGE,
+        "tests/test_probe.py": UNITTEST,
+        "package.json": LOCKED,
+        "jspkg/package.json": JS_PKG,
+        "jspkg/index.js": JS_INDEX,
+        "pom.xml": POM,
+        "src/main/java/p/A.java": JAVA,
+        ".gitignore": ".venv/\nnode_modules/\ntarget/\n*.egg-info/\n",
+    }
+    project = make_project(base / "proj", files)
+    subprocess.run(
+        ["npm", "install", "--package-lock-only", "--offline", "--no-audit", "--no-fund"],
+        cwd=project,
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(["git", "-C", str(project), "add", "package-lock.json"], check=True)
+    subprocess.run(["git", "-C", str(project), "commit", "-qm", "lock"], check=True)
+    d = shell_daemon(base, home, BUILDS, sandbox={"read": [str(m2)]}, env={"M2": str(m2)})
+    with d:
+        j, run = one_run(d, project, "build and commit", timeout=600)
+        log = Path(run["log"]).read_text(errors="replace")
+        assert "OK" in committed(project, j["branch"], "unittest.out"), log
+        assert committed(project, j["branch"], "npm.out") == "npm ci: 007\n", log
+        assert committed(project, j["branch"], "mvn.out") == "built: 42\n", log
+    assert list(home.iterdir()) == []  # the person's home: nothing written

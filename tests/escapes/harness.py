@@ -7,6 +7,8 @@ The attack script prints ``refused: WHAT`` or ``ESCAPED: WHAT`` for each try
 
 from __future__ import annotations
 
+import os
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from owlproc import OwlDaemon, make_project
+from support.users import UserOwl, chown_tree, second_user, shared_install
 
 KEY = "PRIVATE KEY of the person\n"
 BASHRC = "# the person's own\n"
@@ -42,6 +45,18 @@ def base() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(params=["root", "user"])
+def who(request, base: Path) -> Iterator[tuple[pwd.struct_passwd, Path] | None]:
+    """Whom the daemon runs as: root (None), or an ordinary user made for the
+    test (the user, and the copy of Owl it runs from)."""
+    if request.param == "root":
+        yield None
+        return
+    with second_user("esc") as user:
+        base.chmod(0o755)
+        yield user, shared_install(base / "lib")
+
+
 def person(base: Path) -> Path:
     """A home with a key, a shell's rc file and a password file."""
     home = base / "person"
@@ -62,25 +77,38 @@ def daemon(
     sandbox: Mapping[str, object] = {},
     agents: Mapping[str, dict] = {},
     config: Mapping[str, dict] = {},
+    who: tuple[pwd.struct_passwd, Path] | None = None,
 ) -> OwlDaemon:
     """A daemon whose Runs must be contained, its default agent `bash` running
     ``script`` (with ``known``, what an attacker knows or guesses, written at
-    its head); more agents in ``agents`` (each runs it too)."""
+    its head); more agents in ``agents`` (each runs it too). ``who``: run as
+    that ordinary user (the ``who`` fixture), the home and project theirs."""
     path = base / "attack.sh"
     head = "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in known.items())
     path.write_text(TRY + head + script + WORK)
     command = ["bash", str(path)]
-    return OwlDaemon(
-        base / "owl",
-        {
-            "sandbox": {"mode": "required", **sandbox},
-            "agents": {"shell": {"command": command}}
-            | {name: {"command": command, **more} for name, more in agents.items()},
-            "agent": {"default": "shell"},
-            **config,
-        },
-        env={"HOME": str(home), "AGENT_PIDS": "", **env},
-    )
+    cfg = {
+        "sandbox": {"mode": "required", **sandbox},
+        "agents": {"shell": {"command": command}}
+        | {name: {"command": command, **more} for name, more in agents.items()},
+        "agent": {"default": "shell"},
+        **config,
+    }
+    if who is None:
+        return OwlDaemon(base / "owl", cfg, env={"HOME": str(home), "AGENT_PIDS": "", **env})
+    user, shared = who
+    for mine in (home, base / "proj"):
+        if mine.exists():
+            chown_tree(mine, user)
+    path.chmod(0o644)
+    d = UserOwl(base / "owl", user, shared, cfg, env={"AGENT_PIDS": "", **env})
+    d.env["HOME"] = str(home)
+    return d
+
+
+def owner(who: tuple[pwd.struct_passwd, Path] | None) -> int:
+    """The uid the daemon runs as."""
+    return os.getuid() if who is None else who[0].pw_uid
 
 
 def project(base: Path, files: dict[str, str] | None = None) -> Path:
@@ -106,7 +134,17 @@ def refused(log: str, *ways: str) -> None:
 def landed(project_dir: Path, branch: str) -> None:
     """The Run's work is on its branch."""
     said = subprocess.run(
-        ["git", "-C", str(project_dir), "log", "-1", "--format=%s", branch],
+        [
+            "git",
+            "-c",
+            "safe.directory=*",
+            "-C",
+            str(project_dir),
+            "log",
+            "-1",
+            "--format=%s",
+            branch,
+        ],
         capture_output=True,
         text=True,
         check=True,

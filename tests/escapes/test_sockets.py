@@ -18,11 +18,12 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from escapes.harness import base, daemon, done, landed, person, project, refused
+from escapes.harness import base, daemon, done, landed, person, project, refused, who
 from support.need import programs
+from owlproc import wait_for
 from support.netns_server import in_own_netns
 
-__all__ = ["base"]
+__all__ = ["base", "who"]
 
 CONNECT = r"""
 probe() {
@@ -176,3 +177,64 @@ def test_a_socket_bound_in_another_network_namespace_answers_only_when_opened(
             refused(log, MOUNTED)
             landed(proj, j["branch"])
             assert j["runs"][-1]["contained"].endswith(f"; sockets opened: {path}")
+
+
+LATE = (
+    CONNECT
+    + r"""touch started
+for i in $(seq 600); do [ -e go ] && break; sleep 0.2; done
+[ -e go ] && echo "told to go"
+probe "a socket bound in the home after the Run started" "$IN_HOME"
+probe "a socket bound in /var/tmp after the Run started" "$IN_VAR_TMP"
+probe "a service's socket bound again after the Run started" "$RESTARTED"
+probe "a socket bound in another network namespace after the Run started" "$ELSEWHERE"
+probe "an abstract socket bound after the Run started" "$ABSTRACT"
+"""
+)
+LATE_WAYS = (
+    "a socket bound in the home after the Run started",
+    "a socket bound in /var/tmp after the Run started",
+    "a service's socket bound again after the Run started",
+    "a socket bound in another network namespace after the Run started",
+    "an abstract socket bound after the Run started",
+)
+
+
+def test_no_socket_bound_after_the_run_started_answers(base: Path, who) -> None:
+    """A list of the host's sockets read at the start cannot cover one bound
+    later (git's credential-cache daemon the person starts by pushing, a
+    service that restarts: its old path unlinked, the /dev/null over it gone
+    with it). The Run's view holds no folder of the host's such a socket
+    appears in: its home, /var and /run are its own."""
+    programs("bwrap", "pasta")
+    home = person(base)
+    (home / ".cache" / "git" / "credential").mkdir(parents=True)
+    (home / ".local" / "share" / "containers").mkdir(parents=True)
+    tag = f"owl-late-{os.getpid()}"
+    paths = {
+        "IN_HOME": str(home / ".cache" / "git" / "credential" / "socket"),
+        "IN_VAR_TMP": f"/var/tmp/{tag}.sock",
+        "RESTARTED": f"/run/{tag}-service.sock",
+        "ELSEWHERE": str(home / ".local" / "share" / "containers" / "late.sock"),
+    }
+    proj = project(base)
+    d = daemon(base, home, LATE, known={**paths, "ABSTRACT": f"\0{tag}"}, who=who)
+    with servers(paths["RESTARTED"]), d:
+        job = d.add("do the work", proj)
+        d.ok("start")
+        wt = Path(wait_for(lambda: d.job(job)["worktree"], 60, what="the worktree"))
+        wait_for(lambda: (wt / "started").exists(), 120, what="the Run to start")
+        os.unlink(paths["RESTARTED"])  # the service restarts: its socket bound anew
+        with (
+            servers(paths["IN_HOME"], paths["IN_VAR_TMP"], paths["RESTARTED"], f"\0{tag}"),
+            in_own_netns(paths["ELSEWHERE"]),
+        ):
+            assert all(reached(p) for p in paths.values())  # each answers outside
+            (wt / "go").write_text("")
+            if who is not None:
+                os.chown(wt / "go", who[0].pw_uid, who[0].pw_gid)
+            j, log = done(d, job)
+    assert "told to go" in log, log
+    refused(log, *LATE_WAYS)
+    assert "connected" not in log, log
+    landed(proj, j["branch"])

@@ -188,7 +188,7 @@ class UserOwl(OwlDaemon):
 
             wait_for(
                 lambda: self.owl("status", "--json").returncode == 0 or self._died(),
-                timeout=20,
+                timeout=60,  # a copy without bytecode, on a busy machine
                 what="the daemon to answer",
             )
             if self._died():

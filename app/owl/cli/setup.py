@@ -84,14 +84,19 @@ def cmd_config(a: argparse.Namespace) -> int:
             raise Refused(
                 f"{p.config}: {bad[0]}" + (f" (and {len(bad) - 1} more)" if bad[1:] else "")
             )
+        said = _sandbox_notes(cfg)
         if a.json:
-            print_json({"path": str(p.config), "exists": p.config.exists(), "ok": True})
+            print_json(
+                {"path": str(p.config), "exists": p.config.exists(), "ok": True, "notes": said}
+            )
         else:
             print(
                 f"{p.config}: ok"
                 if p.config.exists()
                 else f"{p.config}: not there; defaults in force"
             )
+            for line in said:
+                print(f"{p.config}: {line}")
         return EXIT_OK
     doc = configmod.effective_document(cfg)
     if a.json:
@@ -101,6 +106,16 @@ def cmd_config(a: argparse.Namespace) -> int:
 
         sys.stdout.write(tomli_w.dumps(doc))
     return EXIT_OK
+
+
+def _sandbox_notes(cfg) -> list[str]:
+    """What `[sandbox]` keys written as older configs wrote them now mean."""
+    from owl.sandbox import keys
+
+    out = keys.notes(cfg.sandbox or {})
+    for name, spec in cfg.agents.items():
+        out += keys.notes(spec.get("sandbox") or {}, f"agents.{name}.sandbox")
+    return out
 
 
 def _channel_problems(cfg) -> list[str]:

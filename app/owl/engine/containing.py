@@ -49,8 +49,8 @@ class Refusal(Exception):
     """`sandbox.mode = "required"`, and this Run cannot be contained here
     (`problem`: why, and what fixes it)."""
 
-    def __init__(self, problem: str) -> None:
-        super().__init__(waiting_words(problem))
+    def __init__(self, problem: str, words: str | None = None) -> None:
+        super().__init__(words or waiting_words(problem))
         self.problem = problem
 
 
@@ -253,10 +253,27 @@ def wrap(
         git=git_places(places),
         net_report=str(net_report) if net_report is not None else None,
         setup_report=str(setup_report) if setup_report is not None else None,
+        keep=str(own_places(paths)),
+        held=str(held_credentials(paths)),
     )
+    if w.refused:  # a held credential that may not be used: no mode mends it
+        why = w.label.removeprefix("not started: ")
+        raise Refusal(why, f"{agent}'s Runs wait: {why}")
     if settings.mode == "required" and not w.contained:
         raise Refusal(w.label.removeprefix("not contained: "))
     return w
+
+
+def own_places(paths: Paths) -> Path:
+    """Where the Runs' own homes, their projects' caches and their agents'
+    state are kept (`owl.sandbox.ownhome`): in Owl's data folder, out of every Run's view."""
+    return paths.db.parent / "sandbox"
+
+
+def held_credentials(paths: Paths) -> Path:
+    """Where the person puts a headless credential for an agent (one file per
+    agent, 0600), passed into that agent's Runs as its variable."""
+    return paths.config.parent / "credentials"
 
 
 def git_places(places: jobstore.Places | None) -> contain.GitPlaces:

@@ -40,8 +40,7 @@ from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
 from owl.rules import jobrules, jobtable, runcaps
-from owl.sandbox import agentstate, raced
-from owl.settings import credentials
+from owl.sandbox import raced
 
 log = logging.getLogger("owl.engine")
 
@@ -160,8 +159,6 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
     )
     env = carryon.agent_env(os.environ)
     env.update(driver.env(ctx))
-    own = agentstate.AGENTS.get(driver.name, agentstate.AgentState())
-    env.update(credentials.held(eng.paths.config, own.env_keep, env))  # claude setup-token's
     env.update({"OWL_JOB_ID": str(job_id), "OWL_RUN_ID": str(run_id), "OWL_INSTANCE": eng.instance})
     net_report = eng.paths.logs / f"{run_id}.net"
     setup_report = fresh_report(eng.paths.logs / f"{run_id}.setup")

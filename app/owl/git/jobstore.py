@@ -76,7 +76,16 @@ from pathlib import Path
 
 from owl.git.gitdir import common_dir, store_path
 
-__all__ = ["Places", "places", "store_path", "read_file", "write_file", "verify", "restore"]
+__all__ = [
+    "Places",
+    "places",
+    "store_path",
+    "read_file",
+    "write_file",
+    "verify",
+    "restore",
+    "scrub",
+]
 
 _READ = 4096
 
@@ -252,6 +261,63 @@ def tampered_reason(job_id: int, found: list[dict[str, str | None]], failed: lis
         f"git elsewhere; {put}: look at the worktree, then owl jobs extend {job_id}, or "
         f"owl jobs drop {job_id}"
     )
+
+
+# ------------------------------------------------- no link for the host's git
+
+
+def scrub(store: str) -> list[str]:
+    """Remove every link and every file that is neither a plain file nor a
+    folder (a FIFO, a socket, a device) from the Job's store: what it names.
+
+    Why: a Run writes the store's `objects/`, `refs/`, `logs/` and its
+    worktree's admin folder, and the host's git later follows a link there
+    as the person: an `update-ref` at accept appends to the reflog under
+    `logs/`, and a reflog that is a link to `~/.bashrc` would have that file
+    appended to; a ref or a `packed-refs` that is a link reads a file the
+    person's git was never meant to. Git itself never makes a link or a
+    special file in a repository, so whatever is one was planted. Called
+    before every git of Owl's that works in the store (bringing the branch
+    in, signing at accept). Only the folders a Run writes are walked: the
+    store's top is Owl's (read-only inside; its `info` is Owl's own link to
+    the project's). Folders are walked without following a link; a path
+    that cannot be removed raises OSError."""
+    found: list[str] = []
+    for part in RUN_WRITES:
+        folder = os.path.join(store, part)
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(mode):
+            os.unlink(folder)
+            found.append(part)
+            continue
+        found += _scrub_below(store, folder)
+    return found
+
+
+# The folders of a store a Run may write (`owl.sandbox.policy`).
+RUN_WRITES = ("objects", "refs", "logs", "worktrees")
+
+
+def _scrub_below(store: str, folder: str) -> list[str]:
+    found: list[str] = []
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        keep = []
+        for name in [*dirs, *files]:
+            path = os.path.join(top, name)
+            try:
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                    os.unlink(path)
+                    found.append(os.path.relpath(path, store))
+            except FileNotFoundError:  # gone meanwhile (git's own lock files come and go)
+                continue
+            if stat.S_ISDIR(mode):
+                keep.append(name)
+        dirs[:] = [d for d in dirs if d in keep]
+    return found
 
 
 # ------------------------------------------------------------ the branch

@@ -7,6 +7,8 @@ module (the git that makes and reads it) are apart: this one runs git through
 
 from __future__ import annotations
 
+import logging
+
 import contextlib
 import os
 import shutil
@@ -118,6 +120,7 @@ def land(project: Path, p: jobstore.Places, branch: str) -> str | None:
     if p.store is None:
         return None
     with _landing(p.store):
+        scrubbed(p.store)
         new = jobstore.tip(p, branch)
         if new is None:
             return None  # the agent deleted its branch: the project's stays
@@ -137,6 +140,24 @@ def land(project: Path, p: jobstore.Places, branch: str) -> str | None:
                 f"its branch could not be brought into the project: {e}"
             ) from None
         return said
+
+
+def scrubbed(store: str) -> None:
+    """The store with no link or special file left for the host's git to
+    follow (`jobstore.scrub`); what was removed is logged."""
+    try:
+        gone = jobstore.scrub(store)
+    except OSError as e:
+        raise jobstore.StoreError(
+            f"the store {store} holds a link Owl cannot remove: {e}"
+        ) from None
+    if gone:
+        logging.getLogger("owl.git").warning(
+            "removed %d link(s) a Run left in the store %s: %s",
+            len(gone),
+            store,
+            ", ".join(gone[:5]),
+        )
 
 
 def _is_ancestor(store: Path, old: str, new: str) -> bool:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from owl.errors import Refused
-from owl.git import safegit, workspace
+from owl.git import safegit, storing, workspace
 from owl.review.signing import SIGN_TIMEOUT, Signer, failure, reason
 
 MAX_COMMITS = 1000  # more than this to sign: the person signs them (`--unsigned`)
@@ -105,7 +105,9 @@ def resign(
             "being signed; nothing was changed; accept again"
         )
     if store is not None and store.is_dir():
-        # the store's branch follows (guarded: one the agent moved since stays as it is)
+        # the store's branch follows (guarded: one the agent moved since stays
+        # as it is), with no link a Run left for git to write through
+        storing.scrubbed(str(store))
         workspace.git(
             store, "update-ref", "-m", "owl: signed at accept", ref, tip, old, check=False
         )

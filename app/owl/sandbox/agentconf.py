@@ -42,6 +42,7 @@ ENV_NAME_MAX = 128
 class Needs:
     ports: tuple[int, ...] = ()  # the host's 127.0.0.1 ports to keep reachable
     env_keep: tuple[str, ...] = ()  # variables to pass although their names look secret
+    reads: tuple[str, ...] = ()  # programs of the person's it names, read-only inside
 
 
 def _read(path: str) -> bytes | None:
@@ -126,9 +127,13 @@ def claude(home: str, env: Mapping[str, str]) -> Needs:
     except ValueError:
         doc = {}
     said = doc.get("env") if isinstance(doc, dict) else None
+    helper = doc.get("apiKeyHelper") if isinstance(doc, dict) else None
+    # the program that prints its key, which Claude runs inside: in sight, read-only
+    program = expand(helper.split()[0], home, env) if isinstance(helper, str) and helper else ""
+    reads = (program,) if program else ()
     if not isinstance(said, dict):
-        return Needs()
-    return Needs(loopback_ports({k: v for k, v in said.items() if isinstance(v, str)}))
+        return Needs(reads=reads)
+    return Needs(loopback_ports({k: v for k, v in said.items() if isinstance(v, str)}), reads=reads)
 
 
 def opencode(home: str, env: Mapping[str, str]) -> Needs:

@@ -1,13 +1,28 @@
 """What each agent needs of its own inside a Run: the state it writes, the
-variables it keeps, the folders made for it and the config files Owl reads.
+variables it keeps, the folders made for it, the person's config files and
+credentials it is given a copy of.
 
-Pure data: the policy (``policy.compute``) binds these; ``contain`` makes the
-folders before a Run and lays the config files read-only.
+Pure data. Each agent's state is kept by Owl, per agent and per project
+(``ownhome``), and bound at these paths in the Run's own home: a Run sees the
+state of the agent it runs and no other's, and nothing it writes there is
+read by the person's own CLI. At each Run's start the person's own config
+files (``fixed``) are copied in, and their credentials (``credentials``)
+without the refresh token (``Credential.drop``): a token the Run refreshes
+is never one the person's CLI holds. Adding an agent is one entry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A credential file of the person's, copied into the Run's state with the
+    values at ``drop`` removed (each a key path; ``*`` is every key of a table)."""
+
+    path: str
+    drop: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -24,9 +39,15 @@ class AgentState:
     # is not there cannot be bound writable, and what the agent then wrote
     # (its conversations, which the next Run resumes) would be lost with it.
     folders: tuple[str, ...] = ()
-    # The agent's own config files Owl reads to give it its provider's port and
-    # key (`agentconf`): read-only inside, so no Run widens the next one's reach.
+    # The person's own config files of the agent (its provider, its settings;
+    # `agentconf` reads them for the provider's port and key): copied into the
+    # Run's state afresh at each start, so what a Run changes there lasts only
+    # to its end.
     fixed: tuple[str, ...] = ()
+    credentials: tuple[Credential, ...] = ()
+    # The variable a headless credential Owl holds is passed in
+    # (`<config folder>/credentials/<agent>`, see `ownhome.held_token`).
+    token_env: str | None = None
 
 
 AGENTS: dict[str, AgentState] = {
@@ -40,17 +61,31 @@ AGENTS: dict[str, AgentState] = {
         env_keep=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
         folders=("$CLAUDE_CONFIG_DIR|~/.claude",),
         fixed=("$CLAUDE_CONFIG_DIR/settings.json|~/.claude/settings.json",),
+        credentials=(
+            Credential(
+                "$CLAUDE_CONFIG_DIR/.credentials.json|~/.claude/.credentials.json",
+                (("claudeAiOauth", "refreshToken"),),
+            ),
+        ),
+        token_env="CLAUDE_CODE_OAUTH_TOKEN",
     ),
     "codex": AgentState(
         state=("$CODEX_HOME|~/.codex",),
         env_keep=("OPENAI_API_KEY", "CODEX_API_KEY"),
         folders=("$CODEX_HOME|~/.codex",),
         fixed=("$CODEX_HOME/config.toml|~/.codex/config.toml",),
+        credentials=(
+            Credential("$CODEX_HOME/auth.json|~/.codex/auth.json", (("tokens", "refresh_token"),)),
+        ),
+        token_env="CODEX_API_KEY",
     ),
     "gemini": AgentState(
         state=("~/.gemini",),
         env_keep=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         folders=("~/.gemini",),
+        fixed=("~/.gemini/settings.json",),
+        credentials=(Credential("~/.gemini/oauth_creds.json", (("refresh_token",),)),),
+        token_env="GEMINI_API_KEY",
     ),
     # OpenCode keeps its sessions (SQLite) under ~/.local/share/opencode, and
     # dies at start with EROFS when it cannot make its folders; it writes a
@@ -70,6 +105,12 @@ AGENTS: dict[str, AgentState] = {
             "$XDG_CONFIG_HOME/opencode|~/.config/opencode",
         ),
         fixed=("$XDG_CONFIG_HOME/opencode/opencode.json|~/.config/opencode/opencode.json",),
+        credentials=(
+            Credential(
+                "$XDG_DATA_HOME/opencode/auth.json|~/.local/share/opencode/auth.json",
+                (("*", "refresh"),),
+            ),
+        ),
     ),
     # Copilot CLI keeps its sessions and settings under ~/.copilot (COPILOT_HOME),
     # and unpacks its own package into ~/.cache/copilot at its first start
@@ -84,6 +125,8 @@ AGENTS: dict[str, AgentState] = {
             "COPILOT_PROVIDER_BEARER_TOKEN",
         ),
         folders=("$COPILOT_HOME|~/.copilot", "$XDG_CACHE_HOME/copilot|~/.cache/copilot"),
+        fixed=("$COPILOT_HOME/config.json|~/.copilot/config.json",),
+        token_env="COPILOT_GITHUB_TOKEN",
     ),
     # pi keeps its settings, sessions and sign-ins (auth.json, written at each
     # start) under ~/.pi/agent (PI_CODING_AGENT_DIR); its providers in models.json.

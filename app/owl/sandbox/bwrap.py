@@ -1,14 +1,17 @@
 """A Policy as a bubblewrap argv; whether bwrap is here and works (asked once).
 
-The argv is laid in the order mounts must be made: the read-only root, the
-private /dev, /proc, /tmp and /dev/shm, what must stay readable under a hidden
-or private folder, the hidden paths (an empty tmpfs for a folder, /dev/null for
-a file: a tmpfs target must exist), the Job's git store read-only (it lies in
-Owl's hidden folder), the writable binds, and the read-only binds laid over
-them (the project's git folder, the store's top), the host sockets opened on
-purpose, and /dev/null over every other host socket still in sight (``/run``
-and ``/var/run`` are the Run's own, empty but for their symlinks and the
-resolver's file). ``/tmp`` and ``/dev/shm`` are bounded (``--size``): a full
+The argv is laid in the order mounts must be made: the system's own folders
+read-only (nothing else of the host's filesystem is in the view), the private
+/dev, /proc, /tmp and /dev/shm, ``/var`` and ``/run`` the Run's own (empty but
+for their symlinks, ``/var/tmp`` and the resolver's file), the Run's own home
+at the person's ``$HOME`` path and what is bound into it (its project's
+caches, its agent's state, the git config's copy: ``ownhome``), the
+read-only binds (the project and its git folder, the toolchains, the
+program's folders, ``sandbox.read``), the Job's git store read-only, the
+writable binds, the read-only binds laid over them (the project's git
+folder), the host sockets opened on purpose, then the hidden paths (an empty
+tmpfs for a folder, /dev/null for a file), after every bind so that none
+reveals one, and /dev/null over every host socket still in sight. ``/tmp`` and ``/dev/shm`` are bounded (``--size``): a full
 one is ENOSPC for the agent, not a machine out of memory. ``--unshare-pid`` gives
 the Run its own PID namespace while its processes keep their host pids seen
 from outside, so the reaper, the cgroup and the daemon's sweeps work as before.
@@ -42,7 +45,7 @@ import stat
 import subprocess
 from collections.abc import Callable
 
-from .folders import SYSTEM_READ
+from .folders import SYSTEM_READ, under
 from . import syscalls
 from .policy import Policy
 
@@ -61,21 +64,6 @@ def kind(path: str) -> str | None:
     if os.path.exists(path):
         return "file"
     return None
-
-
-def _command_folders(command: list[str]) -> list[str]:
-    """The folders under /tmp that the command itself lives in (its program, a
-    virtual environment's root, a script): the Run's /tmp is its own, empty one,
-    so without them a command kept under /tmp could not start inside."""
-    out: list[str] = []
-    for i, arg in enumerate(command):
-        if not arg.startswith("/tmp/") or not os.path.exists(arg):
-            continue
-        folder = os.path.dirname(arg)
-        for path in (os.path.dirname(folder) if i == 0 else None, folder):
-            if path and path.startswith("/tmp/") and path not in out:
-                out.append(path)
-    return out
 
 
 def argv(
@@ -101,32 +89,28 @@ def argv(
     out = [bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session"]
     if root:
         out += ["--unshare-user-try", "--cap-drop", "ALL"]
-    if policy.read_root == "home":
-        out += ["--ro-bind", "/", "/"]
-    else:
-        for top in SYSTEM_READ:
-            if exists(top) == "dir":
-                out += ["--ro-bind", top, top]
+    for top in SYSTEM_READ:
+        if exists(top) == "dir":
+            out += ["--ro-bind", top, top]
     size = ["--size", str(policy.tmp_size)] if sizes and policy.tmp_size > 0 else []
     out += ["--dev", "/dev", "--proc", "/proc", *INIT_MEM, *size, "--tmpfs", "/tmp"]
     out += [*size, "--tmpfs", "/dev/shm"]
     for path in policy.private:
         out += ["--tmpfs", path]
+    if "/var" in policy.private:
+        out += ["--perms", "1777", "--dir", "/var/tmp"]
     for path, target in policy.private_links:
         out += ["--symlink", target, path]
     for path in policy.private_files:
         out += ["--ro-bind", path, path]
-    for path in _command_folders(command):  # the Run's own command stays reachable
-        out += ["--ro-bind", path, path]
+    if policy.own_home:
+        out += ["--bind", policy.own_home, policy.home]
+    for source, place, rw in policy.own_binds:
+        if exists(source):
+            out += ["--bind" if rw else "--ro-bind", source, place]
     for path in policy.readable:
         if exists(path):
             out += ["--ro-bind", path, path]
-    for path in policy.hidden:
-        k = exists(path)
-        if k == "dir":
-            out += ["--tmpfs", path]
-        elif k == "file":
-            out += ["--ro-bind", "/dev/null", path]
     for path in policy.revealed:
         if exists(path):
             out += ["--ro-bind", path, path]
@@ -139,6 +123,12 @@ def argv(
     for path in policy.sockets:  # opened on purpose, wherever they lie
         if exists(path) == "file":
             out += ["--ro-bind", path, path]
+    for path in policy.hidden:  # after every bind: nothing laid later reveals one
+        k = exists(path)
+        if k == "dir":
+            out += ["--tmpfs", path]
+        elif k == "file":
+            out += ["--ro-bind", "/dev/null", path]
     for path in policy.masked:  # last: over whatever bind made them visible
         # gone since it was listed: bwrap could not lay anything there; behind
         # another user's closed folder, root's Run (its capabilities dropped)
@@ -175,6 +165,31 @@ def searchable(path: str) -> bool:
         if folder in ("/", ""):
             return True
         folder = os.path.dirname(folder)
+
+
+def places_in(
+    policy: Policy, home: str, exists: Callable[[str], str | None] = kind
+) -> list[tuple[str, bool]]:
+    """Every place a bind is laid at inside the Run's own home (path, whether
+    a folder), as ``argv`` lays them: Owl makes each first (``ownhome.mend_places``)."""
+    if not policy.own_home:
+        return []
+    pairs = [(s, d) for s, d, _ in policy.own_binds]
+    for path in (
+        *policy.readable,
+        *policy.revealed,
+        *policy.writable,
+        *policy.readonly_over,
+        *policy.sockets,
+        *policy.hidden,
+    ):
+        pairs.append((path, path))
+    out: list[tuple[str, bool]] = []
+    for source, place in pairs:
+        k = exists(source)
+        if k and place != home and under(place, home) and (place, k == "dir") not in out:
+            out.append((place, k == "dir"))
+    return out
 
 
 def sized(version: str) -> bool:

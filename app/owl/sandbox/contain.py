@@ -29,6 +29,7 @@ from . import (
     bwrap,
     folders,
     hostsockets,
+    ownhome,
     policy,
     ready,
     seatbelt,
@@ -52,6 +53,9 @@ class Wrapped:
     # The names of the variables kept out of its environment (never a value):
     # `owl status --json` lists them, so a person sees what the Run went without.
     dropped: tuple[str, ...] = ()
+    # Not to start at all, whatever `sandbox.mode` says (a credential Owl holds
+    # that may not be used): uncontained would not mend it.
+    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,30 +83,55 @@ def wrap(
     which: Callable[[str], str | None] = shutil.which,
     net_report: str | None = None,
     setup_report: str | None = None,
+    keep: str | None = None,
+    held: str | None = None,
 ) -> Wrapped:
     """``command`` as it starts inside the Run's sandbox, or as it is with why not.
     ``which`` finds the network helpers (pasta, slirp4netns); ``net_report``: a
-    file the network helper says in whether the Run got its network;
-    ``setup_report``: one written when bwrap fails at its own start (netns.py)."""
+    file the network helper says in whether the Run got its network (see netns.py);
+    ``setup_report``: one written when bwrap fails at its own start (netns.py);
+    ``keep``: Owl's folder for the Runs' own homes, caches and agent state
+    (``ownhome``); ``held``: Owl's folder of headless credentials, one file per agent."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
     if sys.platform == "darwin":
+        try:
+            env = with_held(env, agent, held)
+        except ownhome.TokenProblem as e:
+            return Wrapped(list(command), f"not started: {e}", False, dict(env), refused=True)
         return wrap_darwin(command, settings, agent, env, worktree, project, owl_dirs, git)
     why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     path, version = bwrap.find()
     git = git or GitPlaces()
-    private, links, files = hostsockets.private_system()
+    try:
+        env = with_held(env, agent, held)
+    except ownhome.TokenProblem as e:
+        return Wrapped(list(command), f"not started: {e}", False, dict(env), refused=True)
+    private, links, files = hostsockets.private_system(
+        (*folders.SYSTEM_OWN, *hostsockets.PRIVATE_SYSTEM)
+    )
     facts = replace(
         gather(env, worktree, project, owl_dirs, git, str),  # the places as given
         runtime_dir=env.get("XDG_RUNTIME_DIR") or None,
         private=private,
         private_links=links,
         private_files=files,
-        host_sockets=hostsockets.host_sockets(skip=(*private, "/tmp", "/dev/shm")),
+        # every socket but those of folders the Run never sees from the host:
+        # a project or a `sandbox.read` folder may lie under /tmp or /var
+        host_sockets=hostsockets.host_sockets(
+            skip=(*(p for p in private if p not in folders.SYSTEM_OWN), "/dev/shm")
+        ),
+        programs=programs(command, env),
     )
-    pol = decide(settings, agent, env, facts)
+    keep = keep or os.path.join(os.path.dirname(worktree), ".sandbox")
+    try:
+        pol = decide(settings, agent, env, facts, keep)
+    except OSError as e:
+        return Wrapped(
+            list(command), f"not contained: its own home cannot be made: {e}", False, dict(env)
+        )
     env_path = bwrap.term_env()
     argv = bwrap.argv(
         pol,
@@ -200,18 +229,19 @@ def gather(
 
 
 def decide(
-    settings: policy.Settings, agent: str, env: Mapping[str, str], facts: policy.Facts
+    settings: policy.Settings,
+    agent: str,
+    env: Mapping[str, str],
+    facts: policy.Facts,
+    keep: str | None = None,
 ) -> policy.Policy:
-    """The Run's Policy, for either sandbox: the agent's own folders and the
-    caches made first (a missing one cannot be bound writable), its config
-    files made and laid read-only, and the port and key its provider's setup
-    names passed on."""
+    """The Run's Policy, for either sandbox, and the port and key its
+    provider's setup names passed on (read from the person's own files, which
+    no Run writes). With ``keep`` (Linux), the Run's own home, its project's
+    caches and its agent's state made there first (``ownhome``), and every
+    place a bind is laid in that home made or mended, no link followed."""
     home = facts.home
-    own = agentstate.AGENTS.get(agent, agentstate.AgentState())
-    make_folders(own.folders, home, env)
-    make_caches(settings.caches, home, env)
-    fixed = tuple(p for p in (folders.expand(f, home, env) for f in own.fixed) if p)
-    own = replace(own, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+    state = agentstate.AGENTS.get(agent, agentstate.AgentState())
     said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
     settings = replace(
         settings,
@@ -219,7 +249,90 @@ def decide(
         env_keep=(*settings.env_keep, *said.env_keep),
         allow_hosts=allowlist.hosts(agent, env, settings.allow_hosts),
     )
-    return policy.compute(settings, own, facts)
+    if keep is None:
+        make_folders(state.folders, home, env)
+        make_caches(settings.caches, home, env)
+        fixed = tuple(p for p in (folders.expand(f, home, env) for f in state.fixed) if p)
+        state = replace(state, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
+        return policy.compute(settings, state, facts)
+    caches = [c for c in settings.caches if wanted_cache(c, env)]
+    settings = replace(settings, read=(*settings.read, *said.reads))
+    own = ownhome.make(
+        keep, os.path.basename(facts.worktree), facts.project, home, env, caches, agent, state
+    )
+    facts = replace(facts, own_home=own.home, own_binds=own.binds)
+    pol = policy.compute(settings, state, facts)
+    ownhome.mend_places(own, home, bwrap.places_in(pol, home))
+    return pol
+
+
+def wanted_cache(cache: str, env: Mapping[str, str]) -> bool:
+    """A default cache only where its tool is on the agent's PATH."""
+    tools = CACHE_TOOLS.get(cache)
+    return tools is None or any(_on_path(t, env.get("PATH", os.defpath)) for t in tools)
+
+
+def with_held(env: Mapping[str, str], agent: str, held: str | None) -> Mapping[str, str]:
+    """The agent's environment with the headless credential Owl holds for it
+    (``ownhome.held_token``) in its variable, unless the variable is set."""
+    name = agentstate.AGENTS.get(agent, agentstate.AgentState()).token_env
+    if held is None or name is None or env.get(name):
+        return env
+    token = ownhome.held_token(held, agent)
+    return env if token is None else {**env, name: token}
+
+
+def programs(command: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
+    """The folders outside the system's that the Run's programs live in,
+    read-only inside: the command's own (its install: the folder above a
+    ``bin``, the package a ``node_modules/.bin`` link leads into), the
+    folders of the files it names, and the folders of its PATH. A folder
+    that holds a home as a whole (``~/.local``, ``/var/tmp/x`` with the
+    person's home in it) is narrowed to the file or the ``bin`` itself."""
+    homes = {
+        os.path.realpath(os.path.expanduser("~")),
+        env.get("HOME", ""),
+        pwd.getpwuid(os.getuid()).pw_dir,
+    }
+    out: list[str] = []
+
+    def add(path: str) -> None:
+        if path and path not in out and not folders.system(path) and path != "/":
+            if not any(folders.under(h, path) for h in homes if h):
+                out.append(path)
+
+    first = command[0] if command else ""
+    found = shutil.which(first, path=env.get("PATH")) if first and "/" not in first else first
+    for i, arg in enumerate([found or "", *command[1:]]):
+        if not arg.startswith("/") or not os.path.exists(arg):
+            continue
+        for path in dict.fromkeys((os.path.abspath(arg), os.path.realpath(arg))):
+            folder = os.path.dirname(path)
+            if i == 0:
+                top = _install(path)
+                if top and not any(folders.under(h, top) for h in homes if h):
+                    add(top)
+                    continue
+            if any(folders.under(h, folder) for h in homes if h) or folder in ("/tmp", "/var/tmp"):
+                add(path)
+            else:
+                add(folder)
+    for entry in env.get("PATH", "").split(":"):
+        if entry.startswith("/") and os.path.isdir(entry):
+            add(os.path.normpath(entry))
+    return tuple(out)
+
+
+def _install(path: str) -> str | None:
+    """The folder a program was installed into: above ``node_modules``, or
+    above its ``bin``."""
+    parts = path.split("/")
+    if "node_modules" in parts:
+        return "/".join(parts[: parts.index("node_modules")]) or None
+    folder = os.path.dirname(path)
+    if os.path.basename(folder) == "bin":
+        return os.path.dirname(folder)
+    return None
 
 
 _SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | re.MULTILINE)

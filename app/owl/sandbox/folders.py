@@ -1,8 +1,11 @@
 """The folders a Run's policy names, and how a path written in the config becomes one.
 
-The home's lists: its secrets (hidden), its caches (writable, made when
-missing) and its toolchains (readable with ``read = "project"``); the system's
-own folders kept readable with ``read = "project"``, and the X11 sockets'.
+A Run's view is an allow-list (``policy``): the system's own folders
+(``SYSTEM_READ``), read-only; a home of its own; of the person's home only
+the toolchains (``HOME_TOOLCHAINS``) and what ``sandbox.read`` adds. The
+home's secrets (``HOME_SECRETS``) are therefore out of sight whether or not
+they are listed: the list is what a configured path may not reveal
+(``keys``) and what stays hidden inside a folder a Run may see.
 Pure: data, and the expansion of ``~`` and ``$VAR|fallback`` in a path.
 """
 
@@ -39,6 +42,29 @@ HOME_SECRETS = (
     ".bash_history",
     ".zsh_history",
 )
+# Credential files no tool of a Run needs: out of sight in a Run's own home
+# whether named or not; named so that no `read` or `write` entry may hold one.
+HOME_CREDENTIALS = (
+    ".pgpass",
+    ".my.cnf",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".gem/credentials",
+    ".config/rclone",
+    ".terraform.d",
+    ".config/1Password",
+    ".local/share/fish",
+    ".thunderbird",
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    ".local/share/opencode/auth.json",
+    ".copilot",
+    ".config/github-copilot",
+)
 # macOS's own secret places under a home (absent on Linux, where bwrap skips them).
 MACOS_HOME_SECRETS = (
     "Library/Keychains",
@@ -67,7 +93,8 @@ MACOS_HOME_SECRETS = (
 # Outside any home: the X11 sockets (the private /tmp hides them too; named for Seatbelt).
 SYSTEM_HIDDEN = ("/tmp/.X11-unix", "/tmp/.ICE-unix")
 
-# Caches a build or an installer writes; writable when they exist (`sandbox.caches`).
+# Caches a build or an installer writes (`sandbox.caches`): each a folder of
+# Owl's per project, bound writable at its place in the Run's own home.
 DEFAULT_CACHES = (
     "~/.cache",
     "~/.npm",
@@ -80,7 +107,7 @@ DEFAULT_CACHES = (
     "~/.yarn",
     "~/Library/Caches",  # macOS's (pip, go-build, Homebrew); Owl's own in it stays hidden
 )
-# With read = "project": toolchains in the home the Run still needs to read.
+# Toolchains in the person's home a Run reads (read-only, where they exist).
 HOME_TOOLCHAINS = (
     "~/.local/bin",
     "~/.local/lib",
@@ -92,10 +119,11 @@ HOME_TOOLCHAINS = (
     "~/.deno",
     "~/.bun",
     "~/go/bin",
-    "~/.gitconfig",
-    "~/.config/git",
+    "~/.sdkman",
+    "~/.local/share/mise",
+    "~/.asdf",
 )
-# With read = "project": the system's own top-level folders that stay readable.
+# The system's own top-level folders a Run reads (/var, /run and /tmp are its own).
 SYSTEM_READ = (
     "/usr",
     "/bin",
@@ -106,13 +134,12 @@ SYSTEM_READ = (
     "/libx32",
     "/etc",
     "/opt",
-    "/var",
-    "/srv",
     "/nix",
     "/snap",
-    "/run",
     "/sys",
 )
+# Folders of the system a Run has its own, empty ones of (but for their links).
+SYSTEM_OWN = ("/var",)
 
 
 def expand(path: str, home: str, env: Mapping[str, str] | None = None) -> str:
@@ -135,3 +162,13 @@ def expand(path: str, home: str, env: Mapping[str, str] | None = None) -> str:
 def under(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or lies in it (by name: no link followed)."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def system(path: str) -> bool:
+    """Whether ``path`` lies in one of the system's own folders a Run reads."""
+    return any(under(path, top) for top in SYSTEM_READ)
+
+
+def overlaps(path: str, other: str) -> bool:
+    """Whether one of the two holds the other (or they are the same)."""
+    return under(path, other) or under(other, path)

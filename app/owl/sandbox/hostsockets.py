@@ -203,10 +203,12 @@ def host_sockets(
     return tuple(out)
 
 
-def private_system() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """Of ``PRIVATE_SYSTEM``, the real folders, the symlinks directly in them
-    and the resolver's file that lies there (as ``policy.Facts`` takes them)."""
-    private = [top for top in PRIVATE_SYSTEM if os.path.isdir(top) and not os.path.islink(top)]
+def private_system(
+    tops: tuple[str, ...] = PRIVATE_SYSTEM,
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """Of ``tops`` (``PRIVATE_SYSTEM``), the real folders, the symlinks directly
+    in them and the resolver's file that lies there (as ``policy.Facts`` takes them)."""
+    private = [top for top in tops if os.path.isdir(top) and not os.path.islink(top)]
     links: list[tuple[str, str]] = []
     for top in private:
         try:

@@ -4,6 +4,13 @@ Kept beside the policy so the names and their meaning live in one room; the
 config loader calls ``check_table`` and turns a ``KeyProblem`` into its one-line
 error naming the file, the key and the value. A ``write`` path that is missing or
 not writable is refused here, at load, rather than found out by a Run at night.
+
+Hidden always wins, and no configured path reaches Owl: a ``read``, ``write``,
+``caches`` or ``sockets`` entry that is, holds or lies in one of the home's
+secrets (``folders.HOME_SECRETS``) or one of Owl's own folders (its config,
+data, logs, worktrees, runtime folder) is refused, naming the key and the
+path (``write = ["~"]`` would open the keys and Owl's config to every Run).
+A ``hide`` entry may name anything.
 """
 
 from __future__ import annotations
@@ -15,13 +22,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from .allowlist import REGISTRIES, is_host
-from .folders import DEFAULT_CACHES, expand
+from .folders import (
+    DEFAULT_CACHES,
+    HOME_CREDENTIALS,
+    HOME_SECRETS,
+    MACOS_HOME_SECRETS,
+    expand,
+    overlaps,
+)
 from .policy import DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, READS, Settings
 
 LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches", "sockets")
 KEYS = ("mode", "read", *LIST_KEYS, "network", "allow_hosts", "host_ports", "tmp_size")
 AGENT_KEYS = (
     "mode",
+    "read",
     "read_also",
     "write",
     "hide",
@@ -31,6 +46,8 @@ AGENT_KEYS = (
     "sockets",
 )
 NETWORKS = ("own", "allow", "none")
+# Keys whose paths a Run reaches: none may hold a secret or a folder of Owl's.
+REACHING = ("read", "read_also", "write", "caches", "sockets")
 # The smallest `tmp_size`: less and a tool's first temporary file fails.
 MIN_TMP = 1 << 20
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -46,9 +63,14 @@ class KeyProblem(ValueError):
 
 
 def check_table(
-    body: Any, prefix: str, allowed: tuple[str, ...] = KEYS, home: str | None = None
+    body: Any,
+    prefix: str,
+    allowed: tuple[str, ...] = KEYS,
+    home: str | None = None,
+    owl: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """A checked copy of one sandbox table, or KeyProblem."""
+    """A checked copy of one sandbox table, or KeyProblem. ``owl``: Owl's own
+    folders, which no path a Run reaches may hold."""
     if not isinstance(body, Mapping):
         raise KeyProblem(prefix, body, f"must be a table [{prefix}]")
     home = home or os.path.expanduser("~")
@@ -62,9 +84,13 @@ def check_table(
         if key == "mode":
             if value not in MODES:
                 raise KeyProblem(dotted, value, 'must be "auto", "required" or "off"')
-        elif key == "read":
+        elif key == "read" and allowed is PROJECT_KEYS and value != "project":
+            raise KeyProblem(dotted, value, 'a project may only narrow: read = "project"')
+        elif key == "read" and isinstance(value, str):
             if value not in READS:
-                raise KeyProblem(dotted, value, 'must be "home" or "project"')
+                raise KeyProblem(
+                    dotted, value, 'must be a list of folders to read (or "home", "project")'
+                )
         elif key == "network":
             if not isinstance(value, bool) and value not in NETWORKS:
                 raise KeyProblem(dotted, value, 'must be "own", "allow", "none", true or false')
@@ -86,10 +112,13 @@ def check_table(
         else:
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                 raise KeyProblem(dotted, value, "must be a list of non-empty strings")
-            if key in ("read_also", "write", "hide", "caches", "sockets"):
+            if key in ("read", "read_also", "write", "hide", "caches", "sockets"):
                 for v in value:
                     if not expand(v, home):
                         raise KeyProblem(dotted, v, "must be an absolute path (or start with ~)")
+            if key in REACHING:
+                for v in value:
+                    _reaches(dotted, v, expand(v, home), home, owl)
             if key == "write":
                 for v in value:
                     _writable(dotted, v, expand(v, home))
@@ -98,6 +127,46 @@ def check_table(
                     _socket(dotted, v, expand(v, home))
             value = list(value)
         out[key] = value
+    return out
+
+
+def _reaches(dotted: str, given: str, path: str, home: str, owl: tuple[str, ...]) -> None:
+    """Refuse a path that is, holds or lies in a secret of the home or a
+    folder of Owl's (by name, and by its real path: a link to one counts)."""
+    real = os.path.realpath(path)
+    homes = {home, os.path.realpath(home)}
+    secrets = [
+        os.path.join(h, s)
+        for h in homes
+        for s in (*HOME_SECRETS, *HOME_CREDENTIALS, *MACOS_HOME_SECRETS)
+    ]
+    for p in dict.fromkeys((path, real)):
+        for secret in secrets:
+            if overlaps(p, secret):
+                raise KeyProblem(
+                    dotted, given, f"holds or lies in {secret}, which a Run never sees"
+                )
+        for folder in owl:
+            if overlaps(p, folder) or overlaps(p, os.path.realpath(folder)):
+                raise KeyProblem(
+                    dotted,
+                    given,
+                    f"holds or lies in Owl's own folder {folder}, which a Run never sees",
+                )
+
+
+def notes(table: Mapping[str, Any], prefix: str = "sandbox") -> list[str]:
+    """What a key written as older configs wrote it now means (``owl config check``)."""
+    out = []
+    read = table.get("read")
+    if isinstance(read, str):
+        out.append(
+            f'{prefix}.read = "{read}": a Run now sees a home of its own, the system\'s '
+            "folders, the project and your toolchains, never your home as a whole; "
+            'name what else it may read as a list (read = ["~/notes"])'
+        )
+    if table.get("read_also"):
+        out.append(f"{prefix}.read_also: read as part of {prefix}.read (its newer name)")
     return out
 
 
@@ -132,6 +201,11 @@ def _size(dotted: str, value: Any) -> int:
     return n
 
 
+def _read(value: Any) -> tuple[str, ...]:
+    """``read`` as a list of folders; the older words add none."""
+    return tuple(value) if isinstance(value, (list, tuple)) else ()
+
+
 def size_words(n: int) -> str | int:
     """A size as a person writes it ("1G", "512M"), as ``_size`` reads it back;
     bytes that are no whole number of K, M, G or T stay a number."""
@@ -145,7 +219,8 @@ def settings_from(table: Mapping[str, Any]) -> Settings:
     """The Settings a checked ``[sandbox]`` table gives (defaults for the rest)."""
     return Settings(
         mode=str(table.get("mode", DEFAULT_MODE)),
-        read=str(table.get("read", "home")),
+        read=_read(table.get("read")),
+        read_word="project" if table.get("read") == "project" else "home",
         read_also=tuple(table.get("read_also", ())),
         write=tuple(table.get("write", ())),
         hide=tuple(table.get("hide", ())),

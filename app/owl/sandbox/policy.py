@@ -1,32 +1,36 @@
 """What a contained Run may reach, as one value computed from the settings alone.
 
 Pure: no file is read, no process started. The caller hands over the facts
-(the homes, the worktree, the project's git directory, the agent's environment)
-and gets a ``Policy`` that ``bwrap.py`` turns into an argv and ``seatbelt.py``
-into a macOS profile, so both read the same decisions.
+(the homes, the worktree, the project's git directory, the agent's environment,
+the Run's own places Owl made: ``ownhome``) and gets a ``Policy`` that
+``bwrap.py`` turns into an argv and ``seatbelt.py`` into a macOS profile.
 
-The shape of the decisions:
-- the filesystem is read-only, and with ``read = "project"`` only the system's
-  own folders, the project and what is named are readable at all;
-- writable: the Job's worktree, what ``git commit`` there needs of the Job's own
-  git store (``owl.git.jobstore``: its objects, refs, logs, the worktree's admin
-  folder), the agent's own state, caches and ``sandbox.write``; the store's top
-  (``config``, ``hooks/``, ``info/``, ``packed-refs``) is read-only, and so is
-  the whole of the project's own git folder: its history is out of reach;
-- hidden (empty): the well-known secrets of a home, Owl's own home (all but this
-  Job's worktree and its store), the desktop's runtime folder and X11 sockets;
-- no host unix socket answers: ``/run`` (and ``/var/run``) are empty folders
-  of the Run's own, keeping only their symlinks and the resolver's file, and
-  every other socket the host has bound where the Run could see it is covered
-  by /dev/null, but for those ``sandbox.sockets`` opens on purpose;
+The view is an allow-list, never the person's filesystem minus a list:
+- read-only: the system's own folders (``folders.SYSTEM_READ``), the
+  project and its git folder, the toolchains of the person's home
+  (``folders.HOME_TOOLCHAINS``, the agent's program and the folders of its
+  ``PATH`` that are not the system's), a copy of ``~/.gitconfig`` without what
+  could reach a secret or run a program (``gitconfig``), and ``sandbox.read``;
+- its own: ``/tmp``, ``/dev/shm``, ``/var`` (with ``/var/tmp``) and ``/run``
+  (keeping only their symlinks and the resolver's file), and a **home of its
+  own** at the person's ``$HOME`` path, with its caches (per project) and its
+  agent's state (per agent and project) bound in;
+- writable: the home of its own, the Job's worktree, what ``git commit``
+  there needs of the Job's own git store (``owl.git.jobstore``), and
+  ``sandbox.write``; the store's top and the project's git folder are
+  read-only;
+- hidden, laid last so that nothing laid before reveals them: the home's
+  secrets, Owl's own folders, the desktop's runtime folder and
+  ``sandbox.hide``, wherever a folder the Run sees holds one;
+- no host unix socket answers: no folder a socket of the host's appears in
+  later is in the view; of those the view holds (the project's), the ones
+  bound when the Run starts are covered by /dev/null, but for those
+  ``sandbox.sockets`` opens on purpose;
 - the environment keeps no display, no way back to Owl and no secret the agent
-  was not meant to have; it is the environment of the sandbox's own processes
-  too, so none shows more in its /proc/PID/environ.
+  was not meant to have.
 
-Its parts, each pure: ``folders`` (the home's secrets, caches and toolchains,
-the system's folders), ``agentstate`` (each agent's own), ``envplan`` (the
-environment), and ``hostsockets.masked_sockets`` (of the host's sockets found
-before, those the Run would still see).
+Its parts, each pure: ``folders`` (the lists), ``agentstate`` (each agent's
+own), ``envplan`` (the environment), and ``hostsockets.masked_sockets``.
 """
 
 from __future__ import annotations
@@ -41,11 +45,14 @@ from .allowlist import REGISTRIES
 from .envplan import env_plan, loopback_ports
 from .folders import (
     DEFAULT_CACHES,
+    HOME_CREDENTIALS,
     HOME_SECRETS,
     HOME_TOOLCHAINS,
     MACOS_HOME_SECRETS,
     SYSTEM_HIDDEN,
     expand,
+    system,
+    under,
 )
 from .hostsockets import masked_sockets
 
@@ -54,6 +61,8 @@ MODES = ("auto", "required", "off")
 # wrote otherwise ("auto" falls back, "off" never contains); on macOS, where
 # the Seatbelt profile has not run yet, Runs start uncontained, saying so.
 DEFAULT_MODE = "required" if sys.platform.startswith("linux") else "auto"
+# `read` as a word, as configs before the own home wrote it: both now mean
+# the allow-listed view (`keys.notes` says so); a list names folders to read.
 READS = ("home", "project")
 
 # A size a Run's /tmp and /dev/shm may not pass (`sandbox.tmp_size`): without
@@ -66,8 +75,11 @@ class Settings:
     """The ``[sandbox]`` table as checked (see ``keys.py``), merged for one Run."""
 
     mode: str = DEFAULT_MODE
-    read: str = "home"
-    read_also: tuple[str, ...] = ()
+    read: tuple[str, ...] = ()  # more of the person's folders to read
+    # The older word, for Seatbelt's view of the person's home (`_person_view`):
+    # "home" reads it all, "project" only the toolchains.
+    read_word: str = "home"
+    read_also: tuple[str, ...] = ()  # the older name of the same
     write: tuple[str, ...] = ()
     hide: tuple[str, ...] = ()
     env_keep: tuple[str, ...] = ()
@@ -80,17 +92,22 @@ class Settings:
     sockets: tuple[str, ...] = ()  # host unix sockets opened on purpose
     tmp_size: int = DEFAULT_TMP_SIZE  # bytes, for /tmp and for /dev/shm
 
+    def __post_init__(self) -> None:
+        if isinstance(self.read, str):  # the older word, as `read = "project"` was
+            object.__setattr__(self, "read_word", self.read)
+            object.__setattr__(self, "read", ())
+
     def narrowed(self, project: Mapping[str, object]) -> Settings:
         """A project's ``.owl.toml`` ``[sandbox]``: it may only take away.
 
-        ``read = "project"`` narrows ``"home"``; ``hide`` adds; ``network =
-        false`` (or ``"none"``) cuts, ``"allow"`` holds an own network to its
-        allow-list; ``mode = "required"`` hardens ``"auto"``. Nothing it says
-        can widen what the person's config allows (``"off"`` stays off: the
-        person chose it)."""
+        ``read = "project"`` drops what ``sandbox.read`` adds; ``hide`` adds;
+        ``network = false`` (or ``"none"``) cuts, ``"allow"`` holds an own
+        network to its allow-list; ``mode = "required"`` hardens ``"auto"``.
+        Nothing it says can widen what the person's config allows (``"off"``
+        stays off: the person chose it)."""
         out = self
         if project.get("read") == "project":
-            out = _replace(out, read="project")
+            out = _replace(out, read=(), read_also=(), read_word="project")
         hide = project.get("hide")
         if isinstance(hide, (list, tuple)):
             out = _replace(out, hide=(*out.hide, *(str(h) for h in hide)))
@@ -105,7 +122,7 @@ class Settings:
     def for_agent(self, table: Mapping[str, object]) -> Settings:
         """``[agents.NAME.sandbox]``: the person's own words for one agent."""
         out = self
-        for key in ("write", "hide", "env_keep", "read_also", "sockets"):
+        for key in ("write", "hide", "env_keep", "read", "read_also", "sockets"):
             more = table.get(key)
             if isinstance(more, (list, tuple)):
                 out = _replace(out, **{key: (*getattr(out, key), *(str(m) for m in more))})
@@ -151,13 +168,20 @@ class Facts:
     # tables of every network namespace in sight (`hostsockets`).
     host_sockets: tuple[str, ...] = ()
     project_git: str | None = None  # the project's own git folder: read only
+    # The Run's own places Owl made (``ownhome``): its home's folder, bound at
+    # ``home``, and what is bound into it (source, place, writable).
+    own_home: str | None = None
+    own_binds: tuple[tuple[str, str, bool], ...] = ()
+    # Folders outside the system's the Run's programs live in (the agent's
+    # install, its PATH's): read-only. A file where its folder holds more.
+    programs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Policy:
     """One Run's reach, in the order the mounts must be laid."""
 
-    read_root: str  # "home": all of / read-only; "project": folders.SYSTEM_READ
+    read_root: str  # "own": folders.SYSTEM_READ and the allow-list below
     readable: tuple[str, ...]  # read-only binds over the root (project, homes...)
     hidden: tuple[str, ...]  # empty folders / /dev/null files
     writable: tuple[str, ...]  # read-write binds
@@ -173,10 +197,12 @@ class Policy:
     masked: tuple[str, ...] = ()  # host sockets out of reach: /dev/null laid over each
     sockets: tuple[str, ...] = ()  # host sockets opened on purpose (`sandbox.sockets`)
     tmp_size: int = DEFAULT_TMP_SIZE
-    # read-only binds laid after the hidden ones and before the writable: the
-    # Job's git store, which lies in Owl's hidden folder
+    # read-only binds laid before the writable: the Job's git store
     revealed: tuple[str, ...] = ()
     allow_hosts: tuple[str, ...] = ()  # network "allow": the hosts the proxy lets through
+    home: str = ""  # the person's $HOME path, where the Run's own home is bound
+    own_home: str = ""  # the folder of Owl's bound there
+    own_binds: tuple[tuple[str, str, bool], ...] = ()  # (source, place, writable) into it
 
 
 def _unique(paths: Iterable[str]) -> tuple[str, ...]:
@@ -197,6 +223,91 @@ def agent_env(env: Mapping[str, str], policy: Policy) -> dict[str, str]:
 
 def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     """The Policy for one Run: see the module's docstring for its shape."""
+    if facts.own_home is None:
+        return _person_view(settings, agent, facts)
+    homes = _unique((facts.home, facts.user_home))
+    env = facts.env
+
+    def ex(paths: Iterable[str], home: str = facts.home) -> tuple[str, ...]:
+        return _unique(expand(p, home, env) for p in paths)
+
+    toolchains = [t for h in homes for t in ex(HOME_TOOLCHAINS, h)]
+    readable = [facts.project, *toolchains, *facts.programs]
+    readable += list(ex((*settings.read, *settings.read_also)))
+    if facts.project_git:
+        readable.append(facts.project_git)
+
+    writable = [facts.worktree]
+    readonly_over: list[str] = []
+    revealed: list[str] = []
+    if facts.git_common:
+        g = facts.git_common
+        revealed.append(g)
+        writable += [posixpath.join(g, d) for d in ("objects", "refs", "logs")]
+        if facts.git_admin:
+            writable.append(facts.git_admin)
+    writable += list(ex(settings.write))
+    if facts.project_git:
+        # laid over the writable ones too: a `sandbox.write` that holds the
+        # project must not open its history to the Run
+        readonly_over.append(facts.project_git)
+
+    # What would be hidden, wherever a folder of the person's the Run sees holds it.
+    names = (*HOME_SECRETS, *HOME_CREDENTIALS, *MACOS_HOME_SECRETS)
+    secret = [posixpath.join(h, s) for h in homes for s in names]
+    secret += [*ex(settings.hide), *facts.owl_home, *SYSTEM_HIDDEN]
+    if facts.runtime_dir:
+        secret.append(facts.runtime_dir)
+    seen = [*readable, *writable, *readonly_over]
+    mine = {facts.worktree, *revealed, *writable[1:]} if facts.git_common else {facts.worktree}
+    hidden = [
+        h
+        for h in _unique(secret)
+        if h not in mine
+        and not any(under(m, h) for m in mine)  # Owl's folder holding the worktree
+        and any(under(h, v) and not system(v) for v in seen)
+    ]
+
+    drop, set_ = env_plan(env, (*agent.env_keep, *settings.env_keep), facts.runtime_dir)
+    ports = _unique([str(p) for p in (*loopback_ports(env), *settings.host_ports)])
+    sockets = ex(settings.sockets)
+    host_seen = [p for p in (*readable, *writable) if not system(p)]
+    return Policy(
+        read_root="own",
+        readable=_unique(readable),
+        hidden=tuple(hidden),
+        writable=_unique(writable),
+        readonly_over=_unique(readonly_over),
+        env_unset=drop,
+        env_set=set_,
+        network="own" if settings.network else "none",
+        host_ports=tuple(sorted(int(p) for p in ports)),
+        worktree=facts.worktree,
+        private=facts.private,
+        private_links=facts.private_links,
+        private_files=facts.private_files,
+        masked=_in_sight(masked_sockets(facts.host_sockets, hidden, sockets), host_seen),
+        sockets=sockets,
+        tmp_size=settings.tmp_size,
+        revealed=_unique(revealed),
+        home=facts.home if facts.own_home else "",
+        own_home=facts.own_home or "",
+        own_binds=facts.own_binds,
+    )
+
+
+def _in_sight(sockets: Iterable[str], seen: Iterable[str]) -> tuple[str, ...]:
+    """Of the host's sockets, those in a folder of the host's the Run sees:
+    every other one lies where the Run has a folder of its own, or none."""
+    places = tuple(seen)
+    return tuple(s for s in sockets if any(under(s, p) for p in places))
+
+
+def _person_view(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
+    """The view before a Run had a home of its own, kept for Seatbelt (which
+    lays no binds) until its profile is built from the allow-list: the
+    person's home read-only minus its secrets, caches and the agent's state
+    writable in place, the agent's config files read-only over them."""
     homes = _unique((facts.home, facts.user_home))
     env = facts.env
 
@@ -208,10 +319,10 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     extra_write = ex(settings.write)
     readable = (
         [facts.project, *homes]
-        if settings.read == "home"
-        else [facts.project, *ex(HOME_TOOLCHAINS)]
+        if settings.read_word == "home"
+        else [facts.project, *ex(HOME_TOOLCHAINS), *ex(("~/.gitconfig", "~/.config/git"))]
     )
-    readable += list(ex(settings.read_also))
+    readable += list(ex((*settings.read, *settings.read_also)))
     if facts.project_git:
         readable.append(facts.project_git)
 
@@ -244,7 +355,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     sockets = ex(settings.sockets)
     covered = (*facts.private, "/tmp", "/dev/shm", *hidden)
     return Policy(
-        read_root=settings.read,
+        read_root=settings.read_word,
         readable=_unique(readable),
         hidden=tuple(hidden),
         writable=_unique(writable),

@@ -99,7 +99,7 @@ MACH_SERVICES = (
 # but the login keychain's file is read by the calling process itself, and
 # ~/Library/Keychains stays hidden. An agent logs in with a credential passed in
 # (Claude Code: CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`, which Owl can
-# hold: owl.settings.credentials), and no Keychain item is within a Run's reach.
+# hold: owl.sandbox.ownhome.held_token), and no Keychain item is within a Run's reach.
 
 # Read-only machine facts (the Linux Run reads /proc/sys likewise).
 SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its threads

@@ -263,9 +263,21 @@ def _sandbox_table(
     body: Any, prefix: str, where: str, allowed: tuple[str, ...] = sandbox_keys.KEYS
 ) -> dict[str, Any]:
     try:
-        return sandbox_keys.check_table(body, prefix, allowed)
+        return sandbox_keys.check_table(body, prefix, allowed, owl=_owl_places())
     except sandbox_keys.KeyProblem as e:
         raise ConfigError(f"{where}: {e.dotted} = {_show(e.value)}: {e.why}") from None
+
+
+def _owl_places() -> tuple[str, ...]:
+    """Owl's own folders, which no path a Run reaches may hold."""
+    from owl.settings.paths import get_paths
+
+    p = get_paths()
+    return tuple(
+        dict.fromkeys(
+            str(f) for f in (p.config.parent, p.db.parent, p.logs, p.worktrees, p.runtime)
+        )
+    )
 
 
 def _load_projects(cfg: Config, body: Any, where: str) -> None:
