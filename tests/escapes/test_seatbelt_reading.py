@@ -415,8 +415,10 @@ def test_the_projects_refs(mac: Mac) -> None:
 def test_the_projects_history_stays_read_only_inside_a_writable_folder(base: Path) -> None:
     """``sandbox.write = ["~"]`` (or a folder holding the project): the project's
     git folder is laid read only over it, as the agent's own config is."""
-    m = make_mac(base / "write-home", {"sandbox": {"write": ["~"]}})
-    assert m.writes(m.home / "Documents" / "notes.txt")  # what the person opened
+    # (`write = ["~"]` itself is refused at load: it holds the home's secrets)
+    code = base / "write-home" / "Users" / "me" / "code"  # the home person() makes
+    m = make_mac(base / "write-home", {"sandbox": {"write": [str(code)]}})
+    assert m.writes(m.home / "code" / "notes.txt")  # what the person opened
     git = m.project / ".git"
     for path in (git / "refs" / "heads" / "main", git / "packed-refs", git / "objects" / "x"):
         assert not m.writes(path), path
@@ -546,6 +548,33 @@ def test_code_planted_in_a_cache(mac: Mac) -> None:
 
 # --- every row of the docs' table is read here ------------------------------------------------
 
+
+def test_kernel_calls(mac: Mac) -> None:
+    """Linux: the session keyring, TIOCSTI/TIOCLINUX, bpf, perf_event_open,
+    userfaultfd, tracing bwrap's pid 1 (a seccomp filter). macOS has no such
+    keyring nor calls; the Keychain is out of every Run's reach (no
+    securityd lookup), and process information stays within the Run's sandbox."""
+    assert not allowed(mac.text, "mach-lookup", mach="com.apple.SecurityServer")
+    assert not mac.reads(mac.home / "Library" / "Keychains" / "login.keychain-db")
+
+
+def test_unlisted_credentials_on_macos(mac: Mac) -> None:
+    """Linux: no credential file of the person's is in sight, listed or not (a
+    home of its own). NOT stopped on macOS: a Run reads the home minus the
+    listed secrets, so a file no list names (``~/.pgpass``) is read."""
+    pgpass = mac.home / ".pgpass"
+    pgpass.write_text("db:5432:*:me:pw\n")
+    assert mac.reads(pgpass)
+    assert not mac.reads(mac.home / ".ssh" / "id_ed25519")
+
+
+def test_refresh_tokens_on_macos(mac: Mac) -> None:
+    """Linux: a Run gets its agent's credentials without the refresh token.
+    macOS: the agent's state is the person's own folder, writable, so a
+    token refreshed inside is written where the person's CLI reads it."""
+    assert mac.writes(mac.home / ".claude" / ".credentials.json")
+
+
 ROWS: dict[str, Callable[..., None]] = {
     "the daemon's secrets": test_environ,
     "a host unix socket": test_host_unix_sockets,
@@ -557,7 +586,20 @@ ROWS: dict[str, Callable[..., None]] = {
     "moving itself out of the Run's cgroup": test_leaving_the_run,
     "`ptrace` or a signal": test_processes_outside,
     "filling `/tmp`": test_filling_tmp,
-    "`TIOCSTI` into a terminal": test_terminals,
+    "`TIOCSTI` into a terminal, a": test_terminals,
+    "`TIOCSTI` into a terminal the Run": test_kernel_calls,
+    "the daemon's session keyring": test_kernel_calls,
+    "bwrap's pid 1 inside": test_kernel_calls,
+    "the person's secrets in the environment": test_environ,
+    "bwrap failing at its own start": test_forged_lost_starts,
+    '`sandbox.write = ["~"]`': test_the_projects_history_stays_read_only_inside_a_writable_folder,
+    "every credential file in sight": test_unlisted_credentials_on_macos,
+    "code planted in a cache": test_code_planted_in_a_cache,
+    "a link left where a state folder was": test_a_linked_dotfile_and_a_link_left_in_a_state_folder,
+    "the Run as your socket server": test_the_run_as_the_persons_socket_server,
+    "a host socket bound after the Run started": test_host_unix_sockets,
+    "a reflog (or a ref) in the Job's store": test_a_planted_commondir,
+    "a refresh token spent inside a Run": test_refresh_tokens_on_macos,
     "a hard link": test_hard_links,
     "a symlink to a secret": test_symlinks,
     "move `main`": test_the_projects_refs,
