@@ -40,6 +40,7 @@ KEY_SPEC_SESSION_KEYRING = -3
 KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_REVOKE = 1, 3
 
 ATTACK = r"""
+test -x "$PROBE" && echo "the probe is in sight"
 try "read a key of the daemon's session keyring" "$PROBE key-read $KEY | grep -q 'keyring.s secret'"
 try "ask the keyring for a key" "$PROBE request-key $KEY"
 try "add a key to a keyring" "$PROBE add-key"
@@ -66,6 +67,7 @@ strace -f -o /dev/null true && echo "strace ran"
 """
 
 CHECK = """#!/bin/sh
+test -x {probe} || exit 1
 {probe} key-read {key} && exit 1
 {probe} ptrace-init && exit 1
 {probe} tiocsti && exit 1
@@ -117,10 +119,12 @@ def test_the_kernels_ways_out_are_refused_in_a_run_and_its_check(
         base, {"check.sh": check, ".owl.toml": "[[checks]]\nname = 'kernel'\nrun = 'sh check.sh'\n"}
     )
     known = {"PROBE": probe, "KEY": KEY_NAME, "OWL_GUESS": base / "owl"}
-    with owl_as(who, base, home, proj, ATTACK, known=known) as d, d:
+    # the probe is out of a Run's sight unless named (the Run's /var is its own)
+    with owl_as(who, base, home, proj, ATTACK, known=known, sandbox={"read": [str(probe)]}) as d, d:
         job = d.add("do the work", proj)
         d.ok("start")
         j, log = done(d, job)
+    assert "the probe is in sight" in log, log  # else every "refused" below is void
     refused(log, *REFUSED)
     assert "traced its own child" in log and "strace ran" in log, log
     assert KEY_SECRET not in log, log
