@@ -184,7 +184,9 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     # Told once the Run's branch is in the project and its git files checked
     # (a few git calls, off this thread): "ready for review" then names what
     # the review shows, and a Job blocked for its git files is told as blocked.
-    outside_after(eng, lv, lambda blocked: telling.run_ended(eng, lv, blocked or new_state, wait))
+    outside_after(
+        eng, lv, lambda blocked: telling.run_ended(eng, lv, blocked or new_state, wait, args[5])
+    )
     log.info(
         "run %s %s (%s); job %s is %s",
         lv.run_id,

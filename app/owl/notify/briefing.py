@@ -50,7 +50,7 @@ class Spell:
 
     def add(self, event: ev.Event) -> None:
         if isinstance(event, ev.RunEnded):
-            self.runs += 1
+            self.runs += 1 if event.run_id else 0  # Run 0: checks run again, no Run
             self.cost += event.cost or 0.0
             self.jobs[event.job_id] = (event.state, event.reason)
             if event.state == "review":
