@@ -25,7 +25,7 @@ from owl.store import diskroom
 from owl.git import guards
 from owl.git import jobstore, storing
 from owl.rules import jobrules, lifecycle
-from owl.git import outside
+from owl.git import outside, safegit
 from owl.git import outsidekeep, outsidewords
 from owl.git import workspace
 from owl.engine import checks as checksmod
@@ -258,8 +258,9 @@ def outside_after(
             found = [*(found or []), *files]
         return found, problem
 
-    if eng.stopping:  # no later pass of the loop would record it
-        found, problem = compare()
+    if eng.stopping:  # no later pass of the loop would record it, nor freeze anything
+        with safegit.allowed_here():
+            found, problem = compare()
         told(record_outside(eng, run_id, job_id, found, problem))
         return
 
