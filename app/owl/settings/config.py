@@ -73,6 +73,7 @@ class Config:
     stall: float = lifecycle.STALL_DEFAULT
     nice: int = 10
     keep_awake: bool = True
+    hold_while_queued: bool = False
     attempts: int = 3
     branch_prefix: str = "owl/"
     default_agent: str = "claude"
@@ -101,6 +102,7 @@ _FIELDS = {
     ("runs", "stall"): "stall",
     ("runs", "nice"): "nice",
     ("power", "keep_awake"): "keep_awake",
+    ("power", "hold_while_queued"): "hold_while_queued",
     ("jobs", "attempts"): "attempts",
     ("jobs", "branch_prefix"): "branch_prefix",
     ("jobs", "fallback"): "fallback",
