@@ -165,6 +165,12 @@ class Policy:
     # read-only binds laid after the hidden ones and before the writable: the
     # Job's git store, which lies in Owl's hidden folder
     revealed: tuple[str, ...] = ()
+    # of those, the ones whose top is a folder of the Run's own (a tmpfs) with
+    # every entry bound read-only in it: the Job's store, where git creates
+    # `packed-refs.lock` to delete any ref (git 2.47: on every commit, for
+    # AUTO_MERGE) and may write nothing that lasts; whatever the Run makes
+    # there is gone with it, and packed-refs, config, HEAD and hooks stay Owl's
+    scratch_top: tuple[str, ...] = ()
 
 
 def _unique(paths: Iterable[str]) -> tuple[str, ...]:
@@ -249,4 +255,5 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         sockets=sockets,
         tmp_size=settings.tmp_size,
         revealed=_unique(revealed),
+        scratch_top=(facts.git_common,) if facts.git_common else (),
     )
