@@ -5,22 +5,30 @@ as the ordinary user `dev`, through ssh into dev's own login session."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 from system.conftest import OWL, Desktop
 
-AGENT = "#!/bin/sh\\necho started; sleep 300\\n"
-
 
 def config(home: str, body: str) -> str:
-    """A shell line writing the home's config.toml."""
-    return f"mkdir -p {home} && printf '%s' '{body}' > {home}/config.toml"
+    """A shell line writing the home's config.toml (`body`, as it is)."""
+    data = base64.b64encode(body.encode()).decode()
+    return f"mkdir -p {home} && echo {data} | base64 -d > {home}/config.toml"
+
+
+def service_on(desktop: Desktop, home: str) -> str:
+    """`owl autostart on --service`, then until its daemon answers (a Python
+    daemon starts slowly under TCG); what the command said."""
+    out = desktop.sh(f"export OWL_HOME={home}; {OWL} autostart on --service")
+    desktop.wait(f"export OWL_HOME={home}; {OWL} daemon status", "the unit's daemon", 600)
+    return out
 
 
 def sleeper_config(extra: str = "") -> str:
     return (
-        '[agents.sleeper]\\ncommand = ["sh", "-c", "echo started; sleep 300"]\\n'
-        '[agent]\\ndefault = "sleeper"\\n' + extra
+        '[agents.sleeper]\ncommand = ["sh", "-c", "echo started; sleep 300"]\n'
+        '[agent]\ndefault = "sleeper"\n' + extra
     )
 
 
@@ -29,7 +37,7 @@ def test_the_machine_is_a_desktop_and_owl_was_set_up_by_its_user(desktop: Deskto
         "cat /proc/1/comm; systemctl --user is-system-running; echo $XDG_RUNTIME_DIR; "
         "cat /sys/fs/cgroup/user.slice/user-$(id -u).slice/user@$(id -u).service/cgroup.controllers; "
         "/sbin/swapon --noheadings --show=NAME; grep ^nameserver /etc/resolv.conf; "
-        f"{OWL} --version; id -u"
+        f"{OWL} --version"
     )
     lines = out.split("\n")
     assert lines[0] == "systemd" and lines[1] in ("running", "degraded"), out
@@ -68,8 +76,8 @@ def test_the_daemon_runs_as_the_user_unit_and_a_runs_cgroup_freezes_and_is_kille
     desktop: Desktop, owl_home: str
 ) -> None:
     h = owl_home
-    desktop.sh(config(h, sleeper_config('[sandbox]\\nmode = "off"\\n')))
-    out = desktop.sh(f"export OWL_HOME={h}; {OWL} autostart on --service")
+    desktop.sh(config(h, sleeper_config('[sandbox]\nmode = "off"\n')))
+    out = service_on(desktop, h)
     assert "owl.service" in out
     props = desktop.sh(
         "systemctl --user show owl.service -p Delegate -p OOMPolicy -p Restart "
@@ -103,7 +111,7 @@ def test_the_daemon_runs_as_the_user_unit_and_a_runs_cgroup_freezes_and_is_kille
 def test_owl_add_after_a_stop_reaches_the_unit_again(desktop: Desktop, owl_home: str) -> None:
     h = owl_home
     desktop.sh(config(h, sleeper_config()))
-    desktop.sh(f"export OWL_HOME={h}; {OWL} autostart on --service")
+    service_on(desktop, h)
     desktop.sh(f"export OWL_HOME={h}; {OWL} daemon stop")
     desktop.wait("! systemctl --user is-active -q owl.service", "the unit stopped")
     p = desktop.run_sh(f"export OWL_HOME={h}; {OWL} add --project {h}/proj -- again")
@@ -125,11 +133,10 @@ def test_the_agent_is_found_on_the_login_path(desktop: Desktop, owl_home: str) -
     desktop.sh(
         config(
             h,
-            '[agents.mine]\\ncommand = ["owl-test-agent", "{prompt}"]\\n'
-            '[agent]\\ndefault = "mine"\\n',
+            '[agents.mine]\ncommand = ["owl-test-agent", "{prompt}"]\n[agent]\ndefault = "mine"\n',
         )
     )
-    desktop.sh(f"export OWL_HOME={h}; {OWL} autostart on --service")
+    service_on(desktop, h)
     p = desktop.run_sh(f"export OWL_HOME={h}; {OWL} add --project {h}/proj -- hello")
     assert p.returncode == 0, p.stderr
     desktop.sh("rm ~/.local/bin/owl-test-agent")
@@ -138,12 +145,12 @@ def test_the_agent_is_found_on_the_login_path(desktop: Desktop, owl_home: str) -
 def test_an_oom_kill_inside_a_run_does_not_stop_owl(desktop: Desktop, owl_home: str) -> None:
     h = owl_home
     hog = (
-        '[agents.hog]\\ncommand = ["python3", "-c", '
-        '"b = []\\\\nwhile True: b.append(bytearray(50 << 20))"]\\n'
-        '[agent]\\ndefault = "hog"\\n[sandbox]\\nmode = "off"\\n[jobs]\\nattempts = 1\\n'
+        '[agents.hog]\ncommand = ["python3", "-c", '
+        '"b = []\\nwhile True: b.append(bytearray(50 << 20))"]\n'
+        '[agent]\ndefault = "hog"\n[sandbox]\nmode = "off"\n[jobs]\nattempts = 1\n'
     )
     desktop.sh(config(h, hog))
-    desktop.sh(f"export OWL_HOME={h}; {OWL} autostart on --service")
+    service_on(desktop, h)
     desktop.sh("systemctl --user set-property --runtime owl.service MemoryMax=300M MemorySwapMax=0")
     before = json.loads(desktop.sh(f"export OWL_HOME={h}; {OWL} daemon status --json"))["pid"]
     job = desktop.sh(f"export OWL_HOME={h}; {OWL} add --project {h}/proj -- eat").strip()
@@ -165,8 +172,8 @@ def test_an_oom_kill_inside_a_run_does_not_stop_owl(desktop: Desktop, owl_home: 
 
 def test_keep_awake_through_the_real_logind(desktop: Desktop, owl_home: str) -> None:
     h = owl_home
-    desktop.sh(config(h, sleeper_config('[sandbox]\\nmode = "off"\\n')))
-    desktop.sh(f"export OWL_HOME={h}; {OWL} autostart on --service")
+    desktop.sh(config(h, sleeper_config('[sandbox]\nmode = "off"\n')))
+    service_on(desktop, h)
     desktop.sh(f"export OWL_HOME={h}; {OWL} add --project {h}/proj -- work; {OWL} start")
     desktop.wait("systemd-inhibit --list --no-legend | grep -q Owl", "Owl's inhibitor")
     desktop.sh(f"export OWL_HOME={h}; {OWL} stop")
@@ -178,12 +185,13 @@ def test_a_contained_run_has_network_and_dns(desktop: Desktop, owl_home: str) ->
     bubblewrap resolves a name and reaches it."""
     h = owl_home
     net = (
-        '[agents.net]\\ncommand = ["sh", "-c", '
-        '"getent hosts deb.debian.org && python3 -c \\\\"import urllib.request as u; '
-        "print(u.urlopen(\\\\x27http://deb.debian.org/debian/\\\\x27, timeout=30).status)"
-        '\\\\""]\\n[agent]\\ndefault = "net"\\n[sandbox]\\nmode = "required"\\n[jobs]\\nattempts = 1\\n'
+        '[agents.net]\ncommand = ["sh", "-c", '
+        '"getent hosts deb.debian.org && python3 -c \\"import urllib.request as u; '
+        "print(u.urlopen('http://deb.debian.org/debian/', timeout=30).status)"
+        '\\""]\n[agent]\ndefault = "net"\n[sandbox]\nmode = "required"\n[jobs]\nattempts = 1\n'
     )
     desktop.sh(config(h, net))
+    service_on(desktop, h)
     job = desktop.sh(f"export OWL_HOME={h}; {OWL} add --project {h}/proj -- reach").strip()
     desktop.sh(f"export OWL_HOME={h}; {OWL} start")
     desktop.wait(

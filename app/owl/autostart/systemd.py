@@ -66,6 +66,9 @@ def render(argv: list[str], env: dict[str, str]) -> str:
     lines = [
         "[Unit]",
         "Description=Owl: runs coding agents while you are away",
+        # a daemon that cannot start (a broken config) is not started again forever
+        "StartLimitIntervalSec=600",
+        "StartLimitBurst=5",
         "",
         "[Service]",
         "Type=simple",
