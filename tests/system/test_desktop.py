@@ -98,10 +98,14 @@ def test_the_daemon_runs_as_the_user_unit_and_a_runs_cgroup_freezes_and_is_kille
     )
     group = desktop.wait(f"ls -d {base}/owl-*/run-{run}", "the Run's cgroup").strip()
     assert desktop.sh(f"cat {group}/cgroup.procs").split(), "the Run's processes are in it"
+    # the cgroup's freeze brackets the signals (nothing forks while they go), then
+    # every process of it is left stopped: what a person's `ps` shows
+    states = f"for p in $(cat {group}/cgroup.procs); do cut -d' ' -f3 /proc/$p/stat; done"
     desktop.sh(f"export OWL_HOME={h}; {OWL} pause")
-    desktop.wait(f"grep -q 'frozen 1' {group}/cgroup.events", "the cgroup frozen")
+    desktop.wait(f'[ -z "$({states} | grep -v T)" ]', "every process of the cgroup stopped")
+    assert desktop.sh(f"grep frozen {group}/cgroup.events").split() == ["frozen", "0"]
     desktop.sh(f"export OWL_HOME={h}; {OWL} resume")
-    desktop.wait(f"grep -q 'frozen 0' {group}/cgroup.events", "the cgroup thawed")
+    desktop.wait(f"! {states} | grep -q T", "the cgroup's processes running again")
     desktop.sh(f"export OWL_HOME={h}; {OWL} stop")
     desktop.wait(f"! test -d {group}", "the Run's cgroup gone")
     shown = json.loads(desktop.sh(f"export OWL_HOME={h}; {OWL} jobs show {job} --json"))
