@@ -192,7 +192,8 @@ def test_command_problem_names_a_missing_executable(tmp_path: Path) -> None:
     assert CommandDriver("x", {"command": [sys.executable, "{prompt}"]}).problem() is None
     missing = CommandDriver("codex", {"command": ["owl-no-such-agent-xyz", "{prompt}"]}).problem()
     assert missing == (
-        "agent codex: owl-no-such-agent-xyz was not found on PATH (check agents.codex.command)"
+        f"agent codex: owl-no-such-agent-xyz was not found on PATH ({os.environ['PATH']}) "
+        "(check agents.codex.command)"
     )
     plain = tmp_path / "agent.sh"
     plain.write_text("#!/bin/sh\n")  # not executable
@@ -207,11 +208,33 @@ def test_command_problem_names_a_missing_executable(tmp_path: Path) -> None:
 # ------------------------------------------------------------- claude driver
 
 
+def test_a_missing_agent_names_the_path_searched_and_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code's installer puts `claude` in ~/.local/bin, which a service
+    manager's PATH lacks: the refusal says which PATH was searched and where
+    the program is."""
+    local = tmp_path / "home" / ".local" / "bin"
+    local.mkdir(parents=True)
+    (local / "claude").write_text("#!/bin/sh\n")
+    (local / "claude").chmod(0o755)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert ClaudeDriver({}).problem() == (
+        f"claude was not found on PATH (/usr/bin:/bin; it is at {local / 'claude'}, outside "
+        "it): install Claude Code, or set agents.claude.path"
+    )
+    mine = CommandDriver("mine", {"command": ["claude", "{prompt}"]}).problem()
+    assert mine is not None and f"it is at {local / 'claude'}, outside it" in mine
+
+
 def test_claude_missing_executable_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert (
         ClaudeDriver({}).problem()
-        == "claude was not found on PATH (install Claude Code, or set agents.claude.path)"
+        == f"claude was not found on PATH ({tmp_path}): install Claude Code, or set "
+        "agents.claude.path"
     )
     assert (
         ClaudeDriver({"path": str(tmp_path / "nope" / "claude")}).problem()

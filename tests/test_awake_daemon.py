@@ -260,3 +260,37 @@ def test_refusal_is_said_once_and_work_goes_on(home, tmp_path):
 
 if not sys.platform.startswith("linux"):  # pragma: no cover
     pytestmark = pytest.mark.skip(reason="the stand-in logind is a Linux D-Bus service")
+
+
+def test_hold_while_queued_keeps_the_machine_up_on_ac_while_jobs_wait(home, project, logind):
+    """power.hold_while_queued: the person works, a Job waits for them to leave;
+    the lock is held on AC so the desktop's own idle suspend cannot come first,
+    and let go on a battery, when paused, and once nothing waits."""
+    config = {"power": {"hold_while_queued": True}}
+    with OwlDaemon(home, config, env=via_logind(logind)) as d:
+        d.machine("input")
+        job = d.add("sleep=60", project)
+        [(what, _, why, _, _, _)] = logind.wait_held(1)
+        assert (what, why) == ("idle", WHY)
+        st = awake(d)
+        assert st["held"] and st["runs"] == [] and st["hold_while_queued"] is True
+        assert st["why"] == "Jobs wait, on AC (power.hold_while_queued)"
+        d.machine("battery")
+        logind.wait_held(0, timeout=2.0)
+        d.machine("ac")
+        logind.wait_held(1)
+        d.ok("pause")
+        logind.wait_held(0, timeout=2.0)
+        d.ok("resume")
+        logind.wait_held(1)
+        d.ok("jobs", "drop", str(job), "--force")
+        logind.wait_held(0, timeout=2.0)
+
+
+def test_hold_while_queued_is_off_by_default(home, project, logind):
+    with OwlDaemon(home, env=via_logind(logind)) as d:
+        d.machine("input")
+        job = d.add("sleep=60", project)
+        assert d.job_state(job) == "pending"
+        d.ok("status")  # a pass of the engine after the add: the lock would be asked for
+        assert logind.held() == [] and awake(d)["hold_while_queued"] is False

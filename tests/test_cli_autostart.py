@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -128,12 +129,25 @@ def test_autostart_off_twice_and_status(tmp_path):
     home = tmp_path / "home"
     p = owl(home, "autostart", "off", **env)
     assert p.returncode == 0 and p.stdout.startswith("already off (no ")
-    assert owl(home, "autostart", "on", **env).returncode == 0
-    p = owl(home, "autostart", "on", **env)
+    assert owl(home, "autostart", "on", DISPLAY=":99", **env).returncode == 0
+    p = owl(home, "autostart", "on", DISPLAY=":99", **env)
     assert p.returncode == 0 and "already starts at login" in p.stdout
     p = owl(home, "autostart", "off", **env)
     assert p.returncode == 0 and "removed" in p.stdout and "owl.desktop" in p.stdout
     assert json.loads(owl(home, "autostart", "status", "--json", **env).stdout)["on"] is False
+
+
+def test_autostart_without_a_desktop_says_it_will_not_start_owl(tmp_path):
+    """No DISPLAY, no WAYLAND_DISPLAY: nothing here reads an XDG autostart entry, and
+    this container has no user manager either: said, with what does start Owl."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    p = owl(tmp_path / "home", "autostart", "on", **env)
+    assert p.returncode == 0 and "will start" not in p.stdout, p.stdout
+    assert "it will not start Owl here" in p.stdout and p.stdout.count("\n") == 1
+    if systemd.problem() is not None:
+        assert "owl daemon --detach" in p.stdout
+    doc = json.loads(owl(tmp_path / "home", "autostart", "on", "--json", **env).stdout)
+    assert doc["starts"] is False and doc["why"] == "no desktop session"
 
 
 def test_the_systemd_unit_runs_this_owls_daemon_with_its_home():
@@ -142,6 +156,13 @@ def test_the_systemd_unit_runs_this_owls_daemon_with_its_home():
     assert "Environment='OWL_HOME=/home/a/owl home'" in text
     assert "KillMode=mixed" in text and "WantedBy=default.target" in text
     assert "Environment=OWL_NO_AUTOSTART=1" in text
+    # its Runs' cgroups are the daemon's to make; a Run's OOM kill does not stop
+    # Owl; a crash starts it again; a stop outlasts the Runs' 5 s kill
+    lines = text.splitlines()
+    assert {"Delegate=yes", "OOMPolicy=continue", "Restart=on-failure"} <= set(lines)
+    assert int(next(x for x in lines if x.startswith("TimeoutStopSec="))[15:]) > 5 + 10
+    assert systemd.unit_home(text) == "/home/a/owl home"
+    assert systemd.unit_home(systemd.render(["/usr/bin/owl"], {})) is None
 
 
 def test_service_without_a_systemd_user_manager_is_refused_in_one_line(tmp_path):
@@ -203,3 +224,57 @@ def test_add_while_another_daemon_is_starting_uses_that_one(home, tmp_path):
     finally:
         first.terminate()
         first.wait(15)
+
+
+MANAGER = """#!/bin/sh
+# systemctl --user, standing in for a user manager this container cannot run:
+# `start owl.service` runs the unit's ExecStart in the background, as the manager would
+echo "$@" >> {calls}
+case "$*" in
+  "--user start owl.service")
+    cmd=$(sed -n 's/^ExecStart=//p' {unit})
+    OWL_NO_AUTOSTART=1 setsid sh -c "exec $cmd" >> {log} 2>&1 < /dev/null &
+    ;;
+  "--user show owl.service"*) echo ActiveState=activating; echo Result=success ;;
+esac
+exit 0
+"""
+
+
+def test_add_reaches_the_user_unit_through_the_manager_never_a_daemon_of_its_own(home, tmp_path):
+    """With this home's daemon installed as a user unit, `owl add` with no daemon
+    running starts the unit (`systemctl --user start owl.service`) and waits for
+    that daemon; a unit for another home is not this one's."""
+    bin_, cfg = tmp_path / "bin", tmp_path / "cfg"
+    bin_.mkdir()
+    calls, unit = tmp_path / "calls", cfg / "systemd" / "user" / "owl.service"
+    (bin_ / "systemctl").write_text(
+        MANAGER.format(calls=calls, unit=unit, log=tmp_path / "manager.log")
+    )
+    (bin_ / "systemctl").chmod(0o755)
+    env = {"XDG_CONFIG_HOME": str(cfg), "PATH": f"{bin_}:{os.environ['PATH']}"}
+    project = make_project(tmp_path / "proj")
+    try:
+        assert owl(home, "autostart", "on", DISPLAY=":99", **env).returncode == 0
+        assert unit.exists() and "--user enable" not in calls.read_text()  # the tray starts it
+        p = owl(home, "add", "--project", str(project), "sleep=0.1", **env)
+        assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
+        assert "--user start owl.service" in calls.read_text().splitlines()
+        [d] = [
+            psutil.Process(int(json.loads(owl(home, "daemon", "status", "--json").stdout)["pid"]))
+        ]
+        exec_start = next(ln for ln in unit.read_text().splitlines() if ln.startswith("ExecStart="))
+        assert d.cmdline()[-2:] == shlex.split(exec_start[len("ExecStart=") :])[-2:]
+        assert d.environ().get("OWL_NO_AUTOSTART") == "1"  # the unit's, not the terminal's
+        assert f"started the daemon in the background (pid {d.pid}" in p.stderr  # no cgroup here
+        # another home: its daemon is not the unit's
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "config.toml").write_text((home / "config.toml").read_text())
+        p = owl(other, "add", "--project", str(project), "sleep=0.1", **env)
+        assert p.returncode == 0, p.stderr
+        assert calls.read_text().count("--user start owl.service") == 1
+    finally:
+        for h in (home, tmp_path / "other"):
+            for d in daemons(h):
+                d.terminate()

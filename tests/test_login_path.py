@@ -88,3 +88,24 @@ def test_owl_status_says_the_path_read_failed_and_names_what_was_tried(tmp_path,
     assert launchd.mend_path(launchd_env(good), "darwin")[0] == "/opt/homebrew/bin:/usr/bin"
     assert statusdoc.login_path_view() is None  # answered: nothing to say
     assert os.environ["PATH"] == path
+
+
+def test_under_a_user_manager_the_login_shells_path_comes_first(tmp_path):
+    """systemd's user manager gives its services its own PATH, without the
+    ~/.local/bin a person's ~/.profile adds (where Claude Code's installer puts
+    `claude`): the daemon takes the login shell's first, the manager's after."""
+    manager = "/usr/local/bin:/usr/bin:/bin:/usr/games"
+    sh = shell(tmp_path, 'PATH="/home/me/.local/bin:/usr/bin:/bin"')
+    env = {"PATH": manager, "SHELL": str(sh), "HOME": "/home/me", "MANAGERPID": "1234"}
+    path, source = launchd.mend_path(env, "linux")
+    assert path == "/home/me/.local/bin:/usr/bin:/bin:/usr/local/bin:/usr/games"
+    assert env["PATH"] == path and source.startswith(f"from the login shell {sh}")
+    assert f"the user manager gave {manager}" in source
+    # started from a terminal (no manager): the terminal's PATH is the person's
+    plain = {"PATH": manager, "SHELL": str(sh), "HOME": "/home/me"}
+    assert launchd.mend_path(plain, "linux") == (manager, "inherited")
+    # a shell that answers nothing: the manager's PATH, and why
+    broken = shell(tmp_path, "exit 3")
+    env = {"PATH": manager, "SHELL": str(broken), "MANAGERPID": "1234"}
+    path, source = launchd.mend_path(env, "linux")
+    assert path == manager and source.startswith("the user manager's; the login shell")

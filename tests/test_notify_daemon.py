@@ -72,6 +72,42 @@ def test_sent_only_while_away_and_a_burst_is_one_digest(tmp_path: Path) -> None:
         assert json.loads(d.ok("status", "--since-away", "--json"))["text"] == said
 
 
+def test_a_run_that_ended_while_present_is_no_news_however_late_its_end_is_told(
+    tmp_path: Path,
+) -> None:
+    """A Run's end is told once its branch is checked in the project (git, off the
+    engine's thread). The first Job reaches review while the person is there; its
+    branch's git is slow, so the person is away before its end is told: still no
+    news of the spell (the digest and the briefing count the two away Runs)."""
+    from slowgit import SlowGit
+
+    slow = SlowGit(tmp_path / "bin")
+    slow.slow(3, on="refs/heads/owl/job-1^{commit}")  # the first Job's branch only
+    project = make_project(tmp_path / "p")
+    with (
+        Receiver() as rx,
+        OwlDaemon(
+            tmp_path / "home",
+            config={"notify": {"away": [rx.url()], "batch": "4s"}, "runs": {"max_parallel": 2}},
+            env={"PATH": slow.path()},
+        ) as d,
+    ):
+        first = d.add("write=a commit=one exit=0", project)
+        d.ok("start")
+        d.wait_job(first, "review")  # recorded; its fetch still sleeps
+        d.machine("idle")
+        jobs = [d.add(f"write=f{i} commit=c{i} exit=0", project) for i in (2, 3)]
+        for j in jobs:
+            d.wait_job(j, "review")
+        wait_for(lambda: rx.got, timeout=20, what="the digest")
+        d.machine("input")
+        brief = wait_for(lambda: d.status()["notify"]["briefing"], what="the briefing")
+        assert brief["runs"] == 2, brief
+        assert sorted(j["id"] for j in brief["jobs"]) == sorted(jobs)
+        assert [m["body"]["title"] for m in rx.got] == ["Owl: 2 things need you"]
+        assert f"Job {first} " not in rx.got[0]["body"]["message"]
+
+
 def test_quiet_hours_let_only_the_urgent_through(tmp_path: Path) -> None:
     now = time.localtime()
     start = f"{(now.tm_hour + 23) % 24:02d}:00"

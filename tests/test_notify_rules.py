@@ -402,3 +402,14 @@ def test_runs_that_cannot_be_contained_are_told_once_an_away_spell() -> None:
     r.event(at(ev.Uncontained(why), T0 + 140))
     [m] = r.tick(T0 + 140, NOON)
     assert len(m.items) == 1
+
+
+def test_a_run_that_ended_before_the_person_left_is_no_news_of_the_spell() -> None:
+    r = Router(Rules(batch=0))
+    r.presence(True, T0 - 600, at=T0)  # quiet since T0 - 600, found away at T0
+    r.event(at(ended(1, "review"), T0 - 1))  # ended while present, told late
+    r.event(at(ev.RunEnded(job_id=2, run_id=0, state="review", title="t"), T0 + 1))  # a verify
+    r.event(at(ended(3, "review"), T0 + 2))
+    assert [m.title for m in r.tick(T0 + 2, NOON)] == ["Owl: 2 things need you"]
+    spell = r.presence(False, T0 + 60)
+    assert spell is not None and spell.runs == 1 and sorted(spell.jobs) == [2, 3]

@@ -194,3 +194,64 @@ def test_a_program_that_cannot_be_executed_is_a_clear_permission_error(tmp_path)
         )
     with pytest.raises(PermissionError, match="not executable"):
         tree.spawn([str(tmp_path)], cwd=str(tmp_path), env={}, stdout=None, stderr=None)
+
+
+AS_USER = """
+import subprocess, sys, time
+from owl import tree
+from owl.tree import linux
+# four sessions begun at once, as an agent's tools begin them (setsid)
+sh = subprocess.Popen(
+    ["sh", "-c", "for i in 1 2 3 4; do setsid sleep 60 & done; exec sleep 60"],
+    start_new_session=True,
+)
+while len(tree.ProcessTree(None, sh.pid).sweep()) < 5:
+    time.sleep(0.01)
+pt = tree.ProcessTree(None, sh.pid, nice=11)
+print(" ".join(str(p.pid) for p in pt.sweep()), flush=True)
+sys.stdin.read()  # until the test has read the groups
+sh.kill()
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="autogroups are Linux's")
+def test_every_session_is_weighed_as_an_ordinary_user_within_the_kernels_limit(tmp_path):
+    """An ordinary user may write one session's weight per 100 ms, machine-wide
+    (EAGAIN until then): the sessions a sweep meets at once are all weighed,
+    off the sweeping thread, in the time the limit takes."""
+    import shutil
+    import tempfile
+
+    from support.users import second_user, shared_install
+
+    if not autogroups_on():
+        pytest.skip("this kernel has no autogroups")
+    with second_user("nice") as user:
+        root = Path(tempfile.mkdtemp(prefix="owl-nice-", dir="/tmp"))
+        try:
+            root.chmod(0o755)
+            shared = shared_install(root / "lib")
+            proc = subprocess.Popen(
+                [sys._base_executable, "-c", AS_USER],
+                env={"PATH": os.environ["PATH"], "PYTHONPATH": str(shared), "HOME": str(root)},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=str(root),
+                user=user.pw_uid,
+                group=user.pw_gid,
+                extra_groups=[],
+            )
+            try:
+                assert proc.stdout is not None and proc.stdin is not None
+                pids = [int(p) for p in proc.stdout.readline().split()]
+                assert len(pids) == 5, pids
+                assert len({os.getsid(p) for p in pids}) == 5
+                # five writes, 100 ms apart at the least: well within a few seconds
+                wait_for(lambda: [autogroup_nice(p) for p in pids] == [11] * 5, timeout=5)
+                proc.stdin.close()
+                assert proc.wait(10) == 0
+            finally:
+                proc.kill()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)

@@ -49,3 +49,16 @@ def test_a_sigstopped_daemon_s_frozen_run_still_ends_when_its_window_passes(tmp_
         assert jv["runs"][-1]["outcome"] == "interrupted"
         assert "grace window" in jv["runs"][-1]["reason"]
         assert d.stop() == 0
+
+
+def test_a_stop_with_a_live_run_ends_it_without_a_traceback_in_the_log(tmp_path):
+    """Stopping, the engine ends its Runs and brings their branches in itself (no
+    later pass would): git on its own thread then is meant, and said nowhere."""
+    with OwlDaemon(tmp_path / "home") as d:
+        job = d.add("commit=work tick=0.2 sleep=120", make_project(tmp_path / "proj"))
+        d.ok("start")
+        d.wait_run(job, "running")
+        assert d.stop(timeout=20) == 0
+        log = d.log_text()
+        assert "interrupted (sigterm)" in log
+        assert "Stack (most recent call last)" not in log and "on the engine thread" not in log

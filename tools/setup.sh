@@ -32,7 +32,9 @@ test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x
            # signing at accept, with real keys: gpg (and its agent), ssh-keygen
            gnupg openssh-client
            # headless Wayland compositors for the idle tests, and a StatusNotifier watcher
-           mutter kwin-wayland sway wtype plasma-wayland-protocols haskell-status-notifier-item-utils)
+           mutter kwin-wayland sway wtype plasma-wayland-protocols haskell-status-notifier-item-utils
+           # the system tier: a Debian 13 desktop machine built and booted (tools/desktop-vm)
+           mmdebstrap qemu-system-x86 qemu-utils e2fsprogs)
 
 apt_install() {
   local missing=()

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+
+from support import need
 
 
 def find(name: str) -> str | None:
@@ -27,8 +30,32 @@ def find(name: str) -> str | None:
     return shutil.which(name)
 
 
+def no_python_for_aider() -> str | None:
+    """Why aider cannot be installed here (it needs Python 3.10 to 3.12, and
+    Debian 13 has 3.13), or None when a Python it accepts exists."""
+    if os.environ.get("OWL_AIDER_PYTHON"):
+        return None
+    for exe in ("python3.12", "python3.11", "python3.10", "python3"):
+        found = shutil.which(exe)
+        if found is None:
+            continue
+        probe = subprocess.run(
+            [
+                found,
+                "-c",
+                "import sys, venv; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 12))",
+            ],
+            capture_output=True,
+        )
+        if probe.returncode == 0:
+            return None
+    return "aider needs Python 3.10 to 3.12 and this machine has none (OWL_AIDER_PYTHON names one)"
+
+
 def require(name: str) -> str:
     path = find(name)
+    if path is None and name == "aider" and (why := no_python_for_aider()):
+        need.missing(why)  # a skip that says why, on a developer's machine; fails under CI
     if path is None:
         pytest.fail(
             f"the {name} CLI is not installed: run tools/install-agents.sh (or set "

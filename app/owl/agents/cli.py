@@ -14,6 +14,7 @@ import shutil
 from typing import Any
 
 from owl.agents.base import RunContext, run_env
+from owl.agents.where import not_on_path
 
 
 def find(path: str) -> str | None:
@@ -29,7 +30,7 @@ def problem(name: str, path: str, install: str) -> str | None:
         if os.path.exists(path):
             return f"{name} at {path} is not executable (check agents.{name}.path)"
         return f"{name} was not found at {path} (check agents.{name}.path)"
-    return f"{path} was not found on PATH ({install}, or set agents.{name}.path)"
+    return f"{path} was {not_on_path(path)}: {install}, or set agents.{name}.path"
 
 
 class CliDriver:

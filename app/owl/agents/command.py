@@ -59,6 +59,7 @@ from typing import Any
 from owl.agents.argfit import by_file
 from owl.agents.base import RunContext, run_env
 from owl.agents.handoff import instructions, person_words, read_handoff
+from owl.agents.where import not_on_path
 from owl.agents.resets import reset_time, reset_words
 from owl.rules.jobrules import Report
 
@@ -142,7 +143,8 @@ class CommandDriver:
             if os.sep in exe:
                 return f"agent {self.name}: {exe} is not an executable file (check agents.{self.name}.command)"
             return (
-                f"agent {self.name}: {exe} was not found on PATH (check agents.{self.name}.command)"
+                f"agent {self.name}: {exe} was {not_on_path(exe)} "
+                f"(check agents.{self.name}.command)"
             )
         return None
 

@@ -125,26 +125,58 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 def mend_path(
     environ: MutableMapping[str, str] | None = None, platform: str | None = None
 ) -> tuple[str, str]:
-    """At the daemon's start: take the login shell's PATH when launchd's is all
-    there is, and say which PATH this process (and every Run) uses.
+    """At the daemon's start: take the login shell's PATH when a service
+    manager's is all there is, and say which PATH this process (and every Run)
+    uses.
 
     Owl.app opened from Finder, the Dock or `open` gets launchd's PATH, where
     neither `claude` nor `node` is found; the LaunchAgent carries a PATH of its
-    own, but an app started by hand does not. Only on macOS (or with
-    OWL_TAKE_LOGIN_PATH=1; =0 turns it off there). Returns (PATH, where from)."""
+    own, but an app started by hand does not. Likewise a daemon the systemd
+    user manager runs (`MANAGERPID` set: the user unit, or the unit systemd makes
+    of the XDG autostart entry) gets the manager's PATH, without the
+    `~/.local/bin` where Claude Code's installer puts `claude` and the
+    person's `~/.profile` adds it: there the login shell's PATH comes first and
+    the manager's own folders follow. On macOS and under a user manager (or
+    with OWL_TAKE_LOGIN_PATH=1; =0 turns it off). Returns (PATH, where from)."""
     env = os.environ if environ is None else environ
     force = env.get(FORCE_VARIABLE, "").strip()
     path_now = env.get("PATH", "")
-    wanted = force == "1" or ((platform or sys.platform) == "darwin" and force != "0")
-    if not wanted or path_now not in ("", LAUNCHD_PATH):
+    darwin = (platform or sys.platform) == "darwin"
+    managed = not darwin and bool(env.get("MANAGERPID")) and force != "0"
+    wanted = force == "1" or (darwin and force != "0")
+    if not managed and (not wanted or path_now not in ("", LAUNCHD_PATH)):
         return path_now, "inherited"
-    shell = env.get("SHELL") or "/bin/zsh"
-    read = read_login_path(env)
+    shell = env.get("SHELL") or ("/bin/zsh" if darwin else _passwd_shell())
+    read = read_login_path(dict(env, SHELL=shell))
     _last_read["read"] = read
+    who = "the user manager" if managed else "launchd"
     if not read.path:
-        return path_now, f"launchd's; the login shell {shell} gave none: {read.why}"
-    env["PATH"] = read.path
-    return read.path, f"from the login shell {shell}; launchd gave {path_now or 'none'}"
+        return path_now, f"{who}'s; the login shell {shell} gave none: {read.why}"
+    if managed:
+        env["PATH"] = merged(read.path, path_now)
+    else:
+        env["PATH"] = read.path
+    return env["PATH"], f"from the login shell {shell}; {who} gave {path_now or 'none'}"
+
+
+def merged(first: str, then: str) -> str:
+    """PATH `first`, then the folders of `then` it lacks, in their order."""
+    out: list[str] = []
+    for part in [*first.split(os.pathsep), *then.split(os.pathsep)]:
+        if part and part not in out:
+            out.append(part)
+    return os.pathsep.join(out)
+
+
+def _passwd_shell() -> str:
+    """The person's login shell as the password database names it (a user
+    manager's environment may carry no SHELL)."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_shell or "/bin/sh"
+    except (ImportError, KeyError):
+        return "/bin/sh"
 
 
 _last_read: dict[str, LoginPath] = {}

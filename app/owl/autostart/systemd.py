@@ -8,7 +8,20 @@ session the user's manager starts it at boot only with lingering on
 
 KillMode=mixed: systemd sends SIGTERM to the daemon alone, which ends every Run
 itself (TERM, KILL 5 s later, thawing frozen ones first); whatever is left in
-the unit's cgroup after TimeoutStopSec is killed by systemd.
+the unit's cgroup after TimeoutStopSec (well past those 5 s and the Runs' last
+git) is killed by systemd.
+
+Delegate=yes: the unit's cgroup subtree is the daemon's, so each Run gets a
+cgroup of its own there (`owl.tree.cgroup`: an atomic freeze and kill).
+OOMPolicy=continue: the kernel's OOM killer taking a process of a Run (the
+unit's default policy, `stop`, would stop Owl with it and record every Run
+"interrupted: the daemon stopped") leaves the daemon to record that Run's end.
+Restart=on-failure: a daemon that crashed is started again, and its start
+records what the crash interrupted.
+
+This is the one way Owl's daemon runs under a systemd user manager: `owl add`
+from a terminal and the tray started at login reach this unit (starting it
+through the manager, `start()`), rather than starting a daemon of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +35,8 @@ from pathlib import Path
 from owl.errors import Refused
 
 UNIT = "owl.service"
+# Longer than a stop takes: every Run TERMed, KILLed 5 s later, their ends recorded.
+STOP_TIMEOUT = 30
 
 
 def unit_path() -> Path:
@@ -51,6 +66,9 @@ def render(argv: list[str], env: dict[str, str]) -> str:
     lines = [
         "[Unit]",
         "Description=Owl: runs coding agents while you are away",
+        # a daemon that cannot start (a broken config) is not started again forever
+        "StartLimitIntervalSec=600",
+        "StartLimitBurst=5",
         "",
         "[Service]",
         "Type=simple",
@@ -60,8 +78,11 @@ def render(argv: list[str], env: dict[str, str]) -> str:
     lines += [
         "Environment=OWL_NO_AUTOSTART=1",
         "Restart=on-failure",
+        "RestartSec=2",
         "KillMode=mixed",
-        "TimeoutStopSec=30",
+        f"TimeoutStopSec={STOP_TIMEOUT}",
+        "Delegate=yes",
+        "OOMPolicy=continue",
         "",
         "[Install]",
         "WantedBy=default.target",
@@ -110,3 +131,71 @@ def disable() -> Path | None:
 
 def status() -> tuple[bool, Path]:
     return unit_path().exists(), unit_path()
+
+
+def unit_home(text: str) -> str | None:
+    """The OWL_HOME a unit's text runs the daemon with (None: the default one)."""
+    for line in text.splitlines():
+        if line.startswith("Environment="):
+            for word in shlex.split(line[len("Environment=") :]):
+                if word.startswith("OWL_HOME="):
+                    return word[len("OWL_HOME=") :]
+    return None
+
+
+def serves(env: dict[str, str]) -> bool:
+    """Whether the installed unit runs the daemon of this home (`env`:
+    `owl_environment()`, OWL_HOME when set): then that unit is how it starts."""
+    try:
+        text = unit_path().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return unit_home(text) == env.get("OWL_HOME")
+
+
+def start(env: dict[str, str]) -> str | None:
+    """Start this home's daemon through the user manager, where its unit is
+    installed: None when started (or already running), else why not in a few
+    words (no unit for this home: "", so the caller starts one itself)."""
+    if not serves(env):
+        return ""
+    why = problem()
+    if why:
+        return f"the user unit {unit_path()} is installed, but {why}"
+    p = subprocess.run(
+        ["systemctl", "--user", "start", UNIT], capture_output=True, text=True, timeout=60
+    )
+    if p.returncode != 0:
+        said = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[0]
+        return f"systemctl --user start {UNIT} failed: {said} (journalctl --user -u {UNIT})"
+    return None
+
+
+def failed() -> str | None:
+    """Why the unit is not running after a start (its state and result), or None
+    while it runs or starts."""
+    p = subprocess.run(
+        ["systemctl", "--user", "show", UNIT, "-p", "ActiveState", "-p", "Result"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    props = dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+    if props.get("ActiveState") in ("failed", "inactive"):
+        return (
+            f"{UNIT} is {props['ActiveState']} ({props.get('Result', '?')}); "
+            f"journalctl --user -u {UNIT} says why"
+        )
+    return None
+
+
+def install_unit(argv: list[str], env: dict[str, str]) -> Path | None:
+    """Write the unit (not enabled: the tray started at login starts it) where a
+    user manager answers; None where none does."""
+    if problem() is not None:
+        return None
+    from owl.autostart.command import install
+
+    target = install(unit_path(), render(argv, env).encode())
+    subprocess.run(["systemctl", "--user", "daemon-reload"], capture_output=True, timeout=30)
+    return target

@@ -154,13 +154,7 @@ def cmd_autostart(a: argparse.Namespace) -> int:
             "without a login)",
         )
     elif a.action == "on":
-        was = autostart.status()[0]
-        path = autostart.enable()
-        _said(
-            a,
-            {"on": True, "path": str(path), "already": was},
-            f"Owl {'already starts' if was else 'will start'} at login ({path})",
-        )
+        _login_item_on(a)
     elif a.action == "off" and a.service:
         unit = systemd.disable()
         if unit is None:
@@ -200,6 +194,47 @@ def cmd_autostart(a: argparse.Namespace) -> int:
                 + (f"; the daemon runs as a systemd user unit ({unit})" if service else "")
             )
     return EXIT_OK
+
+
+def _login_item_on(a: argparse.Namespace) -> None:
+    """The login item; on a systemd desktop also the user unit it starts (so
+    the tray at login and `owl add` reach one daemon, the unit's); and the truth
+    where nothing will read the login item (no desktop session here)."""
+    import os
+
+    from owl import autostart
+    from owl.autostart import systemd
+    from owl.autostart.command import owl_command, owl_environment
+
+    was = autostart.status()[0]
+    path = autostart.enable()
+    doc: dict[str, Any] = {"on": True, "path": str(path), "already": was, "starts": True}
+    unit = None
+    if sys.platform.startswith("linux"):
+        unit = systemd.install_unit(owl_command(), owl_environment())
+        doc["unit"] = str(unit) if unit else None
+    desktop = sys.platform == "darwin" or bool(
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+    if desktop:
+        text = f"Owl {'already starts' if was else 'will start'} at login ({path})"
+        if unit is not None:
+            text += f"; its daemon runs as the user unit {unit}, started by the tray"
+        _said(a, doc, text)
+        return
+    why = systemd.problem()
+    instead = (
+        "`owl autostart on --service` runs the daemon as a systemd user unit"
+        if why is None
+        else f"and {why}: `owl daemon --detach` starts the daemon now"
+    )
+    doc.update(starts=False, why="no desktop session")
+    _said(
+        a,
+        doc,
+        f"wrote {path}, but it will not start Owl here: only a desktop session's login "
+        f"reads it, and this session has none (no DISPLAY or WAYLAND_DISPLAY); {instead}",
+    )
 
 
 def _said(a: argparse.Namespace, doc: dict, text: str) -> None:

@@ -11,6 +11,11 @@ on `spawn.lock`, and each command asks the socket again once it holds the
 lock, so the second finds the first one's daemon instead of starting its own.
 (The daemon's own lock would refuse a second daemon anyway; this keeps the
 loser from printing that refusal.)
+
+Where this home's daemon is a systemd user unit (`owl autostart on`, on a
+systemd desktop), it is started through the user manager instead, never in
+the terminal's scope: the unit is what gives it its cgroup, its PATH, its OOM
+policy and its restart.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 START_TIMEOUT = 20.0  # a loaded 2-core machine starts the daemon in 0.3-3 s
+UNIT_START_TIMEOUT = 120.0
 
 
 def disabled() -> bool:
@@ -94,6 +100,9 @@ def _start(paths) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         if answering(paths) is not None:
             return None  # another command started it while we waited
+        unit = _through_unit(paths)
+        if unit is not None:
+            return unit
         log = log_path(paths)
         with open(log, "ab") as out:
             proc = subprocess.Popen(
@@ -108,6 +117,42 @@ def _start(paths) -> int | None:
         return _wait_ready(paths, proc, log)
     finally:
         os.close(fd)
+
+
+def _through_unit(paths) -> int | None:
+    """Start the daemon as its systemd user unit, where one is installed for this
+    home; its pid once it answers, or None when there is no such unit (or the
+    manager cannot be asked: then said on stderr, and the caller starts one)."""
+    from owl.autostart import systemd
+    from owl.autostart.command import owl_environment
+
+    if not systemd.unit_path().exists():
+        return None
+    why = systemd.start(owl_environment())
+    if why:
+        print(f"owl: {why}; starting the daemon here instead", file=sys.stderr)
+    if why is not None:
+        return None
+    # The manager says when the unit failed; while it runs, its daemon is starting
+    # (a slow machine, a long login shell): waited for longer than one of our own.
+    deadline = time.monotonic() + UNIT_START_TIMEOUT
+    look = 0.0
+    while time.monotonic() < deadline:
+        try:
+            pid = running_pid(paths)
+        except Unreachable as e:
+            if not e.starting:
+                raise Refused(str(e)) from None
+            pid = None
+        if pid is not None:
+            return pid
+        if time.monotonic() >= look:
+            look = time.monotonic() + 1.0
+            down = systemd.failed()
+            if down:
+                raise Refused(f"the daemon did not start: {down}")
+        time.sleep(0.05)
+    raise Refused(f"{systemd.UNIT} did not answer within {UNIT_START_TIMEOUT:g} s")
 
 
 def _wait_ready(paths, proc: "subprocess.Popen", log: "Path") -> int:
@@ -149,10 +194,19 @@ def _last_line(log: "Path") -> str:
 def announce(paths, pid: int | None) -> None:
     """One line on stderr (stdout stays the verb's answer) when a daemon was started."""
     if pid is not None:
-        print(
-            f"owl: started the daemon in the background (pid {pid}; log {log_path(paths)})",
-            file=sys.stderr,
-        )
+        print(f"owl: started the daemon {_where(paths, pid)}", file=sys.stderr)
+
+
+def _where(paths, pid: int) -> str:
+    """'as the user unit owl.service (pid N)' or 'in the background (pid N; log F)'."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            unit = "/owl.service" in f.read()
+    except OSError:
+        unit = False
+    if unit:
+        return f"as the user unit owl.service (pid {pid}; journalctl --user -u owl.service)"
+    return f"in the background (pid {pid}; log {log_path(paths)})"
 
 
 def ask_starting(a, verb_name: str, args: dict | None = None):
@@ -186,5 +240,5 @@ def detach() -> int:
         )
         return 0
     pid = _start(p) or running_pid(p)
-    print(f"the daemon is running in the background (pid {pid}; log {log_path(p)})")
+    print(f"the daemon is running {_where(p, pid) if pid else 'in the background'}")
     return 0

@@ -259,6 +259,9 @@ def _status_text(st: dict) -> str:
     awake = _awake(st.get("awake") or {}, bool(st["runs"]))
     if awake:
         lines.append(_line("keep-awake", awake))
+    early = (st.get("awake") or {}).get("sleeps_first")
+    if early:
+        lines.append(_line("sleep", early["text"]))
     lines += [_line(*f) for f in limit_facts(st)]
     if not st["runs"]:
         lines.append(_line("runs", "none live"))

@@ -87,6 +87,9 @@ class Daemon:
         # before the daemon is a subreaper, so bwrap's own child is reaped by bwrap's wait
         if why:
             log.warning("Runs cannot be contained here: %s", why)
+        from owl.power import sleeptimer
+
+        sleeptimer.cached()  # the desktop's own suspend timer, read on a thread of its own
         tree.become_subreaper()
         self._recover(instance)
         self.engine = Engine(

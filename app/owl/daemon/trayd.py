@@ -7,6 +7,10 @@ daemon already runs (`owl add` started one in the background, `owl daemon`,
 a systemd unit), the tray joins it over the socket as a client
 (`owl.tray.remote`), and its Quit closes the tray only.
 
+Where this home's daemon is a systemd user unit (`owl autostart on` on a
+systemd desktop), the tray starts that unit through the user manager and
+joins it, rather than running a second kind of daemon in its own process.
+
 Where no tray can be shown (no display, no tray host, only pystray's
 menu-less xorg backend) Owl says why in one line and goes on as the headless
 daemon (or, joined to one, exits: that daemon goes on without a view).
@@ -22,6 +26,9 @@ from owl.errors import NoDaemon, Unreachable
 
 def run() -> int:
     joined = _join()
+    if joined is not None:
+        return joined
+    joined = _join_unit()
     if joined is not None:
         return joined
     d = start_daemon()
@@ -46,6 +53,35 @@ def run() -> int:
         return serve_until_signal(d)
     d.close()
     return code
+
+
+def _join_unit() -> int | None:
+    """Start this home's user unit and join its daemon; None where there is no
+    unit for this home (or the manager cannot start it: then said)."""
+    import time
+
+    from owl.autostart import systemd
+    from owl.autostart.command import owl_environment
+
+    if not systemd.unit_path().exists():
+        return None
+    why = systemd.start(owl_environment())
+    if why:
+        print(f"owl: {why}; running the daemon in the tray instead", file=sys.stderr)
+    if why is not None:
+        return None
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        joined = _join()
+        if joined is not None:
+            return joined
+        down = systemd.failed()
+        if down:
+            print(f"owl: the daemon did not start: {down}", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    print(f"owl: {systemd.UNIT} did not answer within 20 s", file=sys.stderr)
+    return 1
 
 
 def _join() -> int | None:

@@ -56,7 +56,7 @@ from owl.engine.sleepclock import SleepWatch
 from owl.errors import Refused
 from owl.idle.machine import Machine, Reading
 from owl.settings.paths import Paths
-from owl.power.policy import should_hold
+from owl.power.policy import hold_for_queue, should_hold
 from owl.store.db import Store
 from owl.verbs.engine_side import Verbs, disk_full, job_row
 from owl.engine import machineread, oninput, runchecks, runend, runstart, runwatch
@@ -375,7 +375,10 @@ class Engine:
         if self.inhibitor is None:
             return
         # The D-Bus calls are the keeper's, on its own thread (owl.power.keeper).
-        self.awake.want(bool(self._working_runs()), self.cfg.keep_awake)
+        queued = hold_for_queue(
+            self.cfg.hold_while_queued, self.has_pending, self.reading.on_ac, self.core.paused
+        )
+        self.awake.want(bool(self._working_runs()) or queued, self.cfg.keep_awake)
 
     # ----------------------------------------------------------------- config
 

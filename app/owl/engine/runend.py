@@ -25,7 +25,7 @@ from owl.store import diskroom
 from owl.git import guards
 from owl.git import jobstore, storing
 from owl.rules import jobrules, lifecycle
-from owl.git import outside
+from owl.git import outside, safegit
 from owl.git import outsidekeep, outsidewords
 from owl.git import workspace
 from owl.engine import checks as checksmod
@@ -202,7 +202,9 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     # Told once the Run's branch is in the project and its git files checked
     # (a few git calls, off this thread): "ready for review" then names what
     # the review shows, and a Job blocked for its git files is told as blocked.
-    outside_after(eng, lv, lambda blocked: telling.run_ended(eng, lv, blocked or new_state, wait))
+    outside_after(
+        eng, lv, lambda blocked: telling.run_ended(eng, lv, blocked or new_state, wait, args[5])
+    )
     log.info(
         "run %s %s (%s); job %s is %s",
         lv.run_id,
@@ -274,8 +276,9 @@ def outside_after(
             found = [*(found or []), *files]
         return found, problem
 
-    if eng.stopping:  # no later pass of the loop would record it
-        found, problem = compare()
+    if eng.stopping:  # no later pass of the loop would record it, nor freeze anything
+        with safegit.allowed_here():
+            found, problem = compare()
         told(record_outside(eng, run_id, job_id, found, problem))
         return
 

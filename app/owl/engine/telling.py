@@ -21,18 +21,20 @@ from owl.notify import events as ev
 log = logging.getLogger("owl.engine")
 
 
-def _emit(eng: Engine, event: ev.Event) -> None:
+def _emit(eng: Engine, event: ev.Event, at: float | None = None) -> None:
     notifier = getattr(eng, "notifier", None)
     if notifier is None:
         return
     try:
-        notifier.emit(event)
+        notifier.emit(event, at)
     except Exception:  # never a reason for the engine to stop
         log.exception("could not hand an event to the notifier")
 
 
-def run_ended(eng: Engine, lv: Live, state: str, wait: Any) -> None:
-    """A Run ended and its Job is `state`; `wait`: the agent's new usage-limit wait, if any."""
+def run_ended(eng: Engine, lv: Live, state: str, wait: Any, at: float | None = None) -> None:
+    """A Run ended (at `at`, epoch) and its Job is `state`; `wait`: the agent's new
+    usage-limit wait, if any. Told once the Run's git work is done, so `at` keeps
+    a Run that ended while the person was there out of the away spell."""
     try:
         job = eng.store.job(lv.job_id) or {}
     except Exception:  # a full disk or a locked file: say what is known
@@ -57,6 +59,7 @@ def run_ended(eng: Engine, lv: Live, state: str, wait: Any) -> None:
             branch=job.get("branch"),
             log=str(lv.log_path),
         ),
+        at,
     )
     if wait is not None:
         _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time(), wait.kind))

@@ -168,6 +168,18 @@ def forbid_here() -> None:
     _local.forbidden = True
 
 
+@contextlib.contextmanager
+def allowed_here() -> Iterator[None]:
+    """git on a thread that forbids it, knowingly: the engine's own, once it is
+    stopping (no Run is left to freeze, and no later pass would do the work)."""
+    was = getattr(_local, "forbidden", False)
+    _local.forbidden = False
+    try:
+        yield
+    finally:
+        _local.forbidden = was
+
+
 def _refuse_if_forbidden(args: tuple[str, ...]) -> None:
     if not getattr(_local, "forbidden", False):
         return

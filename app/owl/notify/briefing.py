@@ -56,7 +56,7 @@ class Spell:
 
     def add(self, event: ev.Event) -> None:
         if isinstance(event, ev.RunEnded):
-            self.runs += 1
+            self.runs += 1 if event.run_id else 0  # Run 0: checks run again, no Run
             self.cost += event.cost or 0.0
             if event.billed is True:
                 self.billed += event.cost or 0.0

@@ -220,6 +220,7 @@ class Router:
     away: bool = False
     spell: Spell | None = None
     last_spell: tuple[Spell, float] | None = None  # the spell that ended, and when
+    away_at: float | None = None  # when the person was found away (not `since`, back-dated)
     # Job -> (state, Run) last seen: a Run's end is a change of state of its own
     # (the Job left review, blocked or exhausted to have it: a reply, a retry),
     # and so is a verify that sent it back to review (Run 0)
@@ -229,12 +230,16 @@ class Router:
     _batch_at: float | None = None  # when the batch goes
     _held: list[Item] = field(default_factory=list)  # waiting out the quiet hours
 
-    def presence(self, away: bool, since: float) -> Spell | None:
+    def presence(self, away: bool, since: float, *, at: float | None = None) -> Spell | None:
         """The person left (`away`) or came back, at `since`. Coming back returns
-        the spell that ended when anything happened in it (the briefing)."""
+        the spell that ended when anything happened in it (the briefing). `at`:
+        when the change was seen; an event that happened before it (a Run that
+        ended while the person was there, told after they left) is no news of
+        the spell."""
         if away == self.away:
             return None
         self.away = away
+        self.away_at = at if away else None
         if away:
             self.spell = Spell(since=since)
             # a full disk, or Runs that cannot be contained, are news again
@@ -252,7 +257,8 @@ class Router:
         e = stamp.event
         if isinstance(e, ev.Presence):
             return
-        if self.spell is not None:
+        before = self.away_at is not None and stamp.at < self.away_at  # happened while present
+        if self.spell is not None and not before:
             self.spell.add(e)
         if isinstance(e, ev.JobGone):
             # what waits to be told of it is no news now; a later Run of it is
@@ -271,7 +277,7 @@ class Router:
             news = key not in self._said
             if key is not None:
                 self._said.add(key)
-        if not news or not self.away:
+        if not news or not self.away or before:
             return
         item = item_for(stamp, self.rules.limit_after, self.rules.replies)
         if item is None:

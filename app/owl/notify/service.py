@@ -82,8 +82,11 @@ class Notifier:
 
     # ------------------------------------------------ the engine's side (never waits)
 
-    def emit(self, event: ev.Event) -> None:
-        self._q.put(ev.Stamp(event, self._clock()))
+    def emit(self, event: ev.Event, at: float | None = None) -> None:
+        """Queue `event`; `at` is when it happened, where that is earlier than now:
+        a Run's end is told once its git work is done, which may be after the
+        person left, and it must not count as news of the away spell."""
+        self._q.put(ev.Stamp(event, self._clock() if at is None else at))
 
     def reading(self, idle_for: float | None, cfg: Config, *, locked: bool | None = None) -> None:
         """The engine's reading of the machine, once a pass: presence, when it
@@ -174,7 +177,7 @@ class Notifier:
         e = stamp.event
         if isinstance(e, ev.Presence):
             with self._lock:
-                ended = self.router.presence(e.away, e.since)
+                ended = self.router.presence(e.away, e.since, at=stamp.at)
                 if ended is not None:
                     self._briefing = (ended, e.since)
             return

@@ -17,3 +17,10 @@ WORKING_STATES = frozenset({"running", "verifying"})
 def should_hold(run_states: Iterable[str]) -> bool:
     """True iff any state is "running" or "verifying"."""
     return any(state in WORKING_STATES for state in run_states)
+
+
+def hold_for_queue(wanted: bool, waiting: bool, on_ac: bool | None, paused: bool) -> bool:
+    """`power.hold_while_queued`: Jobs wait and the machine is on AC (known so,
+    never on a battery or when unknown), and Owl is not paused: a desktop whose own
+    idle timer would suspend it before Owl's `idle.after` stays up to reach it."""
+    return wanted and waiting and on_ac is True and not paused

@@ -112,7 +112,9 @@ def argv(
         if exists(path):
             out += ["--ro-bind", path, path]
     for path in policy.revealed:
-        if exists(path):
+        if path in policy.scratch_top and exists(path) == "dir":
+            out += _scratch_top(path)
+        elif exists(path):
             out += ["--ro-bind", path, path]
     for path in policy.writable:
         if exists(path):
@@ -297,3 +299,21 @@ def probe(fresh: bool = False) -> str | None:
             except (OSError, subprocess.TimeoutExpired) as e:
                 _probed["works"] = f"bwrap cannot make a sandbox here: {e}"
     return _probed["works"]
+
+
+def _scratch_top(path: str) -> list[str]:
+    """`path` as a writable folder of the Run's own (a tmpfs, gone with it), its
+    entries as they are on the host: folders and files bound read-only (the
+    writable binds come after), links made again pointing where they point."""
+    out = ["--tmpfs", path]
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return ["--ro-bind", path, path]
+    for name in names:
+        full = os.path.join(path, name)
+        if os.path.islink(full):
+            out += ["--symlink", os.readlink(full), full]
+        else:
+            out += ["--ro-bind", full, full]
+    return out

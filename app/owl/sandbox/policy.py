@@ -203,6 +203,12 @@ class Policy:
     home: str = ""  # the person's $HOME path, where the Run's own home is bound
     own_home: str = ""  # the folder of Owl's bound there
     own_binds: tuple[tuple[str, str, bool], ...] = ()  # (source, place, writable) into it
+    # of those, the ones whose top is a folder of the Run's own (a tmpfs) with
+    # every entry bound read-only in it: the Job's store, where git creates
+    # `packed-refs.lock` to delete any ref (git 2.47: on every commit, for
+    # AUTO_MERGE) and may write nothing that lasts; whatever the Run makes
+    # there is gone with it, and packed-refs, config, HEAD and hooks stay Owl's
+    scratch_top: tuple[str, ...] = ()
 
 
 def _unique(paths: Iterable[str]) -> tuple[str, ...]:
@@ -291,6 +297,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         tmp_size=settings.tmp_size,
         revealed=_unique(revealed),
         allow_hosts=settings.allow_hosts if settings.network and settings.allow else (),
+        scratch_top=(facts.git_common,) if facts.git_common else (),
         home=facts.home if facts.own_home else "",
         own_home=facts.own_home or "",
         own_binds=facts.own_binds,
@@ -374,4 +381,5 @@ def _person_view(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         tmp_size=settings.tmp_size,
         revealed=_unique(revealed),
         allow_hosts=settings.allow_hosts if settings.network and settings.allow else (),
+        scratch_top=(facts.git_common,) if facts.git_common else (),
     )

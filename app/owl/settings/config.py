@@ -80,6 +80,7 @@ class Config:
     run_processes: int = runcaps.PROCESSES_DEFAULT
     disk_floor: runcaps.Amount = field(default_factory=lambda: DEFAULT_FLOOR)
     keep_awake: bool = True
+    hold_while_queued: bool = False
     attempts: int = 3
     branch_prefix: str = "owl/"
     default_agent: str = "claude"
@@ -111,6 +112,7 @@ _FIELDS = {
     ("runs", "processes"): "run_processes",
     ("runs", "disk_floor"): "disk_floor",
     ("power", "keep_awake"): "keep_awake",
+    ("power", "hold_while_queued"): "hold_while_queued",
     ("jobs", "attempts"): "attempts",
     ("jobs", "branch_prefix"): "branch_prefix",
     ("jobs", "fallback"): "fallback",

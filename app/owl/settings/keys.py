@@ -84,6 +84,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "power": {
         "keep_awake": Key("bool", True),
+        # hold the inhibitor on AC while Jobs wait, so the machine lives to be idle
+        "hold_while_queued": Key("bool", False),
     },
     "jobs": {
         "attempts": Key("int", 3, _attempts),

@@ -167,7 +167,14 @@ def build_menu(
             if shift.get("until_empty")
             else f"Shift · {span(shift.get('left_s'))} left"
         )
-    for note in (status.get("attention"), status.get("config_problem"), machine.get("problem")):
+    early = (status.get("awake") or {}).get("sleeps_first") or {}
+    sleeps = early and f"{early.get('source')} suspends the machine before Owl's idle.after"
+    for note in (
+        status.get("attention"),
+        status.get("config_problem"),
+        machine.get("problem"),
+        sleeps,
+    ):
         if note and note not in notes:
             notes.append("⚠ " + short(note, 60))
     items += [Item(n, enabled=False) for n in notes]

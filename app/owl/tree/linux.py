@@ -18,7 +18,7 @@ import signal
 
 import psutil
 
-from . import handles, posix
+from . import autogroup, handles, posix
 from .posix import DEAD, RUNNING, STOPPED, CREATE_TIME_TOLERANCE
 
 NAME = "linux"
@@ -310,7 +310,9 @@ def become_subreaper() -> bool:
 def set_session_nice(pid: int, start: int, nice: int) -> bool:
     """Give the session of process ``pid`` (started at ``start``) niceness
     ``nice`` as a whole; False if that process is gone, is in our own
-    session, or the kernel has no autogroups.
+    session, or the kernel has no autogroups. True once written, or handed to
+    ``autogroup.Later`` where the kernel asks to wait (an ordinary user may
+    write one session's weight per 100 ms, machine-wide): written then.
 
     Why: with autogroup on (``kernel.sched_autogroup_enabled``, the default
     of most desktop kernels), the CPU is shared first between sessions, each
@@ -323,6 +325,18 @@ def set_session_nice(pid: int, start: int, nice: int) -> bool:
     an agent starts (setsid) is a new group at 0. Where the process sits in
     a cgroup with the cpu controller on, the cgroup's weight rules instead
     and this changes nothing.
+    """
+    try:
+        return _write_session_nice(pid, start, nice)
+    except OSError as e:
+        if e.errno != errno.EAGAIN:
+            return False
+    _LATER.put(pid, start, nice)
+    return True
+
+
+def _write_session_nice(pid: int, start: int, nice: int) -> bool:
+    """The write itself; OSError(EAGAIN) when the kernel's limit says later.
 
     Open-then-check, as for pidfds: the /proc directory is opened first and
     the start time read through it, so a PID reused since the sweep is never
@@ -340,16 +354,17 @@ def set_session_nice(pid: int, start: int, nice: int) -> bool:
             os.close(fd)
         if row is None or row.start != start or row.sid == os.getsid(0):
             return False
-        fd = os.open("autogroup", os.O_WRONLY, dir_fd=folder)
-        try:
-            os.write(fd, str(nice).encode())
-        finally:
-            os.close(fd)
+        autogroup.write_once(folder, nice)
         return True
-    except OSError:
+    except OSError as e:
+        if e.errno == errno.EAGAIN:
+            raise
         return False
     finally:
         os.close(folder)
+
+
+_LATER = autogroup.Later(_write_session_nice)
 
 
 def priority_prefix(nice: int) -> list[str]:

@@ -279,18 +279,40 @@ def awake(e: Snapshot) -> dict:
         "problem": None,
         "why": None,
         "runs": [],
+        "hold_while_queued": e.cfg.hold_while_queued,
+        "sleeps_first": sleeps_first(e.cfg.idle_after),
     }
     if e.inhibitor is not None and e.cfg.keep_awake:
         held = e.inhibitor.held
         working = list(e.working) if held else []
+        why = _awake_why(working)
+        if held and not working and e.cfg.hold_while_queued:
+            why = "Jobs wait, on AC (power.hold_while_queued)"
         view.update(
             held=held,
             backend=e.inhibitor.backend,
             problem=e.inhibitor.problem,
             runs=working,
-            why=_awake_why(working) if held else None,
+            why=why if held else None,
         )
     return view
+
+
+def sleeps_first(idle_after: float) -> dict | None:
+    """The desktop's own suspend-on-idle timer, where it fires at or before
+    idle.after (as last read, off this thread: `owl.power.sleeptimer`)."""
+    from owl.power import sleeptimer
+
+    t = sleeptimer.first_before(sleeptimer.cached(), idle_after)
+    if t is None:
+        return None
+    return {
+        "source": t.source,
+        "after_s": t.after_s,
+        "setting": t.setting,
+        "fix": t.fix,
+        "text": sleeptimer.words(t, idle_after),
+    }
 
 
 def sandbox_view(cfg: Config) -> dict:
