@@ -451,6 +451,9 @@ def test_the_network_is_own_allow_or_none_and_true_false_load_as_before(tmp_path
             runtime_dir=None,
         )
         pol = P.compute(s, AGENTS["claude"], f)
+        # the same with a home of its own (Linux's view)
+        mine = P.compute(s, AGENTS["claude"], own())
+        assert (mine.network, mine.allow_hosts) == (pol.network, pol.allow_hosts)
         return pol.network, pol.allow_hosts
 
     assert net(True) == net("own") == ("own", ())
