@@ -9,7 +9,7 @@ import pytest
 from owl.notify import events as ev
 from owl.notify.route import item_for
 from owl.rules import lifecycle as lc
-from owl.rules import runcaps
+from owl.rules import capwords, runcaps
 from owl.settings import config as configmod
 from owl.tray.notices import Notices
 
@@ -80,8 +80,8 @@ def test_the_reasons_name_the_cap_and_the_figure() -> None:
     low = runcaps.disk_under(1 * G, 2 * G, "2G", "/home/you")
     assert low == "stopped: 1.0 GiB free on the disk holding /home/you, under runs.disk_floor = 2G"
     for reason in (over, low, runcaps.forks_refused(64), runcaps.memory_killed(G, "1G")):
-        assert runcaps.is_cap_stop(reason)
-    assert not runcaps.is_cap_stop("stopped by the user")
+        assert capwords.is_cap_stop(reason)
+    assert not capwords.is_cap_stop("stopped by the user")
     words = runcaps.block_words(over, 7)
     assert "raise runs.memory" in words and "owl jobs extend 7" in words
 

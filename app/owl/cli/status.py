@@ -230,7 +230,7 @@ def _status_text(st: dict) -> str:
     """One screen of facts: each line a fact, none contradicting another.
     (What only the text needs is imported here: `--json` goes without.)"""
     from owl.cli.carry import limit_facts
-    from owl.rules.runcaps import is_cap_stop
+    from owl.rules.capwords import is_cap_stop
     from owl.rules.timefmt import countdown, duration
 
     sh = st.get("shift")

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 from owl import tree
 from owl.engine import telling
-from owl.rules import lifecycle, runcaps
+from owl.rules import capwords, lifecycle, runcaps
 from owl.rules.lifecycle import Phase
 
 log = logging.getLogger("owl.engine")
@@ -222,7 +222,7 @@ def start_gate(eng: Engine) -> str | None:
     low = free_under(eng, str(eng.paths.db.parent))
     if low is None:
         return None
-    return f"{low.removeprefix(runcaps.STOPPED)}: no Run starts until there is room"
+    return f"{low.removeprefix(capwords.STOPPED)}: no Run starts until there is room"
 
 
 # ------------------------------------------------------------------ the end
@@ -239,9 +239,9 @@ def judged(lv: Live, outcome: str, reason: str | None) -> tuple[str, str | None]
 def block_reason(eng: Engine, lv: Live, outcome: str, reason: str | None) -> str | None:
     """The Job's reason to be blocked when this Run and the one before it were
     both stopped at a cap; None otherwise."""
-    if outcome != "interrupted" or not runcaps.is_cap_stop(reason):
+    if outcome != "interrupted" or not capwords.is_cap_stop(reason):
         return None
     earlier = [r for r in eng.store.runs(lv.job_id) if r["id"] < lv.run_id]
-    if not earlier or not runcaps.is_cap_stop(earlier[-1].get("reason")):
+    if not earlier or not capwords.is_cap_stop(earlier[-1].get("reason")):
         return None
     return runcaps.block_words(str(reason), lv.job_id)

@@ -39,7 +39,7 @@ from owl.engine import checks as checksmod
 from owl.git import setup as setupmod
 from owl.rules.lifecycle import Phase
 from owl.store.db import title_of
-from owl.rules import jobrules, jobtable, runcaps
+from owl.rules import capwords, jobrules, jobtable
 from owl.sandbox import raced
 
 log = logging.getLogger("owl.engine")
@@ -301,7 +301,7 @@ def note_network(eng: Engine, lv: Live) -> None:
 
 def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
     runs = [r for r in eng.store.runs(job_id) if r["id"] != run_id]
-    if runs and runs[-1]["outcome"] == "interrupted" and runcaps.is_cap_stop(runs[-1]["reason"]):
+    if runs and runs[-1]["outcome"] == "interrupted" and capwords.is_cap_stop(runs[-1]["reason"]):
         # told even to a fresh start: a second stop in a row blocks the Job
         return (
             f"The previous Run was {runs[-1]['reason']}. Owl stops a Run that passes "

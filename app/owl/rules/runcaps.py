@@ -38,6 +38,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .capwords import STOPPED
+
 MEMORY_DEFAULT = "50%"
 PROCESSES_DEFAULT = 4096
 DISK_FLOOR_DEFAULT = "2G"
@@ -49,7 +51,6 @@ MAX_FLOOR_SHARE = 0.9
 MAX_BYTES = 1 << 60  # an exbibyte: past any machine
 
 OFF = "off"
-STOPPED = "stopped: "  # every cap's reason begins so (see `is_cap_stop`)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*\Z", re.IGNORECASE)
 _SHARE = re.compile(r"^\s*(\d{1,3}(?:\.\d{1,2})?)\s*%\s*\Z")
@@ -171,11 +172,6 @@ def disk_under(free: int, floor: int, written: str, where: str) -> str | None:
         f"{STOPPED}{shown(free)} free on the disk holding {where}, under "
         f"runs.disk_floor = {written}"
     )
-
-
-def is_cap_stop(reason: str | None) -> bool:
-    """Whether a Run's reason is one of these caps' (a stop of its own, not the person's)."""
-    return bool(reason) and str(reason).startswith(STOPPED) and " runs." in str(reason)
 
 
 def block_words(reason: str, job_id: int) -> str:

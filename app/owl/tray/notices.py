@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from owl import textsafe
-from owl.rules.runcaps import is_cap_stop
+from owl.rules.capwords import is_cap_stop
 from owl.tray.wording import clock, short, until_words
 
 
