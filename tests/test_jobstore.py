@@ -8,7 +8,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 
 from owl.git import jobstore, storing, workspace
 from owlproc import make_project
@@ -118,8 +117,13 @@ def test_a_store_whose_branch_is_a_link_is_not_read(tmp_path):
     ref = Path(places.store, "refs", "heads", "owl", "job-1")
     ref.unlink()
     os.symlink(p / ".git" / "refs" / "heads" / "main", ref)
-    with pytest.raises(jobstore.StoreError):
-        storing.land(p, places, ws.branch)
+    before = git(p, "rev-parse", ws.branch)
+    # the planted link is removed before the host's git reads the store (the
+    # branch is then gone from it, as if the agent had deleted it): nothing of
+    # main's is read as the Job's, and the project's branch stays as it was
+    assert storing.land(p, places, ws.branch) is None
+    assert not ref.is_symlink() and not ref.exists()
+    assert git(p, "rev-parse", ws.branch) == before
 
 
 def test_removing_a_worktree_removes_its_store(tmp_path):
