@@ -44,7 +44,8 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
         "echo hi > hello.txt && git add hello.txt && git commit -qm hello && echo committed; "
         "git config core.fsmonitor ./evil.sh || echo no-fsmonitor; "
         f"echo evil > {project}/.git/hooks/pre-commit || echo no-hook; "
-        f"echo evil > {places.store}/hooks || echo no-store-hook; "
+        f"echo evil > {places.store}/hooks/pre-commit || echo no-store-hook; "
+        f"echo evil > {places.store}/config || echo no-store-config; "
         f"git update-ref refs/heads/main HEAD && echo moved-own-main; "
         f"git -C {project} update-ref refs/heads/main HEAD || echo no-main; "
         f"cat {owl}/config.toml || echo no-config"
@@ -66,7 +67,12 @@ def test_a_contained_agent_commits_but_cannot_plant_a_hook_or_fsmonitor(tmp_path
     out = done.stdout
     assert "committed" in out, done.stderr
     assert "no-fsmonitor" in out and "no-hook" in out and "no-config" in out
-    assert "no-store-hook" in out and "no-main" in out and "moved-own-main" in out
+    assert "no-store-hook" in out and "no-store-config" in out
+    assert "no-main" in out and "moved-own-main" in out
+    # the store's top is the Run's own scratch (git makes its packed-refs.lock
+    # there): whatever it leaves at the top is gone with it, never the host's
+    assert "evil" not in Path(places.store, "config").read_text()
+    assert not Path(places.store, "hooks", "pre-commit").exists()
     main = g("rev-parse", "main")
     storing.land(project, places, "owl/job-1")
     assert g("log", "--format=%s", "owl/job-1").split() == ["hello", "first"]
