@@ -29,6 +29,7 @@ from support.anthropic_stub import (
     UsageLimit,
 )
 from support.claude import require_claude
+from support.kept import kept_state, the_kept_state
 
 from owlproc import AGENT, OwlDaemon, make_project, wait_for
 from owl.rules import jobrules, timefmt
@@ -295,7 +296,10 @@ def test_when_the_conversation_cannot_be_resumed_the_same_run_starts_afresh(tmp_
         d.machine("idle")
         d.wait_job(job, "review", timeout=30)
         # the CLI's transcripts are gone (another machine, a cleaned config folder)
-        shutil.rmtree(tmp_path / "user-home" / ".claude" / "projects")
+        claude_state = the_kept_state(
+            tmp_path / "owl", "claude", tmp_path / "user-home" / ".claude"
+        )
+        shutil.rmtree(claude_state / "projects")
         d.owl("jobs", "reply", str(job), "-", input="Now the hello file, please.\n")
         # two contained starts of the CLI in one Run: slow on a busy machine
         j = d.wait_job(job, "review", timeout=60)
@@ -352,7 +356,10 @@ def test_after_the_daemon_dies_mid_run_the_next_run_carries_the_conversation_on(
             wait_for(
                 lambda: any(
                     "sleep 8" in t.read_text(errors="replace")
-                    for t in (tmp_path / "user-home").rglob(f"{session}.jsonl")
+                    for kept in kept_state(
+                        tmp_path / "owl", "claude", tmp_path / "user-home" / ".claude"
+                    )
+                    for t in kept.rglob(f"{session}.jsonl")
                 ),
                 timeout=15,
                 what="claude's transcript to hold the tool call",

@@ -19,6 +19,7 @@ from owlproc import OwlDaemon, make_project, wait_for
 from support.agent_clis import require
 from support.chat_agents import COMMIT, HELLO, contained_daemon, reply_goes_on, to_review
 from support.chat_stub import ChatStub, PiRateLimit, Say, Shell, pi_env
+from support.kept import the_kept_state
 
 pytestmark = pytest.mark.agent_clis
 
@@ -49,8 +50,9 @@ def test_a_job_reaches_review_and_a_reply_carries_the_session_on(tmp_path):
         # the prompt (which starts with "-") reached the model whole, with Owl's contract
         first = stub.turns()[0].text()
         assert HELLO in first and "HANDOFF" in first
-        # its state stayed in its own folder, outside the worktree
-        assert list((tmp_path / "user-home" / ".pi" / "agent" / "sessions").rglob("*.jsonl"))
+        # its state stayed in its own folder, outside the worktree: the one Owl keeps
+        pi_state = the_kept_state(tmp_path / "owl", "pi", tmp_path / "user-home" / ".pi" / "agent")
+        assert list((pi_state / "sessions").rglob("*.jsonl"))
 
         _, second = reply_goes_on(d, job, stub)
         # the Run counts its own request only
