@@ -272,3 +272,22 @@ def test_what_each_agent_reports_is_what_the_caps_count():
     # a cost or a count out of bounds counts nothing
     assert spent_of({"total_cost_usd": -5, "input_tokens": 1e300, "output_tokens": "9"}) == Spent()
     assert spent_of(None) == Spent()
+
+
+def test_a_contained_runs_codex_home_is_read_where_owl_keeps_it():
+    from pathlib import Path
+
+    from owl.agents import codex_rollout
+
+    kept = (
+        ("/home/p/.cargo/registry", "/owl/sandbox/projects/x/caches/registry-1"),
+        ("/home/p/.codex", "/owl/sandbox/projects/x/agents/codex-2/codex-3"),
+        ("/home/p/.codex/log", "/owl/elsewhere"),
+    )
+    on_host = codex_rollout.on_host
+    assert on_host(Path("/home/p/.codex"), kept) == Path(kept[1][1])
+    assert on_host(Path("/home/p/.codex/sessions/2026"), kept) == Path(kept[1][1], "sessions/2026")
+    assert on_host(Path("/home/p/.codex/log/a"), kept) == Path("/owl/elsewhere/a")  # the nearest
+    # not under any (a name that only starts alike), or uncontained: as it is
+    assert on_host(Path("/home/p/.codexx"), kept) == Path("/home/p/.codexx")
+    assert on_host(Path("/home/p/.codex"), ()) == Path("/home/p/.codex")

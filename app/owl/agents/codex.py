@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from owl.agents import jsonl
@@ -42,6 +43,7 @@ class CodexDriver(CliDriver):
     name = "codex"
     install = "npm install -g @openai/codex, then codex login"
     stream_json = True
+    reads_state = True  # its rollout, after the Run: the engine says where it is kept
 
     def argv(self, ctx: RunContext) -> list[str]:
         exe = self.executable() or self.path
@@ -62,11 +64,21 @@ class CodexDriver(CliDriver):
     def session_in(self, lines: list[str]) -> str | None:
         return session_in(lines)
 
-    def report(self, lines: list[str], code: int, *, resuming: bool, now: float) -> Report:
+    def report(
+        self,
+        lines: list[str],
+        code: int,
+        *,
+        resuming: bool,
+        now: float,
+        kept: Sequence[tuple[str, str]] = (),
+    ) -> Report:
+        """`kept`: the Run's own places, (inside, on the host); contained, its
+        $CODEX_HOME is Owl's folder for Codex's state, not the person's."""
         rep = read_report(lines, resuming=resuming, now=now)
         # its windows and its error's own kind are in the thread's rollout, not
         # its output (owl.agents.codex_rollout)
-        home = codex_rollout.codex_home()
+        home = codex_rollout.on_host(codex_rollout.codex_home(), kept)
         found = codex_rollout.windows(home, rep.session_id, now)
         if code != 0:
             rep = with_info(rep, codex_rollout.error_info(home, rep.session_id), found)

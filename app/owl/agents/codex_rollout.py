@@ -10,7 +10,9 @@ rollout-<time>-<thread id>.jsonl`, does: each `event_msg` of type
 `token_count` has `rate_limits: {primary: {used_percent, window_minutes,
 resets_at}, secondary: {...}}` (primary the 5-hour window, 300 minutes;
 secondary the week, 10080). So the windows are read from there, once the Run
-has ended, on the Run's own thread.
+has ended, on the Run's own thread. A contained Run's `$CODEX_HOME` is the
+folder Owl keeps Codex's state in for its project (`owl.sandbox.ownhome`),
+bound where the Run sees `~/.codex`: it is read there (`on_host`).
 
 The file is in a folder the agent may write, so it is hostile data: opened
 without following a link at its end, only a regular file, only its last
@@ -25,6 +27,7 @@ import json
 import math
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,20 @@ BY_PLACE = {"primary": FIVE_HOUR, "secondary": SEVEN_DAY}
 def codex_home(env: dict[str, str] | None = None) -> Path:
     env = dict(os.environ) if env is None else env
     return Path(env.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def on_host(path: Path, kept: Sequence[tuple[str, str]]) -> Path:
+    """Where `path`, as the Run saw it, is on the host: under the nearest of the
+    Run's own places Owl keeps (`kept`: (inside, on the host), a contained Run's
+    agent state among them), or `path` itself (an uncontained Run's, the
+    person's own)."""
+    best: tuple[str, str] | None = None
+    for inside, source in kept:
+        if (path == Path(inside) or Path(inside) in path.parents) and (
+            best is None or len(inside) > len(best[0])
+        ):
+            best = (inside, source)
+    return path if best is None else Path(best[1]) / path.relative_to(best[0])
 
 
 def rollout_of(home: Path, thread: str) -> Path | None:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from owl.engine import checks as checksmod
 from owl.rules import agentchain, jobrules
@@ -151,11 +151,15 @@ def watch_agent(
     resuming: bool,
     on_session: Callable[[str], None],
     settle: Callable[[], Any] | None = None,
+    kept: Sequence[tuple[str, str]] = (),
 ) -> tuple[int, Report]:
     """Wait for the agent to exit; return its exit code and the driver's report.
 
     Runs on the Run's own waiting thread. `on_session` is called (from this
-    thread) once claude's session id shows in the log."""
+    thread) once claude's session id shows in the log. `kept`: the Run's own
+    places, (inside, on the host), passed to a driver that reads its agent's
+    files after the Run (`reads_state`): contained, they are Owl's, not the
+    person's."""
     code = None
     # A driver that reads its own stream says where its session id is.
     find = getattr(driver, "session_in", None) or session_in
@@ -177,8 +181,9 @@ def watch_agent(
         settle()  # the output so far reaches the log before it is read
     try:
         lines = read_span(log_path, offset)
+        more = {"kept": tuple(kept)} if getattr(driver, "reads_state", False) else {}
         report = setup.read(
-            driver.report(lines, code, resuming=resuming, now=time.time()), lines, code
+            driver.report(lines, code, resuming=resuming, now=time.time(), **more), lines, code
         )
     except Exception:  # a driver's bug must not lose the Run's end
         log.exception("could not read the Run's output in %s", log_path)

@@ -77,6 +77,7 @@ class Live:
     ctx: RunContext | None = None
     resuming: bool = False  # started with --resume: a refusal falls back fresh
     masked: tuple[str, ...] = ()  # the host's sockets its sandbox covers (owl.sandbox.raced)
+    kept: tuple[tuple[str, str], ...] = ()  # its own places: (inside, on the host), contain.Wrapped
     raced: str | None = None  # the covered socket gone as its sandbox was set up
     started_again: int = 0  # starts lost that way (owl.sandbox.raced.AGAIN_MOST)
     report: Report | None = None  # the driver's Report, set just before "exited"
@@ -241,6 +242,7 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         contained=wrapped.label,
         env_dropped=wrapped.dropped,
         masked=wrapped.masked,
+        kept=wrapped.kept,
         net_report=net_report if containing.helped(wrapped.label) else None,
         setup_report=setup_report if wrapped.contained else None,
         sandbox=settings.sandbox,
@@ -324,7 +326,14 @@ def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
 
     sink = lv.sink
     code, lv.report = carryon.watch_agent(
-        popen, lv.log_path, offset, lv.driver, lv.resuming, session, settle=sink.settle
+        popen,
+        lv.log_path,
+        offset,
+        lv.driver,
+        lv.resuming,
+        session,
+        settle=sink.settle,
+        kept=lv.kept,
     )
     lv.setup_failed = lv.raced = None
     if code != 0 and lv.setup_report is not None:
@@ -429,7 +438,7 @@ def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
         log.warning("run %s: could not start again: %s", lv.run_id, e)
         return False
     lv.sink.started()
-    lv.masked = wrapped.masked
+    lv.masked, lv.kept = wrapped.masked, wrapped.kept
     lv.popen, lv.tree = (
         popen,
         tree.ProcessTree(

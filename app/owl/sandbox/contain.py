@@ -56,6 +56,10 @@ class Wrapped:
     # Not to start at all, whatever `sandbox.mode` says (a credential Owl holds
     # that may not be used): uncontained would not mend it.
     refused: bool = False
+    # Where the Run's own writable places are on the host (``ownhome``): (the
+    # place inside the Run, Owl's folder or file bound there), the agent's
+    # state among them. Empty when the Run sees the person's own home.
+    kept: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ def wrap(
             inside,
             tuple(pol.masked),
             pol.env_unset,
+            kept=kept_places(pol),
         )
     ports = ",".join(str(p) for p in pol.host_ports) or "-"
     allow = pol.network == "allow"
@@ -171,6 +176,7 @@ def wrap(
             inside,
             tuple(pol.masked),
             pol.env_unset,
+            kept=kept_places(pol),
         )
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
@@ -181,6 +187,7 @@ def wrap(
             inside,
             tuple(pol.masked),
             pol.env_unset,
+            kept=kept_places(pol),
         )
     how = "" if os.path.basename(helper) == "pasta" else f" ({os.path.basename(helper)})"
     report = ["--report", net_report] if net_report else []
@@ -196,7 +203,14 @@ def wrap(
         inside,
         tuple(pol.masked),
         pol.env_unset,
+        kept=kept_places(pol),
     )
+
+
+def kept_places(pol: policy.Policy) -> tuple[tuple[str, str], ...]:
+    """The Run's own writable places, each as (where the Run sees it, where it
+    is on the host): what the Run's agent left there is read on the host."""
+    return tuple((place, source) for source, place, writable in pol.own_binds if writable)
 
 
 def gather(
