@@ -212,11 +212,12 @@ def test_off_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 FILL = r"""python3 - <<'PY'
 import time
 with open("big.bin", "wb", buffering=0) as f:
-    while True:
+    while True:  # 10 MB/s, as a build writes: the floor is met between two looks
         try:
             f.write(b"\0" * 1048576)
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.1)
 PY
 """
 

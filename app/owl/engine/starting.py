@@ -40,17 +40,19 @@ def maybe_start(eng: Engine, now: float) -> None:
     if head is None:
         eng.waiting = None
         return
-    full = eng.disk_full_now()
-    if full:
-        was, eng.waiting = eng.waiting, full.split(": no new Jobs")[0]
-        if was != eng.waiting:  # told once as it begins, not at every look
-            telling.disk_full(eng, str(eng.paths.db.parent), full)
-        return
+    # The floor first: a disk that is full is under it too, and its words
+    # name the setting that holds the queue (runs.disk_floor).
     low = capwatch.start_gate(eng)
     if low is not None:
         was, eng.waiting = eng.waiting, low
         if was != low:
             log.warning("%s", low)
+        return
+    full = eng.disk_full_now()
+    if full:
+        was, eng.waiting = eng.waiting, full.split(": no new Jobs")[0]
+        if was != eng.waiting:  # told once as it begins, not at every look
+            telling.disk_full(eng, str(eng.paths.db.parent), full)
         return
     day = budgeting.day_hold(eng)
     if day is not None:
