@@ -197,3 +197,21 @@ def test_the_log_says_a_daemon_stopped_and_not_that_a_run_that_finished_was_aske
     log = d.log_text()
     assert log.count("asked to stop") == 1, log  # the Run that was stopped, only
     assert f"stopped (pid {pid})" in log, log
+
+
+def test_a_daemon_that_ended_unreaped_is_not_taken_for_a_live_one() -> None:
+    """Under a parent that does not reap (a container's first process), an
+    ended daemon stays a zombie, which ``kill(pid, 0)`` still answers; the next
+    daemon's lock file names it for an instant: it is no daemon holding the home."""
+    from owl.settings import daemonlock
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        zombie = f"/proc/{pid}/stat"
+        wait_for(lambda: open(zombie, "rb").read().rpartition(b")")[2].split()[0] == b"Z")
+        assert not daemonlock.Holder(pid, "", daemonlock.READY).alive()
+        assert daemonlock.Holder(os.getpid(), "", daemonlock.READY).alive()
+    finally:
+        os.waitpid(pid, 0)

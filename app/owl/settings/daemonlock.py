@@ -46,11 +46,24 @@ class Holder:
             return False
         except PermissionError:
             return True
-        return True
+        return not _zombie(self.pid)
 
     def naming(self) -> str:
         """ "pid 123, socket /run/user/1000/owl/owl.sock" for one-line messages."""
         return f"pid {self.pid if self.pid is not None else 'unknown'}, socket {self.socket or 'unknown'}"
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped (Linux's state Z): a
+    daemon that ended under a parent that does not reap (a container's first
+    process) still answers ``kill(pid, 0)``, and its lock file still names it
+    in the instant the next daemon has taken the lock and not yet written it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(512)
+    except OSError:
+        return False  # no /proc (macOS): the signal's answer stands
+    return stat.rpartition(b")")[2].split()[:1] == [b"Z"]
 
 
 def holder(lock: str) -> Holder | None:
