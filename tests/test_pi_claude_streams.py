@@ -188,8 +188,14 @@ def test_below_the_checkpoint_or_without_the_warning_or_on_an_error_a_turn_is_do
         assert not rep.at_checkpoint and rep.limit is None, (used, status, err)
 
 
+# The moment the checkpoint's stream was captured: its window resets an hour
+# later (resetsAt 1796609775). Judged at the real time, the test would pass
+# only until that reset.
+CAPTURED = 1796609775 - 3600
+
+
 def test_the_checkpoint_is_a_wait_that_runs_no_check_and_carries_the_list_on():
-    rep = claude_report(lines("claude-checkpoint.jsonl"), now=NOW)
+    rep = claude_report(lines("claude-checkpoint.jsonl"), now=CAPTURED)
     v = jobrules.judge(
         agent="claude",
         outcome="succeeded",
@@ -198,7 +204,7 @@ def test_the_checkpoint_is_a_wait_that_runs_no_check_and_carries_the_list_on():
         reason=None,
         report=rep,
         strikes=0,
-        now=NOW,
+        now=CAPTURED,
     )
     assert v.outcome == "interrupted" and not v.spends_attempt
     assert v.reason and v.reason.startswith(
