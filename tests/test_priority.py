@@ -246,7 +246,8 @@ def test_every_session_is_weighed_as_an_ordinary_user_within_the_kernels_limit(t
                 assert proc.stdout is not None and proc.stdin is not None
                 pids = [int(p) for p in proc.stdout.readline().split()]
                 assert len(pids) == 5, pids
-                assert len({os.getsid(p) for p in pids}) == 5
+                # each child makes its session once it has started: not yet, maybe
+                wait_for(lambda: len({os.getsid(p) for p in pids}) == 5, timeout=10)
                 # five writes, 100 ms apart at the least: well within a few seconds
                 wait_for(lambda: [autogroup_nice(p) for p in pids] == [11] * 5, timeout=5)
                 proc.stdin.close()
