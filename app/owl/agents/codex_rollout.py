@@ -27,7 +27,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,18 +68,8 @@ def rollout_of(home: Path, thread: str) -> Path | None:
 def windows(home: Path, thread: str | None, now: float) -> list[Reading]:
     """The windows of the last `token_count` event of the thread's rollout; none
     when there is no such file or it says nothing of them. Never raises."""
-    path = rollout_of(home, thread or "")
-    if path is None:
-        return []
-    for line in reversed(_tail(path)):
-        if '"rate_limits"' not in line or '"token_count"' not in line:
-            continue
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        payload = event.get("payload") if isinstance(event, dict) else None
-        limits = payload.get("rate_limits") if isinstance(payload, dict) else None
+    for payload in _payloads(home, thread, ('"rate_limits"', '"token_count"')):
+        limits = payload.get("rate_limits")
         if isinstance(limits, dict):
             return _readings(limits, now)
     return []
@@ -94,23 +84,30 @@ def error_info(home: Path, thread: str | None) -> tuple[str, int | None] | None:
     As measured with 0.171.0: the rollout's `task_complete` event of a turn
     that failed has `error: {message, codex_error_info}`; `exec --json` prints
     only the message."""
+    for payload in _payloads(home, thread, ('"codex_error_info"',)):
+        error = payload.get("error")
+        got = _info(error.get("codex_error_info")) if isinstance(error, dict) else None
+        if got is not None:
+            return got
+    return None
+
+
+def _payloads(home: Path, thread: str | None, marks: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """The `payload` objects of the thread's rollout, newest first, of the lines
+    holding every one of `marks` (a cheap test before a line is parsed)."""
     path = rollout_of(home, thread or "")
     if path is None:
-        return None
+        return
     for line in reversed(_tail(path)):
-        if '"codex_error_info"' not in line:
+        if not all(m in line for m in marks):
             continue
         try:
             event = json.loads(line)
         except (ValueError, RecursionError):
             continue
         payload = event.get("payload") if isinstance(event, dict) else None
-        error = payload.get("error") if isinstance(payload, dict) else None
-        info = error.get("codex_error_info") if isinstance(error, dict) else None
-        got = _info(info)
-        if got is not None:
-            return got
-    return None
+        if isinstance(payload, dict):
+            yield payload
 
 
 def _info(info: Any) -> tuple[str, int | None] | None:
