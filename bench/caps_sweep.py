@@ -11,19 +11,14 @@ so the sums must cost little beside the sweep itself.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import tempfile
 import time
-import uuid
 
-import psutil
 
 from owl import tree
 
 # (the bench's folder is on the path: run as python bench/<name>.py)
-from figures import fanout_argv, ready_pids, spawned_tree
+from figures import sweep_bench
 
 
 def ms(values: list[float]) -> str:
@@ -32,46 +27,31 @@ def ms(values: list[float]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--sessions", type=int, default=10)
-    ap.add_argument("--per", type=int, default=10)
-    args = ap.parse_args()
-    tag = f"bench-{uuid.uuid4().hex[:8]}"
-    total = args.sessions * args.per
-    with tempfile.TemporaryDirectory() as ready:
-        argv = fanout_argv(ready, args.sessions, args.per)
-        with spawned_tree(argv, tag, ready, dict(os.environ)) as top:
-            ready_pids(ready, total)
-            print(
-                f"tree: {total} processes in {args.sessions} sessions, "
-                f"{len(psutil.pids())} processes on the machine, {os.cpu_count()} cores, "
-                f"load average {os.getloadavg()[0]:.1f}"
-            )
-            with tree.ProcessTree(("OWL_RUN_ID", tag), top) as run:
+    with sweep_bench(__doc__.splitlines()[0]) as (args, tag, top):
+        with tree.ProcessTree(("OWL_RUN_ID", tag), top) as run:
+            run.identities()
+            sweep, sums, pss = [], [], []
+            for _ in range(args.trials):
+                t0 = time.perf_counter()
                 run.identities()
-                sweep, sums, pss = [], [], []
-                for _ in range(args.trials):
-                    t0 = time.perf_counter()
-                    run.identities()
-                    t1 = time.perf_counter()
-                    pids = run.members()
-                    rss = tree.resident(pids, swap=tree.swapping())
-                    t2 = time.perf_counter()
-                    held = tree.proportional(pids)
-                    t3 = time.perf_counter()
-                    sweep.append(t1 - t0)
-                    sums.append(t2 - t1)
-                    pss.append(t3 - t2)
-                print(f"  the sweep ({len(pids)} processes)       {ms(sweep)}")
-                print(f"  count + RSS sum (every pass)     {ms(sums)}")
-                print(f"  PSS sum (past the cap only)      {ms(pss)}")
-                share = statistics.median(sums) / statistics.median(sweep)
-                print(
-                    f"  RSS {rss / 2**20:.0f} MiB, PSS {held / 2**20:.0f} MiB: RSS counts "
-                    f"{rss / max(held, 1):.1f}x what the Run holds; "
-                    f"the sums add {share * 100:.0f} % to a sweep"
-                )
+                t1 = time.perf_counter()
+                pids = run.members()
+                rss = tree.resident(pids, swap=tree.swapping())
+                t2 = time.perf_counter()
+                held = tree.proportional(pids)
+                t3 = time.perf_counter()
+                sweep.append(t1 - t0)
+                sums.append(t2 - t1)
+                pss.append(t3 - t2)
+            print(f"  the sweep ({len(pids)} processes)       {ms(sweep)}")
+            print(f"  count + RSS sum (every pass)     {ms(sums)}")
+            print(f"  PSS sum (past the cap only)      {ms(pss)}")
+            share = statistics.median(sums) / statistics.median(sweep)
+            print(
+                f"  RSS {rss / 2**20:.0f} MiB, PSS {held / 2**20:.0f} MiB: RSS counts "
+                f"{rss / max(held, 1):.1f}x what the Run holds; "
+                f"the sums add {share * 100:.0f} % to a sweep"
+            )
     return 0
 
 

@@ -9,11 +9,14 @@ reading takes is in the figure (psutil where there is no /proc: macOS).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import statistics
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -105,3 +108,28 @@ def spawned_tree(
             run.kill()
         popen.wait(10)
         tree.reap_orphans(lambda pid: False)
+
+
+@contextlib.contextmanager
+def sweep_bench(description: str) -> Iterator[tuple[argparse.Namespace, str, int]]:
+    """What the sweep benches share: `--trials`, `--sessions` and `--per` read
+    from the command line, the tree of `sessions` x `per` processes started and
+    waited for, the machine described in one line; yield (args, the tree's tag,
+    its pid), the tree killed whole at the end."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--sessions", type=int, default=10)
+    ap.add_argument("--per", type=int, default=10)
+    args = ap.parse_args()
+    tag = f"bench-{uuid.uuid4().hex[:8]}"
+    total = args.sessions * args.per
+    with tempfile.TemporaryDirectory() as ready:
+        argv = fanout_argv(ready, args.sessions, args.per)
+        with spawned_tree(argv, tag, ready, dict(os.environ)) as top:
+            ready_pids(ready, total)
+            print(
+                f"tree: {total} processes in {args.sessions} sessions, "
+                f"{len(psutil.pids())} processes on the machine, {os.cpu_count()} cores, "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
+            yield args, tag, top

@@ -11,21 +11,16 @@ be recognised. Target: it adds no more than 10 % to a sweep.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import tempfile
 import time
 import types
-import uuid
 
-import psutil
 
 from owl import tree
 from owl.tree import posix
 
 # (the bench's folder is on the path: run as python bench/<name>.py)
-from figures import fanout_argv, ready_pids, spawned_tree
+from figures import sweep_bench
 
 
 def without_kin() -> types.ModuleType:
@@ -45,44 +40,29 @@ def timed(run: tree.ProcessTree, trials: int) -> list[float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=200)
-    ap.add_argument("--sessions", type=int, default=10)
-    ap.add_argument("--per", type=int, default=10)
-    args = ap.parse_args()
-    tag = f"bench-{uuid.uuid4().hex[:8]}"
-    total = args.sessions * args.per
-    with tempfile.TemporaryDirectory() as ready:
-        argv = fanout_argv(ready, args.sessions, args.per)
-        with spawned_tree(argv, tag, ready, dict(os.environ)) as top:
-            ready_pids(ready, total)
+    with sweep_bench(__doc__.splitlines()[0]) as (args, tag, top):
+        # Trials alternate between the two, so load drifts hit both alike.
+        runs = {
+            label: tree.ProcessTree(("OWL_RUN_ID", tag), top, backend=b)
+            for label, b in (("posix without Kin", without_kin()), ("posix with Kin", posix))
+        }
+        times: dict[str, list[float]] = {label: [] for label in runs}
+        for run in runs.values():
+            run.alive()
+        for _ in range(args.trials):
+            for label, run in runs.items():
+                times[label] += timed(run, 1)
+        medians = {}
+        for label, values in times.items():
+            ms = sorted(v * 1000 for v in values)
+            medians[label] = statistics.median(ms)
             print(
-                f"tree: {total} processes in {args.sessions} sessions, "
-                f"{len(psutil.pids())} processes on the machine, {os.cpu_count()} cores, "
-                f"load average {os.getloadavg()[0]:.1f}"
+                f"  sweep, {label:<18} median {medians[label]:6.2f} ms   "
+                f"p99 {ms[int(0.99 * (len(ms) - 1))]:6.2f} ms"
             )
-            # Trials alternate between the two, so load drifts hit both alike.
-            runs = {
-                label: tree.ProcessTree(("OWL_RUN_ID", tag), top, backend=b)
-                for label, b in (("posix without Kin", without_kin()), ("posix with Kin", posix))
-            }
-            times: dict[str, list[float]] = {label: [] for label in runs}
-            for run in runs.values():
-                run.alive()
-            for _ in range(args.trials):
-                for label, run in runs.items():
-                    times[label] += timed(run, 1)
-            medians = {}
-            for label, values in times.items():
-                ms = sorted(v * 1000 for v in values)
-                medians[label] = statistics.median(ms)
-                print(
-                    f"  sweep, {label:<18} median {medians[label]:6.2f} ms   "
-                    f"p99 {ms[int(0.99 * (len(ms) - 1))]:6.2f} ms"
-                )
-                runs[label].close()
-            extra = medians["posix with Kin"] / medians["posix without Kin"] - 1
-            print(f"  Kin adds {extra * 100:+.1f} % to the median sweep (target <= 10 %)")
+            runs[label].close()
+        extra = medians["posix with Kin"] / medians["posix without Kin"] - 1
+        print(f"  Kin adds {extra * 100:+.1f} % to the median sweep (target <= 10 %)")
     return 0
 
 
