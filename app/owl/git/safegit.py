@@ -363,16 +363,6 @@ def _spawn(
     swept: bool = True,
     stdin: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    env.update(getattr(_local, "env", {}))
-    env[_TAG] = f"{os.getpid()}-{next(_counter)}"
-    backend = tree.backend
-    mark = backend.last_pid()
-    if swept:
-        command_line, child_env = tree.helper_command(
-            tree.SWEEPER, [str(os.getpid()), *command], env
-        )
-    else:
-        command_line, child_env = command, env
     # What git reads comes from a file with no name (as its output goes to
     # two): nothing else can swap it under git, as it could a named one in
     # a temporary folder that another program of the person's may write.
@@ -381,31 +371,54 @@ def _spawn(
         tempfile.TemporaryFile() as err,
         _input(stdin) as given,
     ):
-        with tree.SPAWN_LOCK:
-            popen = subprocess.Popen(
-                command_line,
-                env=child_env,
-                stdin=given,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                close_fds=True,
-            )
-            tree.own(popen, locked=True)
+        popen, tag, mark = _launch(command, env, swept, given, out, err)
         try:
             code = popen.wait(timeout)
         except subprocess.TimeoutExpired:
-            _end_in_time(popen, env[_TAG])
+            _end_in_time(popen, tag)
             raise GitTimeout(
                 f"git {command[4] if len(command) > 4 else ''} ran longer "
                 f"than {timeout:g} s and was ended"
             ) from None
-        end_leftovers(popen.pid, env[_TAG], mark)
+        end_leftovers(popen.pid, tag, mark)
         out.seek(0)
         err.seek(0)
         stdout = out.read()
         stderr = err.read()
     return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+
+def _launch(
+    command: list[str],
+    env: dict[str, str],
+    swept: bool,
+    stdin: IO[bytes] | int,
+    stdout: IO[bytes] | int,
+    stderr: IO[bytes],
+) -> tuple[subprocess.Popen[bytes], str, int | None]:
+    """Start git as Owl's own, in a session of its own, tagged so whatever it
+    leaves can be found (under the sweeper unless `swept` is False); the
+    Popen, its tag and the pid counter's mark before it (`end_leftovers`)."""
+    env.update(getattr(_local, "env", {}))
+    env[_TAG] = tag = f"{os.getpid()}-{next(_counter)}"
+    mark = tree.backend.last_pid()
+    command_line, child_env = command, env
+    if swept:
+        command_line, child_env = tree.helper_command(
+            tree.SWEEPER, [str(os.getpid()), *command], env
+        )
+    with tree.SPAWN_LOCK:
+        popen = subprocess.Popen(
+            command_line,
+            env=child_env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            close_fds=True,
+        )
+        tree.own(popen, locked=True)
+    return popen, tag, mark
 
 
 class _Reading:
@@ -466,27 +479,8 @@ def stream(
     else:
         settings, swept = [*overrides(configured(cwd, timeout)), *config], True
     child_env = environment(settings, env)
-    child_env.update(getattr(_local, "env", {}))
-    child_env[_TAG] = tag = f"{os.getpid()}-{next(_counter)}"
-    mark = tree.backend.last_pid()
-    command = argv(cwd, args)
-    command_line = command
-    if swept:
-        command_line, child_env = tree.helper_command(
-            tree.SWEEPER, [str(os.getpid()), *command], child_env
-        )
     with tempfile.TemporaryFile() as err, _input(stdin) as given:
-        with tree.SPAWN_LOCK:
-            popen = subprocess.Popen(
-                command_line,
-                env=child_env,
-                stdin=given,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,
-                close_fds=True,
-            )
-            tree.own(popen, locked=True)
+        popen, tag, mark = _launch(argv(cwd, args), child_env, swept, given, subprocess.PIPE, err)
         late = threading.Event()
 
         def _too_late() -> None:
