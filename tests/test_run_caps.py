@@ -208,16 +208,22 @@ def test_off_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert caps.where == "" and caps.joins == [] and caps.memory is None
 
 
-# Fills its disk as fast as it can, and keeps trying.
+# Fills its disk at 40 MB/s, 1 MB at a time, and keeps trying; says so if the
+# disk was ever full. At a look a second (the engine's pass) the floor below
+# was passed by 40 MB between two looks, more than the disk had: the disk
+# watch looks ten times a second.
 FILL = r"""python3 - <<'PY'
 import time
+full = False
 with open("big.bin", "wb", buffering=0) as f:
-    while True:  # 10 MB/s, as a build writes: the floor is met between two looks
+    while True:
         try:
             f.write(b"\0" * 1048576)
         except OSError:
-            pass
-        time.sleep(0.1)
+            if not full:
+                print("the disk was full", flush=True)
+            full = True
+        time.sleep(0.025)
 PY
 """
 
@@ -277,6 +283,9 @@ def test_a_run_that_fills_its_disk_is_held_and_nothing_is_lost(base: Path) -> No
                 text=True,
             ).stdout
             assert landed.count("work before the cap") == 2, landed
+            for r in j["runs"]:  # held at the floor: the disk never filled under it
+                log = d.ok("logs", str(job), "--run", str(r["id"]))
+                assert "committed" in log and "the disk was full" not in log, log
         # every record the daemon wrote is in the database
         db = sqlite3.connect(d.home / "owl.db")
         rows = db.execute(

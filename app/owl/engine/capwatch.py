@@ -14,21 +14,22 @@ engine thread (takes the engine as `eng`):
 - `exited`: the agent's exit is read against the kernel's count of OOM kills
   first, so a process the kernel ended at the cap is the cap's doing, not
   "the agent exited with code 137";
-- `floor`: the free space on Owl's home and on each worktree's filesystem;
-  under `runs.disk_floor` the Runs there are frozen and held (`Core.floor`),
+- `floor`: the free space on Owl's home and on each worktree's filesystem,
+  as the disk watch last saw it (`owl.engine.diskwatch`: ten looks a second,
+  off this thread, an event when one crosses the floor); under
+  `runs.disk_floor` the Runs there are frozen and held (`Core.floor`),
   and go on when there is room (`Core.room`); no Run starts meanwhile
   (`start_gate`);
 - `judged` / `block_reason`: a Run stopped at a cap spends no attempt; a
   second in a row blocks its Job.
 
-The per-pass cost is one small read per process (statm) plus a statvfs per
-filesystem: bench/caps_sweep.py measures it for a Run of 100 processes.
+The per-pass cost is one small read per process (statm): bench/caps_sweep.py
+measures it for a Run of 100 processes.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from owl.engine.runstart import Live
 
 from owl import tree
-from owl.engine import telling
+from owl.engine import diskwatch, telling
 from owl.rules import capwords, lifecycle, runcaps
 from owl.rules.lifecycle import Phase
 
@@ -180,30 +181,21 @@ def wake_at(eng: Engine, now: float) -> list[float]:
 # ------------------------------------------------------------------- disk
 
 
-def free_under(eng: Engine, folder: str) -> str | None:
-    """Why `folder`'s filesystem is under the floor, or None (also when unread)."""
-    floor = eng.cfg.disk_floor
-    if floor.off:
-        return None
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return None
-    cap = floor.of(st.f_blocks * st.f_frsize) or 0
-    return runcaps.disk_under(st.f_bavail * st.f_frsize, cap, floor.text, folder)
-
-
 def floor(eng: Engine, now: float) -> None:
     """Hold every Run whose worktree's (or Owl's home's) disk is under the
-    floor; let one go on whose disk has room again."""
-    if not eng.live:
-        return
-    home = free_under(eng, str(eng.paths.db.parent))
+    floor; let one go on whose disk has room again. The free space is the
+    disk watch's last look (`owl.engine.diskwatch`, ten a second, off this
+    thread); the folders it looks at are set here, on every pass."""
+    home_dir = str(eng.paths.db.parent)
+    worktrees = {lv.run_id: str(lv.worktree) for lv in eng.live.values() if lv.worktree}
+    eng.disk.watch([home_dir, *worktrees.values()] if eng.live else [], eng.cfg.disk_floor)
+    home = eng.disk.low(home_dir)
     for lv in list(eng.live.values()):
         r = eng.core.runs.get(lv.run_id)
         if r is None or r.phase is Phase.ENDING:
             continue
-        low = home or (free_under(eng, str(lv.worktree)) if lv.worktree else None)
+        worktree = worktrees.get(lv.run_id)
+        low = home or (eng.disk.low(worktree) if worktree else None)
         if low is not None and lv.disk_held is None:
             lv.disk_held = low
             log.warning("run %s of job %s held: %s", lv.run_id, lv.job_id, low)
@@ -219,7 +211,9 @@ def floor(eng: Engine, now: float) -> None:
 
 def start_gate(eng: Engine) -> str | None:
     """Why no Run starts now for want of disk (Owl's home under the floor), or None."""
-    low = free_under(eng, str(eng.paths.db.parent))
+    if eng.cfg.disk_floor.off:
+        return None
+    low = diskwatch.under(str(eng.paths.db.parent), eng.cfg.disk_floor)
     if low is None:
         return None
     return f"{low.removeprefix(capwords.STOPPED)}: no Run starts until there is room"

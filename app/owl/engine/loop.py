@@ -52,6 +52,7 @@ from owl.power.keeper import AwakeKeeper
 from owl.git import safegit
 from owl.git import setup as setupmod
 from owl.verbs import caller_side as verbwork
+from owl.engine.diskwatch import DiskWatch
 from owl.engine.sleepclock import SleepWatch
 from owl.errors import Refused
 from owl.idle.machine import Machine, Reading
@@ -133,6 +134,9 @@ class Engine:
         self.unrecorded: list[runend.Unrecorded] = []  # finished Runs a full disk held back
         self.unnoted: dict[int, dict[str, Any]] = {}  # live Runs' fields a full disk held back
         self.reserve = diskroom.Reserve(paths.db.parent)  # room kept back for those records
+        # The free space under the live Runs, read on a thread of its own; a
+        # folder crossing runs.disk_floor comes back as an event (the Runs held).
+        self.disk = DiskWatch(lambda: self.post(lambda: capwatch.floor(self, self.clock())))
         self.reserve.ensure()
         self.verifications: dict[int, checksmod.Verification] = {}  # `owl jobs verify`'s
         self.held: dict[int, str] = {}  # Jobs a verb's git holds (owl.verbs.engine_side.hold)
@@ -151,6 +155,7 @@ class Engine:
         self.machine.start(self._on_input, lambda: self._q.put(("wake",)))
         self._thread.start()
         self.config_watch.start()
+        self.disk.start()
 
     def stop(self, timeout: float = 10.0) -> bool:
         """End every live Run the way ADR-0011 says, then stop the thread."""
@@ -242,6 +247,7 @@ class Engine:
                     pass
         finally:
             self.config_watch.stop()
+            self.disk.stop()
             self.awake.stop()  # lets go of the inhibitor
             self.machine.stop()
             self._stopped.set()

@@ -19,10 +19,10 @@ from owl.engine.runstart import Live
 
 
 def watch(eng: Engine, now: float) -> None:
+    capwatch.floor(eng, now)  # the disk under the floor holds the Runs there
     if not eng.live:
         return
     tree.reap_orphans(lambda pid: owned(eng, pid))
-    capwatch.floor(eng, now)  # the disk under the floor holds the Runs there
     for lv in list(eng.live.values()):
         watch_log(eng, lv, now)
         budgeting.watch(eng, lv)
