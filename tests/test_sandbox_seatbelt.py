@@ -176,6 +176,21 @@ def test_the_runs_own_home_caches_and_state_are_writable_the_persons_are_not():
     assert can_read(text, gitconfig) and not can_write(text, gitconfig)
 
 
+def test_a_state_file_is_saved_as_claude_code_saves_it_through_its_link():
+    """Measured with Claude Code 2.1.332 (strace, ~/.claude.json a link): it
+    reads the link, writes ``TARGET.tmp.PID.HEX`` beside where it leads and
+    renames that over the target. The sibling named after the Run's own place
+    may be made and renamed over it; nothing else in Owl's folder around it."""
+    text = make()
+    target = f"{STATE}/claude.json-5"
+    temp = f"{target}.tmp.15337.fb2f4f49b1e5"
+    for op in ("file-write-create", "file-write-data", "file-write-unlink"):
+        assert allowed(text, op, path=temp), op
+    assert allowed(text, "file-write-create", path=target)
+    for path in (f"{STATE}/other.json", f"{STATE}/claude.json-5x", f"{temp}/deeper"):
+        assert not can_write(text, path), path
+
+
 def test_the_run_is_told_its_own_home_is_home():
     """HOME (libc, git, Node, Python, Go, Rust) and CFFIXED_USER_HOME
     (CoreFoundation's NSHomeDirectory) are the Run's own home; a variable

@@ -18,9 +18,12 @@ A link is made from a descriptor of the folder it lies in, no link followed
 on the way (``ownhome.opened``); whatever the Run left in its place is
 removed first, but for a plain file the Run renamed over the link to its
 agent's state file (a program that saves a file by renaming a new one over
-it): that is the agent's newer state, and is moved over the state file it
-replaces. Everything here runs on Linux as well: only what the Run is told
-and what Seatbelt is given is macOS's.
+the link itself): that is the agent's newer state, and is moved over the
+state file it replaces. Claude Code (2.1.332, measured) keeps the link: it
+reads it, writes ``TARGET.tmp.PID.HEX`` beside where it leads and renames that
+over the target, which the profile allows for the Run's own places alone.
+Everything here runs on Linux as well: only what the Run is told and what
+Seatbelt is given is macOS's.
 """
 
 from __future__ import annotations

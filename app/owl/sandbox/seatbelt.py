@@ -146,6 +146,11 @@ def real(path: str) -> str:
     return path
 
 
+def _re(path: str) -> str:
+    """``path`` as a regular expression that matches it alone."""
+    return "".join("\\" + c if c in ".^$*+?()[]{}|\\" else c for c in path)
+
+
 def _depth(path: str) -> int:
     return len([p for p in path.split("/") if p])
 
@@ -285,6 +290,12 @@ def _layers(policy: Policy) -> list[str]:
         "(allow file-read* file-write* {})",
         read="(allow file-read* {})",
     )
+    own = _own(policy)[1][1:]
+    if own:
+        # Claude Code saves ~/.claude.json (a link here) by writing a new file
+        # beside where the link leads, `NAME.tmp.PID.HEX`, and renaming it over
+        out.append("; a file saved beside the Run's own place and renamed over it")
+        out += [f'(allow file-read* file-write* (regex #"^{_re(p)}\\.[^/]+$"))' for p in own]
     # realpath(3) and git stat every folder above the worktree, some of them hidden
     above = sorted({a for p in (*SHARED_TMP, *_writable(policy)) for a in _ancestors(p)})
     if above:
