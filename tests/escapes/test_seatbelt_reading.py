@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -663,6 +664,33 @@ def test_the_runs_own_home_caches_state_and_worktree_are_writable(mac: Mac) -> N
     # and what each is on the host, for the engine to read after the Run
     kept = dict(mac.wrapped.kept)
     assert os.path.realpath(kept[str(mac.home / ".claude")]) == mac.inside(".claude")
+
+
+def test_the_runs_tools_find_its_own_home_by_its_environment(base: Path) -> None:
+    """Run for real, without the profile (no Mac here): the Run's argv from
+    ``env`` on, as sandbox-exec would exec it. git reads the cleaned copy of
+    the person's ``~/.gitconfig`` through the Run's home (no credential
+    helper), Python's ``~`` is the Run's home, and its ``~/.cache`` leads to
+    Owl's folder for the project."""
+    m = make_mac(base / "tools")
+    (m.home / ".gitconfig").write_text("[user]\n\tname = Me\n[credential]\n\thelper = store\n")
+    m = Mac(m.home, m.project, m.other, m.paths, m.places, profile_for(*m.made()))
+    argv = m.wrapped.argv
+    tail = argv[argv.index(seatbelt.ENV) : -3]  # env -u SECRET… NAME=VALUE…
+    git = subprocess.run(
+        [*tail, "git", "config", "--global", "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=m.places.worktree,
+    ).stdout
+    assert "user.name=Me" in git and "credential" not in git
+    py = "import os; print(os.path.expanduser('~')); print(os.path.realpath(os.path.expanduser('~/.cache')))"
+    home, cache = subprocess.run(
+        [*tail, sys.executable, "-c", py], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert home == str(m.own) and cache == m.inside(".cache")
+    assert cache.startswith(str(m.paths.worktrees.parent / "sandbox" / "projects"))
 
 
 def test_another_project_another_agent_and_owls_folders_are_out_of_sight(mac: Mac) -> None:

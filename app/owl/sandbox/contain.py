@@ -58,8 +58,9 @@ class Wrapped:
     # that may not be used): uncontained would not mend it.
     refused: bool = False
     # Where the Run's own writable places are on the host (``ownhome``): (the
-    # place inside the Run, Owl's folder or file bound there), the agent's
-    # state among them. Empty when the Run sees the person's own home.
+    # place at the person's home path, Owl's folder or file bound there on
+    # Linux, linked there from the Run's own home on macOS), the agent's
+    # state among them. Empty for a Run not contained.
     kept: tuple[tuple[str, str], ...] = ()
 
 
