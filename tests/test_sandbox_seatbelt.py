@@ -171,6 +171,8 @@ def test_the_runs_own_home_caches_and_state_are_writable_the_persons_are_not():
         assert not can_read(text, path) and not can_write(text, path), path
     for path in ("/usr/bin/git", "/opt/homebrew/bin/node", f"{PROJECT}/README.md"):
         assert can_read(text, path) and not can_write(text, path), path
+    # the person's own agent config, which Owl reads: not renamed away either
+    assert not allowed(text, "file-write-unlink", path=f"{HOME}/.claude/settings.json")
     # the cleaned git config: read, not written
     gitconfig = f"{KEEP}/jobs/job-1/gitconfig"
     assert can_read(text, gitconfig) and not can_write(text, gitconfig)
