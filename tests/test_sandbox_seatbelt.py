@@ -169,7 +169,12 @@ def test_the_runs_own_home_caches_and_state_are_writable_the_persons_are_not():
         f"{KEEP}/projects/web-9e8f/caches/npm-2/x",  # another project's caches
     ):
         assert not can_read(text, path) and not can_write(text, path), path
-    for path in ("/usr/bin/git", "/opt/homebrew/bin/node", f"{PROJECT}/README.md"):
+    for path in (
+        "/usr/bin/git",
+        "/opt/homebrew/bin/node",
+        f"{PROJECT}/README.md",
+        "/private/var/run/resolv.conf",
+    ):
         assert can_read(text, path) and not can_write(text, path), path
     # the person's own agent config, which Owl reads: not renamed away either
     assert not allowed(text, "file-write-unlink", path=f"{HOME}/.claude/settings.json")

@@ -66,7 +66,7 @@ EGRESS_PORT = "OWL_EGRESS_PORT"
 # macOS resolves these symlinks before Seatbelt matches a path: the rules name the targets.
 _FIRMLINKS = (("/tmp", "/private/tmp"), ("/var", "/private/var"), ("/etc", "/private/etc"))
 
-# With read = "project": macOS's own folders a command needs to read.
+# macOS's own folders a command needs to read (all a Run reads outside the allow-list).
 SYSTEM_READ = (
     "/usr",
     "/bin",
@@ -79,6 +79,7 @@ SYSTEM_READ = (
     "/private/var/select",  # xcode-select's choice of developer tools
     "/private/var/db/xcode_select_link",
     "/private/var/db/timezone",
+    "/private/var/run/resolv.conf",  # /etc/resolv.conf's target: Go's own resolver reads it
     "/Applications/Xcode.app",  # git and clang when Xcode is the chosen toolchain
     "/dev",
 )
