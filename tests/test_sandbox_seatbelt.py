@@ -710,8 +710,7 @@ def test_a_linked_agent_state_folder_of_the_persons_is_neither_read_nor_written(
     assert can_write(text, seatbelt.real(f"{state}/projects/x.jsonl"))
     assert allowed(text, "file-write-unlink", path=seatbelt.real(f"{state}/old.jsonl"))
     assert (own / "settings.json").read_text() == '{"theme": "mine"}\n'
-    # Claude saves ~/.claude.json by renaming a new file over it: its state file
-    # may be replaced, a folder may not
+    # a state file may be replaced (a new one renamed over it), a folder may not
     state_file = os.path.realpath(own_home_of(w) / ".claude.json")
     assert allowed(text, "file-write-unlink", path=seatbelt.real(state_file))
     assert not allowed(text, "file-write-unlink", path=seatbelt.real(state), is_dir=True)
@@ -736,7 +735,7 @@ def test_a_link_the_run_left_in_its_home_is_made_again(var_tmp, monkeypatch):
     (own / ".claude" / "planted").write_text("x")
     saved = own / ".claude.json.tmp"
     saved.write_text('{"numStartups": 2}\n')
-    os.replace(saved, own / ".claude.json")  # as Claude Code saves it
+    os.replace(saved, own / ".claude.json")  # a program that renames over the link
     text = text_of(darwin_wrap(tmp_path, home).argv)
     assert os.readlink(own / ".cache") == cache and (own / ".claude").is_symlink()
     assert os.path.realpath(own / ".claude.json") == state
