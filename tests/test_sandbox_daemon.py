@@ -309,7 +309,7 @@ def test_a_project_may_narrow_the_sandbox_never_widen_it(base):
         '[sandbox]\nnetwork = false\nread = "project"\nmode = "required"\n', "p/.owl.toml"
     ).sandbox
     s = containing.settings_for(cfg, "claude", narrowed)
-    assert (s.network, s.read, s.read_word, s.mode) == (False, (), "project", "required")
+    assert (s.network, s.read, s.mode) == (False, (), "required")
     off = config.from_dict({"sandbox": {"mode": "off"}})
     assert containing.settings_for(off, "claude", narrowed).mode == "off"  # the person's word
     with pytest.raises(project.ProjectError, match="sandbox.write"):

@@ -93,18 +93,17 @@ def test_hidden_wins_inside_every_folder_in_sight_and_is_laid_last():
     assert argv.index(f"{OWN}/jobs/job-1/home") < argv.index(OWN_BINDS[0][0])
 
 
-def test_the_person_view_stays_for_seatbelt_without_a_home_of_its_own():
-    pol = P.compute(P.Settings(), AGENTS["claude"], facts())
-    for path in (
-        "/home/me/.ssh",
-        "/home/me/.local/share/owl",
-        "/home/me/.config/owl",
-        "/run/user/1000",
-        "/tmp/.X11-unix",
-    ):
-        assert path in pol.hidden
-    assert {"/home/me/.claude", "/home/me/.cache"} <= set(pol.writable)
-    assert "/home/me/.claude/settings.json" in pol.readonly_over
+def test_one_view_for_both_sandboxes_the_persons_home_is_never_written():
+    """Seatbelt's Policy is Linux's (an allow-list): no view of the person's
+    home with its caches and agent state writable in place, whatever the facts."""
+    for f in (facts(), own()):
+        pol = P.compute(P.Settings(read="project"), AGENTS["claude"], f)
+        assert pol.read_root == "own" and "/home/me" not in pol.readable
+        assert not {"/home/me/.claude", "/home/me/.cache", "/home/me/.claude.json"} & set(
+            pol.writable
+        )
+        assert "/home/me/.claude/settings.json" not in pol.readonly_over
+    assert not hasattr(P, "_person_view") and not hasattr(P.Settings(), "read_word")
 
 
 def test_the_environment_loses_display_owl_and_secrets_but_keeps_the_agents_key():
@@ -119,7 +118,6 @@ def test_a_project_may_only_narrow():
         {"mode": "required", "read": "project", "network": False, "hide": ["~/notes"]}
     )
     assert (s.mode, s.read, s.network, s.hide) == ("off", (), False, ("~/notes",))
-    assert s.read_word == "project"
     assert P.Settings(read=("/x",)).narrowed({"read": "project"}).read == ()
     assert P.Settings().narrowed({"read": "home", "network": True}) == P.Settings()
     assert P.Settings(network=False).narrowed({"network": True}).network is False

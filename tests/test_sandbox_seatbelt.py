@@ -8,20 +8,35 @@ guarantee (tests/test_sandbox_policy.py, the README's table) is asked of it."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
 import pytest
-from owl.sandbox import agentstate, contain, folders, policy, seatbelt
+from owl.sandbox import agentstate, contain, folders, macview, ownhome, policy, seatbelt
 from support.seatbelt_eval import allowed, parse, rules
 
 HOME = "/Users/me"
 OWL = f"{HOME}/Library/Application Support/owl"
+# a Job made before the worktrees left the data folder: its worktree is still there
 WT = f"{OWL}/worktrees/job-1"
 RUNTIME = f"{HOME}/Library/Caches/TemporaryItems/owl"
 PROJECT = f"{HOME}/code/api"
 STORE = f"{OWL}/worktrees/job-1.git"  # the Job's own git store, beside its worktree
 EGRESS = 50123  # the port seatnet.py's proxy got
+# The Run's own places (ownhome), where Owl keeps them on macOS: no space in the path.
+KEEP = f"{HOME}/.local/share/owl/sandbox"
+OWN = f"{KEEP}/jobs/job-1/home"
+CACHES = f"{KEEP}/projects/api-1a2b/caches"
+STATE = f"{KEEP}/projects/api-1a2b/agents/claude-3c4d"
+OWN_BINDS = (
+    (f"{CACHES}/cache-1", f"{HOME}/.cache", True),
+    (f"{CACHES}/npm-2", f"{HOME}/.npm", True),
+    (f"{CACHES}/Caches-3", f"{HOME}/Library/Caches", True),
+    (f"{STATE}/claude-4", f"{HOME}/.claude", True),
+    (f"{STATE}/claude.json-5", f"{HOME}/.claude.json", True),
+    (f"{KEEP}/jobs/job-1/gitconfig", f"{HOME}/.gitconfig", False),
+)
 
 
 def facts(**kw: object) -> policy.Facts:
@@ -33,7 +48,7 @@ def facts(**kw: object) -> policy.Facts:
         "git_admin": f"{STORE}/worktrees/job-1",
         "project_git": f"{PROJECT}/.git",
         "project": PROJECT,
-        "owl_home": (OWL, f"{HOME}/Library/Logs/owl", RUNTIME),
+        "owl_home": (OWL, f"{HOME}/Library/Logs/owl", RUNTIME, KEEP),
         "runtime_dir": None,
         "env": {
             "HOME": HOME,
@@ -42,19 +57,27 @@ def facts(**kw: object) -> policy.Facts:
             "ANTHROPIC_BASE_URL": "http://127.0.0.1:4123",
             "PATH": "/opt/homebrew/bin:/usr/bin",
         },
+        "own_home": OWN,
+        "own_binds": OWN_BINDS,
     }
     base.update(kw)
     return policy.Facts(**base)
 
 
-def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: object) -> str:
+def mac_policy(
+    settings: policy.Settings | None = None, agent: str = "claude", **kw: object
+) -> policy.Policy:
+    """The Policy as macOS's wrapping hands it to seatbelt.py (``macview``; the
+    paths here need no resolving)."""
+    f = facts(**kw)
     pol = policy.compute(
-        settings or policy.Settings(),
-        agentstate.AGENTS.get(agent, agentstate.AgentState()),
-        facts(**kw),
+        settings or policy.Settings(), agentstate.AGENTS.get(agent, agentstate.AgentState()), f
     )
-    text = seatbelt.profile(pol)
-    return seatbelt.with_egress(text, EGRESS)
+    return macview.at_home(macview.hidden(pol, f), f.env)
+
+
+def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: object) -> str:
+    return seatbelt.with_egress(seatbelt.profile(mac_policy(settings, agent, **kw)), EGRESS)
 
 
 def text_of(argv: list[str]) -> str:
@@ -115,30 +138,89 @@ def test_what_a_commit_needs_is_writable_and_git_config_hooks_info_are_read_only
     assert not can_read(text, f"{OWL}/worktrees/job-2.git/config")
 
 
-def test_the_agents_state_and_caches_are_writable_and_the_rest_read_only():
+def test_the_runs_own_home_caches_and_state_are_writable_the_persons_are_not():
+    """The Run's home is Owl's folder; its caches and its agent's state are
+    Owl's (per project, per agent), linked into it. The person's home is
+    refused as a whole: their caches, their agent's state, their dotfiles."""
     text = make()
     for path in (
-        f"{HOME}/.claude/projects/x.jsonl",
-        f"{HOME}/.claude.json",
-        f"{HOME}/.npm/_cacache/x",
-        f"{HOME}/Library/Caches/pip/http/x",
+        f"{OWN}/.zsh_history",
+        f"{OWN}/.config/tool/settings",
+        f"{STATE}/claude-4/projects/x.jsonl",
+        f"{STATE}/claude.json-5",
+        f"{CACHES}/npm-2/_cacache/x",
+        f"{CACHES}/Caches-3/pip/http/x",
         "/private/tmp/build.o",
         "/private/var/folders/ab/xyz/T/tmp1",
     ):
-        assert can_write(text, path), path
+        assert can_read(text, path) and can_write(text, path), path
     for path in (
+        f"{HOME}/.claude/projects/x.jsonl",
+        f"{HOME}/.claude.json",
+        f"{HOME}/.claude/settings.json",
+        f"{HOME}/.npm/_npx/x/index.js",
+        f"{HOME}/Library/Caches/pip/x",
         f"{HOME}/Documents/notes.txt",
         f"{HOME}/.zshrc",
+        f"{HOME}/.codex/config.toml",  # another agent's state
+        f"{HOME}/.copilot/config.json",
+        f"{HOME}/code/other/src/a.py",  # another project
+        f"{KEEP}/jobs/job-2/home/.zsh_history",  # another Job's home
+        f"{KEEP}/projects/web-9e8f/caches/npm-2/x",  # another project's caches
+    ):
+        assert not can_read(text, path) and not can_write(text, path), path
+    for path in (
         "/usr/bin/git",
         "/opt/homebrew/bin/node",
         f"{PROJECT}/README.md",
+        "/private/var/run/resolv.conf",
     ):
         assert can_read(text, path) and not can_write(text, path), path
-    assert not can_write(text, f"{HOME}/.codex/config.toml")  # another agent's state
-    # the agent's own config, which Owl reads: read only, not renamed away either
-    settings = f"{HOME}/.claude/settings.json"
-    assert can_read(text, settings) and not can_write(text, settings)
-    assert not allowed(text, "file-write-unlink", path=settings)
+    # the person's own agent config, which Owl reads: not renamed away either
+    assert not allowed(text, "file-write-unlink", path=f"{HOME}/.claude/settings.json")
+    # the cleaned git config: read, not written
+    gitconfig = f"{KEEP}/jobs/job-1/gitconfig"
+    assert can_read(text, gitconfig) and not can_write(text, gitconfig)
+
+
+def test_a_state_file_is_saved_as_claude_code_saves_it_through_its_link():
+    """Measured with Claude Code 2.1.332 (strace, ~/.claude.json a link): it
+    reads the link, writes ``TARGET.tmp.PID.HEX`` beside where it leads and
+    renames that over the target. The sibling named after the Run's own place
+    may be made and renamed over it; nothing else in Owl's folder around it."""
+    text = make()
+    target = f"{STATE}/claude.json-5"
+    temp = f"{target}.tmp.15337.fb2f4f49b1e5"
+    for op in ("file-write-create", "file-write-data", "file-write-unlink"):
+        assert allowed(text, op, path=temp), op
+    assert allowed(text, "file-write-create", path=target)
+    for path in (f"{STATE}/other.json", f"{STATE}/claude.json-5x", f"{temp}/deeper"):
+        assert not can_write(text, path), path
+
+
+def test_the_run_is_told_its_own_home_is_home():
+    """HOME (libc, git, Node, Python, Go, Rust) and CFFIXED_USER_HOME
+    (CoreFoundation's NSHomeDirectory) are the Run's own home; a variable
+    naming a place in the person's home is moved into the Run's, but for
+    what the Run reads of theirs (a toolchain) and lists (PATH)."""
+    env = {
+        **facts().env,
+        "CARGO_HOME": f"{HOME}/.cargo",
+        "RUSTUP_HOME": f"{HOME}/.rustup",
+        "HISTFILE": f"{HOME}/.zsh_history",
+        "PATH": f"{HOME}/.cargo/bin:/usr/bin",
+        "PROJECT_DIR": f"{PROJECT}/src",
+    }
+    pol = mac_policy(env=env)
+    inside = policy.agent_env(env, pol)
+    assert inside["HOME"] == OWN and inside["CFFIXED_USER_HOME"] == OWN and " " not in OWN
+    assert inside["CARGO_HOME"] == f"{OWN}/.cargo"
+    assert inside["HISTFILE"] == f"{OWN}/.zsh_history"
+    assert inside["RUSTUP_HOME"] == f"{HOME}/.rustup"  # a toolchain, read where it is
+    assert inside["PATH"] == env["PATH"] and inside["PROJECT_DIR"] == f"{PROJECT}/src"
+    assert "GITHUB_TOKEN" not in inside
+    argv = seatbelt.argv(pol, ["claude"])
+    assert f"HOME={OWN}" in argv and f"CFFIXED_USER_HOME={OWN}" in argv
 
 
 @pytest.mark.parametrize(
@@ -167,9 +249,9 @@ def test_secrets_are_hidden_macos_own_included(path):
 
 
 def test_a_secret_inside_a_writable_folder_stays_hidden_whatever_the_policys_order():
-    """The deeper path's rule comes last: `sandbox.write = ["~"]` does not open
-    ~/.ssh, and the runtime folder (inside ~/Library/Caches, writable) stays hidden."""
-    pol = policy.compute(policy.Settings(write=(HOME,)), agentstate.AGENTS["claude"], facts())
+    """Hidden is denied last: `sandbox.write = ["~"]` does not open ~/.ssh,
+    and the runtime folder (inside ~/Library/Caches, writable) stays hidden."""
+    pol = mac_policy(policy.Settings(write=(HOME,)))
     for p in (pol, dataclasses.replace(pol, hidden=pol.hidden[::-1], writable=pol.writable[::-1])):
         text = seatbelt.profile(p)
         assert can_write(text, f"{HOME}/Documents/x")
@@ -180,37 +262,49 @@ def test_a_secret_inside_a_writable_folder_stays_hidden_whatever_the_policys_ord
 
 
 def test_order_sensitive_rules_come_in_the_right_order():
-    """Read by position in the profile, not only by outcome: the broad read allow
-    before the first deny; each hidden path's deny after every allow that covers
-    it; the git config's write deny after the writable allow of .git's parts."""
-    text = make(policy.Settings(write=(HOME,)))
+    """Read by position in the profile, not only by outcome: the person's home
+    refused after the system's reads and before every allow inside it; every
+    hidden path's deny after every file allow (hidden always wins), but for
+    Owl's folder around the worktree, which the worktree's deeper allow
+    follows; the store read after Owl's folder is hidden, its parts to write
+    after that."""
+    text = make(policy.Settings(write=(HOME,), read=(f"{HOME}/notes",)))
     lines = [ln for ln in text.splitlines() if ln.startswith("(")]
 
     def first(s: str) -> int:
         return next(i for i, ln in enumerate(lines) if s in ln)
 
-    read_all = lines.index("(allow file-read*)")
-    for secret in (f"{HOME}/.ssh", f"{HOME}/Library/Keychains", RUNTIME):
+    home = first(f'(deny file-read* file-write* (subpath "{HOME}"))')
+    assert first('(allow file-read* (subpath "/usr")') < home
+    assert first('(allow file-read* file-write* (subpath "/private/tmp")') < home
+    file_allows = [
+        i
+        for i, ln in enumerate(lines)
+        if ln.startswith("(allow file-") and f'"{HOME}' in ln and "file-read-metadata" not in ln
+    ]
+    assert file_allows and min(file_allows) > home
+    for secret in (f"{HOME}/.ssh", f"{HOME}/.pgpass", RUNTIME):
         deny = first(f'(deny file-read* file-write* (subpath "{secret}"))')
-        assert deny > read_all
-        for i, ln in enumerate(lines):
-            covers = ln.startswith("(allow file-read* file-write* (subpath ") and secret.startswith(
-                ln.split('"')[1].rstrip("/") + "/"
-            )
-            assert not covers or i < deny, (ln, secret)
-    # the store is revealed (read) after Owl's folder is hidden, its parts to
-    # write after that
-    assert first(f'(allow file-read* (subpath "{STORE}"))') > first(f'(subpath "{OWL}"))')
+        assert deny > max(file_allows), secret
+    # Owl's data folder holds this (older) Job's worktree: denied, then the deeper allows
+    owl = first(f'(deny file-read* file-write* (subpath "{OWL}"))')
+    assert owl < first(f'(allow file-read* file-write* (subpath "{WT}"))')
+    assert first(f'(allow file-read* (subpath "{STORE}"))') > owl
     assert first(f'(allow file-read* file-write* (subpath "{STORE}/refs"))') > first(
         f'(allow file-read* (subpath "{STORE}"))'
     )
+    assert can_read(text, f"{HOME}/notes/x") and can_write(text, f"{HOME}/notes/x")
+    assert not can_read(text, f"{HOME}/.ssh/id_ed25519")
 
 
 def test_a_hidden_path_or_a_folder_above_it_cannot_be_renamed_away():
     text = make()
     for path in (f"{HOME}/Library/Caches/TemporaryItems", RUNTIME, f"{HOME}/.ssh"):
         assert not allowed(text, "file-write-unlink", path=path), path
-    assert allowed(text, "file-write-unlink", path=f"{HOME}/Library/Caches/pip")
+    assert allowed(text, "file-write-unlink", path=f"{CACHES}/Caches-3/pip")
+    # nor is a folder of the Run's own removed (its link could lead the next rule away)
+    for path in (OWN, f"{CACHES}/Caches-3", f"{STATE}/claude-4"):
+        assert not allowed(text, "file-write-unlink", path=path, is_dir=True), path
 
 
 def test_read_project_reads_the_system_the_project_and_the_toolchains_only():
@@ -221,11 +315,16 @@ def test_read_project_reads_the_system_the_project_and_the_toolchains_only():
         "/opt/homebrew/bin/node",
         f"{PROJECT}/src/a.py",
         f"{WT}/a.py",
-        f"{HOME}/.claude/x",
+        f"{STATE}/claude-4/x",
         "/private/etc/hosts",
     ):
         assert can_read(text, path), path
-    for path in (f"{HOME}/Documents/x", f"{HOME}/Desktop/y", f"{HOME}/code/other/z"):
+    for path in (
+        f"{HOME}/Documents/x",
+        f"{HOME}/Desktop/y",
+        f"{HOME}/code/other/z",
+        f"{HOME}/.claude/x",
+    ):
         assert not can_read(text, path), path
 
 
@@ -370,7 +469,7 @@ def test_the_profiles_proxy_port_is_seatnets_placeholder():
     from owl.sandbox import seatnet
 
     assert seatbelt.EGRESS_PORT == seatnet.PLACEHOLDER
-    raw = seatbelt.profile(policy.compute(policy.Settings(), agentstate.AGENTS["claude"], facts()))
+    raw = seatbelt.profile(mac_policy())
     assert f'"localhost:{seatbelt.EGRESS_PORT}"' in raw
     with pytest.raises(ValueError):  # sandbox-exec would refuse it as well
         allowed(raw, "network-outbound", remote_ip=("127.0.0.1", 1))
@@ -388,7 +487,7 @@ def test_each_rule_says_why():
 
 
 def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
-    pol = policy.compute(policy.Settings(), agentstate.AGENTS["claude"], facts())
+    pol = mac_policy()
     argv = seatbelt.argv(pol, ["/opt/homebrew/bin/claude", "-p", "hi"])
     assert argv[:2] == ["/usr/bin/sandbox-exec", "-p"] and argv[2].startswith("(version 1)")
     assert argv[3] == "/usr/bin/env"
@@ -492,13 +591,32 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
     assert allowed(text, "file-write-data", path=seatbelt.real(f"{wt}/build.o"))
     assert not allowed(text, "file-read-data", path=seatbelt.real(f"{o}/owl.db"))
     assert not allowed(text, "mach-lookup", mach="com.apple.SecurityServer")
-    assert "/.claude" not in text  # no agent's state (the home here is under /tmp: shared)
+    # no agent's state: nothing of one allowed, and no link to one in its home
+    allows = [ln for ln in text.splitlines() if ln.startswith("(allow")]
+    assert not [ln for ln in allows if "/agents/" in ln or "/.claude" in ln]
+    home = Path(env["HOME"])
+    assert not (home / ".claude").exists() and (home / ".cache").is_symlink()
 
 
 def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
+    """~/Library/Caches is a Run's own cache only where macOS's sw_vers is on
+    the PATH: no such folder made for a Run on Linux."""
     home = tmp_path / "home"
     home.mkdir()
-    contain.make_caches(folders.DEFAULT_CACHES, str(home), {"PATH": "/usr/bin:/bin"})
+    env = {"PATH": "/usr/bin:/bin"}
+    caches = [c for c in folders.DEFAULT_CACHES if contain.wanted_cache(c, env)]
+    assert "~/Library/Caches" not in caches and "~/.cache" in caches
+    own = ownhome.make(
+        str(tmp_path / "keep"),
+        "job-1",
+        str(tmp_path),
+        str(home),
+        env,
+        caches,
+        "check",
+        agentstate.AgentState(),
+    )
+    assert not [p for _, p, _ in own.binds if "Library" in p]
     assert not (home / "Library").exists()
 
 
@@ -544,58 +662,88 @@ def darwin_wrap(tmp_path, home, agent="claude", **settings):
     )
 
 
+def mac_on(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+
+
+def own_home_of(w) -> Path:
+    return Path(w.env["HOME"])
+
+
 def test_rules_name_resolved_paths_a_linked_dotfile_stays_hidden(var_tmp, monkeypatch):
+    """Seatbelt matches the path the kernel resolved: ``~/.aws`` and
+    ``~/dotfiles/aws``, where the reads land, are both refused (the home as a
+    whole, and every hidden path at both its names)."""
     tmp_path = var_tmp
-    """Seatbelt matches the path the kernel resolved: a rule on ~/.aws alone
-    would leave ~/dotfiles/aws, where the reads land, readable."""
-    monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    mac_on(monkeypatch)
     home = linked_home(tmp_path)
     text = text_of(darwin_wrap(tmp_path, home).argv)
-    creds = seatbelt.real(str(home / "dotfiles" / "aws" / "credentials"))
-    assert not can_read(text, creds) and not can_write(text, creds)
-    assert not allowed(text, "file-read-metadata", path=creds)
-    assert can_read(text, seatbelt.real(str(home / ".zshrc")))  # the rest, as before
+    for name in (home / "dotfiles" / "aws" / "credentials", home / ".aws" / "credentials"):
+        path = seatbelt.real(str(name))
+        assert not can_read(text, path) and not can_write(text, path), name
+        assert not allowed(text, "file-read-metadata", path=path), name
+    assert not can_read(text, seatbelt.real(str(home / ".zshrc")))  # nothing of the home
 
 
-def test_a_linked_agent_state_folder_works_and_its_config_stays_read_only(var_tmp, monkeypatch):
+def test_a_linked_agent_state_folder_of_the_persons_is_neither_read_nor_written(
+    var_tmp, monkeypatch
+):
+    """``~/.claude -> ~/dotfiles/claude``: the person's state stays theirs.
+    The Run's ``~/.claude`` is Owl's state for the project, linked into its own
+    home, with the person's settings copied in (their link followed: no Run
+    writes their home)."""
     tmp_path = var_tmp
-    monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    mac_on(monkeypatch)
     home = linked_home(tmp_path)
-    text = text_of(darwin_wrap(tmp_path, home).argv)
+    (home / "dotfiles" / "claude" / "settings.json").write_text('{"theme": "mine"}\n')
+    w = darwin_wrap(tmp_path, home)
+    text = text_of(w.argv)
     claude = home / "dotfiles" / "claude"
-    assert can_write(text, seatbelt.real(str(claude / "projects" / "x.jsonl")))
-    assert allowed(text, "file-write-unlink", path=seatbelt.real(str(claude / "old.jsonl")))
-    settings = seatbelt.real(str(claude / "settings.json"))
-    assert can_read(text, settings) and not can_write(text, settings)
-    # Claude saves ~/.claude.json by renaming a new file over it: a file's top
-    # may be replaced, a folder's may not
-    state = seatbelt.real(str(home / ".claude.json"))
-    assert allowed(text, "file-write-unlink", path=state)
+    for path in (claude / "projects" / "x.jsonl", claude / "settings.json"):
+        assert not can_read(text, seatbelt.real(str(path)))
+        assert not can_write(text, seatbelt.real(str(path)))
+    own = own_home_of(w) / ".claude"
+    assert own.is_symlink() and "/agents/claude-" in os.readlink(own)
+    state = os.path.realpath(own)
+    assert can_write(text, seatbelt.real(f"{state}/projects/x.jsonl"))
+    assert allowed(text, "file-write-unlink", path=seatbelt.real(f"{state}/old.jsonl"))
+    assert (own / "settings.json").read_text() == '{"theme": "mine"}\n'
+    # a state file may be replaced (a new one renamed over it), a folder may not
+    state_file = os.path.realpath(own_home_of(w) / ".claude.json")
+    assert allowed(text, "file-write-unlink", path=seatbelt.real(state_file))
+    assert not allowed(text, "file-write-unlink", path=seatbelt.real(state), is_dir=True)
 
 
-def test_a_cache_swapped_for_a_link_to_the_home_opens_nothing(var_tmp, monkeypatch):
+def test_a_link_the_run_left_in_its_home_is_made_again(var_tmp, monkeypatch):
+    """The Run may replace the links in its own home (it is its home): with a
+    link to the person's home, a folder of its own, or a file renamed over its
+    state file. The next start makes each link again from Owl's records (the
+    state file the agent saved is kept), and the profile names Owl's folders,
+    never where a link leads."""
     tmp_path = var_tmp
-    """~/.cache -> ~, left by an older Run: the next Run's rule does not follow
-    it to the home (the rule keeps the link's own name, which matches nothing),
-    and no Run can leave such a link now: a writable folder is not removed."""
-    monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    mac_on(monkeypatch)
     home = linked_home(tmp_path)
+    w = darwin_wrap(tmp_path, home)
+    own = own_home_of(w)
+    cache, state = os.readlink(own / ".cache"), os.path.realpath(own / ".claude.json")
+    (own / ".cache").unlink()
+    (own / ".cache").symlink_to(home)  # what a Run could leave
+    (own / ".claude").unlink()
+    (own / ".claude").mkdir()
+    (own / ".claude" / "planted").write_text("x")
+    saved = own / ".claude.json.tmp"
+    saved.write_text('{"numStartups": 2}\n')
+    os.replace(saved, own / ".claude.json")  # a program that renames over the link
     text = text_of(darwin_wrap(tmp_path, home).argv)
+    assert os.readlink(own / ".cache") == cache and (own / ".claude").is_symlink()
+    assert os.path.realpath(own / ".claude.json") == state
+    assert Path(state).read_text() == '{"numStartups": 2}\n'
     for path in (home / ".zshrc", home / "new-file", home / "dotfiles" / "aws" / "x"):
         assert not can_write(text, seatbelt.real(str(path))), path
-    (home / ".cache").unlink()
-    (home / ".cache").mkdir()
-    text = text_of(darwin_wrap(tmp_path, home).argv)
-    cache = seatbelt.real(str(home / ".cache"))
-    assert can_write(text, f"{cache}/pip/x")
-    assert not allowed(text, "file-write-unlink", path=cache, is_dir=True)  # rm -r, mv away
-    assert allowed(text, "file-write-unlink", path=f"{cache}/pip", is_dir=True)  # inside it
+    assert can_write(text, seatbelt.real(f"{cache}/pip/x"))
+    assert not allowed(text, "file-write-unlink", path=seatbelt.real(cache), is_dir=True)
     wt = seatbelt.real(str(tmp_path / "owl" / "worktrees" / "job-1"))
     assert not allowed(text, "file-write-unlink", path=wt, is_dir=True)
 

@@ -14,8 +14,10 @@ test asserts what the profile does, and the docs say so."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -27,7 +29,7 @@ from owl.engine import containing
 from owl.git import jobstore, storing, workspace
 from owl.sandbox import contain, raced, seatbelt
 from owl.settings import config
-from owl.settings.paths import Paths
+from owl.settings.paths import Paths, worktrees_for
 from support.need import programs
 from support.seatbelt_eval import allowed, rules
 
@@ -72,6 +74,15 @@ class Mac:
     def connects(self, sock: str) -> bool:
         return allowed(self.text, "network-outbound", remote_unix=seatbelt.real(sock))
 
+    @property
+    def own(self) -> Path:
+        """The Run's own home: what its ``HOME`` says."""
+        return Path(self.wrapped.env["HOME"])
+
+    def inside(self, rel: str) -> str:
+        """Where the Run's ``~/rel`` leads (through the links in its own home)."""
+        return os.path.realpath(self.own / rel)
+
 
 def person(base: Path) -> tuple[Path, Path, Path, Paths]:
     """A home with its secrets, a project, another repository and Owl's folders
@@ -83,6 +94,26 @@ def person(base: Path) -> tuple[Path, Path, Path, Paths]:
         (".netrc", "machine example.com password hunter2\n"),
         ("Library/Keychains/login.keychain-db", "keys\n"),
         (".docker/run/docker.sock", ""),  # Docker Desktop's socket (a file here)
+        # what no list need name: a home of its own holds none of it
+        (".pgpass", "db:5432:*:me:pw\n"),
+        (".my.cnf", "[client]\npassword=pw\n"),
+        (".cargo/credentials.toml", '[registry]\ntoken = "cio_secret"\n'),
+        (".config/rclone/rclone.conf", "[s3]\nsecret_access_key = s\n"),
+        ("Library/Application Support/1Password/data/1Password.sqlite", "vault\n"),
+        # other agents' state, and the person's own caches and Claude's state
+        (".codex/auth.json", '{"tokens": {"refresh_token": "rt-codex"}}\n'),
+        (".copilot/config.json", '{"logged_in_users": ["me"]}\n'),
+        (".claude.json", '{"mcpServers": {}}\n'),
+        (".claude/settings.json", '{"theme": "mine"}\n'),
+        (
+            ".claude/.credentials.json",
+            '{"claudeAiOauth": {"accessToken": "at-1", "refreshToken": "rt-person"}}\n',
+        ),
+        (".npm/_npx/1a2b/node_modules/cowsay/index.js", "module.exports = 1\n"),
+        ("Library/Caches/pip/http/x", "cached\n"),
+        (".zshrc", "# mine\n"),
+        ("notes/todo.txt", "read me\n"),
+        ("music/a.mp3", "la\n"),
     ):
         (home / secret).parent.mkdir(parents=True, exist_ok=True)
         (home / secret).write_text(text)
@@ -96,9 +127,13 @@ def person(base: Path) -> tuple[Path, Path, Path, Paths]:
         data / "owl.db",
         runtime / "owl.sock",
         lib / "Logs" / "owl",
-        data / "worktrees",
+        worktrees_for(data, home),  # ~/.local/share/owl/worktrees: no space
         runtime,
     )
+    mac_bin = base / "macbin"  # macOS's sw_vers on the PATH: ~/Library/Caches is a cache
+    mac_bin.mkdir(exist_ok=True)
+    (mac_bin / "sw_vers").write_text("#!/bin/sh\necho macOS\n")
+    (mac_bin / "sw_vers").chmod(0o755)
     for folder in (data, paths.logs, paths.worktrees, runtime):
         folder.mkdir(parents=True, exist_ok=True)
     (paths.logs / "owl.log").write_text("every Run's log\n")
@@ -108,7 +143,7 @@ def person(base: Path) -> tuple[Path, Path, Path, Paths]:
 def environment(home: Path) -> dict[str, str]:
     return {
         "HOME": str(home),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": f"{home.parents[1] / 'macbin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "TMPDIR": TMPDIR + "/",
         "GITHUB_TOKEN": "ghp_secret",
         "AWS_SECRET_ACCESS_KEY": "aws_secret",
@@ -258,9 +293,11 @@ def test_host_unix_sockets_the_resolvers_the_runs_own_and_those_opened(base: Pat
     assert m.connects(f"{m.home}/.colima/default/docker.sock")  # opened on purpose
     assert not m.connects(f"{m.home}/.docker/run/docker.sock")
     assert not m.connects("/var/run/docker.sock")
-    # Not stopped: a socket the host binds inside a folder the Run may write
-    # (Linux lays /dev/null over every bound one; Seatbelt cannot know them).
-    assert m.connects(f"{m.home}/Library/Caches/some-tool/server.sock")
+    # A socket the host binds in the person's caches is out of reach: the
+    # Run's caches are its own (Owl's folders), where no tool of the person's binds.
+    assert not m.connects(f"{m.home}/Library/Caches/some-tool/server.sock")
+    assert m.connects(m.inside("Library/Caches/some-tool/server.sock"))
+    assert not m.inside("Library/Caches").startswith(f"{m.home}/Library/")
 
 
 def test_abstract_sockets(mac: Mac) -> None:
@@ -528,22 +565,36 @@ def test_a_linked_dotfile_and_a_link_left_in_a_state_folder(base: Path) -> None:
 
 def test_the_run_as_the_persons_socket_server(mac: Mac) -> None:
     """Linux: the Run binds ~/.cache/git/credential/socket and the person's own
-    git sends it a token. NOT stopped on macOS: the Run's caches are the
-    person's own (``~/.cache``, ``~/Library/Caches``), writable, and a unix
-    socket the Run binds in its own folders is allowed (a test's database
-    server); Seatbelt cannot tell the person's later client from the Run's."""
+    git sends it a token. macOS: the person's home is refused as a whole; the
+    Run's ``~/.cache`` is Owl's folder for the project, where a socket it binds
+    (a test's database server) is its own and no tool of the person's looks."""
     sock = seatbelt.real(str(mac.home / ".cache" / "git" / "credential" / "socket"))
-    assert allowed(mac.text, "network-bind", local_unix=sock)
+    assert not allowed(mac.text, "network-bind", local_unix=sock)
+    assert not mac.writes(sock)
+    own = mac.inside(".cache/git/credential/socket")
+    assert allowed(mac.text, "network-bind", local_unix=seatbelt.real(own))
+    assert not own.startswith(str(mac.home / ".cache"))
 
 
 def test_code_planted_in_a_cache(mac: Mac) -> None:
-    """Linux: code planted in a cache the person's tools run later. NOT
-    stopped on macOS: the caches a Run writes are the person's own."""
-    for path in (
-        mac.home / ".npm" / "_npx" / "x" / "index.js",
-        mac.home / "Library" / "Caches" / "pip" / "x",
+    """Linux: code planted in a cache, or config in an agent's state, that the
+    person's tools run later. macOS: the Run writes none of the person's
+    caches or agent state; its ``~/.npm``, ``~/Library/Caches``, ``~/.cache``
+    and ``~/.claude.json`` are Owl's, per project, read by no tool of theirs."""
+    for rel in (
+        ".npm/_npx/1a2b/node_modules/cowsay/index.js",
+        "Library/Caches/pip/http/x",
+        ".cache/copilot/pkg/universal/index.js",
+        ".cache/pre-commit/repo/hook.py",
+        ".claude.json",
+        ".claude/settings.json",
+        ".codex/config.toml",
     ):
-        assert mac.writes(path), path
+        assert not mac.writes(mac.home / rel), rel
+    for rel in (".npm/_npx/x/index.js", "Library/Caches/pip/x", ".cache/pre-commit/x"):
+        own = mac.inside(rel)
+        assert mac.writes(own) and not own.startswith(f"{mac.home}/.npm"), rel
+    assert mac.writes(mac.inside(".claude.json"))  # the Run's own agent state
 
 
 # --- every row of the docs' table is read here ------------------------------------------------
@@ -560,19 +611,131 @@ def test_kernel_calls(mac: Mac) -> None:
 
 def test_unlisted_credentials_on_macos(mac: Mac) -> None:
     """Linux: no credential file of the person's is in sight, listed or not (a
-    home of its own). NOT stopped on macOS: a Run reads the home minus the
-    listed secrets, so a file no list names (``~/.pgpass``) is read."""
-    pgpass = mac.home / ".pgpass"
-    pgpass.write_text("db:5432:*:me:pw\n")
-    assert mac.reads(pgpass)
-    assert not mac.reads(mac.home / ".ssh" / "id_ed25519")
+    home of its own). macOS the same: the home is refused as a whole, and the
+    Run's own home holds none of them."""
+    for rel in (
+        ".pgpass",
+        ".my.cnf",
+        ".cargo/credentials.toml",
+        ".config/rclone/rclone.conf",
+        "Library/Application Support/1Password/data/1Password.sqlite",
+        ".ssh/id_ed25519",
+        ".codex/auth.json",
+        ".copilot/config.json",
+    ):
+        assert not mac.reads(mac.home / rel) and not mac.writes(mac.home / rel), rel
+        assert not (mac.own / rel).exists(), rel
 
 
 def test_refresh_tokens_on_macos(mac: Mac) -> None:
     """Linux: a Run gets its agent's credentials without the refresh token.
-    macOS: the agent's state is the person's own folder, writable, so a
-    token refreshed inside is written where the person's CLI reads it."""
-    assert mac.writes(mac.home / ".claude" / ".credentials.json")
+    macOS the same: the person's file is neither read nor written; the Run's
+    own state holds a copy with the access token and no refresh token, so a
+    refresh inside never logs the person's own CLI out."""
+    person = mac.home / ".claude" / ".credentials.json"
+    assert not mac.reads(person) and not mac.writes(person)
+    copy = mac.inside(".claude/.credentials.json")
+    assert mac.reads(copy) and not copy.startswith(str(mac.home / ".claude"))
+    oauth = json.loads(Path(copy).read_text())["claudeAiOauth"]
+    assert oauth == {"accessToken": "at-1"}
+    assert json.loads(person.read_text())["claudeAiOauth"]["refreshToken"] == "rt-person"
+
+
+# --- the Run's own home, as the allow-list Linux's Run sees ------------------------------------
+
+
+def test_the_runs_own_home_caches_state_and_worktree_are_writable(mac: Mac) -> None:
+    """The Run is told its home is Owl's folder for the Job (HOME, and
+    CFFIXED_USER_HOME for CoreFoundation), with no space in its path; its
+    caches and its agent's state are linked in from Owl's folders for the
+    project, each written where it leads; its worktree too."""
+    env = mac.wrapped.env
+    assert env["HOME"] == env["CFFIXED_USER_HOME"] == str(mac.own)
+    assert " " not in str(mac.own) and " " not in mac.places.worktree
+    assert mac.own.is_dir() and not mac.own.is_symlink()
+    assert mac.writes(mac.own / ".zsh_history") and mac.reads(mac.own / ".zsh_history")
+    for link in (".cache", ".npm", "Library/Caches", ".claude", ".claude.json"):
+        assert (mac.own / link).is_symlink(), link
+        assert mac.writes(mac.inside(f"{link}/x" if link != ".claude.json" else link)), link
+    assert mac.writes(Path(mac.places.worktree) / "src" / "main.py")
+    # the cleaned git config: read, never written
+    gitconfig = mac.inside(".gitconfig")
+    assert mac.reads(gitconfig) and not mac.writes(gitconfig)
+    # and what each is on the host, for the engine to read after the Run
+    kept = dict(mac.wrapped.kept)
+    assert os.path.realpath(kept[str(mac.home / ".claude")]) == mac.inside(".claude")
+
+
+def test_the_runs_tools_find_its_own_home_by_its_environment(base: Path) -> None:
+    """Run for real, without the profile (no Mac here): the Run's argv from
+    ``env`` on, as sandbox-exec would exec it. git reads the cleaned copy of
+    the person's ``~/.gitconfig`` through the Run's home (no credential
+    helper), Python's ``~`` is the Run's home, and its ``~/.cache`` leads to
+    Owl's folder for the project."""
+    m = make_mac(base / "tools")
+    (m.home / ".gitconfig").write_text("[user]\n\tname = Me\n[credential]\n\thelper = store\n")
+    m = Mac(m.home, m.project, m.other, m.paths, m.places, profile_for(*m.made()))
+    argv = m.wrapped.argv
+    tail = argv[argv.index(seatbelt.ENV) : -3]  # env -u SECRET… NAME=VALUE…
+    git = subprocess.run(
+        [*tail, "git", "config", "--global", "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=m.places.worktree,
+    ).stdout
+    assert "user.name=Me" in git and "credential" not in git
+    py = "import os; print(os.path.expanduser('~')); print(os.path.realpath(os.path.expanduser('~/.cache')))"
+    home, cache = subprocess.run(
+        [*tail, sys.executable, "-c", py], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert home == str(m.own) and cache == m.inside(".cache")
+    assert cache.startswith(str(m.paths.worktrees.parent / "sandbox" / "projects"))
+
+
+def test_another_project_another_agent_and_owls_folders_are_out_of_sight(mac: Mac) -> None:
+    """No other project, no other agent's state, nothing of Owl's: its config,
+    database, logs, the credentials it holds, another Job's home and worktree,
+    another project's caches."""
+    keep = mac.paths.worktrees.parent / "sandbox"
+    for path in (
+        mac.other / "README",
+        mac.other / ".git" / "config",
+        mac.home / ".codex" / "auth.json",
+        mac.home / ".copilot" / "config.json",
+        mac.paths.config,
+        mac.paths.db,
+        mac.paths.logs / "owl.log",
+        mac.paths.config.parent / "credentials" / "claude",
+        mac.paths.worktrees / "job-2" / "README",
+        keep / "jobs" / "job-2" / "home" / ".zsh_history",
+        keep / "projects" / "other-1234" / "caches" / "npm" / "x",
+    ):
+        assert not mac.reads(path) and not mac.writes(path), path
+    assert not (mac.own / ".codex").exists() and not (mac.own / ".copilot").exists()
+
+
+def test_a_symlinked_dotfile_is_denied_at_both_names(base: Path) -> None:
+    """``~/.aws -> ~/dotfiles/aws``: Seatbelt decides on the resolved path;
+    both names lie in the person's home, which is refused as a whole."""
+    m = make_mac(base / "dotfile")
+    dots = m.home / "dotfiles" / "aws"
+    dots.mkdir(parents=True)
+    (dots / "credentials").write_text("secret\n")
+    (m.home / ".aws").symlink_to(dots)
+    m = Mac(m.home, m.project, m.other, m.paths, m.places, profile_for(*m.made()))
+    for path in (m.home / ".aws" / "credentials", dots / "credentials"):
+        assert not m.reads(path) and not m.writes(path), path
+        assert not m.may("file-read-metadata", path), path
+
+
+def test_sandbox_read_entries_are_read_only(base: Path) -> None:
+    """What ``sandbox.read`` names is read, never written; its neighbours stay out."""
+    home = base / "read" / "Users" / "me"
+    m = make_mac(base / "read", {"sandbox": {"read": [str(home / "notes")]}})
+    assert m.reads(m.home / "notes" / "todo.txt")
+    assert not m.writes(m.home / "notes" / "todo.txt") and not m.writes(m.home / "notes" / "x")
+    assert not m.reads(m.home / "music" / "a.mp3")
 
 
 ROWS: dict[str, Callable[..., None]] = {

@@ -218,6 +218,7 @@ def owl_dirs(paths: Paths) -> list[str]:
                 paths.logs,
                 paths.worktrees,
                 paths.runtime,
+                own_places(paths),
             )
         }
     )
@@ -266,8 +267,11 @@ def wrap(
 
 def own_places(paths: Paths) -> Path:
     """Where the Runs' own homes, their projects' caches and their agents'
-    state are kept (`owl.sandbox.ownhome`): in Owl's data folder, out of every Run's view."""
-    return paths.db.parent / "sandbox"
+    state are kept (`owl.sandbox.ownhome`): beside the worktrees, in Owl's
+    data folder (on macOS `~/.local/share/owl`, as the worktrees: a Run's
+    home is its `HOME` there, and a path with a space breaks builds), out of
+    every Run's view."""
+    return paths.worktrees.parent / "sandbox"
 
 
 def held_credentials(paths: Paths) -> Path:

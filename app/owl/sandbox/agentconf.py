@@ -14,12 +14,10 @@ what its config names is what the person already chose to give it.
 
 The files are read as data: bounded, never executed, and a file that is
 missing, too large or broken gives nothing (the agent then says what is wrong,
-as it would outside). They live in the agent's own state, which a Run may
-write, so what a Run writes there must not decide the next Run's reach: each
-is laid read-only over that state (`agentstate.AgentState.fixed`), made first
-when missing (`make_fixed`: an empty file, `{}` for JSON, what the agent reads
-as no settings), and one that is not a regular file — a symlink, which a Run
-could have planted — is neither read nor bound.
+as it would outside). They are the person's own (`agentstate.AgentState.fixed`),
+in a home no Run sees: a Run's agent state is Owl's, with a copy of them
+(`ownhome`), so what a Run writes there never decides the next Run's reach;
+one that is not a regular file (a symlink) is not read.
 """
 
 from __future__ import annotations
@@ -61,27 +59,6 @@ def _read(path: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
-
-
-def make_fixed(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """Of the agent's own config files (expanded paths), those that are regular
-    files, each made first when missing (so a Run cannot make it for the next):
-    the ones to lay read-only over its state."""
-    out = []
-    for path in paths:
-        if not os.path.lexists(path):
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            except OSError:
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write("{}\n" if path.endswith(".json") else "")
-        try:
-            if stat.S_ISREG(os.lstat(path).st_mode):
-                out.append(path)
-        except OSError:
-            continue
-    return tuple(out)
 
 
 def _env_name(value: object) -> str | None:

@@ -16,7 +16,7 @@ import pwd
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from . import (
     bwrap,
     folders,
     hostsockets,
+    macview,
     ownhome,
     policy,
     ready,
@@ -57,8 +58,9 @@ class Wrapped:
     # that may not be used): uncontained would not mend it.
     refused: bool = False
     # Where the Run's own writable places are on the host (``ownhome``): (the
-    # place inside the Run, Owl's folder or file bound there), the agent's
-    # state among them. Empty when the Run sees the person's own home.
+    # place at the person's home path, Owl's folder or file bound there on
+    # Linux, linked there from the Run's own home on macOS), the agent's
+    # state among them. Empty for a Run not contained.
     kept: tuple[tuple[str, str], ...] = ()
 
 
@@ -98,12 +100,14 @@ def wrap(
     (``ownhome``); ``held``: Owl's folder of headless credentials, one file per agent."""
     if settings.mode == "off":
         return Wrapped(list(command), 'not contained: sandbox.mode = "off"', False, dict(env))
+    keep = keep or os.path.join(os.path.dirname(worktree), ".sandbox")
     if sys.platform == "darwin":
         try:
             env = with_held(env, agent, held)
         except ownhome.TokenProblem as e:
             return Wrapped(list(command), f"not started: {e}", False, dict(env), refused=True)
-        return wrap_darwin(command, settings, agent, env, worktree, project, owl_dirs, git)
+        where = Where(worktree, project, tuple(owl_dirs), git or GitPlaces(), keep)
+        return wrap_darwin(command, settings, agent, env, where)
     why = ready.problem()  # the last probe's answer, with what fixes it
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
@@ -129,7 +133,6 @@ def wrap(
         ),
         programs=programs(command, env),
     )
-    keep = keep or os.path.join(os.path.dirname(worktree), ".sandbox")
     try:
         pol = decide(settings, agent, env, facts, keep)
     except OSError as e:
@@ -247,13 +250,15 @@ def decide(
     agent: str,
     env: Mapping[str, str],
     facts: policy.Facts,
-    keep: str | None = None,
+    keep: str,
+    lay: Callable[[ownhome.Own, policy.Policy, str], None] | None = None,
 ) -> policy.Policy:
     """The Run's Policy, for either sandbox, and the port and key its
     provider's setup names passed on (read from the person's own files, which
-    no Run writes). With ``keep`` (Linux), the Run's own home, its project's
-    caches and its agent's state made there first (``ownhome``), and every
-    place a bind is laid in that home made or mended, no link followed."""
+    no Run writes). The Run's own home, its project's caches and its agent's
+    state made under ``keep`` first (``ownhome``), then laid out by ``lay``
+    (Linux: every place a bind is laid in that home made or mended, no link
+    followed, ``mend_binds``; macOS: ``macview.link_places``)."""
     home = facts.home
     state = agentstate.AGENTS.get(agent, agentstate.AgentState())
     said = agentconf.needs(agent, home, env)  # its provider's port and key, from its own files
@@ -262,22 +267,22 @@ def decide(
         host_ports=(*settings.host_ports, *said.ports),
         env_keep=(*settings.env_keep, *said.env_keep),
         allow_hosts=allowlist.hosts(agent, env, settings.allow_hosts),
+        read=(*settings.read, *said.reads),
     )
-    if keep is None:
-        make_folders(state.folders, home, env)
-        make_caches(settings.caches, home, env)
-        fixed = tuple(p for p in (folders.expand(f, home, env) for f in state.fixed) if p)
-        state = replace(state, fixed=agentconf.make_fixed(fixed))  # read-only inside, read here
-        return policy.compute(settings, state, facts)
     caches = [c for c in settings.caches if wanted_cache(c, env)]
-    settings = replace(settings, read=(*settings.read, *said.reads))
     own = ownhome.make(
         keep, os.path.basename(facts.worktree), facts.project, home, env, caches, agent, state
     )
     facts = replace(facts, own_home=own.home, own_binds=own.binds)
     pol = policy.compute(settings, state, facts)
-    ownhome.mend_places(own, home, bwrap.places_in(pol, home))
+    (lay or mend_binds)(own, pol, home)
     return pol
+
+
+def mend_binds(own: ownhome.Own, pol: policy.Policy, home: str) -> None:
+    """Linux: every place bwrap lays a bind at inside the Run's own home made
+    or mended, so that it finds real folders all the way, never a link."""
+    ownhome.mend_places(own, home, bwrap.places_in(pol, home))
 
 
 def wanted_cache(cache: str, env: Mapping[str, str]) -> bool:
@@ -402,22 +407,9 @@ def argv_none(
     )
 
 
-def make_folders(wanted: Sequence[str], home: str, env: Mapping[str, str]) -> None:
-    """Make the agent's own state folders that are missing (as the agent itself
-    would on its first start), so that they can be bound writable; one that
-    cannot be made is left out of the sandbox, as before."""
-    for folder in wanted:
-        path = folders.expand(folder, home, env)
-        if path:
-            try:
-                os.makedirs(path, mode=0o700, exist_ok=True)
-            except OSError:
-                pass
-
-
-# A default cache made when missing only where its tool is on the agent's PATH
+# A default cache given to a Run only where its tool is on the agent's PATH
 # (no ~/go in the home of someone who has never used Go); one the person names
-# in `sandbox.caches` is made anyway, as is ~/.cache.
+# in `sandbox.caches` is given anyway, as is ~/.cache.
 CACHE_TOOLS = {
     "~/.npm": ("npm",),
     "~/.cargo/registry": ("cargo",),
@@ -429,19 +421,6 @@ CACHE_TOOLS = {
     "~/.yarn": ("yarn",),
     "~/Library/Caches": ("sw_vers",),  # macOS's own (sw_vers is too): never made elsewhere
 }
-
-
-def make_caches(caches: Sequence[str], home: str, env: Mapping[str, str]) -> None:
-    """Make the caches that are missing, so that they can be bound writable: on
-    a fresh home the first `npm install` would otherwise meet a read-only one."""
-    path = env.get("PATH", os.defpath)
-    wanted = [
-        c
-        for c in caches
-        if not os.path.isdir(folders.expand(c, home, env))
-        and (c not in CACHE_TOOLS or any(_on_path(t, path) for t in CACHE_TOOLS[c]))
-    ]
-    make_folders(wanted, home, env)
 
 
 @functools.lru_cache(maxsize=64)
@@ -471,25 +450,55 @@ def user_net(
     return slirp, ""
 
 
+@dataclass(frozen=True)
+class Where:
+    """A Run's places as its caller names them (macOS's wrapping resolves them)."""
+
+    worktree: str
+    project: str
+    owl_dirs: tuple[str, ...]
+    git: GitPlaces
+    keep: str
+
+
 def wrap_darwin(
     command: Sequence[str],
     settings: policy.Settings,
     agent: str,
     env: Mapping[str, str],
-    worktree: str,
-    project: str,
-    owl_dirs: Sequence[str],
-    git: GitPlaces | None = None,
+    where: Where,
 ) -> Wrapped:
     """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``
-    (the facts gathered as for bwrap, and decided alike)."""
+    (the facts gathered as for bwrap, and decided alike); the Run's own home
+    is Owl's folder at its own path, its places links in it (``macview``)."""
     why = seatbelt.probe()
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
+    state = agentstate.AGENTS.get(agent, agentstate.AgentState())
+    env = macview.settled(env, macview.state_vars(state.state))
     # real paths: Seatbelt matches those; macOS has no runtime folder (its
     # per-user folders are under the home)
-    facts = gather(env, worktree, project, owl_dirs, git or GitPlaces(), os.path.realpath)
-    pol = resolved(decide(settings, agent, env, facts), facts)
+    real = os.path.realpath
+    facts = replace(
+        gather(env, where.worktree, where.project, where.owl_dirs, where.git, real),
+        programs=programs(command, env),
+    )
+    try:
+        os.makedirs(where.keep, mode=0o700, exist_ok=True)
+        pol = decide(
+            settings,
+            agent,
+            env,
+            facts,
+            real(where.keep),
+            lambda own, _pol, home: macview.link_places(own, home),
+        )
+    except OSError as e:
+        return Wrapped(
+            list(command), f"not contained: its own home cannot be made: {e}", False, dict(env)
+        )
+    pol = macview.resolved(macview.hidden(pol, facts), facts)
+    pol = macview.at_home(pol, env)
     argv = seatbelt.argv(pol, command)
     why = seatbelt.compiles(seatbelt.profile_of(argv))
     if why is not None:
@@ -499,44 +508,6 @@ def wrap_darwin(
         # its network is Owl's proxy, outside the sandbox (seatnet.py)
         ports = ",".join(str(p) for p in pol.host_ports) or "-"
         argv, inside = pyhelper.command(seatbelt.SEATNET, [ports, "--", *argv], inside)
-    return Wrapped(argv, seatbelt.label(pol), True, inside, dropped=pol.env_unset)
-
-
-def resolved(pol: policy.Policy, facts: policy.Facts) -> policy.Policy:
-    """The Policy's paths as Seatbelt matches them: resolved, links and all
-    (macOS's /tmp, /var and /etc lead into /private; ``~/.aws`` may lead into
-    ``~/dotfiles``). A hidden path is denied at both its names. A writable
-    folder is allowed where it leads (``~/.claude -> ~/dotfiles/claude``),
-    unless that holds the home, Owl's folders or something hidden (a link left
-    by an older Run: ``~/.cache -> ~``); a writable file that is a link keeps
-    its own name, which then matches nothing (a Run may swap a file it writes
-    for a link, never a folder: see seatbelt.py). seatbelt.py stays pure: the
-    file system is asked here."""
-    hidden = [*pol.hidden, *(os.path.realpath(p) for p in pol.hidden)]
-    guarded = {os.path.realpath(p) for p in (facts.home, facts.user_home, *facts.owl_home)}
-    guarded |= set(hidden)
-
-    def writable(path: str) -> str:
-        real = os.path.realpath(path)
-        if real == path:
-            return path
-        holds = any(g == real or g.startswith(real.rstrip("/") + "/") for g in guarded)
-        # a folder cannot be swapped for a link by a Run (seatbelt.py); a file can
-        return real if os.path.isdir(real) and not holds else path
-
-    def every(paths: Sequence[str]) -> tuple[str, ...]:
-        return _unique(os.path.realpath(p) for p in paths)
-
-    return replace(
-        pol,
-        readable=every(pol.readable),
-        hidden=_unique(hidden),
-        writable=_unique(writable(p) for p in pol.writable),
-        readonly_over=every(pol.readonly_over),
-        revealed=every(pol.revealed),
-        sockets=every(pol.sockets),
+    return Wrapped(
+        argv, seatbelt.label(pol), True, inside, dropped=pol.env_unset, kept=kept_places(pol)
     )
-
-
-def _unique(paths: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(p for p in paths if p))

@@ -220,7 +220,6 @@ def settings_from(table: Mapping[str, Any]) -> Settings:
     return Settings(
         mode=str(table.get("mode", DEFAULT_MODE)),
         read=_read(table.get("read")),
-        read_word="project" if table.get("read") == "project" else "home",
         read_also=tuple(table.get("read_also", ())),
         write=tuple(table.get("write", ())),
         hide=tuple(table.get("hide", ())),

@@ -121,6 +121,11 @@ def _remove(fd: int, name: str, st: os.stat_result) -> None:
         os.unlink(name, dir_fd=fd)
 
 
+def remove_at(d: int, name: str) -> None:
+    """``name`` in the folder open as ``d`` gone, whatever it is (nothing followed)."""
+    _remove(d, name, os.lstat(name, dir_fd=d))
+
+
 def make_dir(base: str, rel: str) -> str:
     """``base/rel`` as a real folder, made or mended (see ``opened``)."""
     with opened(base, rel):

@@ -76,9 +76,6 @@ class Settings:
 
     mode: str = DEFAULT_MODE
     read: tuple[str, ...] = ()  # more of the person's folders to read
-    # The older word, for Seatbelt's view of the person's home (`_person_view`):
-    # "home" reads it all, "project" only the toolchains.
-    read_word: str = "home"
     read_also: tuple[str, ...] = ()  # the older name of the same
     write: tuple[str, ...] = ()
     hide: tuple[str, ...] = ()
@@ -93,8 +90,7 @@ class Settings:
     tmp_size: int = DEFAULT_TMP_SIZE  # bytes, for /tmp and for /dev/shm
 
     def __post_init__(self) -> None:
-        if isinstance(self.read, str):  # the older word, as `read = "project"` was
-            object.__setattr__(self, "read_word", self.read)
+        if isinstance(self.read, str):  # the older word, as `read = "project"` was: none
             object.__setattr__(self, "read", ())
 
     def narrowed(self, project: Mapping[str, object]) -> Settings:
@@ -107,7 +103,7 @@ class Settings:
         stays off: the person chose it)."""
         out = self
         if project.get("read") == "project":
-            out = _replace(out, read=(), read_also=(), read_word="project")
+            out = _replace(out, read=(), read_also=())
         hide = project.get("hide")
         if isinstance(hide, (list, tuple)):
             out = _replace(out, hide=(*out.hide, *(str(h) for h in hide)))
@@ -229,8 +225,6 @@ def agent_env(env: Mapping[str, str], policy: Policy) -> dict[str, str]:
 
 def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
     """The Policy for one Run: see the module's docstring for its shape."""
-    if facts.own_home is None:
-        return _person_view(settings, agent, facts)
     homes = _unique((facts.home, facts.user_home))
     env = facts.env
 
@@ -309,77 +303,3 @@ def _in_sight(sockets: Iterable[str], seen: Iterable[str]) -> tuple[str, ...]:
     every other one lies where the Run has a folder of its own, or none."""
     places = tuple(seen)
     return tuple(s for s in sockets if any(under(s, p) for p in places))
-
-
-def _person_view(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
-    """The view before a Run had a home of its own, kept for Seatbelt (which
-    lays no binds) until its profile is built from the allow-list: the
-    person's home read-only minus its secrets, caches and the agent's state
-    writable in place, the agent's config files read-only over them."""
-    homes = _unique((facts.home, facts.user_home))
-    env = facts.env
-
-    def ex(paths: Iterable[str]) -> tuple[str, ...]:
-        return _unique(expand(p, facts.home, env) for p in paths)
-
-    state = ex(agent.state)
-    caches = ex(settings.caches)
-    extra_write = ex(settings.write)
-    readable = (
-        [facts.project, *homes]
-        if settings.read_word == "home"
-        else [facts.project, *ex(HOME_TOOLCHAINS), *ex(("~/.gitconfig", "~/.config/git"))]
-    )
-    readable += list(ex((*settings.read, *settings.read_also)))
-    if facts.project_git:
-        readable.append(facts.project_git)
-
-    hidden = [posixpath.join(h, s) for h in homes for s in (*HOME_SECRETS, *MACOS_HOME_SECRETS)]
-    hidden += list(ex(settings.hide))
-    hidden += list(facts.owl_home)
-    if facts.runtime_dir:
-        hidden.append(facts.runtime_dir)
-    hidden += SYSTEM_HIDDEN
-    # Nothing the Run must write is hidden from it (a cache inside an Owl folder...).
-    writable = [facts.worktree]
-    readonly_over: list[str] = []
-    revealed: list[str] = []
-    if facts.git_common:
-        g = facts.git_common
-        revealed.append(g)
-        writable += [posixpath.join(g, d) for d in ("objects", "refs", "logs")]
-        if facts.git_admin:
-            writable.append(facts.git_admin)
-    writable += [*state, *caches, *extra_write]
-    readonly_over += list(ex(agent.fixed))
-    if facts.project_git:
-        # laid over the writable ones too: a `sandbox.write` that holds the
-        # project (`~`, `~/code`) must not open its history to the Run
-        readonly_over.append(facts.project_git)
-    hidden = [h for h in _unique(hidden) if h not in writable and h not in revealed]
-
-    drop, set_ = env_plan(env, (*agent.env_keep, *settings.env_keep), facts.runtime_dir)
-    ports = _unique([str(p) for p in (*loopback_ports(env), *settings.host_ports)])
-    sockets = ex(settings.sockets)
-    covered = (*facts.private, "/tmp", "/dev/shm", *hidden)
-    return Policy(
-        read_root=settings.read_word,
-        readable=_unique(readable),
-        hidden=tuple(hidden),
-        writable=_unique(writable),
-        readonly_over=_unique(readonly_over),
-        env_unset=drop,
-        env_set=set_,
-        network=("allow" if settings.allow else "own") if settings.network else "none",
-        host_ports=tuple(sorted(int(p) for p in ports)),
-        worktree=facts.worktree,
-        private=facts.private,
-        private_links=facts.private_links,
-        private_files=facts.private_files,
-        masked=masked_sockets(facts.host_sockets, covered, sockets),
-        sockets=sockets,
-        tmp_size=settings.tmp_size,
-        revealed=_unique(revealed),
-        allow_hosts=settings.allow_hosts if settings.network and settings.allow else (),
-        scratch_top=(facts.git_common,) if facts.git_common else (),
-    )

@@ -8,20 +8,26 @@ refused). The order below is what makes it say what bwrap's mounts say:
    ``mach-lookup`` limited to the services a command-line agent uses: no
    LaunchServices (``open``), no pasteboard, no window server, and no other
    process's arguments or environment (``ps eww``);
-2. reading: everything (``read = "home"``) or the system's folders and the
-   Policy's readable paths (``read = "project"``); then no terminal but the
-   ptys the Run opened itself (those reads would reach the person's);
-3. the hidden paths (denied) and the writable paths (allowed, read and write)
-   laid DEEPEST LAST: the rule on the longer path wins, so the Run's own
-   worktree inside Owl's hidden data folder is readable and writable, and a
-   secret inside a writable folder (``sandbox.write = ["~"]``) stays hidden,
-   whatever order the Policy listed them in (bwrap's later mount would cover
-   such a secret; the profile does not);
-4. the git ``config``, ``hooks/`` and ``info/`` denied for writing over that;
-5. no renaming a hidden path, or any folder above it, out of its place (a
-   path the rules no longer name would be readable); no removing or replacing
-   a writable folder itself (the rules come from resolved paths: a link left
-   in its place would lead the next Run's rule elsewhere);
+2. reading: the system's folders (``SYSTEM_READ``); writing: macOS's shared
+   ``/tmp`` and per-user temp folder; then the person's home refused as a
+   whole (a Run has a home of its own, ``macview``), and allowed back, read
+   only, the allow-list Linux's Run sees of it: the project and its git
+   folder, the toolchains and the agent's programs, ``sandbox.read``, the
+   cleaned ``~/.gitconfig`` and the agent's config Owl copied in; then no
+   terminal but the ptys the Run opened itself;
+3. the Run's writable places (its worktree, what a commit needs of its
+   store, its own home with its project's caches and its agent's state,
+   ``sandbox.write``) with the hidden folders of Owl's that hold them,
+   laid DEEPEST LAST: the rule on the longer path wins, so the worktree
+   inside Owl's hidden folder is readable and writable;
+4. the project's git folder denied for writing over that; no removing or
+   replacing a writable folder itself (the rules come from resolved paths:
+   a link left in its place would lead the next Run's rule elsewhere); no
+   renaming a hidden path, or any folder above it, out of its place;
+5. every other hidden path, LAST of every file rule: a secret inside a
+   writable or readable folder (``sandbox.write``, ``sandbox.read``) stays
+   hidden whatever allowed it before (hidden always wins, as bwrap's later
+   mount does);
 6. the network: no address reached directly but 127.0.0.1/::1 on the
    Policy's ports and on Owl's proxy's (``seatnet.py``, outside the Run, which
    refuses the host in every spelling by the address a name resolves to):
@@ -60,7 +66,7 @@ EGRESS_PORT = "OWL_EGRESS_PORT"
 # macOS resolves these symlinks before Seatbelt matches a path: the rules name the targets.
 _FIRMLINKS = (("/tmp", "/private/tmp"), ("/var", "/private/var"), ("/etc", "/private/etc"))
 
-# With read = "project": macOS's own folders a command needs to read.
+# macOS's own folders a command needs to read (all a Run reads outside the allow-list).
 SYSTEM_READ = (
     "/usr",
     "/bin",
@@ -73,6 +79,7 @@ SYSTEM_READ = (
     "/private/var/select",  # xcode-select's choice of developer tools
     "/private/var/db/xcode_select_link",
     "/private/var/db/timezone",
+    "/private/var/run/resolv.conf",  # /etc/resolv.conf's target: Go's own resolver reads it
     "/Applications/Xcode.app",  # git and clang when Xcode is the chosen toolchain
     "/dev",
 )
@@ -138,6 +145,11 @@ def real(path: str) -> str:
         if path == short or path.startswith(short + "/"):
             return long + path[len(short) :]
     return path
+
+
+def _re(path: str) -> str:
+    """``path`` as a regular expression that matches it alone."""
+    return "".join("\\" + c if c in ".^$*+?()[]{}|\\" else c for c in path)
 
 
 def _depth(path: str) -> int:
@@ -216,31 +228,77 @@ def _terminals() -> list[str]:
     ]
 
 
+def _own(policy: Policy) -> tuple[list[str], list[str]]:
+    """The Run's own places Owl keeps (``ownhome``: its home, and the folders
+    and files linked into it, ``macview``): those it only reads, those it writes."""
+    ro = [s for s, _, w in policy.own_binds if not w]
+    rw = [policy.own_home, *(s for s, _, w in policy.own_binds if w)] if policy.own_home else []
+    return [real(p) for p in ro], [real(p) for p in rw]
+
+
+def _writable(policy: Policy) -> list[str]:
+    return [*(real(p) for p in policy.writable), *_own(policy)[1]]
+
+
+def _split_hidden(policy: Policy) -> tuple[list[str], list[str]]:
+    """The hidden paths that hold a place of the Run's (Owl's folder around its
+    worktree, its store, its home: laid deepest last, the place's rule wins),
+    and every other (laid last of all: nothing allowed before reveals one)."""
+    places = [*_writable(policy), *(real(p) for p in policy.revealed), *_own(policy)[0]]
+    inner: list[str] = []
+    outer: list[str] = []
+    for h in (real(p) for p in policy.hidden):
+        holds = any(p != h and p.startswith(h.rstrip("/") + "/") for p in places)
+        (inner if holds else outer).append(h)
+    return inner, outer
+
+
 def _reads(policy: Policy) -> list[str]:
-    if policy.read_root == "home":
-        return ["; reading: everything but what is hidden below", "(allow file-read*)"]
-    places = [*SYSTEM_READ, *(real(p) for p in policy.readable)]
-    return [
-        '; reading (read = "project"): the system, the project, the toolchains',
-        "(allow file-read* " + " ".join(f"(subpath {_q(p)})" for p in places) + ")",
+    """The system's folders; the shared temporary folders; the person's home
+    refused as a whole; then, of it and elsewhere, what the Run reads."""
+    system = " ".join(f"(subpath {_q(p)})" for p in SYSTEM_READ)
+    shared = " ".join(f"(subpath {_q(p)})" for p in SHARED_TMP)
+    out = [
+        "; reading: the system's own folders",
+        f"(allow file-read* {system})",
         '(allow file-read-metadata (literal "/"))',
+        "; macOS's /tmp and per-user temp folder are shared with the person's programs:",
+        "; written as they are (launchd's listeners there stay hidden, below)",
+        f"(allow file-read* file-write* {shared})",
     ]
+    if policy.home:
+        out += [
+            "; the person's home as a whole: neither read nor written (the Run has its own)",
+            f"(deny file-read* file-write* (subpath {_q(real(policy.home))}))",
+        ]
+    places = [real(p) for p in policy.readable]
+    if places:
+        out += [
+            "; read only: the project and its git folder, the toolchains and programs,",
+            "; sandbox.read (the cleaned git config and the Job's store: below, in Owl's folder)",
+            "(allow file-read* " + " ".join(f"(subpath {_q(p)})" for p in places) + ")",
+        ]
+    return out
 
 
 def _layers(policy: Policy) -> list[str]:
-    """Hidden and writable paths, deepest last: the longer path's rule wins."""
-    writable = [*SHARED_TMP, *(real(p) for p in policy.writable)]
-    out = ["; hidden (denied) and writable (allowed) paths, the deeper one last: it wins"]
+    """The Run's writable places, and the store it reads, deepest last with
+    the hidden folders of Owl's that hold them: the longer path's rule wins."""
+    out = ["; writable (allowed) paths and the hidden folders around them, the deeper one last"]
     out += _deepest_last(
         policy,
         "(deny file-read* file-write* {})",
         "(allow file-read* file-write* {})",
-        SHARED_TMP,
         read="(allow file-read* {})",
     )
-    out.append(f'(deny file-read* file-write* (regex #"{LAUNCHD_LISTENERS}"))')
+    own = _own(policy)[1][1:]
+    if own:
+        # Claude Code saves ~/.claude.json (a link here) by writing a new file
+        # beside where the link leads, `NAME.tmp.PID.HEX`, and renaming it over
+        out.append("; a file saved beside the Run's own place and renamed over it")
+        out += [f'(allow file-read* file-write* (regex #"^{_re(p)}\\.[^/]+$"))' for p in own]
     # realpath(3) and git stat every folder above the worktree, some of them hidden
-    above = sorted({a for p in writable for a in _ancestors(p)})
+    above = sorted({a for p in (*SHARED_TMP, *_writable(policy)) for a in _ancestors(p)})
     if above:
         out.append("; the folders above a writable path may be looked at, not listed")
         out.append(
@@ -249,17 +307,26 @@ def _layers(policy: Policy) -> list[str]:
     return out
 
 
-def _deepest_last(
-    policy: Policy, deny: str, allow: str, more: Sequence[str] = (), read: str | None = None
-) -> list[str]:
-    """A rule per hidden and writable path (``{}``: its ``subpath``), and with
-    ``read`` per revealed one (read only inside a hidden folder: the Job's git
-    store), shallower first: on a path under several, the longest one's rule
-    is the last that matches."""
-    layers = [(real(p), 0) for p in policy.hidden]
+def _hidden(policy: Policy) -> list[str]:
+    """Every other hidden path, after every rule that allows a file: hidden wins."""
+    _, outer = _split_hidden(policy)
+    out = ["; hidden, last: no rule above reveals one (Seatbelt: the last match wins)"]
+    out += [f"(deny file-read* file-write* (subpath {_q(h)}))" for h in outer]
+    out.append(f'(deny file-read* file-write* (regex #"{LAUNCHD_LISTENERS}"))')
+    return out
+
+
+def _deepest_last(policy: Policy, deny: str, allow: str, read: str | None = None) -> list[str]:
+    """A rule per hidden folder of Owl's that holds a place of the Run's and
+    per writable path (``{}``: its ``subpath``), and with ``read`` per place
+    read only inside such a folder (the Job's git store, the cleaned git
+    config), shallower first: on a path under several, the longest one's
+    rule is the last that matches."""
+    inner, _ = _split_hidden(policy)
+    layers = [(p, 0) for p in inner]
     if read is not None:
-        layers += [(real(p), 1) for p in policy.revealed]
-    layers += [(p, 2) for p in (*more, *(real(p) for p in policy.writable))]
+        layers += [(p, 1) for p in (*(real(p) for p in policy.revealed), *_own(policy)[0])]
+    layers += [(p, 2) for p in _writable(policy)]
     layers.sort(key=lambda item: (_depth(item[0]), item[1]))
     rules = (deny, read or deny, allow)
     return [rules[kind].format(f"(subpath {_q(path)})") for path, kind in layers]
@@ -268,11 +335,11 @@ def _deepest_last(
 def _over(policy: Policy) -> list[str]:
     out = []
     if policy.readonly_over:
-        out.append("; read only over what is writable (the agent's own config Owl reads)")
+        out.append("; read only over what is writable (the project's git folder)")
         out += [f"(deny file-write* (subpath {_q(real(p))}))" for p in policy.readonly_over]
-    tops = " ".join(f"(literal {_q(real(p))})" for p in policy.writable)
+    tops = " ".join(f"(literal {_q(p)})" for p in _writable(policy))
     if tops:
-        # the rules come from resolved paths (contain.resolved): a writable folder
+        # the rules come from resolved paths (macview.resolved): a writable folder
         # swapped for a link (~/.cache -> ~) would take the next Run's rule with it
         out.append("; a writable folder is written in, not removed (to leave a link in its place)")
         out.append(
@@ -296,6 +363,9 @@ def _network(policy: Policy) -> list[str]:
         "(allow network-outbound (remote unix-socket {}))".replace("{}", "{0}"),
     )
     own = [ln for rule in own for ln in rule.split("\n")]
+    for h in _split_hidden(policy)[1]:  # hidden wins here too
+        own.append(f"(deny network-outbound (remote unix-socket (subpath {_q(h)})))")
+        own.append(f"(deny network-bind (local unix-socket (subpath {_q(h)})))")
     if policy.network == "none":
         return [
             "; network = false: none, but unix sockets the Run makes in its own folders",
@@ -342,6 +412,7 @@ def profile(policy: Policy) -> str:
         *_terminals(),
         *_layers(policy),
         *_over(policy),
+        *_hidden(policy),
         *_network(policy),
     ]
     return "\n".join(lines) + "\n"
