@@ -83,7 +83,7 @@ def test_a_job_reaches_review_with_its_commit_and_cost(tmp_path):
     with ChatStub([Say(HELLO)]) as stub, aider_daemon(tmp_path, stub) as d:
         job = d.add("Add a hello file and commit it.", project, "--agent", "aider")
         d.machine("idle")
-        j = d.wait_job(job, "review", timeout=90)
+        j = d.wait_job(job, "review", timeout=180)
         [run] = j["runs"]
         assert run["outcome"] == "succeeded" and run["session_id"] is None
         assert run["contained"].startswith("contained: bwrap"), run["contained"]
@@ -152,9 +152,9 @@ def test_the_next_run_restores_the_chat(tmp_path):
     with ChatStub(script) as stub, aider_daemon(tmp_path, stub) as d:
         job = d.add("Add a hello file and commit it.", project, "--agent", "aider")
         d.machine("idle")
-        d.wait_job(job, "review", timeout=90)
+        d.wait_job(job, "review", timeout=180)
         d.ok("jobs", "reply", str(job), "Please also add a bye file.")
-        j = d.wait_job(job, "review", timeout=90)
+        j = d.wait_job(job, "review", timeout=180)
         first, second = j["runs"]
         assert second["outcome"] == "succeeded" and second["last_message"] == "Added bye.txt too."
         assert j["attempts_left"] == j["attempts"]
