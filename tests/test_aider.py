@@ -95,6 +95,13 @@ def test_a_job_reaches_review_with_its_commit_and_cost(tmp_path):
         assert "Applied edit to hello.txt" in log and "Commit " in log
         shown = d.ok("jobs", "show", str(job))
         assert "Add hello.txt" in shown and run["contained"] in shown
+        # aider's own files are the project's, in Owl's keeping; the person's
+        # home holds what it held
+        [kept] = (tmp_path / "owl" / "sandbox" / "projects").glob("*/agents/aider-*")
+        assert any(kept.glob("aider-*")), sorted(kept.iterdir())
+        assert [p.name for p in (tmp_path / "user-home").iterdir()] == [
+            ".aider.model.metadata.json"
+        ]
         # the prompt reached the model whole, with Owl's contract
         first = stub.turns()[0].text()
         assert "Add a hello file and commit it." in first and "running unattended" in first
