@@ -44,15 +44,33 @@ time.sleep = _shorter
 
 
 def aider_daemon(tmp_path: Path, stub: ChatStub, path: str | None = None) -> OwlDaemon:
+    """A daemon with aider against `stub`, every Run contained (the default
+    mode's, required here): its key passed although its name looks secret,
+    the stub's port reachable from the Run's own network, the person's
+    ~/.aider.model.metadata.json copied into the Run's own home."""
     env = stub.env(tmp_path / "user-home")
-    cfg = {"agents": {"aider": {"path": path or require("aider")}}}
+    (tmp_path / "fast-sleep").mkdir(exist_ok=True)
+    # A wrapper (`fast_aider`) is the command Owl sees: what it runs, the real
+    # aider's install and its sitecustomize (under /tmp, which a contained Run
+    # sees as a folder of its own), are named for the Run to read, as a
+    # person's own wrapper would need.
+    install = str(Path(require("aider")).parent.parent)
+    cfg = {
+        "agents": {"aider": {"path": path or require("aider")}},
+        "sandbox": {"mode": "required", "read": [install, str(tmp_path / "fast-sleep")]},
+        # aider's start (litellm's import) is seconds of CPU: at Owl's own
+        # priority (nice 10, its session's autogroup) it gets a tenth of a
+        # core's share against each busy session of this shared machine, and
+        # takes minutes. The priority is test_priority.py's to test.
+        "runs": {"nice": 0},
+    }
     return OwlDaemon(tmp_path / "owl", cfg, env=env)
 
 
 def fast_aider(tmp_path: Path) -> str:
     """A wrapper that execs the real aider with its sleeps 100 times shorter."""
     site = tmp_path / "fast-sleep"
-    site.mkdir()
+    site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(FAST_SLEEP)
     wrapper = tmp_path / "aider-fast"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{require("aider")}" "$@"\n')
@@ -65,16 +83,25 @@ def test_a_job_reaches_review_with_its_commit_and_cost(tmp_path):
     with ChatStub([Say(HELLO)]) as stub, aider_daemon(tmp_path, stub) as d:
         job = d.add("Add a hello file and commit it.", project, "--agent", "aider")
         d.machine("idle")
-        j = d.wait_job(job, "review", timeout=90)
+        j = d.wait_job(job, "review", timeout=180)
         [run] = j["runs"]
         assert run["outcome"] == "succeeded" and run["session_id"] is None
+        assert run["contained"].startswith("contained: bwrap"), run["contained"]
         assert run["last_message"] == "I will add hello.txt."
         # "Tokens: 1.2k sent, 56 received. Cost: $0.0018 message, $0.0018 session."
         assert run["usage"]["input_tokens"] == 1200 and run["usage"]["output_tokens"] == 56
         assert run["usage"]["total_cost_usd"] == pytest.approx(0.0018)
         log = d.ok("logs", str(job), "--run", str(run["id"]))
         assert "Applied edit to hello.txt" in log and "Commit " in log
-        assert "Add hello.txt" in d.ok("jobs", "show", str(job))
+        shown = d.ok("jobs", "show", str(job))
+        assert "Add hello.txt" in shown and run["contained"] in shown
+        # aider's own files are the project's, in Owl's keeping; the person's
+        # home holds what it held
+        [kept] = (tmp_path / "owl" / "sandbox" / "projects").glob("*/agents/aider-*")
+        assert any(kept.glob("aider-*")), sorted(kept.iterdir())
+        assert [p.name for p in (tmp_path / "user-home").iterdir()] == [
+            ".aider.model.metadata.json"
+        ]
         # the prompt reached the model whole, with Owl's contract
         first = stub.turns()[0].text()
         assert "Add a hello file and commit it." in first and "running unattended" in first
@@ -132,9 +159,9 @@ def test_the_next_run_restores_the_chat(tmp_path):
     with ChatStub(script) as stub, aider_daemon(tmp_path, stub) as d:
         job = d.add("Add a hello file and commit it.", project, "--agent", "aider")
         d.machine("idle")
-        d.wait_job(job, "review", timeout=90)
+        d.wait_job(job, "review", timeout=180)
         d.ok("jobs", "reply", str(job), "Please also add a bye file.")
-        j = d.wait_job(job, "review", timeout=90)
+        j = d.wait_job(job, "review", timeout=180)
         first, second = j["runs"]
         assert second["outcome"] == "succeeded" and second["last_message"] == "Added bye.txt too."
         assert j["attempts_left"] == j["attempts"]

@@ -88,8 +88,10 @@ def shell_daemon(
     script: str,
     sandbox: dict[str, object] | None = None,
     env: dict[str, str] | None = None,
+    **config: dict[str, object],
 ) -> OwlDaemon:
-    """A daemon whose Runs must be contained, its agent a shell running ``script``."""
+    """A daemon whose Runs must be contained, its agent a shell running ``script``
+    (``config``: more of the config's tables)."""
     (base / "agent.sh").write_text(script)
     return OwlDaemon(
         base / "owl",
@@ -97,6 +99,7 @@ def shell_daemon(
             "sandbox": {"mode": "required", **(sandbox or {})},
             "agents": {"shell": {"command": ["bash", str(base / "agent.sh")]}},
             "agent": {"default": "shell"},
+            **config,
         },
         env={"HOME": str(home), "AGENT_PIDS": "", **(env or {})},
     )

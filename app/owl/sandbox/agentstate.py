@@ -146,4 +146,32 @@ AGENTS: dict[str, AgentState] = {
         folders=("$PI_CODING_AGENT_DIR|~/.pi/agent",),
         fixed=("$PI_CODING_AGENT_DIR/models.json|~/.pi/agent/models.json",),
     ),
+    # aider reads its settings and its models' prices and windows from dotfiles
+    # in the home (without the metadata file it asks the network for litellm's
+    # price list at each start, and reports no cost), keeps its own files under
+    # ~/.aider (the price list it fetched, an OpenRouter sign-in in
+    # oauth-keys.env) and takes its keys from the provider's variables.
+    "aider": AgentState(
+        state=("~/.aider",),
+        env_keep=(
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "GEMINI_API_KEY",
+            "DEEPSEEK_API_KEY",
+            "OPENROUTER_API_KEY",
+            "GROQ_API_KEY",
+            "XAI_API_KEY",
+            "MISTRAL_API_KEY",
+            "AIDER_OPENAI_API_KEY",
+            "AIDER_ANTHROPIC_API_KEY",
+            "AIDER_API_KEY",
+        ),
+        folders=("~/.aider",),
+        fixed=(
+            "~/.aider.conf.yml",
+            "~/.aider.model.settings.yml",
+            "~/.aider.model.metadata.json",
+            "~/.aider/oauth-keys.env",
+        ),
+    ),
 }
