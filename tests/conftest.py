@@ -98,13 +98,43 @@ def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
             yield from _codes(const)
 
 
-def _needs_of(obj: Any, seen: dict[int, set[str]]) -> set[str]:
-    """The markers `obj` (a function or class of the tests) needs, by what it reaches."""
-    key = id(obj)
-    if key in seen:
-        return seen[key]
-    seen[key] = found = set()
+def _needs_of(obj: Any, seen: set[int]) -> set[str]:
+    """The markers `obj` (a function or class of the tests) needs, by what it
+    reaches: every object reached once (`seen`), each one read once a session."""
+    found: set[str] = set()
+    todo = [obj]
+    while todo:
+        now = todo.pop()
+        if id(now) in seen:
+            continue
+        seen.add(id(now))
+        own, reached = _edges(now)
+        found |= own
+        todo.extend(reached)
+    return found
+
+
+#: id -> (the object, what it needs itself, the tests' code it reaches); the
+#: object is kept so that its id names it for the whole collection.
+_EDGES: dict[int, tuple[Any, frozenset[str], tuple[Any, ...]]] = {}
+
+
+def _edges(obj: Any) -> tuple[frozenset[str], tuple[Any, ...]]:
+    """What `obj` needs by itself and what it reaches, read once: the same
+    helpers are reached from hundreds of tests, and reading their code again
+    for each was most of the collection's time, which every worker pays."""
+    kept = _EDGES.get(id(obj))
+    if kept is None or kept[0] is not obj:
+        own, reached = _read(obj)
+        kept = _EDGES[id(obj)] = (obj, frozenset(own), tuple(reached))
+    return kept[1], kept[2]
+
+
+def _read(obj: Any) -> tuple[set[str], list[Any]]:
+    """What `obj` needs by itself, and the functions and classes its code reaches."""
+    found: set[str] = set()
     if isinstance(obj, type):
+        members = []
         for klass in obj.__mro__:
             need = NEEDS.get((klass.__module__, klass.__name__))
             if need:
@@ -117,17 +147,16 @@ def _needs_of(obj: Any, seen: dict[int, set[str]]) -> set[str]:
                     if isinstance(member, property):
                         member = member.fget
                     if inspect.isfunction(member):
-                        found |= _needs_of(member, seen)
-        return found
+                        members.append(member)
+        return found, members
     func = inspect.unwrap(obj) if callable(obj) else obj
     if not inspect.isfunction(func):
-        return found
+        return found, []
     need = NEEDS.get((func.__module__, func.__name__))
     if need:
-        found.add(need)
-        return found
+        return {need}, []
     if not _is_test_code(func):
-        return found
+        return found, []
     codes = list(_codes(func.__code__))
     names = {n for code in codes for n in code.co_names}
     words = {c for code in codes for c in code.co_consts if isinstance(c, str)}
@@ -145,12 +174,13 @@ def _needs_of(obj: Any, seen: dict[int, set[str]]) -> set[str]:
     ]
     reached += [c.cell_contents for c in func.__closure__ or () if _filled(c)]
     reached += list(func.__defaults__ or ())
+    targets = []
     for target in reached:
         if isinstance(target, type) or inspect.isfunction(target) or hasattr(target, "__wrapped__"):
-            found |= _needs_of(target, seen)
+            targets.append(target)
         elif hasattr(target, "__pytest_wrapped__"):
-            found |= _needs_of(target.__pytest_wrapped__.obj, seen)
-    return found
+            targets.append(target.__pytest_wrapped__.obj)
+    return found, targets
 
 
 def _filled(cell: types.CellType) -> bool:
@@ -163,7 +193,7 @@ def _filled(cell: types.CellType) -> bool:
 
 def needs(item: pytest.Item) -> set[str]:
     """What a collected test needs: from its body and every fixture it uses."""
-    seen: dict[int, set[str]] = {}
+    seen: set[int] = set()
     found = set()
     func = getattr(item, "function", None)
     if func is not None:
