@@ -215,17 +215,73 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         have = {m.name for m in item.iter_markers()}
         for marker in sorted(needs(item) - have):
             item.add_marker(marker)
-    items[:] = slow_modules_first(items)
+    items[:] = longest_first(items, known_seconds())
 
 
-def slow_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The modules that hold a slow test first, each kept whole and in its
-    order: the parallel run hands tests out in this order, so its longest
-    ones start early and the short ones fill the end, not the other way."""
-    slow = {item.path for item in items if any(item.get_closest_marker(m) for m in LONG)}
-    return sorted(items, key=lambda item: item.path not in slow)
+# ------------------------------------------------------------------ order
+#
+# The parallel run (`tools/test`: `--dist loadgroup`) hands the tests out in
+# their collection order, one at a time, to whichever worker has little left:
+# so the longest go first, and the short ones fill the end. Handed out in
+# files, or in four quarters of the collection at the start, the slow files
+# fell to one worker, which ran on alone at the end.
+
+#: What a whole run measured, per test (`tests/slowest.txt`); a test not
+#: named there is guessed by what it needs (the first of these it has).
+GUESS = (("slow", 20.0), ("claude", 15.0), ("agent_clis", 15.0), ("wayland", 5.0))
+GUESS_DAEMON = 3.0  # `daemon` or `display`: a daemon started, a Job or two run
+GUESS_OTHER = 0.1
+SLOWEST = TESTS / "slowest.txt"
 
 
-#: The markers of tests that take seconds each: a real agent CLI's turns, a
-#: user of its own, a wheel built, a soak.
-LONG = ("slow", "claude", "agent_clis")
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist names it too, but a run without xdist (-p no:xdist) must know it
+    config.addinivalue_line("markers", "xdist_group(name): tests one worker takes together")
+
+
+def known_seconds() -> dict[str, float]:
+    """`tests/slowest.txt`: "SECONDS NODEID" a line, the seconds a whole run took for
+    each of its slowest tests (set-up, call and tear-down together)."""
+    known = {}
+    for line in SLOWEST.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            seconds, nodeid = line.split(maxsplit=1)
+            known[nodeid] = float(seconds)
+    return known
+
+
+def guess(item: pytest.Item) -> float:
+    for marker, seconds in GUESS:
+        if item.get_closest_marker(marker):
+            return seconds
+    if item.get_closest_marker("daemon") or item.get_closest_marker("display"):
+        return GUESS_DAEMON
+    return GUESS_OTHER
+
+
+def longest_first(items: list[pytest.Item], known: dict[str, float]) -> list[pytest.Item]:
+    """The tests, longest first. Those that share a fixture set up once for their
+    module (a display and a tray, a wheel installed) stay together, in their
+    order, as one unit (`xdist_group`: one worker takes them all); the unit
+    goes where its tests' sum puts it."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        shared = shared_module(item)
+        if shared is not None:
+            item.add_marker(pytest.mark.xdist_group(shared))
+        units.setdefault(shared or item.nodeid, []).append(item)
+
+    def seconds(unit: list[pytest.Item]) -> float:
+        return sum(known.get(item.nodeid, guess(item)) for item in unit)
+
+    ordered = sorted(units.values(), key=seconds, reverse=True)
+    return [item for unit in ordered for item in unit]
+
+
+def shared_module(item: pytest.Item) -> str | None:
+    """The test's module, where it uses a fixture its module or class sets up once."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info else ():
+        if any(d.scope in ("module", "class", "package") for d in defs):
+            return item.nodeid.split("::", 1)[0]
+    return None
