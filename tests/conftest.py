@@ -43,8 +43,10 @@ def home(tmp_path: Path) -> Path:
 # need no list kept by hand.
 
 import functools  # noqa: E402
+import heapq  # noqa: E402
 import inspect  # noqa: E402
 import types  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
@@ -215,7 +217,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         have = {m.name for m in item.iter_markers()}
         for marker in sorted(needs(item) - have):
             item.add_marker(marker)
-    items[:] = longest_first(items, known_seconds())
+    items[:] = longest_first(items, known_seconds(), workers(config))
 
 
 # ------------------------------------------------------------------ order
@@ -259,23 +261,66 @@ def guess(item: pytest.Item) -> float:
     return GUESS_OTHER
 
 
-def longest_first(items: list[pytest.Item], known: dict[str, float]) -> list[pytest.Item]:
-    """The tests, longest first. Those that share a fixture set up once for their
-    module (a display and a tray, a wheel installed) stay together, in their
-    order, as one unit (`xdist_group`: one worker takes them all); the unit
-    goes where its tests' sum puts it."""
-    units: dict[str, list[pytest.Item]] = {}
+@dataclass
+class Unit:
+    """Tests one worker takes together (one test, or a module sharing a fixture)."""
+
+    items: list[pytest.Item]
+    seconds: float
+    heavy: bool  # a real agent CLI: seconds of CPU to start, each
+
+
+def longest_first(
+    items: list[pytest.Item], known: dict[str, float], workers: int = 1
+) -> list[pytest.Item]:
+    """The tests, longest first, as `workers` taking the next one when free would
+    run them, with at most half of them on a real agent CLI's test at once: four
+    such tests started together on two cores (each CLI takes seconds of CPU to
+    start) ran past their own timeouts on a loaded machine. Those that share a
+    fixture set up once for their module (a display and a tray, a wheel
+    installed) stay together, in their order, as one unit (`xdist_group`: one
+    worker takes them all); the unit goes where its tests' sum puts it."""
+    grouped: dict[str, list[pytest.Item]] = {}
     for item in items:
         shared = shared_module(item)
         if shared is not None:
             item.add_marker(pytest.mark.xdist_group(shared))
-        units.setdefault(shared or item.nodeid, []).append(item)
+        grouped.setdefault(shared or item.nodeid, []).append(item)
+    units = [
+        Unit(
+            tests,
+            sum(known.get(t.nodeid, guess(t)) for t in tests),
+            any(t.get_closest_marker(m) for t in tests for m in HEAVY),
+        )
+        for tests in grouped.values()
+    ]
+    units.sort(key=lambda u: u.seconds, reverse=True)
+    cap = max(1, workers // 2)
+    free = [0.0] * max(1, workers)  # when each worker is next free, as a heap
+    heavy_ends: list[float] = []
+    order = []
+    while units:
+        now = heapq.heappop(free)
+        heavy_ends = [t for t in heavy_ends if t > now]
+        pick = 0
+        if len(heavy_ends) >= cap:  # the longest that is not one more agent CLI
+            pick = next((i for i, u in enumerate(units) if not u.heavy), 0)
+        unit = units.pop(pick)
+        order.append(unit)
+        if unit.heavy:
+            heavy_ends.append(now + unit.seconds)
+        heapq.heappush(free, now + unit.seconds)
+    return [item for unit in order for item in unit.items]
 
-    def seconds(unit: list[pytest.Item]) -> float:
-        return sum(known.get(item.nodeid, guess(item)) for item in unit)
 
-    ordered = sorted(units.values(), key=seconds, reverse=True)
-    return [item for unit in ordered for item in unit]
+#: The markers of tests that run a real agent CLI.
+HEAVY = ("claude", "agent_clis")
+
+
+def workers(config: pytest.Config) -> int:
+    """How many workers share the run (1 without pytest-xdist)."""
+    given = getattr(config, "workerinput", {}).get("workercount")
+    return int(given) if given else 1
 
 
 def shared_module(item: pytest.Item) -> str | None:
