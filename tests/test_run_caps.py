@@ -236,9 +236,12 @@ def test_a_run_that_fills_its_disk_is_held_and_nothing_is_lost(base: Path) -> No
     with small_tmpfs(mnt, "64m", base):
         project = make_project(base / "proj")
         d = _daemon(base, FILL, {"disk_floor": "24M"}, {})
+        # held by the floor through its grace window, twice: ten seconds each, not thirty
+        cfg = tomllib.loads((base / "owl" / "config.toml").read_text())
+        cfg["interruption"]["grace_window"] = "10s"
         d.home = mnt / "owl"  # its home, worktrees and database on the small disk
         d.home.mkdir()
-        d.write_config(tomllib.loads((base / "owl" / "config.toml").read_text()))
+        d.write_config(cfg)
         d.env["OWL_HOME"] = str(d.home)
         d.log = base / "daemon.log"
         (d.home / "theirs.bin").write_bytes(b"\1" * 8 * 1024 * 1024)  # room the person can give

@@ -41,6 +41,13 @@ installed() {
         awk 'NR == 1 { sub(/\.$/, "", $NF); print $NF }' || true
 }
 
+npm_installed() {  # prefix package bin
+    # the version npm's record of the package says, where its command is there: read
+    # in milliseconds, where `--version` starts the CLI (seconds each, on every test run)
+    [ -x "$3" ] && python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' \
+        "$1/lib/node_modules/$2/package.json" 2>/dev/null || true
+}
+
 install_one() {  # name package wanted
     name=$1 package=$2 version=$3
     prefix="$root/$name"
@@ -51,7 +58,7 @@ install_one() {  # name package wanted
             exit 1
         fi
     fi
-    have=$(installed "$bin")
+    have=$(npm_installed "$prefix" "$package" "$bin")
     if [ "$have" != "$version" ]; then
         [ -n "$have" ] && echo "install-agents.sh: $bin is $have; installing $version" >&2
         mkdir -p "$prefix"
