@@ -209,8 +209,9 @@ def test_off_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # Fills its disk at 40 MB/s, 1 MB at a time, and keeps trying; says so if the
-# disk was ever full. At a look a second (the engine's pass) the floor below
-# was passed by 40 MB between two looks, more than the disk had: the disk
+# disk was ever full. At a look a second (the engine's pass, before the disk
+# watch) the floor below could be passed by up to 40 MB between two looks
+# (21 MB measured, and the Job then never had room to start again); the disk
 # watch looks ten times a second.
 FILL = r"""python3 - <<'PY'
 import time
