@@ -258,6 +258,27 @@ def test_sockets_and_tmp_size_are_checked(tmp_path):
     assert "sockets" in keys.AGENT_KEYS and "sockets" not in keys.PROJECT_KEYS
 
 
+def test_sockets_own_is_a_word_and_opens_unix_sockets_as_the_views_say():
+    table = keys.check_table({"sockets": ["own", "/run/docker.sock"]}, "sandbox")
+    settings = keys.settings_from(table)
+    for bad in ("mine", "run/docker.sock", "Own"):
+        with pytest.raises(keys.KeyProblem) as e:
+            keys.check_table({"sockets": [bad]}, "sandbox")
+        assert (e.value.dotted, e.value.value) == ("sandbox.sockets", bad)
+        assert str(e.value) == 'must be "own" or a socket\'s absolute path (or start with ~)'
+    words = {
+        (): ("none", False),
+        ("own",): ("own", True),
+        ("/run/docker.sock",): ("/run/docker.sock", True),
+        ("own", "/run/docker.sock", "~/x.sock"): ("own, /run/docker.sock and /home/me/x.sock", True),
+    }
+    for given, (said, unix) in words.items():
+        pol = P.compute(P.Settings(sockets=given), AGENTS["claude"], own())
+        assert (pol.sockets_words(), pol.unix) == (said, unix), given
+        assert "own" not in pol.sockets  # a word, never a path bound in
+    assert settings.sockets == ("own", "/run/docker.sock")
+
+
 def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_last(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
