@@ -92,7 +92,8 @@ def _reach(label: str) -> str:
     if label.startswith("not"):
         return " · not contained"
     if ", no network: " in label:  # its network helper failed: it has none
-        return " · no network: " + label.split(", no network: ", 1)[1]
+        why = label.split(", no network: ", 1)[1].split("; unix sockets: ", 1)[0]
+        return " · no network: " + why + _sockets_words(label)
     return _network_words(label) + _sockets_words(label)
 
 

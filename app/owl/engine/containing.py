@@ -147,8 +147,9 @@ def helped(label: str) -> bool:
 def network_said(label: str, report: Path) -> tuple[str, bool]:
     """The Run's label as its network came out, from the helper's `report`
     (a small file of Owl's logs folder), and whether the helper has spoken:
-    "contained: bwrap 0.8, own network" stays; a helper that failed makes it
-    "contained: bwrap 0.8, no network: pasta: Failed to open() /dev/net/tun: …"."""
+    "contained: bwrap 0.8, own network; unix sockets: none" stays; a helper
+    that failed makes it "contained: bwrap 0.8, no network: pasta: Failed to
+    open() /dev/net/tun: …; unix sockets: none"."""
     try:
         with open(report, "rb") as f:
             said = f.read(NET_SAID_MAX).decode("utf-8", "replace").strip()
@@ -158,8 +159,12 @@ def network_said(label: str, report: Path) -> tuple[str, bool]:
         return label, True
     if not said:
         return label, True
-    head = label.split(", own network", 1)[0].split(", network: allow-list", 1)[0]
-    return f"{head}, no network: {' '.join(said.split())}", True
+    for net in (", own network", ", network: allow-list"):
+        if net in label:
+            head, rest = label.split(net, 1)
+            tail = rest[rest.index(";") :] if ";" in rest else ""  # what it says of the rest
+            return f"{head}, no network: {' '.join(said.split())}{tail}", True
+    return label, True
 
 
 SETUP_SAID_MAX = 300
