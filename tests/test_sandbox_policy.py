@@ -270,11 +270,14 @@ def test_sockets_own_is_a_word_and_opens_unix_sockets_as_the_views_say():
         (): ("none", False),
         ("own",): ("own", True),
         ("/run/docker.sock",): ("/run/docker.sock", True),
-        ("own", "/run/docker.sock", "~/x.sock"): ("own, /run/docker.sock and /home/me/x.sock", True),
+        ("own", "/run/docker.sock", "~/x.sock"): (
+            "own, /run/docker.sock and /home/me/x.sock",
+            True,
+        ),
     }
-    for given, (said, unix) in words.items():
-        pol = P.compute(P.Settings(sockets=given), AGENTS["claude"], own())
-        assert (pol.sockets_words(), pol.unix) == (said, unix), given
+    for named, (said, unix) in words.items():
+        pol = P.compute(P.Settings(sockets=named), AGENTS["claude"], own())
+        assert (pol.sockets_words(), pol.unix) == (said, unix), named
         assert "own" not in pol.sockets  # a word, never a path bound in
     assert settings.sockets == ("own", "/run/docker.sock")
 

@@ -6,8 +6,12 @@ folders of its own and ``/tmp`` as its own; every other socket the host has
 bound where the Run could see it (in the home, under /var) has /dev/null laid
 over it, also one bound by a process of another network namespace (a
 container's: the host's /proc/net/unix does not list it); an abstract socket is
-per network namespace, and the Run has its own. ``sandbox.sockets`` opens one
-on purpose, and ``owl jobs show`` says so."""
+per network namespace, and the Run has its own. Beneath those, the Run's
+seccomp filter refuses every unix socket it would make (and io_uring, which
+makes sockets of its own), so one the host binds later in a folder it sees
+(the project, its ``.git``) cannot be reached either. ``sandbox.sockets``
+opens them on purpose (host sockets it names, or ``"own"``: the Run's own),
+and ``owl jobs show`` says so."""
 
 from __future__ import annotations
 
