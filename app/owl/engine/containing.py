@@ -294,7 +294,7 @@ def for_checks(
     project: Path,
     narrowed: Mapping[str, object] | None = None,
     places: jobstore.Places | None = None,
-) -> Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str], tuple[str, ...]]]:
+) -> Callable[[list[str], dict[str, str], Path], tuple[list[str], dict[str, str], tuple[str, ...]]]:
     """How a check's command starts (its argv, environment and covered sockets): contained as the Run's agent is, by the
     person's `[sandbox]` (and the project's narrowing), with no agent's own
     state. A check runs the project's tests, and the agent wrote them: what
@@ -303,13 +303,24 @@ def for_checks(
     contained and cannot be."""
 
     def contain(
-        argv: list[str], env: dict[str, str]
+        argv: list[str], env: dict[str, str], setup_report: Path | None = None
     ) -> tuple[list[str], dict[str, str], tuple[str, ...]]:
         # Checks run again on demand find the places here, on their own
         # thread; a Run's checks get the places its setup found.
         where = places if places is not None else jobstore.places(project, worktree)
         try:
-            w = wrap(cfg, paths, CHECK, argv, env, worktree, project, narrowed, where)
+            w = wrap(
+                cfg,
+                paths,
+                CHECK,
+                argv,
+                env,
+                worktree,
+                project,
+                narrowed,
+                where,
+                setup_report=setup_report,
+            )
             return w.argv, w.env, w.masked
         except Refusal as e:
             raise OSError(f"the check cannot be contained here: {e.problem}") from None
