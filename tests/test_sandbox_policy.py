@@ -431,13 +431,13 @@ def test_a_path_is_translated_through_the_mount_that_holds_it():
 
 
 def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_path):
-    from owl.sandbox import netns
+    from owl.sandbox import handoff
 
     (tmp_path / "here.sock").write_text("")
     argv = ["bwrap", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
     argv += ["--ro-bind", "/dev/null", str(tmp_path / "here.sock"), "--tmpfs", "/x"]
     argv += ["--", "sh", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
-    assert netns._present(argv) == [
+    assert handoff.present(argv) == [
         "bwrap",
         "--ro-bind",
         "/dev/null",
