@@ -175,6 +175,8 @@ def test_a_live_runs_line_says_when_it_has_no_network() -> None:
     assert " · no network: pasta: Failed to open tun socket in namespace · " in line(lost)
     assert "network" not in line("contained: bwrap 0.8, own network")
     assert " · not contained · " in line("not contained: no bwrap")
-    allow = "contained: bwrap 0.8, network: allow-list (18 hosts); sockets opened: /x.sock"
-    assert " · network: allow-list (18 hosts) · " in line(allow)
+    allow = "contained: bwrap 0.8, network: allow-list (18 hosts); unix sockets: own and /x.sock"
+    assert " · network: allow-list (18 hosts) · unix sockets: own and /x.sock · " in line(allow)
+    assert "unix" not in line("contained: bwrap 0.8, own network; unix sockets: none")
+    assert " in namespace · unix sockets: own · " in line(f"{lost}; unix sockets: own")
     assert " · no network · " in line("contained: bwrap 0.8, no network")

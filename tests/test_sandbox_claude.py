@@ -50,7 +50,7 @@ def test_claude_runs_contained_and_its_escapes_are_refused(tmp_path):
             project=str(wt),
             owl_dirs=[],
         )
-        assert w.label.endswith("own network")
+        assert w.label.endswith("own network; unix sockets: none")
         done = subprocess.run(
             w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=120, check=False
         )
@@ -96,7 +96,7 @@ def test_claude_s_own_settings_base_url_and_api_key_helper_work_contained(tmp_pa
             project=str(wt),
             owl_dirs=[],
         )
-        assert w.label.endswith("own network")
+        assert w.label.endswith("own network; unix sockets: none")
         done = subprocess.run(
             w.argv, cwd=wt, env=w.env, capture_output=True, text=True, timeout=120, check=False
         )

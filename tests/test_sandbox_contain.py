@@ -121,7 +121,7 @@ def test_without_pasta_a_run_gets_its_own_network_from_slirp4netns(tmp_path):
         owl_dirs=[],
         which=lambda name: None if name == "pasta" else shutil.which(name),
     )
-    assert w.label.endswith(", own network (slirp4netns)"), w.label
+    assert w.label.endswith(", own network (slirp4netns); unix sockets: none"), w.label
     done = subprocess.run(w.argv, env=w.env, capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout) == (3, "tap0\n"), done.stderr
 

@@ -256,6 +256,30 @@ def test_sockets_and_tmp_size_are_checked(tmp_path):
     assert "sockets" in keys.AGENT_KEYS and "sockets" not in keys.PROJECT_KEYS
 
 
+def test_sockets_own_is_a_word_and_opens_unix_sockets_as_the_views_say():
+    table = keys.check_table({"sockets": ["own", "/run/docker.sock"]}, "sandbox")
+    settings = keys.settings_from(table)
+    for bad in ("mine", "run/docker.sock", "Own"):
+        with pytest.raises(keys.KeyProblem) as e:
+            keys.check_table({"sockets": [bad]}, "sandbox")
+        assert (e.value.dotted, e.value.value) == ("sandbox.sockets", bad)
+        assert str(e.value) == 'must be "own" or a socket\'s absolute path (or start with ~)'
+    words = {
+        (): ("none", False),
+        ("own",): ("own", True),
+        ("/run/docker.sock",): ("/run/docker.sock", True),
+        ("own", "/run/docker.sock", "~/x.sock"): (
+            "own, /run/docker.sock and /home/me/x.sock",
+            True,
+        ),
+    }
+    for named, (said, unix) in words.items():
+        pol = P.compute(P.Settings(sockets=named), AGENTS["claude"], own())
+        assert (pol.sockets_words(), pol.unix) == (said, unix), named
+        assert "own" not in pol.sockets  # a word, never a path bound in
+    assert settings.sockets == ("own", "/run/docker.sock")
+
+
 def test_the_bwrap_argv_drops_a_roots_capabilities_bounds_tmp_and_masks_sockets_last(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -405,13 +429,13 @@ def test_a_path_is_translated_through_the_mount_that_holds_it():
 
 
 def test_a_dev_null_over_a_file_gone_since_the_argv_was_made_is_left_out(tmp_path):
-    from owl.sandbox import netns
+    from owl.sandbox import handoff
 
     (tmp_path / "here.sock").write_text("")
     argv = ["bwrap", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
     argv += ["--ro-bind", "/dev/null", str(tmp_path / "here.sock"), "--tmpfs", "/x"]
     argv += ["--", "sh", "--ro-bind", "/dev/null", str(tmp_path / "gone.sock")]
-    assert netns._present(argv) == [
+    assert handoff.present(argv) == [
         "bwrap",
         "--ro-bind",
         "/dev/null",

@@ -182,6 +182,7 @@ def test_a_run_whose_network_helper_failed_is_labelled_with_no_network(tmp_path)
         assert label.startswith("contained: bwrap "), label
         assert label.endswith(
             ", no network: pasta: Failed to open() /dev/net/tun: No such file or directory"
+            "; unix sockets: none"
         ), label
         assert label in d.ok("jobs", "show", str(job))
         assert not list((d.home / "logs").glob("*.net"))

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -131,6 +133,20 @@ int main(int argc, char **argv) {
     if (!strcmp(what, "finit-module")) return verdict("finit_module", syscall(SYS_finit_module, -1, "", 0));
     if (!strcmp(what, "kexec-load")) return verdict("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0x7fffffff));
     if (!strcmp(what, "kexec-file-load")) return verdict("kexec_file_load", syscall(SYS_kexec_file_load, -1, -1, 0, NULL, 0x7fffffff));
+    if (!strcmp(what, "io-uring")) { /* io_uring makes and connects sockets of its own */
+        char params[120] = {0}; /* struct io_uring_params */
+        return verdict("io_uring_setup", syscall(SYS_io_uring_setup, 1, params));
+    }
+    if (!strcmp(what, "dgram-pair")) { /* a datagram pair's end, aimed at a path */
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) < 0)
+            return verdict("socketpair(AF_UNIX, SOCK_DGRAM)", -1);
+        struct sockaddr_un to = {.sun_family = AF_UNIX};
+        strncpy(to.sun_path, arg, sizeof to.sun_path - 1);
+        long r = sendto(sv[0], "hello", 5, 0, (struct sockaddr *)&to, sizeof to);
+        printf("sendto %s: %ld (%s)\n", arg, r, r < 0 ? strerror(errno) : "sent");
+        return r == 5 ? 0 : 1; /* sent: reached the socket at that path */
+    }
     fprintf(stderr, "probe: what? %s\n", what);
     return 2;
 }

@@ -296,6 +296,6 @@ def test_an_allow_list_lets_through_its_hosts_only(base: Path, who: str) -> None
     refused(log, *ALLOW_WAYS)
     assert f"reached: {T.ALLOWED}" in log, log
     label = j["runs"][-1]["contained"]
-    assert label.endswith(", network: allow-list (1 host)"), label
+    assert label.endswith(", network: allow-list (1 host); unix sockets: none"), label
     if who == "root":
         landed(proj, j["branch"])

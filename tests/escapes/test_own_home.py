@@ -268,7 +268,9 @@ def test_the_persons_git_config_reaches_a_run_without_what_reaches_a_secret(base
 
 def test_a_socket_the_run_binds_in_its_home_never_answers_the_person(base, who):
     """The Run binds git's credential-cache socket in its home; the person's
-    own `git credential-cache` looks in the person's home and finds none."""
+    own `git credential-cache` looks in the person's home and finds none.
+    (Unix sockets of its own opened, `sandbox.sockets = ["own"]`: else it
+    could make none at all.)"""
     programs("bwrap")
     home = person(base)
     proj = project(base)
@@ -277,7 +279,8 @@ def test_a_socket_the_run_binds_in_its_home_never_answers_the_person(base, who):
         "python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])'"
         " ~/.cache/git/credential/socket && echo bound\n"
     )
-    d = daemon(base, home, script, known={"HOME_REAL": home}, who=who)
+    own = {"sockets": ["own"]}
+    d = daemon(base, home, script, known={"HOME_REAL": home}, sandbox=own, who=who)
     with d:
         job = d.add("do the work", proj)
         d.ok("start")

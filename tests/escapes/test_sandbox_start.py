@@ -78,3 +78,39 @@ def test_an_agent_printing_bwraps_words_fails_as_itself(base: Path) -> None:
         j = d.wait_job(job, "exhausted", timeout=120)
     assert [r["outcome"] for r in j["runs"]] == ["failed", "failed"], j["runs"]
     assert not any("sandbox could not be set up" in (r["reason"] or "") for r in j["runs"])
+
+
+CHECK_WRAPPER = """#!/bin/sh
+case "$*" in *--args*owl-check-marker*) exec {real} --ro-bind /owl-no-such-source /owl-target "$@" ;; esac
+exec {real} "$@"
+"""
+
+
+@pytest.mark.parametrize("who", WHO)
+def test_a_checks_sandbox_failing_at_its_own_start_is_owls_failure(base: Path, who: str) -> None:
+    """A check is contained as its Run is: when bwrap fails at the check's own
+    start, judged by bwrap's own status as a Run's start is, the Run is
+    Owl's failure with bwrap's words, no attempt spent, and the Job blocks
+    when it repeats; the check's record keeps bwrap's words."""
+    programs("bwrap")
+    env = broken_bwrap(base)
+    real = shutil.which("bwrap")
+    (base / "bin" / "bwrap").write_text(CHECK_WRAPPER.format(real=real))
+    home = person(base)
+    toml = "[[checks]]\nname = 'tests'\nrun = 'echo the tests ran # owl-check-marker'\n"
+    proj = project(base, {".owl.toml": toml})
+    again = "[ -e work.txt ] && exit 0\n"  # the Run after: its work is on the branch
+    with owl_as(who, base, home, proj, again, env=env) as d, d:
+        job = d.add("do the work", proj)
+        d.machine("idle")
+        j = d.wait_job(job, "blocked", timeout=180)
+    first, second = j["runs"]
+    words = "the sandbox could not be set up: bwrap: Can't find source path /owl-no-such-source"
+    for run in (first, second):
+        assert run["outcome"] == "interrupted", j["runs"]
+        assert run["reason"].startswith(words), run
+        [check] = run["checks"]
+        assert check["outcome"] == "interrupted" and words in check["output"], check
+        assert "the tests ran" not in check["output"], check
+    assert "the same as its Run before" in j["reason"], j
+    assert j["attempts_left"] == 3, j  # nothing spent

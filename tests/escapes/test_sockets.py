@@ -6,8 +6,12 @@ folders of its own and ``/tmp`` as its own; every other socket the host has
 bound where the Run could see it (in the home, under /var) has /dev/null laid
 over it, also one bound by a process of another network namespace (a
 container's: the host's /proc/net/unix does not list it); an abstract socket is
-per network namespace, and the Run has its own. ``sandbox.sockets`` opens one
-on purpose, and ``owl jobs show`` says so."""
+per network namespace, and the Run has its own. Beneath those, the Run's
+seccomp filter refuses every unix socket it would make (and io_uring, which
+makes sockets of its own), so one the host binds later in a folder it sees
+(the project, its ``.git``) cannot be reached either. ``sandbox.sockets``
+opens them on purpose (host sockets it names, or ``"own"``: the Run's own),
+and ``owl jobs show`` says so."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from escapes.asuser import compile_probe
 from escapes.harness import base, daemon, done, landed, person, project, refused, who
 from support.need import programs
 from owlproc import wait_for
@@ -130,7 +135,7 @@ def test_no_host_socket_answers_but_the_one_opened_on_purpose(base: Path) -> Non
             assert "connected: a socket in /var/run" in log, log
             landed(proj, j["branch"])
             label = j["runs"][-1]["contained"]
-            assert label.endswith(f"; sockets opened: {paths['IN_RUN']}"), label
+            assert label.endswith(f"; unix sockets: {paths['IN_RUN']}"), label
             assert label in d.ok("jobs", "show", str(opened))
 
 
@@ -176,7 +181,7 @@ def test_a_socket_bound_in_another_network_namespace_answers_only_when_opened(
             assert f"connected: {ELSEWHERE}" in log, log
             refused(log, MOUNTED)
             landed(proj, j["branch"])
-            assert j["runs"][-1]["contained"].endswith(f"; sockets opened: {path}")
+            assert j["runs"][-1]["contained"].endswith(f"; unix sockets: {path}")
 
 
 LATE = (
@@ -238,3 +243,144 @@ def test_no_socket_bound_after_the_run_started_answers(base: Path, who) -> None:
     refused(log, *LATE_WAYS)
     assert "connected" not in log, log
     landed(proj, j["branch"])
+
+
+OWN = r"""
+if python3 -c 'import socket
+s = socket.socket(socket.AF_UNIX)
+s.bind("/tmp/own.sock")
+s.listen(1)
+c = socket.socket(socket.AF_UNIX)
+c.connect("/tmp/own.sock")
+a, _ = s.accept()
+a.sendall(b"hello")
+assert c.recv(5) == b"hello"' >/dev/null 2>&1; then echo "connected: its own listener in /tmp"
+else echo "refused: its own listener in /tmp"; fi
+"""
+IN_PROJECT = (
+    CONNECT
+    + OWN
+    + r"""touch started
+for i in $(seq 600); do [ -e go ] && break; sleep 0.2; done
+[ -e go ] && echo "told to go"
+probe "a socket bound in the project after the Run started" "$IN_PROJECT"
+probe "a socket bound in the project's .git after the Run started" "$IN_GIT"
+try "a datagram pair aimed at a socket bound in the project" "$PROBE dgram-pair $DGRAM"
+try "io_uring, which makes sockets of its own" "$PROBE io-uring"
+"""
+)
+PROJECT_WAYS = (
+    "its own listener in /tmp",
+    "a socket bound in the project after the Run started",
+    "a socket bound in the project's .git after the Run started",
+    "a datagram pair aimed at a socket bound in the project",
+    "io_uring, which makes sockets of its own",
+)
+
+
+@contextlib.contextmanager
+def datagrams(path: str) -> Iterator[list[bytes]]:
+    """A datagram socket at ``path``; what it received, once the block ends."""
+    got: list[bytes] = []
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    os.chmod(path, 0o666)
+    s.setblocking(False)
+    try:
+        yield got
+    finally:
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                got.append(s.recv(64))
+        s.close()
+        os.unlink(path)
+
+
+def test_no_socket_bound_in_the_project_after_the_run_started_answers(base: Path, who) -> None:
+    """The Run sees the project and its .git from the host, where the person's
+    tools bind sockets whenever they like (git's fsmonitor daemon, a dev
+    server): a mask laid at the start cannot cover one bound later. The Run
+    may make no unix socket at all (nor a datagram pair, which can be aimed
+    at any path, nor io_uring, which makes sockets without the system call)
+    unless ``sandbox.sockets`` opens them."""
+    programs("bwrap", "pasta", "gcc")
+    probe = compile_probe(base)
+    home = person(base)
+    proj = project(base)
+    paths = {
+        "IN_PROJECT": str(proj / "dev-server.sock"),
+        "IN_GIT": str(proj / ".git" / "fsmonitor--daemon.ipc"),
+        "DGRAM": str(proj / "notify.sock"),
+    }
+    d = daemon(
+        base,
+        home,
+        IN_PROJECT,
+        known={**paths, "PROBE": probe},
+        sandbox={"read": [str(probe)]},
+        who=who,
+    )
+    with d:
+        job = d.add("do the work", proj)
+        d.ok("start")
+        wt = Path(wait_for(lambda: d.job(job)["worktree"], 60, what="the worktree"))
+        wait_for(lambda: (wt / "started").exists(), 120, what="the Run to start")
+        with servers(paths["IN_PROJECT"], paths["IN_GIT"]), datagrams(paths["DGRAM"]) as got:
+            assert reached(paths["IN_PROJECT"]) and reached(paths["IN_GIT"])  # outside
+            (wt / "go").write_text("")
+            if who is not None:
+                os.chown(wt / "go", who[0].pw_uid, who[0].pw_gid)
+            j, log = done(d, job)
+    assert "told to go" in log, log
+    refused(log, *PROJECT_WAYS)
+    assert "connected" not in log and got == [], (log, got)
+    assert j["runs"][-1]["contained"].endswith("; unix sockets: none"), j["runs"][-1]
+    landed(proj, j["branch"])
+
+
+OPENED = (
+    CONNECT
+    + OWN
+    + r"""probe "the host socket sandbox.sockets names" "$NAMED"
+"""
+)
+
+
+def test_sockets_own_gives_the_run_its_own_and_a_named_one_answers(base: Path, who) -> None:
+    """``sandbox.sockets = ["own"]``: a project's tests may run a server on a
+    socket of the Run's own (Postgres, Redis in /tmp); a host socket it names
+    answers, one it does not name stays out of sight."""
+    programs("bwrap", "pasta")
+    home = person(base)
+    proj = project(base)
+    (base / "srv").mkdir()
+    named = str(base / "srv" / "api.sock")
+    with servers(named):
+        d = daemon(
+            base,
+            home,
+            OPENED,
+            known={"NAMED": named},
+            agents={
+                "own": {"sandbox": {"sockets": ["own"]}},
+                "opener": {"sandbox": {"sockets": [named]}},
+            },
+            who=who,
+        )
+        with d:
+            own = d.add("do the work", proj, "--agent", "own")
+            opener = d.add("do the work", proj, "--agent", "opener")
+            d.ok("start")
+            j, log = done(d, own)
+            assert "connected: its own listener in /tmp" in log, log
+            refused(log, "the host socket sandbox.sockets names")
+            assert j["runs"][-1]["contained"].endswith("; unix sockets: own"), j["runs"][-1]
+            landed(proj, j["branch"])
+            d.ok("start")
+            j, log = done(d, opener)
+            assert "connected: its own listener in /tmp" in log, log
+            assert "connected: the host socket sandbox.sockets names" in log, log
+            label = j["runs"][-1]["contained"]
+            assert label.endswith(f"; unix sockets: {named}"), label
+            assert label in d.ok("jobs", "show", str(opener))
+            landed(proj, j["branch"])

@@ -87,15 +87,28 @@ def _sandbox_lines(st: dict) -> list[str]:
 
 def _reach(label: str) -> str:
     """What a live Run's line adds about its containment: only what differs
-    from "contained, own network" (the sandbox line above says that)."""
+    from "contained, own network, no unix sockets" (the sandbox line above
+    says that)."""
     if label.startswith("not"):
         return " · not contained"
     if ", no network: " in label:  # its network helper failed: it has none
-        return " · no network: " + label.split(", no network: ", 1)[1]
+        why = label.split(", no network: ", 1)[1].split("; unix sockets: ", 1)[0]
+        return " · no network: " + why + _sockets_words(label)
+    return _network_words(label) + _sockets_words(label)
+
+
+def _network_words(label: str) -> str:
     for said in (", no network", ", network: allow-list"):
         if said in label:
             return " · " + said[2:] + label.split(said, 1)[1].split(";", 1)[0]
     return ""
+
+
+def _sockets_words(label: str) -> str:
+    """The unix sockets ``sandbox.sockets`` opened to the Run, when it did."""
+    opened = label.split("; unix sockets: ", 1)[1:]
+    words = opened[0].split(";", 1)[0] if opened else "none"
+    return "" if words == "none" else f" · unix sockets: {words}"
 
 
 def _login_path_lines(lp: dict | None) -> list[str]:

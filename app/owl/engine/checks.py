@@ -38,6 +38,8 @@ from typing import Any, Callable
 from owl import tree
 from owl.logspan import read_head
 from owl.engine import logpipe
+from owl.engine.containing import setup_failed
+from owl.rules.jobrules import SANDBOX_FAILED
 from owl.sandbox import raced as sandbox_raced
 from owl.settings.project import Check
 
@@ -105,9 +107,13 @@ def env_for(
 
 # A check's command (and its environment) as it starts contained, as the Run's
 # agent was, with the host sockets its sandbox covers (`owl.sandbox.raced`): a
-# check runs the project's tests, and the agent wrote them. Raises OSError (so
-# the check fails, saying why) when it must be contained and cannot be.
-Contain = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str], tuple[str, ...]]]
+# check runs the project's tests, and the agent wrote them. Its third
+# argument: a file of Owl's where the sandbox says it failed at its own start
+# (`CheckProcess.sandbox_failed`). Raises OSError (so the check fails, saying
+# why) when it must be contained and cannot be.
+Contain = Callable[
+    [list[str], dict[str, str], Path], tuple[list[str], dict[str, str], tuple[str, ...]]
+]
 
 
 class CheckProcess:
@@ -145,10 +151,15 @@ class CheckProcess:
         )
         os.write(self.sink.fd, self.header)
         self.masked: tuple[str, ...] = ()  # the host sockets its sandbox covers
+        # where bwrap says it failed at its own start (none: not contained)
+        self.setup_report: Path | None = None
+        self._setup_words: str | None = None
         try:
             argv, start_env = [SHELL, "-c", check.run], env
             if contain is not None:
-                argv, start_env, self.masked = contain(argv, env)
+                self.setup_report = self.log_path.with_name(self.log_path.name + ".setup")
+                self.setup_report.unlink(missing_ok=True)  # an earlier start's
+                argv, start_env, self.masked = contain(argv, env, self.setup_report)
             self.popen = tree.spawn(
                 argv,
                 cwd=str(worktree),
@@ -164,10 +175,23 @@ class CheckProcess:
         self.sink.started()
         self.tree = tree.ProcessTree(tag, self.popen.pid, nice=nice)
 
-    def raced(self) -> str | None:
+    def sandbox_failed(self, code: int | None) -> str | None:
+        """bwrap's own words when the check's sandbox failed at its own start,
+        before its command ran, by bwrap's own account (its status fd, read by
+        netns.py outside the sandbox, which then wrote `setup_report`), never by
+        words the command could print; else None. Read once."""
+        if self.setup_report is None or code in (None, 0):
+            return None
+        if self._setup_words is None:
+            head = read_head(self.log_path, len(self.header))
+            self._setup_words = setup_failed(self.setup_report, head, code) or ""
+        return self._setup_words or None
+
+    def raced(self, code: int | None) -> str | None:
         """The covered socket whose going away failed its sandbox's set-up, if
-        that is how it ended (`owl.sandbox.raced`)."""
-        if not self.masked:
+        that is how it ended (`owl.sandbox.raced`): only when bwrap says its
+        set-up failed."""
+        if not self.masked or self.sandbox_failed(code) is None:
             return None
         lines = read_head(self.log_path, len(self.header))
         return sandbox_raced.raced(lines, self.masked)
@@ -184,13 +208,23 @@ class CheckProcess:
         self.size = seen
         return grew
 
-    def finish(self, outcome: str, exit_code: int | None, duration_s: float | None) -> Result:
-        """Close the log, compact it to its tail, and say what happened."""
+    def finish(
+        self,
+        outcome: str,
+        exit_code: int | None,
+        duration_s: float | None,
+        owl_said: str | None = None,
+    ) -> Result:
+        """Close the log, compact it to its tail, and say what happened
+        (``owl_said``: Owl's own line at its head, as a sandbox that failed at
+        its own start has)."""
         self.sink.settle(timeout=0.05)  # settled on its own thread already: a last look
         self.sink.close()
         data = compact(self.log_path)
         if data.startswith(self.header):
             data = data[len(self.header) :]
+        if owl_said is not None:
+            data = f"owl: {owl_said}\n".encode("utf-8", "replace") + data
         return Result(
             self.index,
             self.check.name,
@@ -410,9 +444,11 @@ class Verification:
             outcome, code = "failed", None
         else:
             outcome = "passed" if code == 0 else "failed"
-        gone = cp.raced() if outcome == "failed" and code != 0 and not last else None
+        gone = cp.raced(code) if outcome == "failed" and code != 0 and not last else None
         if gone is not None:  # its log closed, its result recorded nowhere
             return cp.finish("interrupted", None, None), gone
+        if outcome == "failed" and (words := cp.sandbox_failed(code)) is not None:
+            return cp.finish("interrupted", code, duration, f"{SANDBOX_FAILED}: {words}"), None
         return cp.finish(outcome, code, duration), None
 
 

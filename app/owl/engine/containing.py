@@ -147,8 +147,9 @@ def helped(label: str) -> bool:
 def network_said(label: str, report: Path) -> tuple[str, bool]:
     """The Run's label as its network came out, from the helper's `report`
     (a small file of Owl's logs folder), and whether the helper has spoken:
-    "contained: bwrap 0.8, own network" stays; a helper that failed makes it
-    "contained: bwrap 0.8, no network: pasta: Failed to open() /dev/net/tun: …"."""
+    "contained: bwrap 0.8, own network; unix sockets: none" stays; a helper
+    that failed makes it "contained: bwrap 0.8, no network: pasta: Failed to
+    open() /dev/net/tun: …; unix sockets: none"."""
     try:
         with open(report, "rb") as f:
             said = f.read(NET_SAID_MAX).decode("utf-8", "replace").strip()
@@ -158,8 +159,12 @@ def network_said(label: str, report: Path) -> tuple[str, bool]:
         return label, True
     if not said:
         return label, True
-    head = label.split(", own network", 1)[0].split(", network: allow-list", 1)[0]
-    return f"{head}, no network: {' '.join(said.split())}", True
+    for net in (", own network", ", network: allow-list"):
+        if net in label:
+            head, rest = label.split(net, 1)
+            tail = rest[rest.index(";") :] if ";" in rest else ""  # what it says of the rest
+            return f"{head}, no network: {' '.join(said.split())}{tail}", True
+    return label, True
 
 
 SETUP_SAID_MAX = 300
@@ -293,7 +298,7 @@ def for_checks(
     project: Path,
     narrowed: Mapping[str, object] | None = None,
     places: jobstore.Places | None = None,
-) -> Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str], tuple[str, ...]]]:
+) -> Callable[[list[str], dict[str, str], Path], tuple[list[str], dict[str, str], tuple[str, ...]]]:
     """How a check's command starts (its argv, environment and covered sockets): contained as the Run's agent is, by the
     person's `[sandbox]` (and the project's narrowing), with no agent's own
     state. A check runs the project's tests, and the agent wrote them: what
@@ -302,13 +307,24 @@ def for_checks(
     contained and cannot be."""
 
     def contain(
-        argv: list[str], env: dict[str, str]
+        argv: list[str], env: dict[str, str], setup_report: Path | None = None
     ) -> tuple[list[str], dict[str, str], tuple[str, ...]]:
         # Checks run again on demand find the places here, on their own
         # thread; a Run's checks get the places its setup found.
         where = places if places is not None else jobstore.places(project, worktree)
         try:
-            w = wrap(cfg, paths, CHECK, argv, env, worktree, project, narrowed, where)
+            w = wrap(
+                cfg,
+                paths,
+                CHECK,
+                argv,
+                env,
+                worktree,
+                project,
+                narrowed,
+                where,
+                setup_report=setup_report,
+            )
             return w.argv, w.env, w.masked
         except Refusal as e:
             raise OSError(f"the check cannot be contained here: {e.problem}") from None

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 from owl.engine import checks as checksmod
 from owl.engine import containing
-from owl.rules import lifecycle
+from owl.rules import jobrules, lifecycle
 from owl.engine import runstart
 from owl.rules.lifecycle import Phase
 from owl.sandbox import raced
@@ -76,26 +76,32 @@ def check_exited(eng: Engine, lv: Live, code: int) -> bool:
     cp, now = lv.check_proc, eng.clock()
     assert cp is not None  # called for the check's own process only
     r = eng.core.runs.get(lv.run_id)
-    if code != 0 and r is not None and r.phase is Phase.RUNNING and _start_again(eng, lv, cp):
+    if code != 0 and r is not None and r.phase is Phase.RUNNING and _start_again(eng, lv, cp, code):
         return False
     duration = r.check_time(now) if r is not None else None
+    said = None
     if r is not None and r.phase is Phase.ENDING:
         # ended by the core (timeout, grace window, stop): not the check's own verdict
         outcome = "interrupted" if r.outcome is lifecycle.Outcome.INTERRUPTED else "failed"
+    elif code != 0 and (words := cp.sandbox_failed(code)) is not None:
+        # its sandbox failed at its own start: Owl's failure, as a Run's start
+        # is (`runend._judge`): no verdict on the work, no attempt spent
+        outcome, lv.setup_failed = "interrupted", words
+        said = f"{jobrules.SANDBOX_FAILED}: {words}"
     else:
         outcome = "passed" if code == 0 else "failed"
-    result = cp.finish(outcome, code, duration)
+    result = cp.finish(outcome, code, duration, said)
     lv.check_proc = None
     record_check(eng, lv, result)
     log.info("run %s: check %s %s (exit %s)", lv.run_id, result.name, outcome, code)
     return True
 
 
-def _start_again(eng: Engine, lv: Live, cp: checksmod.CheckProcess) -> bool:
+def _start_again(eng: Engine, lv: Live, cp: checksmod.CheckProcess, code: int) -> bool:
     """A check whose sandbox could not be set up because a host socket went
     away as it started (`owl.sandbox.raced`): the same check, started again at
     once, at most `AGAIN_MOST` times in a Run; its lost start is no verdict."""
-    gone = cp.raced()
+    gone = cp.raced(code)
     if gone is None or lv.started_again >= raced.AGAIN_MOST:
         return False
     lv.started_again += 1

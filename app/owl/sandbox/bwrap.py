@@ -261,7 +261,10 @@ def probe(fresh: bool = False) -> str | None:
     """None when a sandbox can be made here, else why not (asked once, cached;
     ``fresh``: asked again, as ``owl.sandbox.ready`` does while it does not work)."""
     term_env()  # asked here too, so that wrapping a Run starts no process
-    syscalls.bpf()  # built here too, off the engine's thread, and kept
+    (
+        syscalls.bpf(False),
+        syscalls.bpf(True),
+    )  # built here, off the engine's thread, and kept (as wrap asks)
     if fresh or "works" not in _probed:
         path, detail = find(fresh)
         if path is None:

@@ -149,10 +149,12 @@ def wrap(
         sizes=bwrap.sized(version),
     )
     inside = policy.agent_env(env, pol)
-    opened = f"; sockets opened: {', '.join(pol.sockets)}" if pol.sockets else ""
-    filt = syscalls.bpf()  # built once, at the daemon's start (bwrap.probe)
-    if isinstance(filt, str):
+    filt = syscalls.bpf(pol.unix)  # built once, at the daemon's start (bwrap.probe)
+    if isinstance(filt, str):  # no filter: what stands is the masks laid at the start
+        opened = f"; unix sockets: {pol.sockets_words()}" if pol.unix else ""
         opened += f"; {filt}"
+    else:
+        opened = f"; unix sockets: {pol.sockets_words()}"
     own = [*seccomp(filt), *(["--setup", setup_report] if setup_report else [])]
     if signing(git.project_git, facts.home):
         # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)

@@ -30,7 +30,7 @@ from .folders import (
     expand,
     overlaps,
 )
-from .policy import DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, READS, Settings
+from .policy import DEFAULT_MODE, DEFAULT_TMP_SIZE, MODES, OWN_SOCKETS, READS, Settings
 
 LIST_KEYS = ("read_also", "write", "hide", "env_keep", "caches", "sockets")
 KEYS = ("mode", "read", *LIST_KEYS, "network", "allow_hosts", "host_ports", "tmp_size")
@@ -52,6 +52,10 @@ REACHING = ("read", "read_also", "write", "caches", "sockets")
 MIN_TMP = 1 << 20
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 PROJECT_KEYS = ("mode", "read", "hide", "network")
+_NOT_A_PATH = {
+    "": "must be an absolute path (or start with ~)",
+    "sockets": f'must be "{OWN_SOCKETS}" or a socket\'s absolute path (or start with ~)',
+}
 
 
 class KeyProblem(ValueError):
@@ -112,18 +116,19 @@ def check_table(
         else:
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                 raise KeyProblem(dotted, value, "must be a list of non-empty strings")
+            paths = [v for v in value if key != "sockets" or v != OWN_SOCKETS]
             if key in ("read", "read_also", "write", "hide", "caches", "sockets"):
-                for v in value:
+                for v in paths:
                     if not expand(v, home):
-                        raise KeyProblem(dotted, v, "must be an absolute path (or start with ~)")
+                        raise KeyProblem(dotted, v, _NOT_A_PATH.get(key, _NOT_A_PATH[""]))
             if key in REACHING:
-                for v in value:
+                for v in paths:
                     _reaches(dotted, v, expand(v, home), home, owl)
             if key == "write":
                 for v in value:
                     _writable(dotted, v, expand(v, home))
             if key == "sockets":
-                for v in value:
+                for v in paths:
                     _socket(dotted, v, expand(v, home))
             value = list(value)
         out[key] = value

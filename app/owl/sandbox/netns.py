@@ -56,22 +56,11 @@ machine): processes are started by fork and exec, their signal mask and
 dispositions set in between, and waited for through a pidfd. The exit status
 is bwrap's (that is, the agent's).
 
-bwrap's options are handed over in a memfd (``--args FD``), not on its command
-line: its pid 1 inside the Run keeps that command line, readable by the Run at
-``/proc/1/cmdline``, and the options name Owl's folders and the host's sockets.
-FILE after ``--setup`` is written when bwrap failed at its own start, before
-the command ran (see ``_set_up``): the Run's failure is then the sandbox's, not
-the agent's, however its output reads (an agent can print "bwrap: ..." itself).
-
-HEX, when given, is the Run's seccomp filter (``owl.sandbox.syscalls``, a few
-hundred bytes), handed to bwrap the same way (``--seccomp FD``): bwrap loads it
-just before it execs the command, and closes both fds.
-
-Standard library only, started with ``-I -S``, and without ``subprocess`` or
-``re``, whose imports alone double its start (measured 17 -> 35 ms on a busy
-machine): processes are started by fork and exec, their signal mask and
-dispositions set in between, and waited for through a pidfd. The exit status
-is bwrap's (that is, the agent's).
+bwrap's options and the seccomp filter (HEX, ``owl.sandbox.syscalls``) are
+handed to it by memfds, and whether it failed at its own start is read from
+its status fd (``handoff.py``). FILE after ``--setup`` is written when it did,
+before the command ran: the Run's failure is then the sandbox's, not the
+agent's, however its output reads (an agent can print "bwrap: ..." itself).
 """
 
 from __future__ import annotations
@@ -81,6 +70,13 @@ import select
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from owl.sandbox import handoff
+else:  # run as a script (-I -S): its sibling, after the standard library
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    import handoff
 
 READY_TIMEOUT = 10.0
 ROUTES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netroutes.py")
@@ -469,24 +465,6 @@ class _Holder:
         self.pid = -1
 
 
-def _present(bwrap: list[str]) -> list[str]:
-    """bwrap's argv without the /dev/null laid over a file (a host socket, a
-    hidden file) that is gone since the argv was made: bwrap would have to
-    make it on the read-only root, and the Run would fail for a socket that a
-    program closed a moment before. Where there is none, there is nothing to cover."""
-    out: list[str] = []
-    i = 0
-    while i < len(bwrap):
-        if bwrap[i] == "--" or i + 2 >= len(bwrap):
-            return out + bwrap[i:]
-        if bwrap[i : i + 2] == ["--ro-bind", "/dev/null"] and not os.path.lexists(bwrap[i + 2]):
-            i += 3
-            continue
-        out.append(bwrap[i])
-        i += 1
-    return out
-
-
 def _report(path: str | None, why: str | None) -> None:
     """Say how the network came out (see the module's docstring)."""
     if path is None:
@@ -585,30 +563,6 @@ def _with_options(bwrap: list[str], more: list[str]) -> list[str]:
     return [*bwrap[:at], *more, *bwrap[at:]]
 
 
-def _memfd(name: str, data: bytes) -> int:
-    """An inheritable memfd holding ``data``, read from its start."""
-    fd = os.memfd_create(name, 0)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-def _hidden(
-    bwrap: list[str], extra: list[str], seccomp: bytes | None
-) -> tuple[list[str], tuple[int, ...]]:
-    """bwrap's argv with its options (``extra`` first) in a memfd and the
-    filter in another: (the argv, the fds it must inherit)."""
-    at = bwrap.index("--")
-    options, command = [*extra, *bwrap[1:at]], bwrap[at:]
-    fds: tuple[int, ...] = ()
-    if seccomp is not None:
-        filt = _memfd("owl-seccomp", seccomp)
-        options += ["--seccomp", str(filt)]
-        fds = (filt,)
-    args = _memfd("owl-bwrap-args", b"".join(o.encode() + b"\0" for o in options))
-    return [bwrap[0], "--args", str(args), *command], (*fds, args)
-
-
 class _Args:
     """netns.py's own options, then bwrap's argv."""
 
@@ -631,28 +585,7 @@ class _Args:
                 raise SystemExit(f"netns.py: unknown option {rest[0]}")
             rest = rest[2:]
         assert rest and rest[0] == "--" and rest[1:]
-        self.bwrap = _present(rest[1:])
-
-
-def _set_up(status: int) -> bool:
-    """Whether bwrap's set-up finished and it ran the command, from what it wrote
-    to ``--json-status-fd``: it writes the command's "exit-code" only then, and
-    from its own process outside the Run, where nothing inside can write or
-    stop it (its fd is not passed in). A start that failed at bwrap's own
-    set-up (a bind it could not make, a filter it could not load) has none."""
-    data = b""
-    while True:
-        chunk = _read_some(status)
-        if not chunk:
-            return b'"exit-code"' in data
-        data += chunk
-
-
-def _read_some(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:
-        return b""
+        self.bwrap = handoff.present(rest[1:])
 
 
 def _write_setup(path: str | None, code: int) -> None:
@@ -729,7 +662,7 @@ def _run(
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         extra += ["--unshare-net", "--info-fd", str(info_w), "--block-fd", str(block_r)]
-    command, fds = _hidden(bwrap, extra, args.seccomp)
+    command, fds = handoff.hidden(bwrap, extra, args.seccomp)
     passed = (status_w, info_w, block_r, *fds) if net else (status_w, *fds)
     holder = _Holder(cut) if net else None
     proc = _spawn(command, passed)
@@ -744,7 +677,7 @@ def _run(
             pass
         os.close(block_w)
     code = _wait(proc)
-    set_up = _set_up(status_r)  # bwrap has ended: the pipe holds all it wrote
+    set_up = handoff.set_up(status_r)  # bwrap has ended: the pipe holds all it wrote
     os.close(status_r)
     if info_r >= 0:
         os.close(info_r)

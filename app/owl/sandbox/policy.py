@@ -22,10 +22,12 @@ The view is an allow-list, never the person's filesystem minus a list:
 - hidden, laid last so that nothing laid before reveals them: the home's
   secrets, Owl's own folders, the desktop's runtime folder and
   ``sandbox.hide``, wherever a folder the Run sees holds one;
-- no host unix socket answers: no folder a socket of the host's appears in
-  later is in the view; of those the view holds (the project's), the ones
-  bound when the Run starts are covered by /dev/null, but for those
-  ``sandbox.sockets`` opens on purpose;
+- no host unix socket answers: the Run may make no unix socket (the seccomp
+  filter, ``syscalls``) unless ``sandbox.sockets`` opens them (host sockets
+  it names, or ``"own"``: the Run's own); then no folder a socket of the
+  host's appears in later is in the view but those it sees (the project's),
+  where the ones bound when the Run starts are covered by /dev/null, but for
+  those ``sandbox.sockets`` names;
 - the environment keeps no display, no way back to Owl and no secret the agent
   was not meant to have.
 
@@ -65,6 +67,10 @@ DEFAULT_MODE = "required" if sys.platform.startswith("linux") else "auto"
 # the allow-listed view (`keys.notes` says so); a list names folders to read.
 READS = ("home", "project")
 
+# `sandbox.sockets`'s word for the Run's own unix sockets (made and used
+# inside: a project's tests that run Postgres or Redis on a socket in /tmp).
+OWN_SOCKETS = "own"
+
 # A size a Run's /tmp and /dev/shm may not pass (`sandbox.tmp_size`): without
 # one, a tmpfs may take half of the machine's memory.
 DEFAULT_TMP_SIZE = 1 << 30
@@ -86,7 +92,7 @@ class Settings:
     allow_hosts: tuple[str, ...] = REGISTRIES
     caches: tuple[str, ...] = DEFAULT_CACHES
     host_ports: tuple[int, ...] = ()
-    sockets: tuple[str, ...] = ()  # host unix sockets opened on purpose
+    sockets: tuple[str, ...] = ()  # host unix sockets opened on purpose, or "own"
     tmp_size: int = DEFAULT_TMP_SIZE  # bytes, for /tmp and for /dev/shm
 
     def __post_init__(self) -> None:
@@ -192,6 +198,7 @@ class Policy:
     private_files: tuple[str, ...] = ()  # files kept in them, read-only
     masked: tuple[str, ...] = ()  # host sockets out of reach: /dev/null laid over each
     sockets: tuple[str, ...] = ()  # host sockets opened on purpose (`sandbox.sockets`)
+    own_sockets: bool = False  # the Run may make unix sockets of its own (`"own"`)
     tmp_size: int = DEFAULT_TMP_SIZE
     # read-only binds laid before the writable: the Job's git store
     revealed: tuple[str, ...] = ()
@@ -205,6 +212,20 @@ class Policy:
     # AUTO_MERGE) and may write nothing that lasts; whatever the Run makes
     # there is gone with it, and packed-refs, config, HEAD and hooks stay Owl's
     scratch_top: tuple[str, ...] = ()
+
+    @property
+    def unix(self) -> bool:
+        """Whether the Run may make unix sockets: ``sandbox.sockets`` opens
+        some (it names host sockets, or says "own"); else the filter refuses them."""
+        return self.own_sockets or bool(self.sockets)
+
+    def sockets_words(self) -> str:
+        """What ``sandbox.sockets`` opens, as the views say it: "none", "own",
+        "own and /run/docker.sock"."""
+        names = [*([OWN_SOCKETS] if self.own_sockets else []), *self.sockets]
+        if len(names) < 2:
+            return names[0] if names else "none"
+        return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _unique(paths: Iterable[str]) -> tuple[str, ...]:
@@ -270,7 +291,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
 
     drop, set_ = env_plan(env, (*agent.env_keep, *settings.env_keep), facts.runtime_dir)
     ports = _unique([str(p) for p in (*loopback_ports(env), *settings.host_ports)])
-    sockets = ex(settings.sockets)
+    sockets = ex(s for s in settings.sockets if s != OWN_SOCKETS)
     host_seen = [p for p in (*readable, *writable) if not system(p)]
     return Policy(
         read_root="own",
@@ -288,6 +309,7 @@ def compute(settings: Settings, agent: AgentState, facts: Facts) -> Policy:
         private_files=facts.private_files,
         masked=_in_sight(masked_sockets(facts.host_sockets, hidden, sockets), host_seen),
         sockets=sockets,
+        own_sockets=OWN_SOCKETS in settings.sockets,
         tmp_size=settings.tmp_size,
         revealed=_unique(revealed),
         allow_hosts=settings.allow_hosts if settings.network and settings.allow else (),

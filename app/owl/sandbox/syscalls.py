@@ -25,13 +25,28 @@ profiles; Codex's and sandbox-runtime's Linux sandboxes) that no agent needs:
   ``mount_setattr``), in any namespace: no agent mounts, and what bwrap laid
   over a secret stays. New user namespaces stay allowed: a headless browser's
   own sandbox (a test suite's Chromium) makes them, and the mounts they copy
-  are locked.
+  are locked;
+- io_uring (``io_uring_setup``, ``_enter``, ``_register``): its requests make
+  and connect sockets, open files, without the system calls this filter
+  reads (Docker's default profile refuses it too; libuv and the rest fall
+  back to plain calls when it is refused);
+- unix sockets, unless ``sandbox.sockets`` opens them (``unix=True``):
+  ``socket(AF_UNIX, …)``, so that a socket the person's tools bind later in a
+  folder of the host's the Run sees (git's fsmonitor daemon's in the
+  project's ``.git``, a dev server's in the project) cannot be connected to,
+  whenever it was bound; and ``socketpair(AF_UNIX, SOCK_DGRAM, …)``, whose
+  datagram socket can be aimed at any path by ``connect``/``sendto``.
+  ``socketpair`` of a stream or a packet stays: Node's libuv, Python's
+  asyncio and Chromium make their own pipes with it, and such a pair cannot
+  be connected anywhere else. On the 32-bit companions ``socketcall`` is
+  refused whole (its arguments lie in memory: the family cannot be read).
 
 Each is refused with EPERM, as a process without the right gets it, so a tool
 that probes goes on. The filter holds the native architecture and its 32-bit
 companions (i386 and x32 on x86_64, arm on aarch64), so no other calling
-convention goes around it. It is the same for every Run: built once, in a
-fraction of a millisecond, and kept (``bpf``).
+convention goes around it. It is one of two for every Run (unix sockets
+refused, or opened): each built once, in a fraction of a millisecond, and
+kept (``bpf``).
 """
 
 from __future__ import annotations
@@ -71,7 +86,13 @@ ALWAYS = (
     "open_tree",
     "move_mount",
     "mount_setattr",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
 )
+AF_UNIX = 1
+SOCK_TYPE = 0xF  # the type's own bits, below SOCK_NONBLOCK and SOCK_CLOEXEC
+SOCK_DGRAM = 2
 IOCTLS = (TIOCSTI, TIOCLINUX)  # ioctl(fd, request): request is argument 1
 OF_INIT = (("ptrace", 1), ("process_vm_readv", 0), ("process_vm_writev", 0))  # (call, pid's arg)
 COMPANIONS = {"x86_64": ("x86", "x32"), "aarch64": ("arm",)}
@@ -81,26 +102,33 @@ INSTALL_HINT = "sudo apt install python3-seccomp"
 
 @dataclass(frozen=True)
 class Rule:
-    """One refusal: a system call, and (arg, value) compared on its low 32 bits."""
+    """One refusal: a system call, and each (arg, mask, value) it holds for:
+    the argument's bits under ``mask`` equal to ``value`` (all must hold)."""
 
     call: str
-    arg: tuple[int, int] | None = None
+    args: tuple[tuple[int, int, int], ...] = ()
 
 
-def rules() -> Iterator[Rule]:
-    """Every refusal of the filter, as data (the tests read the same list)."""
+def rules(unix: bool = False) -> Iterator[Rule]:
+    """Every refusal of the filter, as data (the tests read the same list).
+    ``unix``: unix sockets opened (``sandbox.sockets`` names some, or "own")."""
     for call in ALWAYS:
         yield Rule(call)
     for request in IOCTLS:
-        yield Rule("ioctl", (1, request))
+        yield Rule("ioctl", ((1, LOW32, request),))
     for call, arg in OF_INIT:
-        yield Rule(call, (arg, INIT))
+        yield Rule(call, ((arg, LOW32, INIT),))
+    if not unix:
+        yield Rule("socket", ((0, LOW32, AF_UNIX),))
+        yield Rule("socketpair", ((0, LOW32, AF_UNIX), (1, SOCK_TYPE, SOCK_DGRAM)))
+        yield Rule("socketcall")
 
 
 @functools.cache
-def bpf() -> bytes | str:
+def bpf(unix: bool = False) -> bytes | str:
     """The filter as the BPF program bwrap's ``--seccomp`` reads, or why there
-    is none (libseccomp's Python binding missing), with what fixes it."""
+    is none (libseccomp's Python binding missing), with what fixes it.
+    ``unix``: the filter of a Run whose unix sockets are opened."""
     try:
         import seccomp  # Debian's python3-seccomp: the distribution's path is in the venv
     except ImportError:
@@ -112,15 +140,12 @@ def bpf() -> bytes | str:
         except (AttributeError, OSError, RuntimeError, ValueError):
             continue  # a kernel or libseccomp without it: that convention is refused anyway
     deny = seccomp.ERRNO(errno.EPERM)
-    for rule in rules():
+    for rule in rules(unix):
+        held = [seccomp.Arg(arg, seccomp.MASKED_EQ, mask, value) for arg, mask, value in rule.args]
         try:
-            if rule.arg is None:
-                f.add_rule(deny, rule.call)
-            else:
-                arg, value = rule.arg
-                f.add_rule(deny, rule.call, seccomp.Arg(arg, seccomp.MASKED_EQ, LOW32, value))
+            f.add_rule(deny, rule.call, *held)
         except (OSError, RuntimeError, ValueError):
-            continue  # a call this architecture does not have (umount on x86_64)
+            continue  # a call this architecture does not have (umount, socketcall on x86_64)
     fd = os.memfd_create("owl-seccomp", os.MFD_CLOEXEC)
     try:
         with open(fd, "w+b", closefd=False) as out:
