@@ -300,6 +300,16 @@ def test_host_unix_sockets_the_resolvers_the_runs_own_and_those_opened(base: Pat
     assert not m.inside("Library/Caches").startswith(f"{m.home}/Library/")
 
 
+def test_sockets_bound_later_in_the_project(mac: Mac) -> None:
+    """Linux: a socket bound after the Run started in the project or its .git
+    (a dev server's, git's fsmonitor daemon's), a datagram pair aimed at one,
+    io_uring: the seccomp filter. Seatbelt decides each connect() by the rule,
+    whenever the socket was bound: the project is read, never connected to."""
+    for sock in (mac.project / "dev.sock", mac.project / ".git" / "fsmonitor--daemon.ipc"):
+        assert mac.reads(str(mac.project)), mac.project
+        assert not mac.connects(str(sock)), sock
+
+
 def test_abstract_sockets(mac: Mac) -> None:
     """Linux: the X server's abstract socket. macOS has no abstract socket
     namespace; XQuartz listens at a launchd socket in /tmp, and its X11 folder is
@@ -761,6 +771,7 @@ ROWS: dict[str, Callable[..., None]] = {
     "a link left where a state folder was": test_a_linked_dotfile_and_a_link_left_in_a_state_folder,
     "the Run as your socket server": test_the_run_as_the_persons_socket_server,
     "a host socket bound after the Run started": test_host_unix_sockets,
+    "a socket bound after the Run started in the project": test_sockets_bound_later_in_the_project,
     "a reflog (or a ref) in the Job's store": test_a_planted_commondir,
     "a refresh token spent inside a Run": test_refresh_tokens_on_macos,
     "a hard link": test_hard_links,
