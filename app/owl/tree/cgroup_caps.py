@@ -82,8 +82,19 @@ class KernelCaps:
         return caps
 
     def oom_kills(self) -> int:
-        """Processes of the Run the kernel's OOM killer ended so far."""
-        return 0 if self.oom_file is None else _field(self.oom_file, "oom_kill")
+        """Processes of the Run the kernel's OOM killer ended at the Run's own
+        cap so far.
+
+        On v2, ``oom_kill`` counts a process of the Run killed by any OOM,
+        also one of a cgroup above it (a ``MemoryMax`` on the daemon's unit,
+        the machine itself); ``oom``, that an allocation failed at this
+        cgroup's own limit (or one below it). Without the latter the kill is
+        not the cap's doing, and saying "reached runs.memory" would be false."""
+        if self.oom_file is None:
+            return 0
+        if self.oom_file.name == "memory.events" and _field(self.oom_file, "oom") == 0:
+            return 0
+        return _field(self.oom_file, "oom_kill")
 
     def forks_refused(self) -> int:
         """Forks the kernel refused the Run at its process cap so far."""
