@@ -61,13 +61,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 SPENT: list[tuple[float, str]] = []  # every command run in the machine: (seconds, what)
+READY: list[str] = []  # how the machine came up, and in how long
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Where the tier's time went: the commands run in the machine, the slowest named."""
+    w = terminalreporter.write_line
+    for line in READY:
+        w(line)
     if not SPENT:
         return
-    w = terminalreporter.write_line
     w(f"system tier: {len(SPENT)} commands in the machine took {sum(s for s, _ in SPENT):.0f} s")
     for took, what in sorted(SPENT, reverse=True)[:12]:
         w(f"  {took:6.1f} s  {what}")
@@ -140,7 +143,12 @@ def desktop() -> Iterator[Desktop]:
         need.missing(
             f"the desktop machine did not boot: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
         )
-    print(f"\nsystem tier: the machine was ready in {time.monotonic() - began:.0f} s")
+    said = [line.removeprefix("desktop-vm: ").split(";")[0] for line in p.stderr.splitlines()]
+    READY.append(
+        f"system tier: the machine was ready in {time.monotonic() - began:.0f} s ("
+        + "; ".join(line for line in said if " in " in line and " s" in line)
+        + ")"
+    )
     try:
         yield Desktop(run)
     finally:
