@@ -11,7 +11,7 @@ import base64
 import json
 
 from system.conftest import OWL, Desktop
-from system.test_desktop import config, service_on
+from system.test_desktop import RUN_ENDED, config, logged, service_on
 
 UNIT = "/sys/fs/cgroup/user.slice/user-$(id -u).slice/user@$(id -u).service/app.slice/owl.service"
 
@@ -102,11 +102,7 @@ def held_at_the_cap(desktop: Desktop, home: str, cap: str) -> tuple[dict, str]:
     pid = json.loads(desktop.sh(owl(home, "daemon status --json")))["pid"]
     job = desktop.sh(owl(home, f"add --project {home}/proj -- go")).strip()
     desktop.sh(owl(home, "start"))
-    desktop.wait(
-        owl(home, f"jobs show {job} --json") + ' | grep -q \'"outcome": "\'',
-        f"the Run stopped at runs.{cap}",
-        timeout=400,
-    )
+    logged(desktop, home, RUN_ENDED, f"the Run stopped at runs.{cap}", timeout=400)
     j = job_json(desktop, home, job)
     [run] = j["runs"]
     assert run["outcome"] == "interrupted", run
@@ -166,8 +162,9 @@ def test_a_frozen_runs_memory_goes_to_swap_and_the_thaw_carries_it_on(
     capped(desktop, h, HOLD, 'memory = "512M"', argv=f', "{go}"')
     job = desktop.sh(owl(h, f"add --project {h}/proj -- hold")).strip()
     desktop.sh(owl(h, "start"))
-    desktop.wait(owl(h, f"logs {job} --raw") + " | grep -qx held", "the Run to hold its memory")
-    cg = limits(desktop.sh(owl(h, f"logs {job} --raw")))["cgroup"]
+    # the Run's own output, as the daemon writes it (what `owl logs` shows)
+    desktop.wait(f"grep -qx held {h}/logs/1.log", "the Run to hold its memory", timeout=300)
+    cg = limits(desktop.sh(f"cat {h}/logs/1.log"))["cgroup"]
     figures = f"cat {cg}/memory.current {cg}/memory.swap.current"
     before, swapped = map(int, desktop.sh(figures).split())
     assert before > 150 << 20, before
@@ -183,11 +180,7 @@ def test_a_frozen_runs_memory_goes_to_swap_and_the_thaw_carries_it_on(
     state = json.loads(desktop.sh(owl(h, "status --json")))["runs"][0]["state"]
     assert state == "frozen", state
     desktop.sh(owl(h, "resume") + f" && touch {go}")
-    desktop.wait(
-        owl(h, f"jobs show {job} --json") + ' | grep -q \'"outcome": "\'',
-        "the Run to end",
-        timeout=300,
-    )
+    logged(desktop, h, RUN_ENDED, "the Run to end")
     j = job_json(desktop, h, job)
     assert j["runs"][0]["outcome"] == "succeeded", j["runs"]
     assert "intact" in desktop.sh(owl(h, f"logs {job} --raw")).split()
