@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -60,11 +60,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+SPENT: list[tuple[float, str]] = []  # every command run in the machine: (seconds, what)
+READY: list[str] = []  # how the machine came up, and in how long
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where the tier's time went: the commands run in the machine, the slowest named."""
+    w = terminalreporter.write_line
+    for line in READY:
+        w(line)
+    if not SPENT:
+        return
+    w(f"system tier: {len(SPENT)} commands in the machine took {sum(s for s, _ in SPENT):.0f} s")
+    for took, what in sorted(SPENT, reverse=True)[:12]:
+        w(f"  {took:6.1f} s  {what}")
+
+
 @dataclass
 class Desktop:
     """The booted machine; `sh` runs a bash script as dev over ssh."""
 
     run: Path
+    spent: list[tuple[float, str]] = field(default_factory=lambda: SPENT)  # (seconds, what)
 
     def sh(self, script: str, timeout: float = 300.0, check: bool = True) -> str:
         p = self.run_sh(script, timeout)
@@ -76,23 +93,30 @@ class Desktop:
         return p.stdout
 
     def run_sh(self, script: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(VM), "ssh", str(self.run), "bash -c " + shlex.quote(script)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        began = time.monotonic()
+        try:
+            return subprocess.run(
+                [str(VM), "ssh", str(self.run), "bash -c " + shlex.quote(script)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        finally:
+            self.spent.append((time.monotonic() - began, " ".join(script.split())[:100]))
 
     def wait(self, script: str, what: str, timeout: float = 120.0) -> str:
-        """Until `script` exits 0 in the machine; its output."""
-        deadline = time.monotonic() + timeout
-        while True:
-            p = self.run_sh(script, timeout=60)
-            if p.returncode == 0:
-                return p.stdout
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}: {p.stdout}{p.stderr}")
-            time.sleep(1.0)
+        """Until `script` exits 0 in the machine; its output then. Polled in the
+        machine itself (one ssh command), every half second."""
+        loop = (
+            f"end=$((SECONDS + {int(timeout)})); "
+            f"until out=$({script}\n); do "
+            '[ $SECONDS -ge $end ] && { printf %s "$out"; exit 99; }; sleep 0.5; done; '
+            'printf %s "$out"'
+        )
+        p = self.run_sh(loop, timeout=timeout + 120)
+        if p.returncode != 0:
+            raise AssertionError(f"timed out waiting for {what}: {p.stdout}{p.stderr}")
+        return p.stdout
 
 
 def _problem() -> str | None:
@@ -119,7 +143,12 @@ def desktop() -> Iterator[Desktop]:
         need.missing(
             f"the desktop machine did not boot: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
         )
-    print(f"\nsystem tier: the machine was ready in {time.monotonic() - began:.0f} s")
+    said = [line.removeprefix("desktop-vm: ").split(";")[0] for line in p.stderr.splitlines()]
+    READY.append(
+        f"system tier: the machine was ready in {time.monotonic() - began:.0f} s ("
+        + "; ".join(line for line in said if " in " in line and " s" in line)
+        + ")"
+    )
     try:
         yield Desktop(run)
     finally:

@@ -78,6 +78,75 @@ def delegated_base() -> Path | None:
     return None
 
 
+def enable(folder: Path, names: list[str]) -> list[str]:
+    """Of `names`, the controllers `folder` passes to its children
+    (``cgroup.subtree_control``), enabled there first where it is offered them.
+
+    Why the move: cgroup v2 lets a cgroup hand controllers down only while no
+    process sits in it ("no internal processes"), and the daemon sits in its
+    own delegated cgroup (systemd's user unit with ``Delegate=yes`` puts it
+    there). Where enabling is refused for that (EBUSY) and the daemon and its
+    own children (the watchdog) are all that is there, they move into a leaf
+    of their own, ``daemon-<pid>``, beside the Runs' folders, as systemd asks
+    of a delegated unit, and enabling is tried again. Anything else in the way (other processes, no
+    write access): the controllers are not enabled and the caller goes on
+    without them (Owl's own watch holds the caps)."""
+    try:
+        offered = (folder / "cgroup.controllers").read_text().split()
+        enabled = (folder / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return []
+    for name in names:
+        if name not in offered or name in enabled:
+            continue
+        if _enable_one(folder, name) or (_leave_for_leaf(folder) and _enable_one(folder, name)):
+            enabled.append(name)
+    return [n for n in names if n in enabled]
+
+
+def _enable_one(folder: Path, name: str) -> bool:
+    try:
+        with open(folder / "cgroup.subtree_control", "w") as fh:
+            fh.write(f"+{name}")
+        return True
+    except OSError:
+        return False
+
+
+def _leave_for_leaf(folder: Path) -> bool:
+    """Move this process and its descendants out of `folder` into a leaf under
+    it; True if `folder` then holds no process. Only where they are all it
+    holds (the daemon and its watchdog, in the unit's cgroup)."""
+    me = os.getpid()
+    try:
+        pids = [int(p) for p in (folder / "cgroup.procs").read_text().split()]
+        if not pids or not all(_descends(p, me) for p in pids):
+            return False
+        leaf = folder / f"daemon-{me}"
+        leaf.mkdir(exist_ok=True)
+        for pid in pids:
+            with open(leaf / "cgroup.procs", "w") as fh:
+                fh.write(str(pid))
+        return not (folder / "cgroup.procs").read_text().split()
+    except (OSError, ValueError):
+        return False
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether `pid` is `ancestor` or a process below it."""
+    for _ in range(64):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 class RunGroup:
     """The cgroup of one Run."""
 

@@ -12,8 +12,9 @@ manage cgroups for the Run:
   reclaims and slows the Run there, so the watch usually stops it cleanly
   before the wall), ``memory.swap.max`` = the cap (a Run past its RAM is
   otherwise pushed into swap without end), ``pids.max`` = the process cap. Only for the
-  controllers the Run's parent has in ``cgroup.subtree_control`` (enabled
-  there by Owl when its own parent offers them).
+  controllers passed down to it (``cgroup.subtree_control``), enabled on the
+  way by Owl where they are offered (``cgroup.enable``: the daemon moves into
+  a leaf of its own cgroup for it, as a delegated unit must).
 - cgroup v1, for a controller not on v2 (as root, or where the hierarchy is
   writable): a cgroup of the Run's own in the ``memory`` hierarchy
   (``memory.limit_in_bytes``, and ``memory.memsw.limit_in_bytes``: RAM and
@@ -81,8 +82,19 @@ class KernelCaps:
         return caps
 
     def oom_kills(self) -> int:
-        """Processes of the Run the kernel's OOM killer ended so far."""
-        return 0 if self.oom_file is None else _field(self.oom_file, "oom_kill")
+        """Processes of the Run the kernel's OOM killer ended at the Run's own
+        cap so far.
+
+        On v2, ``oom_kill`` counts a process of the Run killed by any OOM,
+        also one of a cgroup above it (a ``MemoryMax`` on the daemon's unit,
+        the machine itself); ``oom``, that an allocation failed at this
+        cgroup's own limit (or one below it). Without the latter the kill is
+        not the cap's doing, and saying "reached runs.memory" would be false."""
+        if self.oom_file is None:
+            return 0
+        if self.oom_file.name == "memory.events" and _field(self.oom_file, "oom") == 0:
+            return 0
+        return _field(self.oom_file, "oom_kill")
 
     def forks_refused(self) -> int:
         """Forks the kernel refused the Run at its process cap so far."""
@@ -127,19 +139,16 @@ def _field(path: Path, key: str) -> int:
 
 
 def _v2_controllers(run_dir: Path, wanted: list[str]) -> list[str]:
-    """Which of `wanted` the Run's v2 cgroup has: those its parent passes down
-    (`cgroup.subtree_control`), enabled there first where the parent has them."""
-    parent = run_dir.parent
-    try:
-        offered = (parent / "cgroup.controllers").read_text().split()
-        enabled = (parent / "cgroup.subtree_control").read_text().split()
-    except OSError:
-        return []
-    for name in wanted:
-        if name in offered and name not in enabled:
-            if _write(parent / "cgroup.subtree_control", f"+{name}"):
-                enabled.append(name)
-    return [n for n in wanted if n in enabled and (run_dir / f"{n}.max").exists()]
+    """Which of `wanted` the Run's v2 cgroup has: those passed down to it from
+    the delegated cgroup through the instance's folder (``cgroup.enable``
+    enables them on the way where they are offered)."""
+    folder = run_dir.parent
+    base = cgroup.delegated_base()
+    names = list(wanted)
+    if base is not None and folder.parent == base:
+        names = cgroup.enable(base, names)
+    names = cgroup.enable(folder, names)
+    return [n for n in names if (run_dir / f"{n}.max").exists()]
 
 
 def _v2_write(caps: KernelCaps, run_dir: Path, name: str, value: int) -> bool:
