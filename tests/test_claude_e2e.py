@@ -99,6 +99,16 @@ def _tool_processes(d: OwlDaemon, job: int) -> list[psutil.Process]:
     return out if any(p.name() == "sleep" for p in out) else []
 
 
+def _top_of(pids: list[int]) -> int:
+    """The Run's first process (claude), the one whose parent is none of the
+    Run's: the pids are recorded in order of number, and on a machine whose
+    pid counter has come round (a whole suite's worth of processes) the
+    lowest may be the tool's."""
+    inside = set(pids)
+    [top] = [p for p in pids if psutil.Process(p).ppid() not in inside]
+    return top
+
+
 def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_carries_on(tmp_path):
     handoff = "Halfway: the config parser is done, the CLI flag is next."
     project = make_project(tmp_path / "proj")
@@ -119,7 +129,7 @@ def test_input_freezes_claudes_tool_the_grace_window_kills_it_and_the_handoff_ca
             timeout=30,
             what="claude's Bash tool running the long command",
         )
-        claude_pid = d.run_of(job)["pids"][0]
+        claude_pid = _top_of(d.run_of(job)["pids"])
         worktree = Path(d.job(job)["worktree"])
         assert (worktree / ".owl" / "HANDOFF.md").read_text().strip() == handoff
         # the tool runs in a session of its own, not claude's
