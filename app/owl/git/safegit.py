@@ -450,8 +450,8 @@ class Stream:
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         assert popen.stdout is not None
-        self._reading = _Reading(popen.stdout)
-        self.stdout = cast(IO[bytes], self._reading)
+        self.reading = _Reading(popen.stdout)
+        self.stdout = cast(IO[bytes], self.reading)
         self.returncode: int | None = None
         self.stderr = ""
         self.closed_early = False  # the reader stopped before git's output ended
@@ -494,7 +494,7 @@ def stream(
         try:
             yield done
         finally:
-            done.closed_early = not done._reading.ended
+            done.closed_early = not done.reading.ended
             popen.stdout.close()  # type: ignore[union-attr]
             try:
                 done.returncode = popen.wait(timeout)
