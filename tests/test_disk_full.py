@@ -1,6 +1,6 @@
 """A full disk loses no record: the log's cap holds as it is written, rotation
 needs no free space, a Run's end keeps the time it ended, and `owl jobs` and
-`owl status` agree about what is live. On a real, small tmpfs."""
+`owl status` agree about what is live. On a real, small ext4 filesystem of its own."""
 
 from __future__ import annotations
 

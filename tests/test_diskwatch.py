@@ -11,7 +11,7 @@ from pathlib import Path
 
 from owl.engine.diskwatch import DiskWatch
 from owl.rules import runcaps
-from support.smalldisk import small_tmpfs
+from support.smalldisk import small_fs
 
 FLOOR = runcaps.amount("4M")
 
@@ -23,7 +23,7 @@ def fill(folder: Path, mib: int) -> Path:
 
 
 def test_a_look_says_when_a_folder_crosses_the_floor_either_way(tmp_path: Path) -> None:
-    with small_tmpfs(tmp_path / "small", "8m", tmp_path) as mnt:
+    with small_fs(tmp_path / "small", "8m", tmp_path) as mnt:
         watch = DiskWatch(lambda: None)
         watch.watch([str(mnt)], FLOOR)
         assert watch.look() is False and watch.low(str(mnt)) is None  # 8 MiB free
@@ -40,7 +40,7 @@ def test_a_look_says_when_a_folder_crosses_the_floor_either_way(tmp_path: Path) 
 
 
 def test_the_thread_tells_of_a_crossing_as_the_disk_fills(tmp_path: Path) -> None:
-    with small_tmpfs(tmp_path / "small", "8m", tmp_path) as mnt:
+    with small_fs(tmp_path / "small", "8m", tmp_path) as mnt:
         crossed = threading.Event()
         watch = DiskWatch(crossed.set, look=0.05)
         watch.start()

@@ -26,7 +26,7 @@ from owl.tree import cgroup_caps
 from owlproc import OwlDaemon, make_project, wait_for
 from support.need import missing, programs
 from support.notify_servers import Receiver
-from support.smalldisk import small_tmpfs
+from support.smalldisk import small_fs
 
 
 @pytest.fixture
@@ -234,7 +234,7 @@ def test_a_run_that_fills_its_disk_is_held_and_nothing_is_lost(base: Path) -> No
     frozen at once and held, its Job waits saying why, no Run starts while the
     disk is under the floor, and every record the daemon wrote is there."""
     mnt = base / "small"
-    with small_tmpfs(mnt, "64m", base):
+    with small_fs(mnt, "64m", base):
         project = make_project(base / "proj")
         d = _daemon(base, FILL, {"disk_floor": "24M"}, {})
         # held by the floor through its grace window, twice: ten seconds each, not thirty
