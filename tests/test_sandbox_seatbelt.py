@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from owl.sandbox import agentstate, contain, folders, macview, ownhome, policy, seatbelt
+from owl.sandbox import agentstate, contain, folders, mactemp, macview, ownhome, policy, seatbelt
 from support.seatbelt_eval import allowed, parse, rules
 
 HOME = "/Users/me"
@@ -37,6 +37,18 @@ OWN_BINDS = (
     (f"{STATE}/claude.json-5", f"{HOME}/.claude.json", True),
     (f"{KEEP}/jobs/job-1/gitconfig", f"{HOME}/.gitconfig", False),
 )
+# The Run's temporary folder of its own (mactemp), its TMPDIR.
+TMP_SLOT = "/private/tmp/owl-501/job-1.claude"  # the Job's and agent's, in the profile
+RUN_TMP = f"{TMP_SLOT}/0a1b2c3d"  # this Run's, its TMPDIR
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(monkeypatch, tmp_path_factory):
+    """Where a Run's temporary folder is made on macOS (``/private/tmp``,
+    which Linux has not): a folder of this test's."""
+    root = tmp_path_factory.mktemp("private-tmp")
+    monkeypatch.setattr(mactemp, "ROOT", str(root))
+    return root
 
 
 def facts(**kw: object) -> policy.Facts:
@@ -73,7 +85,7 @@ def mac_policy(
     pol = policy.compute(
         settings or policy.Settings(), agentstate.AGENTS.get(agent, agentstate.AgentState()), f
     )
-    return macview.at_home(macview.hidden(pol, f), f.env)
+    return macview.with_tmp(macview.at_home(macview.hidden(pol, f), f.env), TMP_SLOT, RUN_TMP)
 
 
 def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: object) -> str:
@@ -150,8 +162,7 @@ def test_the_runs_own_home_caches_and_state_are_writable_the_persons_are_not():
         f"{STATE}/claude.json-5",
         f"{CACHES}/npm-2/_cacache/x",
         f"{CACHES}/Caches-3/pip/http/x",
-        "/private/tmp/build.o",
-        "/private/var/folders/ab/xyz/T/tmp1",
+        f"{RUN_TMP}/build.o",
     ):
         assert can_read(text, path) and can_write(text, path), path
     for path in (
@@ -276,7 +287,10 @@ def test_order_sensitive_rules_come_in_the_right_order():
 
     home = first(f'(deny file-read* file-write* (subpath "{HOME}"))')
     assert first('(allow file-read* (subpath "/usr")') < home
-    assert first('(allow file-read* file-write* (subpath "/private/tmp")') < home
+    assert first('(deny file-read* file-write* (subpath "/private/tmp")') < home
+    assert first('(deny file-read* file-write* (subpath "/private/tmp")') < first(
+        f'(allow file-read* file-write* (subpath "{TMP_SLOT}"))'
+    )
     file_allows = [
         i
         for i, ln in enumerate(lines)
@@ -493,7 +507,7 @@ def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
     assert argv[3] == "/usr/bin/env"
     rest = argv[4:]
     assert rest[rest.index("GITHUB_TOKEN") - 1] == "-u"
-    assert "ANTHROPIC_API_KEY" not in rest and "TMPDIR=/tmp" in rest
+    assert "ANTHROPIC_API_KEY" not in rest and f"TMPDIR={RUN_TMP}" in rest
     assert rest[-3:] == ["/opt/homebrew/bin/claude", "-p", "hi"]
 
 
@@ -513,9 +527,11 @@ def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
         owl_dirs=[str(tmp_path / "owl")],
     )
     assert w.contained
-    # its network: seatnet.py's proxy, outside, started before sandbox-exec
+    # its network: seatnet.py's proxy, outside, started before sandbox-exec,
+    # which removes the Run's temporary folder when it ends
     at = w.argv.index(seatbelt.SANDBOX_EXEC)
-    assert w.argv[at - 3 :][:3] == [seatbelt.SEATNET, "-", "--"]
+    tmp = w.env["TMPDIR"]
+    assert w.argv[at - 5 : at] == [seatbelt.SEATNET, "-", "--tmp", tmp, "--"]
     assert w.label == "contained: Seatbelt, network through Owl's proxy (not the host's loopback)"
     text = text_of(w.argv)
     # the rules name real paths (/tmp is /private/tmp on macOS)
@@ -877,3 +893,62 @@ def test_a_run_is_contained_only_under_a_profile_sandbox_exec_took(var_tmp, monk
             cfg, paths, "claude", ["claude"], {"HOME": str(home)}, Path(worktree), var_tmp
         )
     assert "unbound variable" in str(refused.value)
+
+
+def test_a_runs_temporary_folder_is_its_own_and_never_one_made_by_another(tmp_path):
+    """macOS's /private/tmp is writable by every account: ``owl-UID`` (and a
+    Job's folder in it) is made 0700, or kept only if it is a folder of this
+    account's alone; a link in its place, another account's folder or one
+    others may enter is refused in one line naming it. Each Run's folder is
+    made afresh."""
+    root = tmp_path / "private-tmp"
+    root.mkdir()
+    slot, tmp = mactemp.make("job-1.claude", str(root))
+    top = root / f"owl-{os.getuid()}"
+    assert Path(slot) == top / "job-1.claude" and Path(tmp).parent == Path(slot)
+    for folder in (top, Path(slot), Path(tmp)):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    assert not any(Path(tmp).iterdir())
+    again = mactemp.make("job-1.claude", str(root))
+    assert again[0] == slot and again[1] != tmp  # one Job's folder, a new one for each Run
+    assert mactemp.make("job 2/../x", str(root))[0] == str(top / "job-2-..-x")
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    for how in ("link", "mode", "owner"):
+        squat = tmp_path / how
+        squat.mkdir()
+        place = squat / f"owl-{os.getuid()}"
+        if how == "link":
+            place.symlink_to(elsewhere)
+        else:
+            place.mkdir(mode=0o700)
+            if how == "mode":
+                place.chmod(0o777)
+            elif os.getuid() == 0:
+                os.chown(place, 65534, 65534)  # another account's
+            else:
+                continue
+        with pytest.raises(mactemp.TempProblem) as refused:
+            mactemp.make("job-1.claude", str(squat))
+        said = str(refused.value)
+        assert str(place) in said and "remove it" in said and "\n" not in said, said
+    assert not any(elsewhere.iterdir())  # nothing made through the link
+    # the same for a Job's folder in it
+    (top / "job-3.claude").symlink_to(elsewhere)
+    with pytest.raises(mactemp.TempProblem, match="job-3.claude"):
+        mactemp.make("job-3.claude", str(root))
+    assert not any(elsewhere.iterdir())
+
+
+def test_without_its_temporary_folder_a_run_is_not_called_contained(tmp_path, monkeypatch):
+    """A ``/private/tmp/owl-UID`` Owl may not use leaves the Run uncontained
+    (``mode = "required"``: not started), saying why in one line."""
+    mac_on(monkeypatch)
+    root = tmp_path / "private-tmp"
+    root.mkdir()
+    (root / f"owl-{os.getuid()}").symlink_to(tmp_path)
+    monkeypatch.setattr(mactemp, "ROOT", str(root))
+    w = darwin_wrap(tmp_path, tmp_path / "home")
+    assert not w.contained and w.argv == ["/bin/echo", "hi"]
+    assert w.label.startswith("not contained: its temporary folder: ") and "remove it" in w.label

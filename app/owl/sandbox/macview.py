@@ -33,7 +33,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from . import ownhome
+from . import mactemp, ownhome
 from .folders import SYSTEM_HIDDEN, under
 from .policy import Facts, Policy
 
@@ -124,6 +124,16 @@ def at_home(pol: Policy, env: Mapping[str, str]) -> Policy:
             moved[name] = own + path[len(home) :]
     kept = [(k, v) for k, v in pol.env_set if k not in moved]
     return replace(pol, env_set=(*kept, *moved.items()))
+
+
+def with_tmp(pol: Policy, slot: str, folder: str) -> Policy:
+    """The Policy with its Job's and agent's temporary folders (``mactemp``:
+    ``slot``) writable, and the Run's own among them (``folder``) named by
+    ``TMPDIR`` and its kin: the one place under macOS's shared ``/tmp`` and
+    ``/var/folders`` the profile allows it."""
+    return replace(
+        pol, writable=(*pol.writable, slot), env_set=mactemp.env_with(pol.env_set, folder)
+    )
 
 
 def hidden(pol: Policy, facts: Facts) -> Policy:

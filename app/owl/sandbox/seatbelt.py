@@ -8,8 +8,9 @@ refused). The order below is what makes it say what bwrap's mounts say:
    ``mach-lookup`` limited to the services a command-line agent uses: no
    LaunchServices (``open``), no pasteboard, no window server, and no other
    process's arguments or environment (``ps eww``);
-2. reading: the system's folders (``SYSTEM_READ``); writing: macOS's shared
-   ``/tmp`` and per-user temp folder; then the person's home refused as a
+2. reading: the system's folders (``SYSTEM_READ``); macOS's shared ``/tmp``
+   and per-user temp folders refused, read and write (the Run's own temporary
+   folder is one of its writable places, ``mactemp``); the person's home refused as a
    whole (a Run has a home of its own, ``macview``), and allowed back, read
    only, the allow-list Linux's Run sees of it: the project and its git
    folder, the toolchains and the agent's programs, ``sandbox.read``, the
@@ -111,9 +112,13 @@ MACH_SERVICES = (
 # Read-only machine facts (the Linux Run reads /proc/sys likewise).
 SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its threads
 
-# macOS's /tmp is shared with the person's programs (Linux gives the Run its own):
-# writable, as TMPDIR (the per-user folder under /var/folders) is, but launchd's
-# listeners there (the ssh-agent's socket) stay hidden.
+# macOS's /tmp and the per-user folders under /var/folders (the person's TMPDIR,
+# and the caches confstr(_CS_DARWIN_USER_CACHE_DIR) names: clang's modules, ...)
+# are shared by every program of the person's: refused, read and write. A Run's
+# TMPDIR is a folder of its own under /private/tmp (mactemp), allowed as its
+# other writable places are. No framework reads them to start a process (dyld's
+# shared cache is under /System; the per-user folders are made by dirhelper, a
+# daemon, on request). launchd's listeners in /tmp stay hidden by name as well.
 SHARED_TMP = ("/private/tmp", "/private/var/folders")
 LAUNCHD_LISTENERS = r"^/private/tmp/com\.apple\.launchd\."
 
@@ -254,17 +259,19 @@ def _split_hidden(policy: Policy) -> tuple[list[str], list[str]]:
 
 
 def _reads(policy: Policy) -> list[str]:
-    """The system's folders; the shared temporary folders; the person's home
-    refused as a whole; then, of it and elsewhere, what the Run reads."""
+    """The system's folders; the shared temporary folders refused; the
+    person's home refused as a whole; then, of it and elsewhere, what the Run
+    reads."""
     system = " ".join(f"(subpath {_q(p)})" for p in SYSTEM_READ)
     shared = " ".join(f"(subpath {_q(p)})" for p in SHARED_TMP)
     out = [
         "; reading: the system's own folders",
         f"(allow file-read* {system})",
         '(allow file-read-metadata (literal "/"))',
-        "; macOS's /tmp and per-user temp folder are shared with the person's programs:",
-        "; written as they are (launchd's listeners there stay hidden, below)",
-        f"(allow file-read* file-write* {shared})",
+        "; macOS's /tmp and per-user temp folders are shared with the person's programs:",
+        "; neither read nor written (what a Run left there, their tools would read; what",
+        "; they leave, it would); its TMPDIR is a folder of its own, allowed below",
+        f"(deny file-read* file-write* {shared})",
     ]
     if policy.home:
         out += [
@@ -298,7 +305,7 @@ def _layers(policy: Policy) -> list[str]:
         out.append("; a file saved beside the Run's own place and renamed over it")
         out += [f'(allow file-read* file-write* (regex #"^{_re(p)}\\.[^/]+$"))' for p in own]
     # realpath(3) and git stat every folder above the worktree, some of them hidden
-    above = sorted({a for p in (*SHARED_TMP, *_writable(policy)) for a in _ancestors(p)})
+    above = sorted({a for p in _writable(policy) for a in _ancestors(p)})
     if above:
         out.append("; the folders above a writable path may be looked at, not listed")
         out.append(
