@@ -89,7 +89,10 @@ def mac_policy(
 
 
 def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: object) -> str:
-    return seatbelt.with_egress(seatbelt.profile(mac_policy(settings, agent, **kw)), EGRESS)
+    pol = mac_policy(settings, agent, **kw)
+    # the agent's state files (macview.state_files reads which own places are files)
+    saved = [s for s, _, w in pol.own_binds if w and s.endswith(".json-5")]
+    return seatbelt.with_egress(seatbelt.profile(pol, saved), EGRESS)
 
 
 def text_of(argv: list[str]) -> str:
@@ -207,6 +210,16 @@ def test_a_state_file_is_saved_as_claude_code_saves_it_through_its_link():
     assert allowed(text, "file-write-create", path=target)
     for path in (f"{STATE}/other.json", f"{STATE}/claude.json-5x", f"{temp}/deeper"):
         assert not can_write(text, path), path
+    # nothing is saved so beside a cache or a state folder: no file beside one
+    for place in (
+        f"{CACHES}/cache-1",
+        f"{CACHES}/npm-2",
+        f"{CACHES}/Caches-3",
+        f"{STATE}/claude-4",
+    ):
+        for path in (f"{place}.tmp.15337.fb2f4f49b1e5", f"{place}.old", f"{place}.d"):
+            assert not can_write(text, path), path
+            assert not allowed(text, "file-write-unlink", path=path), path
 
 
 def test_the_run_is_told_its_own_home_is_home():
@@ -730,6 +743,12 @@ def test_a_linked_agent_state_folder_of_the_persons_is_neither_read_nor_written(
     state_file = os.path.realpath(own_home_of(w) / ".claude.json")
     assert allowed(text, "file-write-unlink", path=seatbelt.real(state_file))
     assert not allowed(text, "file-write-unlink", path=seatbelt.real(state), is_dir=True)
+    # saved through its link (a new file beside it, renamed over it): the state
+    # file only, never beside a cache or a state folder
+    assert can_write(text, seatbelt.real(f"{state_file}.tmp.4242.ab12"))
+    cache = os.path.realpath(own_home_of(w) / ".cache")
+    for beside in (cache, state):
+        assert not can_write(text, seatbelt.real(f"{beside}.tmp.4242.ab12")), beside
 
 
 def test_a_link_the_run_left_in_its_home_is_made_again(var_tmp, monkeypatch):

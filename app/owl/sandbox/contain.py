@@ -507,7 +507,7 @@ def wrap_darwin(
     except OSError as e:
         return Wrapped(list(command), f"not contained: its temporary folder: {e}", False, dict(env))
     pol = macview.with_tmp(pol, slot, tmp)
-    argv = seatbelt.argv(pol, command)
+    argv = seatbelt.argv(pol, command, macview.state_files(pol))
     why = seatbelt.compiles(seatbelt.profile_of(argv))
     if why is not None:
         os.rmdir(tmp)

@@ -126,6 +126,14 @@ def at_home(pol: Policy, env: Mapping[str, str]) -> Policy:
     return replace(pol, env_set=(*kept, *moved.items()))
 
 
+def state_files(pol: Policy) -> tuple[str, ...]:
+    """The Run's own places that are files (its agent's state files:
+    ``~/.claude.json``), where a program saves through the link by writing a
+    new file beside where it leads and renaming it over: the profile allows
+    that file there alone, not beside a cache or a state folder."""
+    return tuple(source for source, _, writable in pol.own_binds if writable and _is_file(source))
+
+
 def with_tmp(pol: Policy, slot: str, folder: str) -> Policy:
     """The Policy with its Job's and agent's temporary folders (``mactemp``:
     ``slot``) writable, and the Run's own among them (``folder``) named by

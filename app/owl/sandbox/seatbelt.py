@@ -288,9 +288,11 @@ def _reads(policy: Policy) -> list[str]:
     return out
 
 
-def _layers(policy: Policy) -> list[str]:
+def _layers(policy: Policy, saved: Sequence[str] = ()) -> list[str]:
     """The Run's writable places, and the store it reads, deepest last with
-    the hidden folders of Owl's that hold them: the longer path's rule wins."""
+    the hidden folders of Owl's that hold them: the longer path's rule wins;
+    beside each of ``saved`` (its agent's state files), the file it is saved
+    through."""
     out = ["; writable (allowed) paths and the hidden folders around them, the deeper one last"]
     out += _deepest_last(
         policy,
@@ -298,12 +300,14 @@ def _layers(policy: Policy) -> list[str]:
         "(allow file-read* file-write* {})",
         read="(allow file-read* {})",
     )
-    own = _own(policy)[1][1:]
-    if own:
+    own = set(_own(policy)[1][1:])
+    files = [real(p) for p in saved if real(p) in own]
+    if files:
         # Claude Code saves ~/.claude.json (a link here) by writing a new file
-        # beside where the link leads, `NAME.tmp.PID.HEX`, and renaming it over
-        out.append("; a file saved beside the Run's own place and renamed over it")
-        out += [f'(allow file-read* file-write* (regex #"^{_re(p)}\\.[^/]+$"))' for p in own]
+        # beside where the link leads, `NAME.tmp.PID.HEX`, and renaming it over;
+        # beside a cache or a state folder nothing is saved so
+        out.append("; a state file saved through its link: a new file beside it renamed over it")
+        out += [f'(allow file-read* file-write* (regex #"^{_re(p)}\\.[^/]+$"))' for p in files]
     # realpath(3) and git stat every folder above the worktree, some of them hidden
     above = sorted({a for p in _writable(policy) for a in _ancestors(p)})
     if above:
@@ -411,13 +415,14 @@ def _network(policy: Policy) -> list[str]:
     return out
 
 
-def profile(policy: Policy) -> str:
-    """The profile text for ``policy``."""
+def profile(policy: Policy, saved: Sequence[str] = ()) -> str:
+    """The profile text for ``policy``; ``saved``: the Run's own agent-state
+    files (``macview.state_files``), each saved through its link."""
     lines = [
         *_base(),
         *_reads(policy),
         *_terminals(),
-        *_layers(policy),
+        *_layers(policy, saved),
         *_over(policy),
         *_hidden(policy),
         *_network(policy),
@@ -435,13 +440,13 @@ def profile_of(argv: Sequence[str]) -> str:
     return argv[list(argv).index(SANDBOX_EXEC) + 2]
 
 
-def argv(policy: Policy, command: Sequence[str]) -> list[str]:
+def argv(policy: Policy, command: Sequence[str], saved: Sequence[str] = ()) -> list[str]:
     """``sandbox-exec -p PROFILE env -u SECRET… TMPDIR=… command…``: the profile
     holds from the first instruction of ``env`` on, for it and all it starts;
     ``env`` drops what the Policy drops (bwrap's --unsetenv/--setenv). Both exec:
     the agent is the process Owl started, and SIGTERM reaches it directly.
     (``env`` takes a first word with ``=`` for a variable: agents' programs have none.)"""
-    out = [SANDBOX_EXEC, "-p", profile(policy), ENV]
+    out = [SANDBOX_EXEC, "-p", profile(policy, saved), ENV]
     for name in policy.env_unset:
         out += ["-u", name]
     out += [f"{name}={value}" for name, value in policy.env_set]
