@@ -971,3 +971,56 @@ def test_without_its_temporary_folder_a_run_is_not_called_contained(tmp_path, mo
     w = darwin_wrap(tmp_path, tmp_path / "home")
     assert not w.contained and w.argv == ["/bin/echo", "hi"]
     assert w.label.startswith("not contained: its temporary folder: ") and "remove it" in w.label
+
+
+def test_codexs_rollout_is_read_from_the_runs_own_state_with_codex_home_outside(
+    var_tmp, monkeypatch
+):
+    """``CODEX_HOME`` outside the home (``/srv/codex``): Seatbelt cannot lay
+    Owl's folder there, so the Run is not told it and Codex keeps its state at
+    its default, ``~/.codex`` in the Run's own home, a link to Owl's folder.
+    Its usage windows are read from that copy, as on Linux, never from the
+    person's own Codex home (where an older rollout of theirs may say else)."""
+    import json
+    import time
+
+    from owl.agents.codex import CodexDriver
+
+    mac_on(monkeypatch)
+    home = var_tmp / "home"
+    home.mkdir()
+    outside = var_tmp / "srv" / "codex"
+    outside.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(outside))
+    wt = var_tmp / "owl" / "worktrees" / "job-1"
+    wt.mkdir(parents=True)
+    w = contain.wrap(
+        ["/bin/echo", "hi"],
+        settings=policy.Settings(),
+        agent="codex",
+        env={"HOME": str(home), "CODEX_HOME": str(outside), "PATH": "/usr/bin"},
+        worktree=str(wt),
+        project=str(var_tmp / "project"),
+        owl_dirs=[str(var_tmp / "owl")],
+    )
+    assert w.contained and "CODEX_HOME" not in w.env
+    state = Path(os.path.realpath(own_home_of(w) / ".codex"))  # where Codex writes
+    assert "/agents/codex-" in str(state)
+    thread = "01a24ddd-6d9a-7431-a74a-ea398f3c945f"
+
+    def rollout(codex_home: Path, used: int) -> None:
+        day = codex_home / "sessions" / "2026" / "12" / "07"
+        day.mkdir(parents=True, exist_ok=True)
+        limits = {"primary": {"used_percent": used, "window_minutes": 300, "resets_at": 2e9}}
+        event = {"type": "event_msg", "payload": {"type": "token_count", "rate_limits": limits}}
+        (day / f"rollout-2026-12-07T00-18-06-{thread}.jsonl").write_text(json.dumps(event))
+
+    rollout(outside, 10)  # the person's own, never the Run's
+    rollout(state, 90)
+    lines = [json.dumps({"type": "thread.started", "thread_id": thread})]
+    rep = CodexDriver().report(lines, 0, resuming=False, now=time.time(), kept=w.kept)
+    assert [round(r.used, 2) for r in rep.windows] == [0.9]
+    # a Run's own state where none of its places holds it: nothing read at all
+    rep = CodexDriver().report(lines, 0, resuming=False, now=time.time(), kept=(("/x", "/y"),))
+    assert rep.windows == ()

@@ -21,7 +21,8 @@ agent's state file (a program that saves a file by renaming a new one over
 the link itself): that is the agent's newer state, and is moved over the
 state file it replaces. Claude Code (2.1.332, measured) keeps the link: it
 reads it, writes ``TARGET.tmp.PID.HEX`` beside where it leads and renames that
-over the target, which the profile allows for the Run's own places alone.
+over the target, which the profile allows beside the agent's state files
+alone (``state_files``), never beside a cache or a state folder.
 Everything here runs on Linux as well: only what the Run is told and what
 Seatbelt is given is macOS's.
 """
