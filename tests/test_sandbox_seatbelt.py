@@ -651,8 +651,9 @@ def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
 
 @pytest.fixture
 def var_tmp():
-    """Not under /tmp: macOS's /tmp is shared and writable, so a home there
-    would read as writable for that reason alone."""
+    """Not under /tmp: the profile refuses macOS's /tmp as a whole (but for
+    the Run's own temporary folder), so a home there would read as refused for
+    that reason alone."""
     import shutil
     import tempfile
 

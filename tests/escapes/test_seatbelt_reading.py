@@ -192,9 +192,9 @@ def profile_for(
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[Path]:
-    """Not under /tmp: macOS's /tmp is shared and writable, so a home there would
-    read as writable for that reason alone (as a Linux Run's private /tmp would
-    hide it), proving nothing."""
+    """Not under /tmp: the profile refuses macOS's /tmp as a whole but for the
+    Run's own temporary folder, so a home there would read as refused for that
+    reason alone (as a Linux Run's private /tmp would hide it), proving nothing."""
     path = Path(tempfile.mkdtemp(prefix="owl-seatbelt-", dir="/var/tmp"))
     try:
         yield path
