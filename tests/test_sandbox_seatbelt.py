@@ -13,7 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from owl.sandbox import agentstate, contain, folders, mactemp, macview, ownhome, policy, seatbelt
+from owl.sandbox import (
+    agentstate,
+    contain,
+    folders,
+    mactemp,
+    macview,
+    ownhome,
+    policy,
+    seatbelt,
+    seatexec,
+)
 from support.seatbelt_eval import allowed, parse, rules
 
 HOME = "/Users/me"
@@ -526,8 +536,8 @@ def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
 
 def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
     wt = tmp_path / "wt"
     wt.mkdir()
     w = contain.wrap(
@@ -565,10 +575,10 @@ def fresh_answer(monkeypatch):
 
 
 def test_without_sandbox_exec_macos_words_and_no_apt(tmp_path, monkeypatch, fresh_answer):
-    why = seatbelt.probe(str(tmp_path / "sandbox-exec"))
+    why = seatexec.probe(str(tmp_path / "sandbox-exec"))
     assert why and "sandbox-exec" in why and "part of macOS" in why and "apt" not in why
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: why)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: why)
     from owl.sandbox import ready
 
     assert ready.ask() == why and ready.problem() == why
@@ -605,8 +615,8 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
     o = tmp_path / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     wt = o / "wt" / "job-1"
@@ -694,8 +704,8 @@ def darwin_wrap(tmp_path, home, agent="claude", **settings):
 
 def mac_on(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
 
 
 def own_home_of(w) -> Path:
@@ -797,8 +807,8 @@ def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
     o = var_tmp / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     held = containing.held_credentials(paths)
@@ -882,7 +892,7 @@ def test_a_run_is_contained_only_under_a_profile_sandbox_exec_took(var_tmp, monk
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
     exe, log = fake_sandbox_exec(var_tmp)
     monkeypatch.setattr(seatbelt, "SANDBOX_EXEC", str(exe))
     home = linked_home(var_tmp)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from owl.engine import containing
 from owl.git import jobstore, storing, workspace
-from owl.sandbox import contain, mactemp, raced, seatbelt
+from owl.sandbox import contain, mactemp, raced, seatbelt, seatexec
 from owl.settings import config
 from owl.settings.paths import Paths, worktrees_for
 from support.need import programs
@@ -159,8 +159,8 @@ def on_mac(mp: pytest.MonkeyPatch, home: Path) -> None:
     and macOS's /private/tmp (where a Run's temporary folder is made) stood
     for by a folder beside the home."""
     mp.setattr(sys, "platform", "darwin")
-    mp.setattr(seatbelt, "probe", lambda fresh=False: None)
-    mp.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    mp.setattr(seatexec, "probe", lambda fresh=False: None)
+    mp.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
     (home.parents[1] / "private-tmp").mkdir(exist_ok=True)
     mp.setattr(mactemp, "ROOT", str(home.parents[1] / "private-tmp"))
 

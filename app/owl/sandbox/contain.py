@@ -35,6 +35,7 @@ from . import (
     policy,
     ready,
     seatbelt,
+    seatexec,
     syscalls,
 )
 
@@ -474,7 +475,7 @@ def wrap_darwin(
     """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``
     (the facts gathered as for bwrap, and decided alike); the Run's own home
     is Owl's folder at its own path, its places links in it (``macview``)."""
-    why = seatbelt.probe()
+    why = seatexec.probe()
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     state = agentstate.AGENTS.get(agent, agentstate.AgentState())
@@ -508,7 +509,7 @@ def wrap_darwin(
         return Wrapped(list(command), f"not contained: its temporary folder: {e}", False, dict(env))
     pol = macview.with_tmp(pol, slot, tmp)
     argv = seatbelt.argv(pol, command, macview.state_files(pol))
-    why = seatbelt.compiles(seatbelt.profile_of(argv))
+    why = seatexec.compiles(seatbelt.profile_of(argv))
     if why is not None:
         os.rmdir(tmp)
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
