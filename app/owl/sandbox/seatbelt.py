@@ -114,9 +114,11 @@ SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its thre
 # and the caches confstr(_CS_DARWIN_USER_CACHE_DIR) names: clang's modules, ...)
 # are shared by every program of the person's: refused, read and write. A Run's
 # TMPDIR is a folder of its own under /private/tmp (mactemp), allowed as its
-# other writable places are. No framework reads them to start a process (dyld's
-# shared cache is under /System; the per-user folders are made by dirhelper, a
-# daemon, on request). launchd's listeners in /tmp stay hidden by name as well.
+# other writable places are. The profile named no read there for macOS's own
+# frameworks (it allowed both whole, as shared), so none is kept: dyld's shared
+# cache is under /System, and dirhelper (a daemon) makes the per-user folders.
+# Read, not run on a Mac: a framework that needs one would show as a refusal
+# there. launchd's listeners in /tmp stay hidden by name as well.
 SHARED_TMP = ("/private/tmp", "/private/var/folders")
 LAUNCHD_LISTENERS = r"^/private/tmp/com\.apple\.launchd\."
 
