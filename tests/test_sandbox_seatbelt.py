@@ -13,7 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from owl.sandbox import agentstate, contain, folders, macview, ownhome, policy, seatbelt
+from owl.sandbox import (
+    agentstate,
+    contain,
+    folders,
+    mactemp,
+    macview,
+    ownhome,
+    policy,
+    seatbelt,
+    seatexec,
+)
 from support.seatbelt_eval import allowed, parse, rules
 
 HOME = "/Users/me"
@@ -37,6 +47,18 @@ OWN_BINDS = (
     (f"{STATE}/claude.json-5", f"{HOME}/.claude.json", True),
     (f"{KEEP}/jobs/job-1/gitconfig", f"{HOME}/.gitconfig", False),
 )
+# The Run's temporary folder of its own (mactemp), its TMPDIR.
+TMP_SLOT = "/private/tmp/owl-501/job-1.claude"  # the Job's and agent's, in the profile
+RUN_TMP = f"{TMP_SLOT}/0a1b2c3d"  # this Run's, its TMPDIR
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(monkeypatch, tmp_path_factory):
+    """Where a Run's temporary folder is made on macOS (``/private/tmp``,
+    which Linux has not): a folder of this test's."""
+    root = tmp_path_factory.mktemp("private-tmp")
+    monkeypatch.setattr(mactemp, "ROOT", str(root))
+    return root
 
 
 def facts(**kw: object) -> policy.Facts:
@@ -73,11 +95,14 @@ def mac_policy(
     pol = policy.compute(
         settings or policy.Settings(), agentstate.AGENTS.get(agent, agentstate.AgentState()), f
     )
-    return macview.at_home(macview.hidden(pol, f), f.env)
+    return macview.with_tmp(macview.at_home(macview.hidden(pol, f), f.env), TMP_SLOT, RUN_TMP)
 
 
 def make(settings: policy.Settings | None = None, agent: str = "claude", **kw: object) -> str:
-    return seatbelt.with_egress(seatbelt.profile(mac_policy(settings, agent, **kw)), EGRESS)
+    pol = mac_policy(settings, agent, **kw)
+    # the agent's state files (macview.state_files reads which own places are files)
+    saved = [s for s, _, w in pol.own_binds if w and s.endswith(".json-5")]
+    return seatbelt.with_egress(seatbelt.profile(pol, saved), EGRESS)
 
 
 def text_of(argv: list[str]) -> str:
@@ -150,8 +175,7 @@ def test_the_runs_own_home_caches_and_state_are_writable_the_persons_are_not():
         f"{STATE}/claude.json-5",
         f"{CACHES}/npm-2/_cacache/x",
         f"{CACHES}/Caches-3/pip/http/x",
-        "/private/tmp/build.o",
-        "/private/var/folders/ab/xyz/T/tmp1",
+        f"{RUN_TMP}/build.o",
     ):
         assert can_read(text, path) and can_write(text, path), path
     for path in (
@@ -196,6 +220,16 @@ def test_a_state_file_is_saved_as_claude_code_saves_it_through_its_link():
     assert allowed(text, "file-write-create", path=target)
     for path in (f"{STATE}/other.json", f"{STATE}/claude.json-5x", f"{temp}/deeper"):
         assert not can_write(text, path), path
+    # nothing is saved so beside a cache or a state folder: no file beside one
+    for place in (
+        f"{CACHES}/cache-1",
+        f"{CACHES}/npm-2",
+        f"{CACHES}/Caches-3",
+        f"{STATE}/claude-4",
+    ):
+        for path in (f"{place}.tmp.15337.fb2f4f49b1e5", f"{place}.old", f"{place}.d"):
+            assert not can_write(text, path), path
+            assert not allowed(text, "file-write-unlink", path=path), path
 
 
 def test_the_run_is_told_its_own_home_is_home():
@@ -276,7 +310,10 @@ def test_order_sensitive_rules_come_in_the_right_order():
 
     home = first(f'(deny file-read* file-write* (subpath "{HOME}"))')
     assert first('(allow file-read* (subpath "/usr")') < home
-    assert first('(allow file-read* file-write* (subpath "/private/tmp")') < home
+    assert first('(deny file-read* file-write* (subpath "/private/tmp")') < home
+    assert first('(deny file-read* file-write* (subpath "/private/tmp")') < first(
+        f'(allow file-read* file-write* (subpath "{TMP_SLOT}"))'
+    )
     file_allows = [
         i
         for i, ln in enumerate(lines)
@@ -493,14 +530,14 @@ def test_the_argv_drops_what_the_policy_drops_and_runs_env_under_sandbox_exec():
     assert argv[3] == "/usr/bin/env"
     rest = argv[4:]
     assert rest[rest.index("GITHUB_TOKEN") - 1] == "-u"
-    assert "ANTHROPIC_API_KEY" not in rest and "TMPDIR=/tmp" in rest
+    assert "ANTHROPIC_API_KEY" not in rest and f"TMPDIR={RUN_TMP}" in rest
     assert rest[-3:] == ["/opt/homebrew/bin/claude", "-p", "hi"]
 
 
 def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
     wt = tmp_path / "wt"
     wt.mkdir()
     w = contain.wrap(
@@ -513,9 +550,11 @@ def test_contain_wraps_a_run_with_seatbelt_on_macos(tmp_path, monkeypatch):
         owl_dirs=[str(tmp_path / "owl")],
     )
     assert w.contained
-    # its network: seatnet.py's proxy, outside, started before sandbox-exec
+    # its network: seatnet.py's proxy, outside, started before sandbox-exec,
+    # which removes the Run's temporary folder when it ends
     at = w.argv.index(seatbelt.SANDBOX_EXEC)
-    assert w.argv[at - 3 :][:3] == [seatbelt.SEATNET, "-", "--"]
+    tmp = w.env["TMPDIR"]
+    assert w.argv[at - 5 : at] == [seatbelt.SEATNET, "-", "--tmp", tmp, "--"]
     assert w.label == "contained: Seatbelt, network through Owl's proxy (not the host's loopback)"
     text = text_of(w.argv)
     # the rules name real paths (/tmp is /private/tmp on macOS)
@@ -536,10 +575,10 @@ def fresh_answer(monkeypatch):
 
 
 def test_without_sandbox_exec_macos_words_and_no_apt(tmp_path, monkeypatch, fresh_answer):
-    why = seatbelt.probe(str(tmp_path / "sandbox-exec"))
+    why = seatexec.probe(str(tmp_path / "sandbox-exec"))
     assert why and "sandbox-exec" in why and "part of macOS" in why and "apt" not in why
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: why)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: why)
     from owl.sandbox import ready
 
     assert ready.ask() == why and ready.problem() == why
@@ -576,8 +615,8 @@ def test_a_check_on_macos_runs_under_seatbelt_without_the_keychain(tmp_path, mon
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
     o = tmp_path / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     wt = o / "wt" / "job-1"
@@ -622,8 +661,9 @@ def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
 
 @pytest.fixture
 def var_tmp():
-    """Not under /tmp: macOS's /tmp is shared and writable, so a home there
-    would read as writable for that reason alone."""
+    """Not under /tmp: the profile refuses macOS's /tmp as a whole (but for
+    the Run's own temporary folder), so a home there would read as refused for
+    that reason alone."""
     import shutil
     import tempfile
 
@@ -664,8 +704,8 @@ def darwin_wrap(tmp_path, home, agent="claude", **settings):
 
 def mac_on(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
 
 
 def own_home_of(w) -> Path:
@@ -714,6 +754,12 @@ def test_a_linked_agent_state_folder_of_the_persons_is_neither_read_nor_written(
     state_file = os.path.realpath(own_home_of(w) / ".claude.json")
     assert allowed(text, "file-write-unlink", path=seatbelt.real(state_file))
     assert not allowed(text, "file-write-unlink", path=seatbelt.real(state), is_dir=True)
+    # saved through its link (a new file beside it, renamed over it): the state
+    # file only, never beside a cache or a state folder
+    assert can_write(text, seatbelt.real(f"{state_file}.tmp.4242.ab12"))
+    cache = os.path.realpath(own_home_of(w) / ".cache")
+    for beside in (cache, state):
+        assert not can_write(text, seatbelt.real(f"{beside}.tmp.4242.ab12")), beside
 
 
 def test_a_link_the_run_left_in_its_home_is_made_again(var_tmp, monkeypatch):
@@ -761,8 +807,8 @@ def test_claude_logs_in_with_the_token_owl_holds(var_tmp, monkeypatch):
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
-    monkeypatch.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
     o = var_tmp / "owl"
     paths = Paths(o / "config.toml", o / "owl.db", o / "run/s", o / "logs", o / "wt", o / "run")
     held = containing.held_credentials(paths)
@@ -846,7 +892,7 @@ def test_a_run_is_contained_only_under_a_profile_sandbox_exec_took(var_tmp, monk
     from owl.settings.paths import Paths
 
     monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(seatbelt, "probe", lambda fresh=False: None)
+    monkeypatch.setattr(seatexec, "probe", lambda fresh=False: None)
     exe, log = fake_sandbox_exec(var_tmp)
     monkeypatch.setattr(seatbelt, "SANDBOX_EXEC", str(exe))
     home = linked_home(var_tmp)
@@ -877,3 +923,115 @@ def test_a_run_is_contained_only_under_a_profile_sandbox_exec_took(var_tmp, monk
             cfg, paths, "claude", ["claude"], {"HOME": str(home)}, Path(worktree), var_tmp
         )
     assert "unbound variable" in str(refused.value)
+
+
+def test_a_runs_temporary_folder_is_its_own_and_never_one_made_by_another(tmp_path):
+    """macOS's /private/tmp is writable by every account: ``owl-UID`` (and a
+    Job's folder in it) is made 0700, or kept only if it is a folder of this
+    account's alone; a link in its place, another account's folder or one
+    others may enter is refused in one line naming it. Each Run's folder is
+    made afresh."""
+    root = tmp_path / "private-tmp"
+    root.mkdir()
+    slot, tmp = mactemp.make("job-1.claude", str(root))
+    top = root / f"owl-{os.getuid()}"
+    assert Path(slot) == top / "job-1.claude" and Path(tmp).parent == Path(slot)
+    for folder in (top, Path(slot), Path(tmp)):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    assert not any(Path(tmp).iterdir())
+    again = mactemp.make("job-1.claude", str(root))
+    assert again[0] == slot and again[1] != tmp  # one Job's folder, a new one for each Run
+    assert mactemp.make("job 2/../x", str(root))[0] == str(top / "job-2-..-x")
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    for how in ("link", "mode", "owner"):
+        squat = tmp_path / how
+        squat.mkdir()
+        place = squat / f"owl-{os.getuid()}"
+        if how == "link":
+            place.symlink_to(elsewhere)
+        else:
+            place.mkdir(mode=0o700)
+            if how == "mode":
+                place.chmod(0o777)
+            elif os.getuid() == 0:
+                os.chown(place, 65534, 65534)  # another account's
+            else:
+                continue
+        with pytest.raises(mactemp.TempProblem) as refused:
+            mactemp.make("job-1.claude", str(squat))
+        said = str(refused.value)
+        assert str(place) in said and "remove it" in said and "\n" not in said, said
+    assert not any(elsewhere.iterdir())  # nothing made through the link
+    # the same for a Job's folder in it
+    (top / "job-3.claude").symlink_to(elsewhere)
+    with pytest.raises(mactemp.TempProblem, match="job-3.claude"):
+        mactemp.make("job-3.claude", str(root))
+    assert not any(elsewhere.iterdir())
+
+
+def test_without_its_temporary_folder_a_run_is_not_called_contained(tmp_path, monkeypatch):
+    """A ``/private/tmp/owl-UID`` Owl may not use leaves the Run uncontained
+    (``mode = "required"``: not started), saying why in one line."""
+    mac_on(monkeypatch)
+    root = tmp_path / "private-tmp"
+    root.mkdir()
+    (root / f"owl-{os.getuid()}").symlink_to(tmp_path)
+    monkeypatch.setattr(mactemp, "ROOT", str(root))
+    w = darwin_wrap(tmp_path, tmp_path / "home")
+    assert not w.contained and w.argv == ["/bin/echo", "hi"]
+    assert w.label.startswith("not contained: its temporary folder: ") and "remove it" in w.label
+
+
+def test_codexs_rollout_is_read_from_the_runs_own_state_with_codex_home_outside(
+    var_tmp, monkeypatch
+):
+    """``CODEX_HOME`` outside the home (``/srv/codex``): Seatbelt cannot lay
+    Owl's folder there, so the Run is not told it and Codex keeps its state at
+    its default, ``~/.codex`` in the Run's own home, a link to Owl's folder.
+    Its usage windows are read from that copy, as on Linux, never from the
+    person's own Codex home (where an older rollout of theirs may say else)."""
+    import json
+    import time
+
+    from owl.agents.codex import CodexDriver
+
+    mac_on(monkeypatch)
+    home = var_tmp / "home"
+    home.mkdir()
+    outside = var_tmp / "srv" / "codex"
+    outside.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(outside))
+    wt = var_tmp / "owl" / "worktrees" / "job-1"
+    wt.mkdir(parents=True)
+    w = contain.wrap(
+        ["/bin/echo", "hi"],
+        settings=policy.Settings(),
+        agent="codex",
+        env={"HOME": str(home), "CODEX_HOME": str(outside), "PATH": "/usr/bin"},
+        worktree=str(wt),
+        project=str(var_tmp / "project"),
+        owl_dirs=[str(var_tmp / "owl")],
+    )
+    assert w.contained and "CODEX_HOME" not in w.env
+    state = Path(os.path.realpath(own_home_of(w) / ".codex"))  # where Codex writes
+    assert "/agents/codex-" in str(state)
+    thread = "01a24ddd-6d9a-7431-a74a-ea398f3c945f"
+
+    def rollout(codex_home: Path, used: int) -> None:
+        day = codex_home / "sessions" / "2026" / "12" / "07"
+        day.mkdir(parents=True, exist_ok=True)
+        limits = {"primary": {"used_percent": used, "window_minutes": 300, "resets_at": 2e9}}
+        event = {"type": "event_msg", "payload": {"type": "token_count", "rate_limits": limits}}
+        (day / f"rollout-2026-12-07T00-18-06-{thread}.jsonl").write_text(json.dumps(event))
+
+    rollout(outside, 10)  # the person's own, never the Run's
+    rollout(state, 90)
+    lines = [json.dumps({"type": "thread.started", "thread_id": thread})]
+    rep = CodexDriver().report(lines, 0, resuming=False, now=time.time(), kept=w.kept)
+    assert [round(r.used, 2) for r in rep.windows] == [0.9]
+    # a Run's own state where none of its places holds it: nothing read at all
+    rep = CodexDriver().report(lines, 0, resuming=False, now=time.time(), kept=(("/x", "/y"),))
+    assert rep.windows == ()

@@ -296,3 +296,36 @@ def test_what_the_proxy_refuses_by_address(addr: str, why: str) -> None:
 def test_an_ordinary_address_is_let_through() -> None:
     assert seatnet.refused(ipaddress.ip_address("93.184.216.34"), 443, frozenset()) is None
     assert seatnet.refused(ipaddress.ip_address("2606:2800:220:1::1"), 443, frozenset()) is None
+
+
+def test_the_runs_temporary_folder_is_removed_when_it_ends_no_link_followed(
+    tmp_path: Path,
+) -> None:
+    """``--tmp DIR``: the Run's own temporary folder (mactemp) goes when the
+    command has ended; what a link the Run left there leads to stays. With
+    ``none`` for PORTS (a Run with no network) there is no proxy at all."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("the person's\n")
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "keep").write_text("x")
+    tmp = tmp_path / "owl-0" / "job-1.claude" / "0a1b2c3d"
+    tmp.mkdir(parents=True)
+    plant = (
+        "import json, os, pathlib, sys; t = pathlib.Path(os.environ['TMPDIR']);"
+        f" (t / 'link').symlink_to({str(mine)!r}); (t / 'dir').symlink_to({str(tmp_path / 'theirs')!r});"
+        " (t / 'sub').mkdir(); (t / 'sub' / 'f').write_text('y');"
+        " print(json.dumps(os.environ.get('HTTPS_PROXY'))); sys.exit(5)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", SEATNET, "none", "--tmp", str(tmp), "--"]
+        + [sys.executable, "-c", plant],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
+    assert done.returncode == 5, done.stderr
+    assert json.loads(done.stdout) is None  # no proxy
+    assert not tmp.exists() and tmp.parent.is_dir()  # the Job's folder stays
+    assert mine.read_text() == "the person's\n" and (tmp_path / "theirs" / "keep").exists()

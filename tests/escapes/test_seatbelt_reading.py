@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from owl.engine import containing
 from owl.git import jobstore, storing, workspace
-from owl.sandbox import contain, raced, seatbelt
+from owl.sandbox import contain, mactemp, raced, seatbelt, seatexec
 from owl.settings import config
 from owl.settings.paths import Paths, worktrees_for
 from support.need import programs
@@ -154,6 +154,17 @@ def environment(home: Path) -> dict[str, str]:
     }
 
 
+def on_mac(mp: pytest.MonkeyPatch, home: Path) -> None:
+    """Owl's wrapping as on macOS: sandbox-exec there and taking the profile,
+    and macOS's /private/tmp (where a Run's temporary folder is made) stood
+    for by a folder beside the home."""
+    mp.setattr(sys, "platform", "darwin")
+    mp.setattr(seatexec, "probe", lambda fresh=False: None)
+    mp.setattr(seatexec, "compiles", lambda text, sandbox_exec=None: None)
+    (home.parents[1] / "private-tmp").mkdir(exist_ok=True)
+    mp.setattr(mactemp, "ROOT", str(home.parents[1] / "private-tmp"))
+
+
 def profile_for(
     home: Path,
     project: Path,
@@ -164,9 +175,7 @@ def profile_for(
     """The Run's argv as Owl starts it on macOS: its settings, Owl's folders,
     and the Job's git places from Owl's records (never from the worktree)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "platform", "darwin")
-        mp.setattr(seatbelt, "probe", lambda fresh=False: None)
-        mp.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+        on_mac(mp, home)
         w = containing.wrap(
             config.from_dict(cfg or {}, "config.toml"),
             paths,
@@ -183,9 +192,9 @@ def profile_for(
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[Path]:
-    """Not under /tmp: macOS's /tmp is shared and writable, so a home there would
-    read as writable for that reason alone (as a Linux Run's private /tmp would
-    hide it), proving nothing."""
+    """Not under /tmp: the profile refuses macOS's /tmp as a whole but for the
+    Run's own temporary folder, so a home there would read as refused for that
+    reason alone (as a Linux Run's private /tmp would hide it), proving nothing."""
     path = Path(tempfile.mkdtemp(prefix="owl-seatbelt-", dir="/var/tmp"))
     try:
         yield path
@@ -245,9 +254,7 @@ def test_environ(mac: Mac) -> None:
     assert not allowed(mac.text, "process-info-pidinfo", same_sandbox=False)
     # a check, started the same way: its environment and its profile alike
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "platform", "darwin")
-        mp.setattr(seatbelt, "probe", lambda fresh=False: None)
-        mp.setattr(seatbelt, "compiles", lambda text, sandbox_exec=None: None)
+        on_mac(mp, mac.home)
         check = containing.for_checks(
             config.from_dict({}, "config.toml"),
             mac.paths,
@@ -383,10 +390,52 @@ def test_processes_outside(mac: Mac) -> None:
 
 def test_filling_tmp(mac: Mac) -> None:
     """Linux: filling /tmp or /dev/shm (sandbox.tmp_size). NOT bounded on macOS:
-    /tmp and the per-user temp folder are shared with the person's programs and
-    writable, and Seatbelt has no word for a size; a full disk is the machine's."""
-    assert mac.writes("/tmp/fill") and mac.writes(f"{TMPDIR}/fill")
+    the Run's temporary folder is on the disk and Seatbelt has no word for a
+    size; a full disk is the machine's. The shared /tmp and per-user temp
+    folder it does not write at all."""
+    assert mac.writes(f"{mac.wrapped.env['TMPDIR']}/fill")
+    assert not mac.writes("/tmp/fill") and not mac.writes(f"{TMPDIR}/fill")
     assert allowed(mac.text, "ipc-posix-shm")  # POSIX shared memory, unbounded by the profile
+
+
+def test_a_file_left_in_the_shared_tmp(mac: Mac) -> None:
+    """Linux: the Run's /tmp is its own (bwrap's tmpfs), gone with it. macOS's
+    /tmp and the per-user folders under /var/folders are every program's: a
+    file a Run left there (a config, a script, a socket) would be read by the
+    person's tools, and what they leave there read by the Run. Both are
+    refused, read and write; its TMPDIR is a folder of its own under
+    /private/tmp/owl-UID, 0700, no space in its path, the only one there it
+    reaches (another Job's is refused), removed when the Run ends."""
+    own = mac.wrapped.env["TMPDIR"]
+    for name in ("TMP", "TEMP", "TEMPDIR"):
+        assert mac.wrapped.env[name] == own, name
+    top = Path(own).parents[1]  # /private/tmp/owl-UID on a Mac
+    assert top.name == f"owl-{os.getuid()}" and " " not in own
+    assert Path(own).parent.name == "job-1.claude"
+    for folder in (top, Path(own).parent, Path(own)):
+        st = folder.lstat()
+        assert folder.is_dir() and not folder.is_symlink(), folder
+        assert (st.st_mode & 0o777, st.st_uid) == (0o700, os.getuid()), folder
+    assert mac.reads(f"{own}/x") and mac.writes(f"{own}/x")
+    for path in (
+        "/tmp/x",  # what a tool of the person's reads later (/tmp/x is /private/tmp/x)
+        "/private/tmp/build.sh",
+        "/private/tmp/com.apple.launchd.AbCd1234/Listeners",
+        f"{TMPDIR}/x",  # the person's TMPDIR
+        "/private/var/folders/x9/abc123/C/clang/ModuleCache/x.pcm",  # their caches
+        "/var/folders/x9/abc123/0/com.apple.dock/x",
+        f"{top}/job-2.claude/0a1b2c3d/x",  # another Job's
+        f"{top}/x",
+    ):
+        assert not mac.reads(path) and not mac.writes(path), path
+        assert not allowed(mac.text, "network-bind", local_unix=seatbelt.real(path)), path
+    assert allowed(mac.text, "network-bind", local_unix=seatbelt.real(f"{own}/pg.sock"))
+    # its Job's folder is written in, never removed or renamed (to leave a link there)
+    assert not mac.may("file-write-unlink", Path(own).parent, is_dir=True)
+    # the helper outside the Run removes it when the Run has ended
+    argv = mac.wrapped.argv
+    assert argv[argv.index("--tmp") + 1] == own
+    assert argv.index("--tmp") < argv.index(seatbelt.SANDBOX_EXEC)
 
 
 def test_terminals(mac: Mac) -> None:
@@ -759,6 +808,7 @@ ROWS: dict[str, Callable[..., None]] = {
     "moving itself out of the Run's cgroup": test_leaving_the_run,
     "`ptrace` or a signal": test_processes_outside,
     "filling `/tmp`": test_filling_tmp,
+    "a file left in `/tmp`": test_a_file_left_in_the_shared_tmp,
     "`TIOCSTI` into a terminal, a": test_terminals,
     "`TIOCSTI` into a terminal the Run": test_kernel_calls,
     "the daemon's session keyring": test_kernel_calls,

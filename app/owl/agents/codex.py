@@ -78,7 +78,9 @@ class CodexDriver(CliDriver):
         rep = read_report(lines, resuming=resuming, now=now)
         # its windows and its error's own kind are in the thread's rollout, not
         # its output (owl.agents.codex_rollout)
-        home = codex_rollout.on_host(codex_rollout.codex_home(), kept)
+        home = codex_rollout.run_home(kept)
+        if home is None:  # contained, and its state in none of its own places
+            return rep
         found = codex_rollout.windows(home, rep.session_id, now)
         if code != 0:
             rep = with_info(rep, codex_rollout.error_info(home, rep.session_id), found)

@@ -12,7 +12,8 @@ resets_at}, secondary: {...}}` (primary the 5-hour window, 300 minutes;
 secondary the week, 10080). So the windows are read from there, once the Run
 has ended, on the Run's own thread. A contained Run's `$CODEX_HOME` is the
 folder Owl keeps Codex's state in for its project (`owl.sandbox.ownhome`),
-bound where the Run sees `~/.codex`: it is read there (`on_host`).
+bound where the Run sees `~/.codex` (linked there on macOS): it is read
+there (`run_home`), never in the person's own Codex home.
 
 The file is in a folder the agent may write, so it is hostile data: opened
 without following a link at its end, only a regular file, only its last
@@ -48,13 +49,40 @@ def on_host(path: Path, kept: Sequence[tuple[str, str]]) -> Path:
     Run's own places Owl keeps (`kept`: (inside, on the host), a contained Run's
     agent state among them), or `path` itself (an uncontained Run's, the
     person's own)."""
+    found = _kept(path, kept)
+    return path if found is None else found
+
+
+def _kept(path: Path, kept: Sequence[tuple[str, str]]) -> Path | None:
+    """`path` under the nearest of `kept` that holds it, on the host; or None."""
     best: tuple[str, str] | None = None
     for inside, source in kept:
         if (path == Path(inside) or Path(inside) in path.parents) and (
             best is None or len(inside) > len(best[0])
         ):
             best = (inside, source)
-    return path if best is None else Path(best[1]) / path.relative_to(best[0])
+    return None if best is None else Path(best[1]) / path.relative_to(best[0])
+
+
+def run_home(kept: Sequence[tuple[str, str]], env: dict[str, str] | None = None) -> Path | None:
+    """Where the Run's Codex kept its state, on the host. Not contained (no
+    `kept`): the person's `$CODEX_HOME` (or `~/.codex`). Contained: the Run's
+    own copy, under the place Owl laid Codex's state at: `$CODEX_HOME`'s (on
+    Linux Owl's folder is bound there), else `~/.codex`'s (on macOS a
+    `$CODEX_HOME` outside the home is not passed in, since Seatbelt cannot lay
+    Owl's folder there: Codex keeps its state at its default, linked to Owl's,
+    `owl.sandbox.macview.settled`). Never a folder outside the Run's own
+    places, such as the person's own Codex home: None then."""
+    home = codex_home(env)
+    if not kept:
+        return home
+    env = dict(os.environ) if env is None else env
+    default = Path(env.get("HOME") or Path.home()) / ".codex"
+    for path in (home, default):
+        found = _kept(path, kept)
+        if found is not None:
+            return found
+    return None
 
 
 def rollout_of(home: Path, thread: str) -> Path | None:

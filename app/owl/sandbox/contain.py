@@ -29,11 +29,13 @@ from . import (
     bwrap,
     folders,
     hostsockets,
+    mactemp,
     macview,
     ownhome,
     policy,
     ready,
     seatbelt,
+    seatexec,
     syscalls,
 )
 
@@ -473,7 +475,7 @@ def wrap_darwin(
     """macOS: the same Policy as a Seatbelt profile run by ``sandbox-exec``
     (the facts gathered as for bwrap, and decided alike); the Run's own home
     is Owl's folder at its own path, its places links in it (``macview``)."""
-    why = seatbelt.probe()
+    why = seatexec.probe()
     if why is not None:
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     state = agentstate.AGENTS.get(agent, agentstate.AgentState())
@@ -501,15 +503,21 @@ def wrap_darwin(
         )
     pol = macview.resolved(macview.hidden(pol, facts), facts)
     pol = macview.at_home(pol, env)
-    argv = seatbelt.argv(pol, command)
-    why = seatbelt.compiles(seatbelt.profile_of(argv))
+    try:  # its TMPDIR: macOS's /tmp is the person's (mactemp)
+        slot, tmp = mactemp.make(f"{os.path.basename(where.worktree)}.{agent}")
+    except OSError as e:
+        return Wrapped(list(command), f"not contained: its temporary folder: {e}", False, dict(env))
+    pol = macview.with_tmp(pol, slot, tmp)
+    argv = seatbelt.argv(pol, command, macview.state_files(pol))
+    why = seatexec.compiles(seatbelt.profile_of(argv))
     if why is not None:
+        os.rmdir(tmp)
         return Wrapped(list(command), f"not contained: {why}", False, dict(env))
     inside = policy.agent_env(env, pol)
-    if pol.network != "none":
-        # its network is Owl's proxy, outside the sandbox (seatnet.py)
-        ports = ",".join(str(p) for p in pol.host_ports) or "-"
-        argv, inside = pyhelper.command(seatbelt.SEATNET, [ports, "--", *argv], inside)
+    # its network is Owl's proxy, outside the sandbox (seatnet.py), which also
+    # removes its temporary folder once it has ended
+    ports = "none" if pol.network == "none" else ",".join(str(p) for p in pol.host_ports) or "-"
+    argv, inside = pyhelper.command(seatbelt.SEATNET, [ports, "--tmp", tmp, "--", *argv], inside)
     return Wrapped(
         argv, seatbelt.label(pol), True, inside, dropped=pol.env_unset, kept=kept_places(pol)
     )

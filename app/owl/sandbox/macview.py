@@ -21,7 +21,8 @@ agent's state file (a program that saves a file by renaming a new one over
 the link itself): that is the agent's newer state, and is moved over the
 state file it replaces. Claude Code (2.1.332, measured) keeps the link: it
 reads it, writes ``TARGET.tmp.PID.HEX`` beside where it leads and renames that
-over the target, which the profile allows for the Run's own places alone.
+over the target, which the profile allows beside the agent's state files
+alone (``state_files``), never beside a cache or a state folder.
 Everything here runs on Linux as well: only what the Run is told and what
 Seatbelt is given is macOS's.
 """
@@ -33,7 +34,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from . import ownhome
+from . import mactemp, ownhome
 from .folders import SYSTEM_HIDDEN, under
 from .policy import Facts, Policy
 
@@ -124,6 +125,24 @@ def at_home(pol: Policy, env: Mapping[str, str]) -> Policy:
             moved[name] = own + path[len(home) :]
     kept = [(k, v) for k, v in pol.env_set if k not in moved]
     return replace(pol, env_set=(*kept, *moved.items()))
+
+
+def state_files(pol: Policy) -> tuple[str, ...]:
+    """The Run's own places that are files (its agent's state files:
+    ``~/.claude.json``), where a program saves through the link by writing a
+    new file beside where it leads and renaming it over: the profile allows
+    that file there alone, not beside a cache or a state folder."""
+    return tuple(source for source, _, writable in pol.own_binds if writable and _is_file(source))
+
+
+def with_tmp(pol: Policy, slot: str, folder: str) -> Policy:
+    """The Policy with its Job's and agent's temporary folders (``mactemp``:
+    ``slot``) writable, and the Run's own among them (``folder``) named by
+    ``TMPDIR`` and its kin: the one place under macOS's shared ``/tmp`` and
+    ``/var/folders`` the profile allows it."""
+    return replace(
+        pol, writable=(*pol.writable, slot), env_set=mactemp.env_with(pol.env_set, folder)
+    )
 
 
 def hidden(pol: Policy, facts: Facts) -> Policy:

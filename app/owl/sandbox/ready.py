@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import bwrap, seatbelt
+from . import bwrap, seatexec
 
 OS_RELEASE = ("/etc/os-release", "/usr/lib/os-release")
 APPARMOR_USERNS = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
@@ -160,7 +160,7 @@ def ask() -> str | None:
     """Probe bwrap (Seatbelt's sandbox-exec on macOS) afresh (a process: never on the engine's thread); the line
     that says why a sandbox cannot be made here, or None when it can."""
     if sys.platform == "darwin":  # Seatbelt: part of macOS, said in its own words
-        answer = Answer(seatbelt.probe(fresh=True), time.monotonic())
+        answer = Answer(seatexec.probe(fresh=True), time.monotonic())
     else:
         why = bwrap.probe(fresh=True)
         answer = Answer(None if why is None else explain(why, host()), time.monotonic())

@@ -8,8 +8,9 @@ refused). The order below is what makes it say what bwrap's mounts say:
    ``mach-lookup`` limited to the services a command-line agent uses: no
    LaunchServices (``open``), no pasteboard, no window server, and no other
    process's arguments or environment (``ps eww``);
-2. reading: the system's folders (``SYSTEM_READ``); writing: macOS's shared
-   ``/tmp`` and per-user temp folder; then the person's home refused as a
+2. reading: the system's folders (``SYSTEM_READ``); macOS's shared ``/tmp``
+   and per-user temp folders refused, read and write (the Run's own temporary
+   folder is one of its writable places, ``mactemp``); the person's home refused as a
    whole (a Run has a home of its own, ``macview``), and allowed back, read
    only, the allow-list Linux's Run sees of it: the project and its git
    folder, the toolchains and the agent's programs, ``sandbox.read``, the
@@ -49,9 +50,7 @@ and evaluating paths with Seatbelt's documented matching (``subpath``,
 
 from __future__ import annotations
 
-import os
 import posixpath
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -111,9 +110,15 @@ MACH_SERVICES = (
 # Read-only machine facts (the Linux Run reads /proc/sys likewise).
 SYSCTL_WRITE = ("kern.tcsm_enable",)  # V8 (Node) sets it when it sizes its threads
 
-# macOS's /tmp is shared with the person's programs (Linux gives the Run its own):
-# writable, as TMPDIR (the per-user folder under /var/folders) is, but launchd's
-# listeners there (the ssh-agent's socket) stay hidden.
+# macOS's /tmp and the per-user folders under /var/folders (the person's TMPDIR,
+# and the caches confstr(_CS_DARWIN_USER_CACHE_DIR) names: clang's modules, ...)
+# are shared by every program of the person's: refused, read and write. A Run's
+# TMPDIR is a folder of its own under /private/tmp (mactemp), allowed as its
+# other writable places are. The profile named no read there for macOS's own
+# frameworks (it allowed both whole, as shared), so none is kept: dyld's shared
+# cache is under /System, and dirhelper (a daemon) makes the per-user folders.
+# Read, not run on a Mac: a framework that needs one would show as a refusal
+# there. launchd's listeners in /tmp stay hidden by name as well.
 SHARED_TMP = ("/private/tmp", "/private/var/folders")
 LAUNCHD_LISTENERS = r"^/private/tmp/com\.apple\.launchd\."
 
@@ -254,17 +259,19 @@ def _split_hidden(policy: Policy) -> tuple[list[str], list[str]]:
 
 
 def _reads(policy: Policy) -> list[str]:
-    """The system's folders; the shared temporary folders; the person's home
-    refused as a whole; then, of it and elsewhere, what the Run reads."""
+    """The system's folders; the shared temporary folders refused; the
+    person's home refused as a whole; then, of it and elsewhere, what the Run
+    reads."""
     system = " ".join(f"(subpath {_q(p)})" for p in SYSTEM_READ)
     shared = " ".join(f"(subpath {_q(p)})" for p in SHARED_TMP)
     out = [
         "; reading: the system's own folders",
         f"(allow file-read* {system})",
         '(allow file-read-metadata (literal "/"))',
-        "; macOS's /tmp and per-user temp folder are shared with the person's programs:",
-        "; written as they are (launchd's listeners there stay hidden, below)",
-        f"(allow file-read* file-write* {shared})",
+        "; macOS's /tmp and per-user temp folders are shared with the person's programs:",
+        "; neither read nor written (what a Run left there, their tools would read; what",
+        "; they leave, it would); its TMPDIR is a folder of its own, allowed below",
+        f"(deny file-read* file-write* {shared})",
     ]
     if policy.home:
         out += [
@@ -281,9 +288,11 @@ def _reads(policy: Policy) -> list[str]:
     return out
 
 
-def _layers(policy: Policy) -> list[str]:
+def _layers(policy: Policy, saved: Sequence[str] = ()) -> list[str]:
     """The Run's writable places, and the store it reads, deepest last with
-    the hidden folders of Owl's that hold them: the longer path's rule wins."""
+    the hidden folders of Owl's that hold them: the longer path's rule wins;
+    beside each of ``saved`` (its agent's state files), the file it is saved
+    through."""
     out = ["; writable (allowed) paths and the hidden folders around them, the deeper one last"]
     out += _deepest_last(
         policy,
@@ -291,14 +300,16 @@ def _layers(policy: Policy) -> list[str]:
         "(allow file-read* file-write* {})",
         read="(allow file-read* {})",
     )
-    own = _own(policy)[1][1:]
-    if own:
+    own = set(_own(policy)[1][1:])
+    files = [real(p) for p in saved if real(p) in own]
+    if files:
         # Claude Code saves ~/.claude.json (a link here) by writing a new file
-        # beside where the link leads, `NAME.tmp.PID.HEX`, and renaming it over
-        out.append("; a file saved beside the Run's own place and renamed over it")
-        out += [f'(allow file-read* file-write* (regex #"^{_re(p)}\\.[^/]+$"))' for p in own]
+        # beside where the link leads, `NAME.tmp.PID.HEX`, and renaming it over;
+        # beside a cache or a state folder nothing is saved so
+        out.append("; a state file saved through its link: a new file beside it renamed over it")
+        out += [f'(allow file-read* file-write* (regex #"^{_re(p)}\\.[^/]+$"))' for p in files]
     # realpath(3) and git stat every folder above the worktree, some of them hidden
-    above = sorted({a for p in (*SHARED_TMP, *_writable(policy)) for a in _ancestors(p)})
+    above = sorted({a for p in _writable(policy) for a in _ancestors(p)})
     if above:
         out.append("; the folders above a writable path may be looked at, not listed")
         out.append(
@@ -404,13 +415,14 @@ def _network(policy: Policy) -> list[str]:
     return out
 
 
-def profile(policy: Policy) -> str:
-    """The profile text for ``policy``."""
+def profile(policy: Policy, saved: Sequence[str] = ()) -> str:
+    """The profile text for ``policy``; ``saved``: the Run's own agent-state
+    files (``macview.state_files``), each saved through its link."""
     lines = [
         *_base(),
         *_reads(policy),
         *_terminals(),
-        *_layers(policy),
+        *_layers(policy, saved),
         *_over(policy),
         *_hidden(policy),
         *_network(policy),
@@ -428,13 +440,13 @@ def profile_of(argv: Sequence[str]) -> str:
     return argv[list(argv).index(SANDBOX_EXEC) + 2]
 
 
-def argv(policy: Policy, command: Sequence[str]) -> list[str]:
+def argv(policy: Policy, command: Sequence[str], saved: Sequence[str] = ()) -> list[str]:
     """``sandbox-exec -p PROFILE env -u SECRET… TMPDIR=… command…``: the profile
     holds from the first instruction of ``env`` on, for it and all it starts;
     ``env`` drops what the Policy drops (bwrap's --unsetenv/--setenv). Both exec:
     the agent is the process Owl started, and SIGTERM reaches it directly.
     (``env`` takes a first word with ``=`` for a variable: agents' programs have none.)"""
-    out = [SANDBOX_EXEC, "-p", profile(policy), ENV]
+    out = [SANDBOX_EXEC, "-p", profile(policy, saved), ENV]
     for name in policy.env_unset:
         out += ["-u", name]
     out += [f"{name}={value}" for name, value in policy.env_set]
@@ -449,66 +461,3 @@ def label(policy: Policy) -> str:
     return "contained: Seatbelt, network through Owl's proxy" + (
         f" (the host's loopback: ports {ports})" if ports else " (not the host's loopback)"
     )
-
-
-INSTALL_HINT = (
-    "macOS's sandbox-exec (/usr/bin/sandbox-exec, part of macOS) is missing or refuses to run here"
-)
-
-_probed: dict[str, str | None] = {}
-
-
-def probe(sandbox_exec: str = SANDBOX_EXEC, fresh: bool = False) -> str | None:
-    """None when ``sandbox-exec`` runs a profile here, else why not, in macOS's
-    words (asked once, cached; ``fresh``: asked again)."""
-    if fresh or sandbox_exec not in _probed:
-        if not os.access(sandbox_exec, os.X_OK):
-            _probed[sandbox_exec] = f"{sandbox_exec} is not there ({INSTALL_HINT})"
-        else:
-            try:
-                done = subprocess.run(
-                    [sandbox_exec, "-p", "(version 1)(allow default)", "/usr/bin/true"],
-                    check=False,
-                    capture_output=True,
-                    text=True,
-                    timeout=10,
-                )
-                _probed[sandbox_exec] = (
-                    None
-                    if done.returncode == 0
-                    else "sandbox-exec cannot apply a profile here: "
-                    + (done.stderr.strip().splitlines() or ["?"])[-1]
-                )
-            except (OSError, subprocess.TimeoutExpired) as e:
-                _probed[sandbox_exec] = f"sandbox-exec cannot apply a profile here: {e}"
-    return _probed[sandbox_exec]
-
-
-_compiled: dict[int, str | None] = {}
-COMPILED_MOST = 256
-
-
-def compiles(text: str, sandbox_exec: str | None = None) -> str | None:
-    """None when macOS takes this very profile (``sandbox-exec -p PROFILE
-    /usr/bin/true``: compiled and applied to a program that does nothing),
-    else why not, in sandbox-exec's words: a Run is called contained only
-    under a profile seen to hold. Asked once per profile (a Job's Runs share
-    theirs), about 20 ms."""
-    exe = sandbox_exec or SANDBOX_EXEC
-    key = hash((exe, text))
-    if key not in _compiled:
-        if len(_compiled) >= COMPILED_MOST:
-            _compiled.clear()
-        try:
-            done = subprocess.run(
-                [exe, "-p", with_egress(text, 1), "/usr/bin/true"],
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=10,
-            )
-            said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            _compiled[key] = None if done.returncode == 0 else f"the Seatbelt profile fails: {said}"
-        except (OSError, subprocess.TimeoutExpired) as e:
-            _compiled[key] = f"the Seatbelt profile fails: {e}"
-    return _compiled[key]

@@ -1,6 +1,6 @@
 """The network of a Seatbelt Run: an HTTP proxy outside it (run as a script, not imported).
 
-    python -I -S seatnet.py PORTS -- sandbox-exec -p PROFILE env ... COMMAND...
+    python -I -S seatnet.py PORTS [--tmp DIR] -- sandbox-exec -p PROFILE env ... COMMAND...
 
 Why a proxy: Seatbelt names an address only as ``*`` or ``localhost`` (``host
 must be * or localhost in network address``), and its ``localhost`` is
@@ -24,6 +24,11 @@ It listens on 127.0.0.1 on a port the system picks; the profile's placeholder
 CONNECT (HTTPS, git, npm, pip, cargo, go) and plain ``http://`` requests are
 served; a program that ignores the proxy variables reaches nothing.
 
+``--tmp DIR``: the Run's temporary folder (``mactemp``), removed once the
+command has ended, without following a link the Run left in it. ``PORTS`` is
+``none`` for a Run with no network: no proxy, the command started as it is,
+its folder removed all the same.
+
 SIGTERM is ignored here (as ``netns.py`` does, for the same reason: it is meant
 for the agent, which keeps its network for its 5 s to end); the command gets it
 back at its default. The exit status is the command's. Standard library only.
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -263,30 +269,55 @@ def _numbers(arg: str) -> frozenset[int]:
     return frozenset() if arg == "-" else frozenset(int(p) for p in arg.split(","))
 
 
+def _parsed(argv: list[str]) -> tuple[str, str | None, list[str]]:
+    """(PORTS, the temporary folder or None, the command) of the arguments."""
+    ports, rest = argv[0], argv[1:]
+    tmp = None
+    if rest[:1] == ["--tmp"]:
+        tmp, rest = rest[1], rest[2:]
+    assert rest[:1] == ["--"] and rest[1:], argv
+    return ports, tmp, rest[1:]
+
+
 def main(argv: list[str]) -> int:
-    ports, sep, command = _numbers(argv[0]), argv[1], argv[2:]
-    assert sep == "--" and command
+    said, tmp, command = _parsed(argv)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sock = listen()
-    command, env = proxied(command, sock.getsockname()[1], dict(os.environ))
+    sock = None if said == "none" else listen()
+    env = dict(os.environ)
+    if sock is not None:
+        command, env = proxied(command, sock.getsockname()[1], env)
+    try:
+        return _run(command, env, sock, _numbers(said) if sock is not None else frozenset())
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # links in it are removed, not followed
+
+
+def _run(
+    command: list[str], env: dict[str, str], sock: socket.socket | None, ports: frozenset[int]
+) -> int:
+    """The command started (its proxy served on ``sock``, if any) and waited for."""
     pid = os.fork()
     if pid == 0:  # the child: nothing here may return
         try:
-            sock.close()
+            if sock is not None:
+                sock.close()
             for sig in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
                 signal.signal(sig, signal.SIG_DFL)
             os.execvpe(command[0], command, env)
         except BaseException as e:
             os.write(2, f"owl: cannot start {command[0]}: {e}\n".encode())
         os._exit(127)
-    threading.Thread(target=accept_forever, args=(sock, ports), daemon=True).start()
+    if sock is not None:
+        threading.Thread(target=accept_forever, args=(sock, ports), daemon=True).start()
     while True:
         try:
             _, raw = os.waitpid(pid, 0)
             break
         except InterruptedError:  # pragma: no cover - PEP 475 retries
             continue
-    sock.close()
+    if sock is not None:
+        sock.close()
     code = os.waitstatus_to_exitcode(raw)
     return code if code >= 0 else 128 - code
 
