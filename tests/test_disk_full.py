@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from owl.engine.loop import LOG_CAP
+from owl.engine.live import LOG_CAP
 from owlproc import ROOT, OwlDaemon, make_project, wait_for
 from support.smalldisk import fill, small_disk_fixture
 

@@ -13,6 +13,8 @@ import psutil
 
 from owl.settings import config as configmod
 from owl.verbs import caller_side as verbwork
+from owl.verbs import looking
+from owl.verbs.engine_side import Verbs
 from owl.engine.loop import Engine
 from owl.rules.lifecycle import GRACE_PASSED
 from owl.idle.machine import ManualMachine
@@ -72,12 +74,14 @@ def test_a_run_frozen_before_a_long_sleep_is_ended_on_wake_never_thawed(tmp_path
     e.start()
     try:
         prep = verbwork.prepare_add(e.cfg, "sleep=120", str(make_project(tmp_path / "p")), None)
-        job = e.call(lambda: e.verbs.add_prepared(prep, None))["id"]
+        job = e.call(lambda: Verbs(e).add_prepared(prep, None))["id"]
         e.call(lambda: e.machine_event("idle"))
-        wait_for(lambda: e.call(lambda: e.status()["runs"]), timeout=10, what="a Run")
+        wait_for(lambda: e.call(lambda: looking.status(e)["runs"]), timeout=10, what="a Run")
         e.call(lambda: e.machine_event("input"))
         run = wait_for(
-            lambda: [r for r in e.call(lambda: e.status()["runs"]) if r["state"] == "frozen"],
+            lambda: [
+                r for r in e.call(lambda: looking.status(e)["runs"]) if r["state"] == "frozen"
+            ],
             what="the Run frozen",
         )[0]
         procs = [psutil.Process(p) for p in run["pids"]]
@@ -85,7 +89,7 @@ def test_a_run_frozen_before_a_long_sleep_is_ended_on_wake_never_thawed(tmp_path
         fake.pending = 8 * 3600.0
         e.call(lambda: e.machine_event("idle"))
         first = wait_for(
-            lambda: (r := e.call(lambda: e.job_view(job))["runs"][0])["outcome"] and r,
+            lambda: (r := e.call(lambda: looking.job_view(e, job))["runs"][0])["outcome"] and r,
             timeout=10,
             what="the Run to end",
         )

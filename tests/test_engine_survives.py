@@ -21,6 +21,8 @@ from owl.engine import carryon
 from owl.engine import runend
 from owl.store.db import Store
 from owl.verbs import caller_side as verbwork
+from owl.verbs import looking
+from owl.verbs.engine_side import Verbs
 from owlproc import OwlDaemon, make_project, wait_for
 from test_engine_sleep import engine_in
 
@@ -129,10 +131,10 @@ def test_a_run_whose_end_cannot_be_judged_fails_and_twice_blocks_its_job(tmp_pat
     e.start()
     try:
         prep = verbwork.prepare_add(e.cfg, "exit=1", str(make_project(tmp_path / "p")), None)
-        job = e.call(lambda: e.verbs.add_prepared(prep, 3))["id"]
+        job = e.call(lambda: Verbs(e).add_prepared(prep, 3))["id"]
         e.call(lambda: e.machine_event("idle"))
         view = wait_for(
-            lambda: (v := e.call(lambda: e.job_view(job)))["state"] == "blocked" and v,
+            lambda: (v := e.call(lambda: looking.job_view(e, job)))["state"] == "blocked" and v,
             timeout=30,
             what="the Job blocked",
         )
@@ -140,6 +142,6 @@ def test_a_run_whose_end_cannot_be_judged_fails_and_twice_blocks_its_job(tmp_pat
         assert reasons == [f"{runend.UNREAD}: ValueError: year 10240 is out of range"] * 2
         assert [r["outcome"] for r in view["runs"]] == ["failed", "failed"]
         assert view["reason"].startswith("Owl could not read the end of two of its Runs")
-        assert not e.stopped and e.call(lambda: e.status())["runs"] == []
+        assert not e.stopped and e.call(lambda: looking.status(e))["runs"] == []
     finally:
         assert e.stop(10)

@@ -10,6 +10,7 @@ import subprocess
 import time
 
 from owl.verbs import caller_side as verbwork
+from owl.verbs.engine_side import Verbs
 from owl.errors import Refused
 from owlproc import OWL, OwlDaemon, make_project, wait_for
 from support.slowgit import SlowGit
@@ -22,21 +23,21 @@ def test_a_held_job_is_not_started_nor_changed_and_says_why(tmp_path):
     e.start()
     try:
         prep = verbwork.prepare_add(e.cfg, "sleep=1", str(make_project(tmp_path / "p")), None)
-        job = e.call(lambda: e.verbs.add_prepared(prep, None))["id"]
-        e.call(lambda: e.verbs.hold(job, "being dropped"))
+        job = e.call(lambda: Verbs(e).add_prepared(prep, None))["id"]
+        e.call(lambda: Verbs(e).hold(job, "being dropped"))
         decision = e.call(lambda: e.decide(asked=True))
         assert decision.job is None
         for verb in (
-            lambda: e.verbs.move(job, 1),
-            lambda: e.verbs.extend(job, 1),
-            lambda: e.verbs.drop_begin(job, True),
-            lambda: e.verbs.accept_begin(job),
+            lambda: Verbs(e).move(job, 1),
+            lambda: Verbs(e).extend(job, 1),
+            lambda: Verbs(e).drop_begin(job, True),
+            lambda: Verbs(e).accept_begin(job),
         ):
             with pytest.raises(
                 Refused, match=f"^job {job} is being dropped; try again in a moment$"
             ):
                 e.call(verb)
-        e.call(lambda: e.verbs.release(job))
+        e.call(lambda: Verbs(e).release(job))
         assert e.call(lambda: e.decide(asked=True)).job.id == job
     finally:
         assert e.stop(10)
@@ -49,7 +50,7 @@ def test_a_refused_drop_lets_go_of_its_hold(tmp_path):
     try:
         project = make_project(tmp_path / "p")
         prep = verbwork.prepare_add(e.cfg, "write=a.txt commit=work", str(project), None)
-        job = e.call(lambda: e.verbs.add_prepared(prep, None))["id"]
+        job = e.call(lambda: Verbs(e).add_prepared(prep, None))["id"]
         e.call(lambda: e.machine_event("idle"))
         wait_for(
             lambda: e.call(lambda: e.store.job(job))["state"] == "review",

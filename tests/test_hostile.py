@@ -24,7 +24,7 @@ import pytest
 from owl.settings import config as configmod
 from owl.control import client
 from owl.settings.paths import socket_in
-from owl.engine.loop import LOG_CAP
+from owl.engine.live import LOG_CAP
 from owlproc import OwlDaemon, Unmet, process_states, wait_for
 from support.need import programs
 

@@ -300,6 +300,8 @@ def test_the_engine_freezes_a_return_under_secure_input_within_2s(tmp_path, hook
     every key (Secure Input) while the HID counter resets."""
     from owl.idle.machine import RealMachine
     from owl.verbs import caller_side as verbwork
+    from owl.verbs import looking
+    from owl.verbs.engine_side import Verbs
     from owlproc import make_project
     from owlproc import wait_for as wait_long
     from test_engine_sleep import engine_in
@@ -311,9 +313,11 @@ def test_the_engine_freezes_a_return_under_secure_input_within_2s(tmp_path, hook
     e.start()
     try:
         prep = verbwork.prepare_add(e.cfg, "sleep=120", str(make_project(tmp_path / "p")), None)
-        e.call(lambda: e.verbs.add_prepared(prep, None))
+        e.call(lambda: Verbs(e).add_prepared(prep, None))
         wait_long(
-            lambda: [r for r in e.call(lambda: e.status()["runs"]) if r["state"] == "running"],
+            lambda: [
+                r for r in e.call(lambda: looking.status(e)["runs"]) if r["state"] == "running"
+            ],
             timeout=15,
             what="a Run",
         )
@@ -321,7 +325,9 @@ def test_the_engine_freezes_a_return_under_secure_input_within_2s(tmp_path, hook
         assert q.person_types() == 0
         t0 = time.monotonic()
         wait_long(
-            lambda: [r for r in e.call(lambda: e.status()["runs"]) if r["state"] == "frozen"],
+            lambda: [
+                r for r in e.call(lambda: looking.status(e)["runs"]) if r["state"] == "frozen"
+            ],
             timeout=5,
             interval=0.02,
             what="the Run frozen",

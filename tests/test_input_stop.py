@@ -13,6 +13,8 @@ import psutil
 
 from owl.engine.loop import Engine
 from owl.verbs import caller_side as verbwork
+from owl.verbs import looking
+from owl.verbs.engine_side import Verbs
 from owlproc import make_project, wait_for
 from test_engine_sleep import engine_in
 
@@ -21,7 +23,7 @@ def _running_run(e: Engine, tmp_path) -> list[psutil.Process]:
     prep = verbwork.prepare_add(
         e.cfg, "setsid-child=120 sleep=120", str(make_project(tmp_path / "p")), None
     )
-    e.call(lambda: e.verbs.add_prepared(prep, None))
+    e.call(lambda: Verbs(e).add_prepared(prep, None))
     e.call(lambda: e.machine_event("idle"))
     procs = wait_for(
         lambda: _agent_and_grandchild(e),
@@ -42,7 +44,7 @@ def _agent_and_grandchild(e: Engine) -> list[psutil.Process]:
     up. (Its helpers, bwrap and the network helper, carry the agent's command
     line too: taken for the agent, one that exits meanwhile reads as a
     zombie, never stopped.)"""
-    for r in e.call(lambda: e.status()["runs"]):
+    for r in e.call(lambda: looking.status(e)["runs"]):
         pids = set(r["pids"])
         for pid in pids:
             try:
@@ -94,7 +96,9 @@ def test_input_stops_the_tree_while_the_engine_thread_is_busy(tmp_path):
                 what="every process stopped while the engine's thread is busy",
             )
         run = wait_for(
-            lambda: [r for r in e.call(lambda: e.status()["runs"]) if r["state"] == "frozen"],
+            lambda: [
+                r for r in e.call(lambda: looking.status(e)["runs"]) if r["state"] == "frozen"
+            ],
             what="the engine's own freeze",
         )[0]
         assert run["frozen_by"] == "machine"
@@ -128,7 +132,7 @@ def test_a_stop_the_engine_did_not_decide_is_undone(tmp_path):
             lambda: psutil.STATUS_STOPPED not in _states(procs),
             what="the stop undone: the Shift's Run goes on",
         )
-        [run] = e.call(lambda: e.status()["runs"])
+        [run] = e.call(lambda: looking.status(e)["runs"])
         assert run["state"] == "running"
     finally:
         assert e.stop(15)

@@ -23,7 +23,8 @@ from owl.rules import bounds
 from owl.settings.paths import Paths
 from owl.store.db import Store
 from owl.verbs import caller_side as verbwork
-from owl.verbs import views
+from owl.verbs import looking, views
+from owl.verbs.engine_side import Verbs, check_prompt
 
 WATCH_WAIT = 30.0  # the longest a view's `status.wait` waits for a change
 
@@ -63,7 +64,7 @@ def answer(
         since = A.optional_whole(args, "since", 0, 2**62)
         wait_s = A.seconds(args, "timeout_s", WATCH_WAIT, WATCH_WAIT)
         generation = e.changes.generation if since is None else e.changes.wait(since, wait_s)
-        return {"generation": generation, "status": e.call(e.status)}
+        return {"generation": generation, "status": e.call(lambda: looking.status(e))}
     if verb == "daemon.status":
         return about()
     if verb == "daemon.stop":
@@ -81,8 +82,6 @@ def answer(
     prepared: dict = {}
     if verb == "add":
         # The project is read (git, .owl.toml) here, on the caller's thread.
-        from owl.verbs.engine_side import check_prompt
-
         A.attempts(args)
         check_prompt(A.text(args, "prompt"))
         prepared = verbwork.prepare_add(
@@ -92,12 +91,12 @@ def answer(
             A.optional_text(args, "agent"),
         )
     table = {
-        "status": lambda: e.status(),
-        "add": lambda: e.verbs.add_prepared(prepared, A.attempts(args)),
+        "status": lambda: looking.status(e),
+        "add": lambda: Verbs(e).add_prepared(prepared, A.attempts(args)),
         "jobs.list": lambda: views.jobs_page(
             e.store, A.flag(args, "all"), A.page(args) or bounds.MAX_PAGE
         ),
-        "jobs.show": lambda: e.job_view(A.ident(args, "id")),
+        "jobs.show": lambda: looking.job_view(e, A.ident(args, "id")),
         "jobs.drop": lambda: verbwork.drop(e, A.ident(args, "id"), A.flag(args, "force")),
         "drop": lambda: verbwork.drop(e, A.ident(args, "job_id"), A.flag(args, "force")),
         "accept": lambda: verbwork.accept(
@@ -112,32 +111,32 @@ def answer(
             A.flag(args, "anyway"),
             A.flag(args, "unsigned"),
         ),
-        "jobs.extend": lambda: e.verbs.extend(A.ident(args, "id"), A.attempts(args)),
-        "jobs.move": lambda: e.verbs.move(A.ident(args, "id"), A.position(args)),
-        "jobs.reply": lambda: e.verbs.reply(
+        "jobs.extend": lambda: Verbs(e).extend(A.ident(args, "id"), A.attempts(args)),
+        "jobs.move": lambda: Verbs(e).move(A.ident(args, "id"), A.position(args)),
+        "jobs.reply": lambda: Verbs(e).reply(
             A.ident(args, "id"), A.text(args, "text"), A.flag(args, "first")
         ),
         "jobs.verify": lambda: verbwork.verify(
             e, A.ident(args, "id"), A.optional_text(args, "checks_from")
         ),
         "start": lambda: verbwork.start(e),
-        "pause": lambda: e.verbs.pause(),
-        "resume": lambda: e.verbs.resume(),
-        "stop": lambda: e.verbs.stop_runs(A.flag(args, "force")),
+        "pause": lambda: Verbs(e).pause(),
+        "resume": lambda: Verbs(e).resume(),
+        "stop": lambda: Verbs(e).stop_runs(A.flag(args, "force")),
         "machine": lambda: e.machine_event(A.text(args, "event")),
-        "shift.start": lambda: e.verbs.shift_start(
+        "shift.start": lambda: Verbs(e).shift_start(
             A.seconds(args, "for_s", 3600.0, bounds.MAX_SHIFT_S),
             A.flag(args, "until_empty"),
             A.flag(args, "require_power"),
             A.flag(args, "replace"),
             A.flag(args, "spend"),
         ),
-        "shift_start": lambda: e.verbs.shift_start(
+        "shift_start": lambda: Verbs(e).shift_start(
             A.seconds(args, "for_s", 3600.0, bounds.MAX_SHIFT_S), False, False, False
         ),
-        "shift.stop": lambda: e.verbs.shift_stop(),
-        "shift.status": lambda: e.shift_view(),
-        "agents.wake": lambda: e.verbs.wake_agent(A.text(args, "name")),
+        "shift.stop": lambda: Verbs(e).shift_stop(),
+        "shift.status": lambda: looking.shift_view(e),
+        "agents.wake": lambda: Verbs(e).wake_agent(A.text(args, "name")),
         "ping": lambda: {"pid": os.getpid(), "socket": str(paths.socket)},
     }
     if verb in _IN_HALVES:

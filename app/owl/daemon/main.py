@@ -35,6 +35,7 @@ from owl.errors import StoreError
 from owl.settings import daemonlock
 from owl.settings.paths import Paths, get_paths
 from owl.store.db import Store
+from owl.verbs import looking
 
 if TYPE_CHECKING:
     from owl.control.server import Server
@@ -251,8 +252,9 @@ class Daemon:
     # -------------------------------------------------------------- interface
 
     def status(self) -> dict:
-        assert self.engine is not None
-        return self.engine.call(self.engine.status)
+        engine = self.engine
+        assert engine is not None
+        return engine.call(lambda: looking.status(engine))
 
     def call(self, verb: str, **args: Any) -> Any:
         return self.dispatch(verb, args)

@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
     from owl.tree.cgroup import RunGroup
     from owl.tree.cgroup_caps import KernelCaps
 
@@ -26,7 +26,7 @@ from owl.rules import lifecycle
 log = logging.getLogger("owl.engine")
 
 
-def do(eng: Engine, actions: list[lifecycle.Action]) -> None:
+def do(eng: State, actions: list[lifecycle.Action]) -> None:
     """Carry out the core's actions, in order, on the Runs they name (a Run
     no longer live is passed over), then tell the views something changed."""
     for action in actions:
@@ -107,9 +107,3 @@ def give_back(run_id: int, group: RunGroup | None, caps: KernelCaps | None = Non
             log.info("run %s frozen: %.0f MB of its memory given back", run_id, freed / 2**20)
 
     threading.Thread(target=reclaim, name=f"owl-reclaim-{run_id}", daemon=True).start()
-
-
-def grace_ends_at(eng: Engine, r: lifecycle.Run) -> float | None:
-    """The wall-clock end of a frozen Run's window, for the watchdog."""
-    left = r.grace_left(eng.clock())
-    return None if left is None else time.time() + left

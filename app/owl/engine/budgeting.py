@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
-    from owl.engine.runstart import Live
+    from owl.engine.state import State
+    from owl.engine.live import Live
     from owl.store.db import Store
 
 from owl.engine import telling
@@ -59,7 +59,7 @@ class Books:
 _KEPT: weakref.WeakKeyDictionary[Any, Books] = weakref.WeakKeyDictionary()
 
 
-def books(eng: Engine) -> Books:
+def books(eng: State) -> Books:
     """The engine's books, loaded from its store when first asked for."""
     kept = _KEPT.get(eng)
     if kept is None:
@@ -115,7 +115,7 @@ def spent_of(usage: dict[str, Any] | None) -> Spent:
     return Spent(usd, tokens, usd if billed else 0.0, usd if billed is False else 0.0)
 
 
-def spending(eng: Engine) -> bool:
+def spending(eng: State) -> bool:
     """A Shift started `--spend` is on: the headroom is not kept."""
     return eng.shift is not None and eng.shift.spend
 
@@ -123,7 +123,7 @@ def spending(eng: Engine) -> bool:
 # ------------------------------------------------------------------ windows
 
 
-def heard(eng: Engine, agent: str, readings: list[Reading], now: float | None = None) -> None:
+def heard(eng: State, agent: str, readings: list[Reading], now: float | None = None) -> None:
     """Readings of `agent`'s windows: believed if sane, kept, and acted on."""
     if not readings:
         return
@@ -147,7 +147,7 @@ def heard(eng: Engine, agent: str, readings: list[Reading], now: float | None = 
     settle(eng, agent, now)
 
 
-def store_windows(eng: Engine) -> None:
+def store_windows(eng: State) -> None:
     data = {
         a: {w: [r.used, r.resets_at, r.seen] for w, r in ws.items()}
         for a, ws in books(eng).windows.items()
@@ -158,7 +158,7 @@ def store_windows(eng: Engine) -> None:
         log.warning("the agents' windows could not be recorded: %s", e)
 
 
-def settle(eng: Engine, agent: str, now: float | None = None) -> None:
+def settle(eng: State, agent: str, now: float | None = None) -> None:
     """Set or lift `agent`'s headroom hold from its latest readings."""
     now = time.time() if now is None else now
     caps = eng.cfg.budget
@@ -183,14 +183,14 @@ def settle(eng: Engine, agent: str, now: float | None = None) -> None:
     end_live(eng, agent, hold.reason)
 
 
-def forget(eng: Engine, agent: str) -> None:
+def forget(eng: State, agent: str) -> None:
     """`owl agents wake` ended the agent's hold: its readings are dropped, so
     that the next one it gives decides, not the one the person just overrode."""
     if books(eng).windows.pop(agent, None) is not None:
         store_windows(eng)
 
 
-def settle_all(eng: Engine) -> None:
+def settle_all(eng: State) -> None:
     """Every agent's hold again: a Shift began or ended, the config changed."""
     agents = set(books(eng).windows) | {
         a for a, w in eng.waits.items() if w.kind.startswith(budget.HOLD_KIND + ":")
@@ -199,7 +199,7 @@ def settle_all(eng: Engine) -> None:
         settle(eng, agent)
 
 
-def end_live(eng: Engine, agent: str, reason: str) -> None:
+def end_live(eng: State, agent: str, reason: str) -> None:
     """End the agent's live Runs as interruptions (no attempt spent, worktree
     and conversation kept); not with `budget.finish_run`, nor a Run the person
     started with `owl start`."""
@@ -215,7 +215,7 @@ def end_live(eng: Engine, agent: str, reason: str) -> None:
         eng.do(eng.core.end(lv.run_id, eng.clock(), reason))
 
 
-def watch(eng: Engine, lv: Live) -> None:
+def watch(eng: State, lv: Live) -> None:
     """At each watch: what the Run's live meter read since the last."""
     if lv.meter is None:
         return
@@ -227,7 +227,7 @@ def watch(eng: Engine, lv: Live) -> None:
 # -------------------------------------------------------------------- money
 
 
-def run_ended(eng: Engine, lv: Live, verdict: jobrules.Verdict) -> jobrules.Verdict:
+def run_ended(eng: State, lv: Live, verdict: jobrules.Verdict) -> jobrules.Verdict:
     """After a Run's end was judged: its windows heard, its spending counted,
     and its own caps applied (over one, it failed its bound)."""
     now = time.time()
@@ -253,7 +253,7 @@ def run_ended(eng: Engine, lv: Live, verdict: jobrules.Verdict) -> jobrules.Verd
     return jobrules.Verdict("failed", over, verdict.wait, clear=verdict.clear)
 
 
-def day_hold(eng: Engine, now: float | None = None) -> budget.Hold | None:
+def day_hold(eng: State, now: float | None = None) -> budget.Hold | None:
     """The queue's hold for the day, if the day's total reached a daily cap
     (said once as it begins, stored for the views); None otherwise."""
     now = time.time() if now is None else now
@@ -281,7 +281,7 @@ def day_hold(eng: Engine, now: float | None = None) -> budget.Hold | None:
     return hold
 
 
-def view(eng: Engine, now: float | None = None) -> dict[str, Any]:
+def view(eng: State, now: float | None = None) -> dict[str, Any]:
     """The budget as `owl status --json` gives it."""
     now = time.time() if now is None else now
     caps = eng.cfg.budget

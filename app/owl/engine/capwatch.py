@@ -33,8 +33,8 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
-    from owl.engine.runstart import Live
+    from owl.engine.state import State
+    from owl.engine.live import Live
 
 from owl import tree
 from owl.engine import diskwatch, telling
@@ -57,15 +57,15 @@ def ram() -> int:
     return _RAM[0]
 
 
-def memory_cap(eng: Engine) -> int | None:
+def memory_cap(eng: State) -> int | None:
     return eng.cfg.run_memory.of(ram())
 
 
-def processes_cap(eng: Engine) -> int | None:
+def processes_cap(eng: State) -> int | None:
     return eng.cfg.run_processes or None
 
 
-def kernel_caps(eng: Engine, group: tree.RunGroup | None, run_id: int) -> tree.KernelCaps:
+def kernel_caps(eng: State, group: tree.RunGroup | None, run_id: int) -> tree.KernelCaps:
     """The Run's caps written where the kernel holds them (before its agent starts)."""
     caps = tree.KernelCaps.make(
         group, eng.instance, str(run_id), memory_cap(eng), processes_cap(eng)
@@ -84,7 +84,7 @@ def kernel_caps(eng: Engine, group: tree.RunGroup | None, run_id: int) -> tree.K
 # ------------------------------------------------------------ memory, processes
 
 
-def watch(eng: Engine, lv: Live, now: float) -> None:
+def watch(eng: State, lv: Live, now: float) -> None:
     """One look at a running Run: over a cap, it is stopped."""
     r = eng.core.runs.get(lv.run_id)
     if r is None or r.phase is not Phase.RUNNING or lv.capped:
@@ -94,7 +94,7 @@ def watch(eng: Engine, lv: Live, now: float) -> None:
         stop(eng, lv, reason, now)
 
 
-def counted(eng: Engine, lv: Live, now: float) -> str | None:
+def counted(eng: State, lv: Live, now: float) -> str | None:
     """Owl's own figures for the Run, from the processes its last sweep found.
 
     RSS first (cheap; never less than what the Run holds). Past the cap, PSS
@@ -138,7 +138,7 @@ def counted(eng: Engine, lv: Live, now: float) -> str | None:
     return runcaps.memory_over(lv.memory, mcap, eng.cfg.run_memory.text)
 
 
-def kernel_said(eng: Engine, lv: Live) -> str | None:
+def kernel_said(eng: State, lv: Live) -> str | None:
     """What the kernel did at the Run's caps since the last look: an OOM kill
     in the Run, a fork refused."""
     caps = lv.caps
@@ -155,7 +155,7 @@ def kernel_said(eng: Engine, lv: Live) -> str | None:
     return None
 
 
-def exited(eng: Engine, lv: Live) -> None:
+def exited(eng: State, lv: Live) -> None:
     """The agent (or its check) exited: if the kernel ended a process of the
     Run at its cap meanwhile, the Run is stopped for the cap first."""
     r = eng.core.runs.get(lv.run_id)
@@ -166,14 +166,14 @@ def exited(eng: Engine, lv: Live) -> None:
         stop(eng, lv, reason, eng.clock())
 
 
-def stop(eng: Engine, lv: Live, reason: str, now: float) -> None:
+def stop(eng: State, lv: Live, reason: str, now: float) -> None:
     lv.capped = reason
     log.warning("run %s of job %s %s", lv.run_id, lv.job_id, reason)
     telling.cap_stop(eng, lv, reason)
     eng.do(eng.core.over(lv.run_id, now, reason))
 
 
-def wake_at(eng: Engine, now: float) -> list[float]:
+def wake_at(eng: State, now: float) -> list[float]:
     """A Run near its memory cap is looked at more often than once a second."""
     return [now + NEAR_LOOK] if any(lv.near for lv in eng.live.values()) else []
 
@@ -181,7 +181,7 @@ def wake_at(eng: Engine, now: float) -> list[float]:
 # ------------------------------------------------------------------- disk
 
 
-def floor(eng: Engine, now: float) -> None:
+def floor(eng: State, now: float) -> None:
     """Hold every Run whose worktree's (or Owl's home's) disk is under the
     floor; let one go on whose disk has room again. The free space is the
     disk watch's last look (`owl.engine.diskwatch`, ten a second, off this
@@ -209,7 +209,7 @@ def floor(eng: Engine, now: float) -> None:
             eng.do(eng.core.room(lv.run_id, now))
 
 
-def start_gate(eng: Engine) -> str | None:
+def start_gate(eng: State) -> str | None:
     """Why no Run starts now for want of disk (Owl's home under the floor), or None."""
     if eng.cfg.disk_floor.off:
         return None
@@ -230,7 +230,7 @@ def judged(lv: Live, outcome: str, reason: str | None) -> tuple[str, str | None]
     return outcome, reason
 
 
-def block_reason(eng: Engine, lv: Live, outcome: str, reason: str | None) -> str | None:
+def block_reason(eng: State, lv: Live, outcome: str, reason: str | None) -> str | None:
     """The Job's reason to be blocked when this Run and the one before it were
     both stopped at a cap; None otherwise."""
     if outcome != "interrupted" or not capwords.is_cap_stop(reason):

@@ -3,9 +3,9 @@
 A tray (in the daemon's process or joined over the socket) must follow the
 daemon within a blink of a change — a Job added, a Run started, frozen or
 ended — without reading the whole status every fraction of a second. The
-engine notes, once per turn of its loop, a cheap fingerprint of what it just
-did (rows the store changed, the core's actions, the machine's reading, the
-live Runs); when it differs from the last, the counter goes up and every
+engine notes, once per turn of its loop, a cheap fingerprint of what it
+just did (`State.fingerprint`: rows the store changed, the core's actions,
+the machine's reading, the live Runs); when it differs from the last, the counter goes up and every
 waiter wakes. Reading the status changes nothing, so a view's own reads never
 wake it.
 """
@@ -13,10 +13,7 @@ wake it.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Hashable
-
-if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+from typing import Hashable
 
 
 class Changes:
@@ -43,21 +40,3 @@ class Changes:
         with self._cond:
             self._cond.wait_for(lambda: self.generation != since, timeout)
             return self.generation
-
-
-def fingerprint(eng: Engine) -> tuple[object, ...]:
-    """What changed in the engine's turn, cheaply: rows written, actions done,
-    the machine's reading, the live Runs, held Jobs and checks run on demand."""
-    r = eng.reading
-    return (
-        eng.store.db.total_changes,
-        eng.acted,
-        r.idle_for is None,
-        (r.idle_for or 0.0) >= eng.cfg.idle_after,
-        r.on_ac,
-        r.problem,
-        eng.waiting,
-        tuple(sorted(eng.live)),
-        tuple(sorted(eng.held)),
-        tuple(sorted(eng.verifications)),
-    )

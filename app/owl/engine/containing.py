@@ -17,27 +17,22 @@ says why and what fixes it (`Watch`): the agents that must be contained are
 held as an agent waiting out a usage limit is, and the sandbox is asked again
 off this thread at the scheduling attempts while they wait (`REASK_FIRST`,
 doubling to `REASK_MAX`, and at once when the machine is idle anew), so the
-Jobs start by themselves once it works. "auto" starts the Run uncontained
+Jobs start by themselves once it works: the engine's side of that waiting is
+`owl.engine.sandboxwait`, above the engine's state, of which `Watch` is part. "auto" starts the Run uncontained
 and says so in its record and its log; "off" never contains.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from owl.git import jobstore
-from owl.rules import agentchain
 from owl.sandbox import contain, keys, policy, ready
 from owl.settings.config import Config
 from owl.settings.paths import Paths
-
-if TYPE_CHECKING:
-    from owl.engine.loop import Engine
 
 log = logging.getLogger("owl.engine")
 
@@ -83,56 +78,6 @@ class Watch:
 def needs_sandbox(cfg: Config, agent: str) -> bool:
     """Whether `agent`'s Runs may start only contained (the config's word and the agent's)."""
     return settings_for(cfg, agent).mode == "required"
-
-
-def held_agents(eng: Engine, job_agents: Iterable[str]) -> frozenset[str]:
-    """The agents (of these Jobs' chains and the fallback) whose Runs wait for a
-    sandbox now; asks again, off this thread, when the last answer is old."""
-    w = eng.containment
-    if w.problem is None:
-        return frozenset()
-    reask(eng)
-    names = {n for a in job_agents for n in agentchain.names(a, eng.cfg.fallback or [])}
-    return frozenset(n for n in names if needs_sandbox(eng.cfg, n))
-
-
-def wake_at(eng: Engine, now: float) -> list[float]:
-    """When the engine should wake to ask the sandbox again (Jobs wait for it)."""
-    w = eng.containment
-    return [w.next_at] if w.problem and eng.has_pending and w.next_at > now else []
-
-
-def reask(eng: Engine, force: bool = False) -> None:
-    """Probe the sandbox again on a thread of its own, when due (or `force`)."""
-    w = eng.containment
-    if w.asking or (not force and eng.clock() < w.next_at):
-        return
-    w.asking = True
-
-    def probe() -> None:
-        try:
-            problem = ready.ask()
-        except Exception as e:  # never leave the engine believing a probe is under way
-            problem = f"bwrap could not be asked: {e}"
-        eng.post(lambda: learned(eng, problem))
-
-    threading.Thread(target=probe, name="owl-sandbox-probe", daemon=True).start()
-
-
-def learned(eng: Engine, problem: str | None) -> None:
-    """A probe's answer, on the engine thread."""
-    w = eng.containment
-    w.asking = False
-    if problem is None:
-        if w.problem is not None:
-            log.info("Runs can be contained again; the Jobs that waited for it may start")
-        w.problem, w.strikes, w.held = None, 0, set()
-        return
-    if problem != w.problem:
-        log.warning("Runs cannot be contained here: %s", problem)
-    w.problem = problem
-    w.strikes += 1
-    w.next_at = eng.clock() + min(REASK_MAX, REASK_FIRST * 2 ** min(w.strikes - 1, 16))
 
 
 NET_SAID_MAX = 1024
@@ -188,18 +133,6 @@ def setup_failed(report: Path, lines: Sequence[str], code: int | None) -> str | 
     own = [ln for ln in words if ln.startswith("bwrap: ")]
     line = (own or words[-1:] or [said])[0]
     return line if len(line) <= SETUP_SAID_MAX else line[: SETUP_SAID_MAX - 3] + "..."
-
-
-def hold(eng: Engine, job_id: int, agent: str, narrowed: Mapping[str, object] | None) -> bool:
-    """At a Run's launch: whether it must wait for a sandbox (its project's
-    `.owl.toml` may require one where the config does not); the Job then sits
-    out until the sandbox works, spending nothing."""
-    problem = eng.containment.problem
-    if problem is None or settings_for(eng.cfg, agent, narrowed).mode != "required":
-        return False
-    eng.containment.held.add(job_id)
-    log.info("job %s waits: %s", job_id, waiting_words(problem))
-    return True
 
 
 def settings_for(

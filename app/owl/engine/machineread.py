@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
 
 from owl.errors import Refused
 from owl.idle import state as idle_policy
@@ -25,7 +25,7 @@ log = logging.getLogger("owl.engine")
 LONG = 60.0  # nothing the policy can foresee: the engine's own wakes suffice
 
 
-def settle_machine(eng: Engine, now: float, force_input: bool = False) -> None:
+def settle_machine(eng: State, now: float, force_input: bool = False) -> None:
     """Read the machine, apply the idle policy, and tell the core what changed."""
     r = eng.machine.read()
     eng.reading = r
@@ -56,7 +56,7 @@ def settle_machine(eng: Engine, now: float, force_input: bool = False) -> None:
     telling.reading(eng, r.idle_for, r.locked, now)
 
 
-def notice_sleep(eng: Engine) -> None:
+def notice_sleep(eng: State) -> None:
     """Tell the core how long the machine slept, if it did: a frozen Run's
     grace window counts the sleep (see lifecycle.Core.slept)."""
     slept = eng.sleep_watch.slept()
@@ -69,7 +69,7 @@ def notice_sleep(eng: Engine) -> None:
             eng.note(r.id, grace_ends_at=eng.grace_ends_at(r))
 
 
-def machine_event(eng: Engine, event: str) -> None:
+def machine_event(eng: State, event: str) -> None:
     """Drive a ManualMachine (tests, scripts); the engine re-reads it at once."""
     setter = getattr(eng.machine, "set", None)
     if setter is None:

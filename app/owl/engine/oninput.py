@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from owl.rules import lifecycle
 
 if TYPE_CHECKING:
-    from owl.engine.runstart import Live
+    from owl.engine.live import Live
     from owl.tree import ProcessTree
 
 Order = tuple[tuple[int, "ProcessTree"], ...]

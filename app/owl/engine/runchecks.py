@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
 
 from owl.engine import checks as checksmod
 from owl.engine import containing
@@ -21,12 +21,12 @@ from owl.rules import jobrules, lifecycle
 from owl.engine import runstart
 from owl.rules.lifecycle import Phase
 from owl.sandbox import raced
-from owl.engine.runstart import Live
+from owl.engine.live import Live
 
 log = logging.getLogger("owl.engine")
 
 
-def start_check(eng: Engine, lv: Live, index: int) -> None:
+def start_check(eng: State, lv: Live, index: int) -> None:
     """Start check `index` of a Run in a process tree of its own (the core said so)."""
     check = lv.checks[index]
     assert lv.worktree is not None
@@ -69,7 +69,7 @@ def start_check(eng: Engine, lv: Live, index: int) -> None:
     )
 
 
-def check_exited(eng: Engine, lv: Live, code: int) -> bool:
+def check_exited(eng: State, lv: Live, code: int) -> bool:
     """Record the check that just exited, before the core hears of it; False
     (nothing recorded, the core not to hear of it) when its sandbox's set-up
     lost a race with the host and the same check has started again."""
@@ -97,7 +97,7 @@ def check_exited(eng: Engine, lv: Live, code: int) -> bool:
     return True
 
 
-def _start_again(eng: Engine, lv: Live, cp: checksmod.CheckProcess, code: int) -> bool:
+def _start_again(eng: State, lv: Live, cp: checksmod.CheckProcess, code: int) -> bool:
     """A check whose sandbox could not be set up because a host socket went
     away as it started (`owl.sandbox.raced`): the same check, started again at
     once, at most `AGAIN_MOST` times in a Run; its lost start is no verdict."""
@@ -114,7 +114,7 @@ def _start_again(eng: Engine, lv: Live, cp: checksmod.CheckProcess, code: int) -
     return True
 
 
-def record_check(eng: Engine, lv: Live, result: checksmod.Result) -> None:
+def record_check(eng: State, lv: Live, result: checksmod.Result) -> None:
     lv.results.append(result)
     eng.store.add_check(
         job_id=lv.job_id,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
 
 from owl.engine import budgeting, capwatch, carryon
 from owl.store import diskroom
@@ -30,14 +30,8 @@ from owl.git import outsidekeep, outsidewords
 from owl.git import workspace
 from owl.engine import checks as checksmod
 from owl.engine import runstart, telling
-from owl.engine.runstart import Live
+from owl.engine.live import Live, RunEnd
 from owl.rules import jobtable
-
-#: A finished Run's record, as `Store.finish_run` takes it: run, outcome, ended by,
-#: reason, exit code, when it ended.
-RunEnd = tuple[int, str, str, "str | None", "int | None", float]
-#: One a full disk held back: the record, the attempt it spent, and what views show of it.
-Unrecorded = tuple[RunEnd, "tuple[str, str] | None", dict[str, Any]]
 
 log = logging.getLogger("owl.engine")
 
@@ -45,7 +39,7 @@ log = logging.getLogger("owl.engine")
 UNREAD = "Owl could not read its end"  # a Run whose end the judging could not take
 
 
-def finish_safely(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
+def finish_safely(eng: State, lv: Live, f: lifecycle.Finish) -> None:
     """`finish`, and should anything in it fail (a Run's output Owl has no rule
     for), the Run ends `failed` with the reason "Owl could not read its end:
     …" and the engine goes on: nothing a Run left can stop the supervisor."""
@@ -69,7 +63,7 @@ def _why(e: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _block_if_twice(eng: Engine, job_id: int, reason: str) -> str | None:
+def _block_if_twice(eng: State, job_id: int, reason: str) -> str | None:
     """Block the Job once the judging of its Runs' ends failed twice: never a
     loop of Runs whose ends cannot be read. Its new state, or None if left as is."""
     runs = eng.store.runs(job_id)
@@ -88,7 +82,7 @@ def _block_if_twice(eng: Engine, job_id: int, reason: str) -> str | None:
 
 
 def _judge(
-    eng: Engine, lv: Live, f: lifecycle.Finish
+    eng: State, lv: Live, f: lifecycle.Finish
 ) -> tuple[lifecycle.Finish, bool, jobrules.Wait | None, bool]:
     """The Run's end as `jobrules` judges it from the agent's report, the
     wait it puts its agent in, and whether it blocks the Job (a setup problem);
@@ -135,20 +129,20 @@ def _judge(
     )
 
 
-def _last_reason(eng: Engine, lv: Live) -> str | None:
+def _last_reason(eng: State, lv: Live) -> str | None:
     """The reason the Job's Run before this one ended with, if any."""
     earlier = [r for r in eng.store.runs(lv.job_id) if r["id"] != lv.run_id]
     return earlier[-1]["reason"] if earlier else None
 
 
-def term_level(eng: Engine, run_id: int) -> int:
+def term_level(eng: State, run_id: int) -> int:
     """How loud "asked to stop" is: after the agent's own exit the Term only ends
     what it left (every normal finish), which the log need not say."""
     ended_by = getattr(eng.core.runs.get(run_id), "ended_by", None)
     return logging.DEBUG if ended_by is lifecycle.EndedBy.EXIT else logging.INFO
 
 
-def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
+def finish(eng: State, lv: Live, f: lifecycle.Finish) -> None:
     lv.sink.close()
     runstart.note_network(eng, lv)  # a Run too short for the watch to have read it
     f, unread, wait, block = _judge(eng, lv, f)
@@ -215,7 +209,7 @@ def finish(eng: Engine, lv: Live, f: lifecycle.Finish) -> None:
     )
 
 
-def broken_workspace(eng: Engine, lv: Live) -> str | None:
+def broken_workspace(eng: State, lv: Live) -> str | None:
     """Why the Run's worktree can no longer reach its repository (files only), with
     what the person can do; None when it can."""
     if lv.worktree is None:
@@ -238,7 +232,7 @@ def broken_workspace(eng: Engine, lv: Live) -> str | None:
 
 
 def outside_after(
-    eng: Engine, lv: Live, told: Callable[[str | None], None] = lambda state: None
+    eng: State, lv: Live, told: Callable[[str | None], None] = lambda state: None
 ) -> None:
     """On a thread of its own (it runs git): check the worktree's git files
     against what Owl made (put back, and the Job blocked, when they differ),
@@ -328,7 +322,7 @@ def _land(project: Path, places: jobstore.Places | None, branch: str | None) -> 
 
 
 def own_ref_moves(
-    eng: Engine, project: Path, moved: dict[str, tuple[str | None, str | None]]
+    eng: State, project: Path, moved: dict[str, tuple[str | None, str | None]]
 ) -> None:
     """Owl itself moved refs in `project` (`moved`, from `outside.moves`: accept
     --merge): the live Runs there take those moves as their starting point, so
@@ -340,7 +334,7 @@ def own_ref_moves(
 
 
 def record_outside(
-    eng: Engine,
+    eng: State,
     run_id: int,
     job_id: int,
     found: list[dict[str, Any]] | None,
@@ -384,8 +378,8 @@ def record_outside(
     return state
 
 
-def record_pending_notes(eng: Engine, run_id: int | None = None) -> None:
-    """Write the live Runs' fields a full disk held back (`Engine.note`): all
+def record_pending_notes(eng: State, run_id: int | None = None) -> None:
+    """Write the live Runs' fields a full disk held back (`State.note`): all
     of them, or one Run's (before its end is written over them)."""
     for rid in [run_id] if run_id is not None else list(eng.unnoted):
         fields = eng.unnoted.pop(rid, None)
@@ -393,7 +387,7 @@ def record_pending_notes(eng: Engine, run_id: int | None = None) -> None:
             eng.note(rid, **fields)
 
 
-def record_pending_finishes(eng: Engine) -> None:
+def record_pending_finishes(eng: State) -> None:
     record_pending_notes(eng)
     while eng.unrecorded:
         args, spent = eng.unrecorded[0][:2]
@@ -406,7 +400,7 @@ def record_pending_finishes(eng: Engine) -> None:
     eng.reserve.ensure()
 
 
-def note_not_stopped(eng: Engine, lv: Live) -> None:
+def note_not_stopped(eng: State, lv: Live) -> None:
     """After a freeze: name the processes of the Run it left running (a stop
     that could not be sent, or not yet acted on). That is a failed freeze,
     never silent: logged, shown in place of "frozen" by the views, told
@@ -431,7 +425,7 @@ def note_not_stopped(eng: Engine, lv: Live) -> None:
     telling.untouchable(eng, lv, new[:5])
 
 
-def note_untouchable(eng: Engine, lv: Live) -> None:
+def note_untouchable(eng: State, lv: Live) -> None:
     """Name, once, each process of the Run the system would not let us
     signal (it became root, say): it is left alone and everything else
     goes on, but the person must know it is still there."""

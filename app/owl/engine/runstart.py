@@ -12,26 +12,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import time
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    import subprocess
-
-    from owl.agents.base import Driver, RunContext
-    from owl.git import outside
-    from owl.rules.jobrules import Report
-    from owl.tree import KernelCaps, ProcessTree, RunGroup
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
 
 from owl import tree
 from owl.agents import argfit
 from owl.logspan import read_head
-from owl.engine import capwatch, carryon, containing
+from owl.engine import capwatch, carryon, containing, sandboxwait
+from owl.engine.live import LOG_CAP, Live
 from owl.engine import logpipe
 from owl.engine.meter import Meter
 from owl.git import jobstore, outsidekeep, storing, workspace
@@ -44,91 +36,15 @@ from owl.sandbox import raced
 
 log = logging.getLogger("owl.engine")
 
-LOG_CAP = 8 * 1024 * 1024  # a Run's log is rotated at this size, as it is written
 
-
-@dataclass
-class Live:
-    """What the engine holds for a live Run besides the core's view of it."""
-
-    run_id: int
-    job_id: int
-    project: str
-    title: str
-    popen: subprocess.Popen[bytes]
-    tree: ProcessTree
-    log_path: Path
-    sink: logpipe.Sink  # the agent's output into its log
-    log_size: int = 0  # bytes of output seen by the last watch
-    exited: bool = False
-    pids: list[int] = field(default_factory=list)
-    # verification: the checks read from the base branch when the Run started
-    worktree: Path | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    checks: tuple[Any, ...] = ()
-    check_proc: checksmod.CheckProcess | None = None  # the check running now
-    results: list[Any] = field(default_factory=list)
-    waiting: bool = False  # its next check waits, frozen, to begin
-    untouchable: list[Any] = field(default_factory=list)  # processes the system kept from us
-    not_stopped: list[Any] = field(default_factory=list)  # what its last freeze left running
-    outside_before: outside.Snapshot | None = None  # the project's refs, config, hooks at the start
-    # the agent: its driver and context, and what its output said (carryon)
-    driver: Driver | None = None
-    ctx: RunContext | None = None
-    resuming: bool = False  # started with --resume: a refusal falls back fresh
-    masked: tuple[str, ...] = ()  # the host's sockets its sandbox covers (owl.sandbox.raced)
-    kept: tuple[tuple[str, str], ...] = ()  # its own places: (inside, on the host), contain.Wrapped
-    raced: str | None = None  # the covered socket gone as its sandbox was set up
-    started_again: int = 0  # starts lost that way (owl.sandbox.raced.AGAIN_MOST)
-    report: Report | None = None  # the driver's Report, set just before "exited"
-    cgroup: RunGroup | None = None  # the Run's own cgroup v2, where one can be made
-    exempt: bool = False  # started by `owl start`: not frozen by input
-    contained: str | None = None  # how its sandbox was made, as the views say it
-    env_dropped: tuple[str, ...] = ()  # names kept out of its environment (never values)
-    net_report: Path | None = None  # where its network helper says how that went
-    setup_report: Path | None = None  # where it says that bwrap failed at its own start
-    setup_failed: str | None = None  # bwrap's words, when its last start failed so
-    sandbox: Mapping[str, object] | None = None  # the project's .owl.toml [sandbox]
-    meter: Meter | None = None  # the windows its agent reports as it runs (owl.engine.meter)
-    # its last freeze: (frozen, thawed) in epoch seconds, thawed None while frozen;
-    # a turn the agent loses at the thaw is judged by it (jobrules.judge)
-    freeze: tuple[float, float | None] | None = None
-    places: jobstore.Places | None = None  # where its git lives, from Owl's records
-    # its worktree's git files as its last process left them (checked on that
-    # process's waiting thread): changed, no check starts (runchecks)
-    git_changed: list[dict[str, Any]] = field(default_factory=list)
-    # what it takes of the machine (owl.engine.capwatch)
-    caps: KernelCaps | None = None  # its caps as the kernel holds them
-    capped: str | None = None  # why it was stopped at a cap
-    disk_held: str | None = None  # why the disk floor holds it frozen
-    oom_seen: int = 0  # the kernel's OOM kills in it, as last read
-    refused_seen: int = 0  # ... and forks refused at its cap
-    near: bool = False  # near its memory cap: looked at more often
-    memory: int = 0  # bytes its processes held at the last look
-    pss_base: tuple[int, int, float] | None = None  # its last PSS sum: (PSS, RSS, when)
-    processes: int = 0  # ... and how many they were
-
-    def freeze_now(self) -> None:
-        """Stop every process of the Run, noting when (for `freeze`)."""
-        self.tree.freeze()
-        self.freeze = (time.time(), None)
-
-    def thaw_now(self) -> None:
-        """Let the Run's processes go on, noting when; what the freeze left
-        running is forgotten."""
-        self.tree.thaw()
-        self.freeze = (self.freeze[0], time.time()) if self.freeze else None
-        self.not_stopped = []
-
-
-def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
+def launch(eng: State, job: dict[str, Any], ready: setupmod.Ready) -> int | None:
     """Start the agent of a Job whose worktree is ready (fast: no git)."""
     from owl import agents
 
     job_id, ws, settings, driver = job["id"], ready.ws, ready.settings, ready.driver
     exempt = ready.exempt
     project = Path(job["project"])
-    if containing.hold(eng, job_id, driver.name, settings.sandbox):
+    if sandboxwait.hold(eng, job_id, driver.name, settings.sandbox):
         return None  # it waits for a sandbox, as it is: no Run, nothing spent
     before = ready.outside_before  # taken by the setup, off this thread
     plan, replies = carryon.plan_for(eng.store, job, driver, ws.worktree)
@@ -182,8 +98,8 @@ def launch(eng: Engine, job: dict[str, Any], ready: setupmod.Ready) -> int | Non
         outsidekeep.forget(eng.paths.logs, run_id)
         eng.store.finish_run(run_id, "interrupted", None, str(e), None)
         eng.store.apply(job_id, jobtable.Event.INTERRUPTED)
-        containing.learned(eng, e.problem)
-        containing.hold(eng, job_id, driver.name, settings.sandbox)
+        sandboxwait.learned(eng, e.problem)
+        sandboxwait.hold(eng, job_id, driver.name, settings.sandbox)
         return None
     eng.store.set_run(run_id, contained=wrapped.label)
     meter = meter_for(driver)
@@ -282,7 +198,7 @@ def meter_for(driver: Any) -> Meter | None:
     return Meter(driver.windows_in) if isinstance(driver, LiveWindows) else None
 
 
-def note_network(eng: Engine, lv: Live) -> None:
+def note_network(eng: State, lv: Live) -> None:
     """Once the Run's network helper has said how its network came out: the
     Run's label says so where it has none (pasta failed), not "own network"."""
     if lv.net_report is None or lv.contained is None:
@@ -301,7 +217,7 @@ def note_network(eng: Engine, lv: Live) -> None:
         log.warning("run %s: %s", lv.run_id, label)
 
 
-def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
+def failure_note(eng: State, job_id: int, run_id: int) -> str | None:
     runs = [r for r in eng.store.runs(job_id) if r["id"] != run_id]
     if runs and runs[-1]["outcome"] == "interrupted" and capwords.is_cap_stop(runs[-1]["reason"]):
         # told even to a fresh start: a second stop in a row blocks the Job
@@ -318,7 +234,7 @@ def failure_note(eng: Engine, job_id: int, run_id: int) -> str | None:
     return None
 
 
-def wait_agent(eng: Engine, lv: Live, popen: Any, offset: int) -> None:
+def wait_agent(eng: State, lv: Live, popen: Any, offset: int) -> None:
     """The agent's own waiting thread: its exit, and what its output said."""
 
     def session(sid: str) -> None:
@@ -365,7 +281,7 @@ def note_git_files(lv: Live, land: bool = False) -> None:
         log.warning("run %s: its git could not be read as it ended: %s", lv.run_id, e)
 
 
-def start_again(eng: Engine, lv: Live) -> bool:
+def start_again(eng: State, lv: Live) -> bool:
     """Start the same Run's agent again, at once, when its last start was lost
     for no fault of its own: a resume the CLI refused (afresh, with the
     handoff), or a sandbox whose set-up lost a race with the host
@@ -397,7 +313,7 @@ def start_again(eng: Engine, lv: Live) -> bool:
     return True
 
 
-def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
+def _spawn_again(eng: State, lv: Live, said: str) -> bool:
     """The agent started anew in the Run's sandbox, tree and log, `said` written first."""
     assert lv.driver is not None and lv.ctx is not None  # set by launch, with the agent
     lv.sink.settle()
@@ -457,7 +373,7 @@ def _spawn_again(eng: Engine, lv: Live, said: str) -> bool:
 
 
 def wait_proc(
-    eng: Engine,
+    eng: State,
     run_id: int,
     popen: Any,
     settle: Callable[[], Any] | None = None,

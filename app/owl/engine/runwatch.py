@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
 
 from owl import tree
 from owl.engine import budgeting, capwatch, runend, runstart
-from owl.engine.runstart import Live
+from owl.engine.live import Live
 
 
-def watch(eng: Engine, now: float) -> None:
+def watch(eng: State, now: float) -> None:
     capwatch.floor(eng, now)  # the disk under the floor holds the Runs there
     if not eng.live:
         return
@@ -41,7 +41,7 @@ def watch(eng: Engine, now: float) -> None:
         runend.note_untouchable(eng, lv)  # e.g. work handed to launchd, as soon as seen
 
 
-def refreeze(eng: Engine, lv: Live) -> None:
+def refreeze(eng: State, lv: Live) -> None:
     """A frozen Run whose freeze left some of it running is frozen again, on
     every pass, until all of it is stopped."""
     r = eng.core.runs.get(lv.run_id)
@@ -50,7 +50,7 @@ def refreeze(eng: Engine, lv: Live) -> None:
         runend.note_not_stopped(eng, lv)
 
 
-def record_pids(eng: Engine, lv: Live) -> None:
+def record_pids(eng: State, lv: Live) -> None:
     """Record the Run's processes as its tree knows them, where they changed:
     on every pass, and at once after a freeze, whose sweep may be the first
     to meet an agent frozen as soon as it started."""
@@ -62,11 +62,11 @@ def record_pids(eng: Engine, lv: Live) -> None:
         eng.note(lv.run_id, pids=lv.tree.identities())
 
 
-def owned(eng: Engine, pid: int) -> bool:
+def owned(eng: State, pid: int) -> bool:
     return any(lv.popen.pid == pid and lv.popen.returncode is None for lv in eng.live.values())
 
 
-def watch_log(eng: Engine, lv: Live, now: float) -> None:
+def watch_log(eng: State, lv: Live, now: float) -> None:
     # The sink keeps the log within LOG_CAP as it writes; here only a sign of life.
     seen = lv.sink.received
     if seen != lv.log_size:

@@ -12,17 +12,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
 
 from owl.engine import budgeting
 from owl.rules import shifts
 from owl.rules.lifecycle import Phase
-from owl.verbs import views
 
 log = logging.getLogger("owl.engine")
 
 
-def load_shift(eng: Engine) -> None:
+def load_shift(eng: State) -> None:
     sh = shifts.Shift.from_dict(eng.store.setting("shift"))
     if sh is not None and not sh.plausible(time.time()):
         log.warning(
@@ -34,10 +33,10 @@ def load_shift(eng: Engine) -> None:
         log.info("the stored Shift ended while the daemon was down")
         sh = None
         eng.store.set_setting("shift", None)
-    eng.set_shift(sh)
+    set_shift(eng, sh)
 
 
-def set_shift(eng: Engine, sh: shifts.Shift | None) -> None:
+def set_shift(eng: State, sh: shifts.Shift | None) -> None:
     now = eng.clock()
     eng.shift = sh
     if sh is not None:
@@ -47,7 +46,7 @@ def set_shift(eng: Engine, sh: shifts.Shift | None) -> None:
     budgeting.settle_all(eng)  # a Shift that spends lifts the headroom's holds
 
 
-def check_shift(eng: Engine) -> None:
+def check_shift(eng: State) -> None:
     if eng.shift is None:
         eng.shift_runs &= set(eng.live)
         return
@@ -58,11 +57,11 @@ def check_shift(eng: Engine) -> None:
     if why is not None:
         log.info("the Shift ended: %s", why)
         eng.store.set_setting("shift", None)
-        eng.set_shift(None)
+        set_shift(eng, None)
         eng.shift_runs &= set(eng.live)
 
 
-def ended(eng: Engine) -> dict[str, Any]:
+def ended(eng: State) -> dict[str, Any]:
     """What became of a Shift's live Runs as it ended: frozen (the person is
     here: the machine is theirs again) or carrying on (nobody is)."""
     mine = [eng.core.runs[i] for i in sorted(eng.shift_runs & set(eng.live)) if i in eng.core.runs]
@@ -82,21 +81,4 @@ def ended(eng: Engine) -> dict[str, Any]:
         "frozen": frozen,
         "running": going,
         "message": "Shift ended" + ("; " + "; ".join(said) if said else ""),
-    }
-
-
-def shift_view(eng: Engine) -> dict[str, Any] | None:
-    if eng.shift is None:
-        return None
-    sh, now = eng.shift, time.time()
-    return {
-        "on": True,
-        "ended": False,
-        "started_at": views.iso(sh.started_at),
-        "ends_at": views.iso(sh.ends_at),
-        "left_s": round(sh.left(now), 1),
-        "until_empty": sh.until_empty,
-        "require_power": sh.require_power,
-        "spend": sh.spend,
-        "held": eng.core.paused,
     }

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
+    from owl.engine.state import State
 
-from owl.engine import budgeting, capwatch, carryon, containing
+from owl.engine import budgeting, capwatch, carryon, containing, sandboxwait
 from owl.rules import scheduler
 from owl.engine import runend
 from owl.engine import runstart
@@ -32,7 +32,7 @@ from owl.rules import jobtable
 log = logging.getLogger("owl.engine")
 
 
-def maybe_start(eng: Engine, now: float) -> None:
+def maybe_start(eng: State, now: float) -> None:
     runend.record_pending_finishes(eng)
     budgeting.settle_all(eng)  # a reset passed, or the config moved the lines
     head = eng.store.first_pending()
@@ -68,24 +68,24 @@ def maybe_start(eng: Engine, now: float) -> None:
         )
         return
     while True:
-        decision = eng.decide()
+        decision = decide(eng)
         was, eng.waiting = eng.waiting, decision.waiting
         if decision.job is None:
             problem = eng.containment.problem
             if problem and eng.waiting and eng.waiting != was and problem in eng.waiting:
                 telling.uncontained(eng, problem)  # told as the wait begins, not at every look
             return
-        eng.start_job(decision.job.id, exempt=False)
+        start_job(eng, decision.job.id, exempt=False)
 
 
-def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
+def decide(eng: State, asked: bool = False) -> scheduler.Decision:
     """What the scheduler says now. Jobs the person stopped sit out the rest
     of this spell (`owl stop` ends this work, not work), unless `asked`."""
     aside = frozenset() if asked else frozenset(eng.set_aside)
     pending = eng.store.pending_agents()
     # agents that must be contained wait, while no sandbox can be made, as
     # agents waiting out a limit do; so do Jobs whose project asks for one
-    unsandboxed = containing.held_agents(eng, pending)
+    unsandboxed = sandboxwait.held_agents(eng, pending)
     sandboxless = frozenset(eng.containment.held) if eng.containment.problem else frozenset()
     limited = carryon.held_jobs_agents(
         pending,
@@ -133,7 +133,7 @@ def decide(eng: Engine, asked: bool = False) -> scheduler.Decision:
     return decision
 
 
-def project_cap(eng: Engine, project: str) -> int | None:
+def project_cap(eng: State, project: str) -> int | None:
     """The project's cap, from what is known now: its `.owl.toml` is read (git)
     on a thread of its own, and until it is first known no more of the
     project's Jobs start (0: not known yet, which the scheduler says so;
@@ -148,7 +148,7 @@ def project_cap(eng: Engine, project: str) -> int | None:
     return min(known) if known else None
 
 
-def settings_now(eng: Engine, project: str) -> Any:
+def settings_now(eng: State, project: str) -> Any:
     """The cached settings (or ProjectError) of a project, None if not yet known;
     a stale or missing entry is read again off this thread."""
     hit = eng.settings_cache.get(project)
@@ -163,13 +163,13 @@ def settings_now(eng: Engine, project: str) -> Any:
     return None if hit is None else hit[1]
 
 
-def learn_settings(eng: Engine, project: str, value: Any) -> None:
+def learn_settings(eng: State, project: str, value: Any) -> None:
     """A project's settings (or its ProjectError), read off this thread, known now."""
     eng.settings_reading.discard(project)
     eng.settings_cache[project] = (eng.clock(), value)
 
 
-def unknown_settings(eng: Engine) -> list[str]:
+def unknown_settings(eng: State) -> list[str]:
     """The projects with a live Run or a setup whose settings are not known now:
     the caps `decide` would have to take as 0. `owl start` reads them first."""
     busy = {lv.project for lv in eng.live.values()} | set(eng.setups.jobs().values())
@@ -178,7 +178,7 @@ def unknown_settings(eng: Engine) -> list[str]:
     )
 
 
-def start_job(eng: Engine, job_id: int, *, exempt: bool) -> None:
+def start_job(eng: State, job_id: int, *, exempt: bool) -> None:
     """Begin setting up the Job's worktree, on a thread of its own (see owl.git.setup);
     the agent starts when it is ready (`_setup_done`), a failure blocks the Job."""
     job = eng.store.job(job_id)
@@ -193,7 +193,7 @@ def start_job(eng: Engine, job_id: int, *, exempt: bool) -> None:
         job["agent"],
         eng.cfg.fallback or [],
         carryon.blocked_agents(eng.waits, time.time())
-        | containing.held_agents(eng, [job["agent"]]),
+        | sandboxwait.held_agents(eng, [job["agent"]]),
     )
     job = {**job, "agent": agent}
     eng.setups.begin(
@@ -209,7 +209,7 @@ def start_job(eng: Engine, job_id: int, *, exempt: bool) -> None:
     log.info("job %s: setting up its worktree", job_id)
 
 
-def record_setup(eng: Engine, job_id: int, fresh: dict[str, Any] | None) -> None:
+def record_setup(eng: State, job_id: int, fresh: dict[str, Any] | None) -> None:
     """From a setup's thread: write (or clear) the names of what it is about to
     make, on this thread, and return once they are written."""
 
@@ -224,7 +224,7 @@ def record_setup(eng: Engine, job_id: int, fresh: dict[str, Any] | None) -> None
     eng.call(write, timeout=30)
 
 
-def setup_done(eng: Engine, result: setupmod.Result) -> None:
+def setup_done(eng: State, result: setupmod.Result) -> None:
     """A setup came back: start the agent, block the Job, or leave it waiting."""
     job_id = result.job_id
     eng.setups.done(job_id)

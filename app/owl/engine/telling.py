@@ -13,15 +13,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from owl.engine.loop import Engine
-    from owl.engine.runstart import Live
+    from owl.engine.state import State
+    from owl.engine.live import Live
 
 from owl.notify import events as ev
 
 log = logging.getLogger("owl.engine")
 
 
-def _emit(eng: Engine, event: ev.Event, at: float | None = None) -> None:
+def _emit(eng: State, event: ev.Event, at: float | None = None) -> None:
     notifier = getattr(eng, "notifier", None)
     if notifier is None:
         return
@@ -31,7 +31,7 @@ def _emit(eng: Engine, event: ev.Event, at: float | None = None) -> None:
         log.exception("could not hand an event to the notifier")
 
 
-def run_ended(eng: Engine, lv: Live, state: str, wait: Any, at: float | None = None) -> None:
+def run_ended(eng: State, lv: Live, state: str, wait: Any, at: float | None = None) -> None:
     """A Run ended (at `at`, epoch) and its Job is `state`; `wait`: the agent's new
     usage-limit wait, if any. Told once the Run's git work is done, so `at` keeps
     a Run that ended while the person was there out of the away spell."""
@@ -65,17 +65,17 @@ def run_ended(eng: Engine, lv: Live, state: str, wait: Any, at: float | None = N
         _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time(), wait.kind))
 
 
-def limit_wait(eng: Engine, wait: Any) -> None:
+def limit_wait(eng: State, wait: Any) -> None:
     """An agent (or, as "budget", the whole queue) waits from now on: the headroom kept."""
     _emit(eng, ev.LimitWait(wait.agent, wait.until, wait.reason, time.time(), wait.kind))
 
 
-def window(eng: Engine, agent: str, reading: Any) -> None:
+def window(eng: State, agent: str, reading: Any) -> None:
     """An agent's window as it was just read (the briefing says how it moved)."""
     _emit(eng, ev.Window(agent, reading.window, reading.used, reading.seen))
 
 
-def verified(eng: Engine, job: dict[str, Any], checks: list[tuple[str, bool]]) -> None:
+def verified(eng: State, job: dict[str, Any], checks: list[tuple[str, bool]]) -> None:
     """A Job's checks, run again on demand, all passed: it is back in review."""
     _emit(
         eng,
@@ -92,12 +92,12 @@ def verified(eng: Engine, job: dict[str, Any], checks: list[tuple[str, bool]]) -
     )
 
 
-def job_gone(eng: Engine, job_id: int) -> None:
+def job_gone(eng: State, job_id: int) -> None:
     """The person dropped or accepted a Job: what was said of it is no news."""
     _emit(eng, ev.JobGone(job_id))
 
 
-def untouchable(eng: Engine, lv: Live, procs: list[dict[str, Any]]) -> None:
+def untouchable(eng: State, lv: Live, procs: list[dict[str, Any]]) -> None:
     for p in procs:
         _emit(
             eng,
@@ -111,21 +111,21 @@ def untouchable(eng: Engine, lv: Live, procs: list[dict[str, Any]]) -> None:
         )
 
 
-def cap_stop(eng: Engine, lv: Live, reason: str) -> None:
+def cap_stop(eng: State, lv: Live, reason: str) -> None:
     """A Run was stopped (or held) at one of its caps: memory, processes, the disk floor."""
     _emit(eng, ev.CapStop(lv.job_id, lv.run_id, lv.title, reason))
 
 
-def disk_full(eng: Engine, where: str, detail: str) -> None:
+def disk_full(eng: State, where: str, detail: str) -> None:
     _emit(eng, ev.DiskFull(where, detail))
 
 
-def uncontained(eng: Engine, problem: str) -> None:
+def uncontained(eng: State, problem: str) -> None:
     """Jobs wait because Runs cannot be contained here: told once a spell away."""
     _emit(eng, ev.Uncontained(problem))
 
 
-def reading(eng: Engine, idle_for: float | None, locked: bool | None, now: float) -> None:
+def reading(eng: State, idle_for: float | None, locked: bool | None, now: float) -> None:
     """The machine as just read (its quiet, and whether the screen is locked):
     the notifier turns it into presence. The engine wakes when quiet would count
     as away, should that come after idle.after."""

@@ -24,6 +24,9 @@ log = logging.getLogger("owl.diskroom")
 RESERVE = 512 * 1024  # enough for many records in SQLite's write-ahead log
 SPARE = 4 * 1024 * 1024  # the reserve is only made while this much more is free
 NAME = ".owl-room"
+# A new Job is refused when the database's disk has less than this free: what
+# is left is for the live Runs' records (and their logs), not for more work.
+MIN_FREE = 1024 * 1024
 
 
 class Reserve:
@@ -92,3 +95,18 @@ def write(reserve: Reserve | None, record: Callable[[], Any]) -> Any:
 def _full(e: sqlite3.OperationalError) -> bool:
     text = str(e).lower()
     return "full" in text or "disk i/o" in text
+
+
+def disk_full(folder: Path) -> str | None:
+    """Why no new Job may be queued for want of disk room under `folder`, or None."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free < MIN_FREE:
+        return (
+            f"the disk holding {folder} is full ({free // 1024} KB free): no new Jobs "
+            "until there is room; live Runs go on"
+        )
+    return None

@@ -27,13 +27,13 @@ from typing import Any
 from owl.git import guards
 from owl.git import jobstore
 from owl.git import outside
-from owl.git import safegit
 from owl.settings import project as projectmod
 from owl.git import workspace
 from owl.errors import Refused
+from owl.verbs.engine_side import Verbs
+from owl.verbs.holding import daemons_git
+from owl.verbs.views import LATER
 from owl.review import resign, signing
-
-LATER = "_later"  # a key of an answer: a callable(answer) -> answer, run off the engine
 
 
 def finish(answer: Any) -> Any:
@@ -122,17 +122,9 @@ def _held(engine: Any, job_id: int) -> Iterator[None]:
         yield
     finally:
         try:
-            engine.call(lambda: engine.verbs.release(job_id))
+            engine.call(lambda: Verbs(engine).release(job_id))
         except Refused:  # the daemon is stopping: nothing is held any more
             pass
-
-
-def daemons_git(engine: Any) -> contextlib.AbstractContextManager[None]:
-    """The git a verb runs carries the daemon's instance tag: should the daemon
-    die, its watchdog and the next start end it with the Runs (and the sweeper
-    each git runs under ends it at once; see owl.git.safegit)."""
-    instance = getattr(engine, "instance", "")
-    return safegit.tagged(OWL_INSTANCE=instance) if instance else contextlib.nullcontext()
 
 
 def _quietly(call: Any) -> None:
@@ -150,7 +142,7 @@ def drop(engine: Any, job_id: int, force: bool) -> dict:
 
 def _drop(engine: Any, job_id: int, force: bool) -> dict:
     e = engine
-    begun = e.call(lambda: e.verbs.drop_begin(job_id, force))
+    begun = e.call(lambda: Verbs(e).drop_begin(job_id, force))
     if "job" not in begun:
         return begun
     with _held(e, job_id):
@@ -159,11 +151,11 @@ def _drop(engine: Any, job_id: int, force: bool) -> dict:
         refusal = landed or guards.drop_refusal(begun["job"], force)
         if refusal:
             raise Refused(refusal)
-        answer = e.call(lambda: e.verbs.drop_commit(job_id, force))
+        answer = e.call(lambda: Verbs(e).drop_commit(job_id, force))
     job = answer.pop("workspace", None)
     if job is not None:
         answer["message"] += guards.drop_workspace(job)
-        e.call(lambda: e.verbs.verb_done(job_id))
+        e.call(lambda: Verbs(e).verb_done(job_id))
     return answer
 
 
@@ -199,9 +191,9 @@ def _accept(
     from owl.review import merge as mergemod
 
     e = engine
-    job = e.call(lambda: e.verbs.accept_begin(job_id, anyway))
+    job = e.call(lambda: Verbs(e).accept_begin(job_id, anyway))
     if job is None:
-        return e.call(lambda: e.verbs.accepted_already(job_id))
+        return e.call(lambda: Verbs(e).accepted_already(job_id))
     project = Path(job["project"])
     with _held(e, job_id):
         refusal = guards.bring_in(job, "accept") or guards.accept_refusal(job)
@@ -211,20 +203,20 @@ def _accept(
         # Recorded before any git changes anything: a crash from here on is
         # finished (or undone) at the next start (owl.verbs.recovery).
         e.call(
-            lambda: e.verbs.intend(
+            lambda: Verbs(e).intend(
                 job_id, "accept", {"merge": merge, "delete_branch": delete_branch}
             )
         )
         try:
             answer = _accept_git(e, project, job, merge, delete_branch, anyway, signer)
         except BaseException:
-            _quietly(lambda: e.call(lambda: e.verbs.verb_done(job_id)))  # nothing was changed
+            _quietly(lambda: e.call(lambda: Verbs(e).verb_done(job_id)))  # nothing was changed
             raise
     if delete_branch:
         try:
             mergemod.delete_merged_branch(project, job)
         finally:
-            _quietly(lambda: e.call(lambda: e.verbs.verb_done(job_id)))
+            _quietly(lambda: e.call(lambda: Verbs(e).verb_done(job_id)))
     return answer
 
 
@@ -268,12 +260,13 @@ def _accept_git(
             mergemod.prepare(project, job)
         elif delete_branch:
             mergemod.require_merged(project, job)
-    signed = _sign(e, project, job, signs) if signs is not None else signer
+    words = None if isinstance(signer, signing.Signer) else signer  # what to say, unsigned
+    signed = _sign(e, project, job, signs) if signs is not None else words
     merged = _merge(e, project, job, signs) if merge else None
     if delete_branch:
         mergemod.require_merged(project, job)  # refuses before anything changes
     worktree = Path(job["worktree"]) if job["worktree"] else None
-    e.call(lambda: e.verbs.verb_step(job_id, "removing"))
+    e.call(lambda: Verbs(e).verb_step(job_id, "removing"))
     try:
         workspace.remove(project, worktree)
     except (workspace.WorkspaceError, OSError) as err:
@@ -281,7 +274,7 @@ def _accept_git(
             f"cannot accept job {job_id}: its worktree could not be removed ({err})"
         ) from None
     past = job["state"] if anyway else None
-    return e.call(lambda: e.verbs.accept_commit(job_id, merged, delete_branch, past, signed))
+    return e.call(lambda: Verbs(e).accept_commit(job_id, merged, delete_branch, past, signed))
 
 
 def _sign(e: Any, project: Path, job: dict, signer: signing.Signer) -> str | None:
@@ -335,7 +328,7 @@ def verify(engine: Any, job_id: int, checks_from: str | None = None) -> dict:
     `checks_from`, as another commit the person names declares them (a
     `.owl.toml` they fixed on main after the Job was blocked by it)."""
     e = engine
-    job = e.call(lambda: e.verbs.verify_begin(job_id))
+    job = e.call(lambda: Verbs(e).verify_begin(job_id))
     with _held(e, job_id):
         project = Path(job["project"])
         ref = checks_from or job["base"] or "HEAD"
@@ -349,7 +342,7 @@ def verify(engine: Any, job_id: int, checks_from: str | None = None) -> dict:
             raise Refused(
                 f"{job['project']} declares no checks ([[checks]] in the .owl.toml of {where})"
             )
-        return e.call(lambda: e.verbs.verify_commit(job_id, settings.checks, commit, where))
+        return e.call(lambda: Verbs(e).verify_commit(job_id, settings.checks, commit, where))
 
 
 def source_words(commit: str, named: str | None) -> str:
@@ -380,4 +373,4 @@ def start(engine: Any) -> dict:
     for project in e.call(e.unknown_settings):
         value = projectmod.read(Path(project))
         e.call(lambda p=project, v=value: e.learn_settings(p, v))
-    return finish(e.call(e.verbs.start_now))
+    return finish(e.call(Verbs(e).start_now))

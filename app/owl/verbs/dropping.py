@@ -15,9 +15,8 @@ from owl.engine import telling
 from owl.errors import Refused
 from owl.git import guards
 from owl.rules import jobtable
-from owl.verbs import caller_side as verbwork
 from owl.verbs import verifying
-from owl.verbs.holding import Holding, job_row
+from owl.verbs.holding import Holding, daemons_git, job_row
 
 log = logging.getLogger("owl.engine")
 
@@ -98,7 +97,7 @@ class DropVerbs(Holding):
         """A dropped Job's workspace, removed (on a thread of its own) once its Run
         ended; what became of the branch (the tip and how to bring it back) is kept
         as the Job's reason, written on the engine thread."""
-        with verbwork.daemons_git(self.engine):
+        with daemons_git(self.engine):
             said = guards.drop_workspace(job)
         log.info("job %s dropped%s", job["id"], said)
         verifying.on_engine(

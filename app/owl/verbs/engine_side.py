@@ -1,7 +1,9 @@
 """What people ask of the engine: the verbs behind `owl` and the tray menu.
 
-`Verbs` holds the engine (`Engine.verbs`). Every method runs on the engine
-thread (through `Engine.call`), so it may read and change the engine's state,
+`Verbs(engine)` holds the engine and nothing else, so whoever asks (the
+daemon's dispatch, `owl.verbs.caller_side`) makes one where it asks; the
+engine knows nothing of it. Every method runs on the engine thread (through
+`Engine.call`), so it may read and change the engine's state,
 and refuses with `Refused`, whose one line says why. The Run lifecycle's own
 rules stay in `lifecycle.py`: a verb asks the core and carries out what it
 says, like any other event.
@@ -19,11 +21,9 @@ meanwhile; that verb says so in words.
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import sqlite3
 import time
-from pathlib import Path
 from typing import Any
 
 from owl.engine import shiftwork
@@ -31,20 +31,18 @@ from owl.rules import jobrules
 from owl.rules import lifecycle
 from owl.rules import shifts
 from owl.rules import timefmt
-from owl.verbs import caller_side as verbwork
+from owl.verbs import looking, views
 from owl.verbs.accepting import AcceptVerbs
 from owl.verbs.dropping import DropVerbs
-from owl.verbs.holding import job_row as job_row  # the engine reads it from here too
+from owl.verbs.holding import job_row
 from owl.verbs.verifying import VerifyVerbs
 from owl.errors import Refused
+from owl.store import diskroom
 from owl.rules import jobtable
 
 log = logging.getLogger("owl.engine")
 
 MAX_PROMPT = 100_000  # bytes; long context belongs in a file in the project
-# A new Job is refused when the database's disk has less than this free: what
-# is left is for the live Runs' records (and their logs), not for more work.
-MIN_FREE = 1024 * 1024
 
 
 def check_prompt(
@@ -65,21 +63,6 @@ def check_prompt(
             f"the {what} is {size:,} bytes; the limit is {MAX_PROMPT:,}"
             + (" (put long context in a file in the project)" if what == "prompt" else "")
         )
-
-
-def disk_full(folder: Path) -> str | None:
-    """Why no new Job may be queued for want of disk room under `folder`, or None."""
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return None
-    free = st.f_bavail * st.f_frsize
-    if free < MIN_FREE:
-        return (
-            f"the disk holding {folder} is full ({free // 1024} KB free): no new Jobs "
-            "until there is room; live Runs go on"
-        )
-    return None
 
 
 def wait_words(waits: dict[str, jobrules.Wait], agent: str | None, now: float) -> str | None:
@@ -117,10 +100,10 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         except sqlite3.OperationalError as e:  # SQLITE_FULL, an I/O error
             raise Refused(f"cannot queue the job: {self.engine.paths.db}: {e}") from None
         self.engine.note_queued()
-        return self.engine.job_view(job_id)
+        return looking.job_view(self.engine, job_id)
 
     def _refuse_if_full(self) -> None:
-        full = disk_full(self.engine.paths.db.parent)
+        full = diskroom.disk_full(self.engine.paths.db.parent)
         if full:
             raise Refused(full)
 
@@ -173,7 +156,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
                 "and input will not freeze it",
             }
 
-        return {"job_id": job_id, verbwork.LATER: later}
+        return {"job_id": job_id, views.LATER: later}
 
     def pause(self) -> dict:
         if self.engine.core.paused:  # the goal already holds: say so, and succeed
@@ -239,7 +222,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
             job_id, jobtable.Event.EXTEND, reason=None, attempts=job["attempts"] + more
         )
         self.engine.note_queued()
-        return self.engine.job_view(job_id)
+        return looking.job_view(self.engine, job_id)
 
     def reply(self, job_id: int, text: str, first: bool = False) -> dict:
         """`owl jobs reply`: the person's words send a Job back to the queue.
@@ -265,7 +248,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         if first:
             self.engine.store.move(job_id, 1)
         self.engine.note_queued()
-        view = self.engine.job_view(job_id)
+        view = looking.job_view(self.engine, job_id)
         view["message"] = (
             f"job {job_id} is queued again at position {view['position']}; "
             "its next Run is given your reply"
@@ -316,7 +299,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         if not isinstance(position, int) or position < 1 or position > n:
             raise Refused(f"position {position} is outside the queue (1 to {n})")
         self.engine.store.move(job_id, position)
-        return self.engine.job_view(job_id)
+        return looking.job_view(self.engine, job_id)
 
     def shift_start(
         self,
@@ -341,7 +324,7 @@ class Verbs(DropVerbs, AcceptVerbs, VerifyVerbs):
         extended = self.engine.shift is not None and not replace
         self.engine.store.set_setting("shift", sh.to_dict())
         self.engine.set_shift(sh)
-        view = self.engine.shift_view()
+        view = looking.shift_view(self.engine)
         assert view is not None  # a Shift is on: its view is always there
         left = timefmt.duration(sh.left(time.time()), coarse=True)
         view["message"] = (

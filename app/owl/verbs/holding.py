@@ -10,13 +10,15 @@ crash in the middle is finished or undone at the next start
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from owl.errors import Refused
+from owl.git import safegit
 
 if TYPE_CHECKING:
     from owl.engine.loop import Engine
-    from owl.engine.runstart import Live
+    from owl.engine.live import Live
 
 
 def job_row(store: Any, job_id: Any) -> dict:
@@ -25,6 +27,14 @@ def job_row(store: Any, job_id: Any) -> dict:
     if job is None:
         raise Refused(f"no job {job_id}")
     return job
+
+
+def daemons_git(engine: Any) -> contextlib.AbstractContextManager[None]:
+    """The git a verb runs carries the daemon's instance tag: should the daemon
+    die, its watchdog and the next start end it with the Runs (and the sweeper
+    each git runs under ends it at once; see owl.git.safegit)."""
+    instance = getattr(engine, "instance", "")
+    return safegit.tagged(OWL_INSTANCE=instance) if instance else contextlib.nullcontext()
 
 
 class Holding:

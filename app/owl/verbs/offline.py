@@ -21,7 +21,8 @@ from owl.settings import daemonlock
 from owl.settings.paths import Paths
 from owl.store.db import Store
 from owl.verbs import caller_side, views
-from owl.verbs.engine_side import check_prompt, disk_full
+from owl.store.diskroom import disk_full
+from owl.verbs.engine_side import check_prompt
 
 
 @contextlib.contextmanager

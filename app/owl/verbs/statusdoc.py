@@ -16,21 +16,20 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from owl.engine.loop import AWAKE_WHY
 from owl.idle import state as idle_policy
 from owl.rules.jobtable import QUEUED
 from owl.store.db import Store
 from owl.verbs.views import iso, outside_lines
 
 if TYPE_CHECKING:  # types only
-    from owl.engine.runend import Unrecorded
-    from owl.engine.runstart import Live
+    from owl.engine.live import Unrecorded
+    from owl.engine.live import Live
     from owl.idle.machine import Reading
     from owl.power.base import Inhibitor
     from owl.rules.jobrules import Wait
     from owl.rules.lifecycle import Core
     from owl.settings.config import Config
-
-AWAKE_WHY = "an agent is working"
 
 
 @dataclass(frozen=True)

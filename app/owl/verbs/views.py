@@ -22,6 +22,9 @@ from owl.store.db import Store
 from owl.rules.jobtable import ENDED, NEEDS_YOU, QUEUED, STATES, State
 
 
+LATER = "_later"  # a key of an answer: a callable(answer) -> answer, run off the engine
+
+
 def with_unrecorded(unrecorded: list, view: dict) -> dict:
     """A Job's view with its Runs that ended while the disk was full shown as
     `ending`, with the time they ended, as `owl status` shows them."""
