@@ -14,7 +14,7 @@ other destination is closed in its namespace.
 In every case the host's own addresses and link-local are closed in the
 Run's namespace before the agent starts (``netroutes.py``, which also names
 the namespace to pasta: see `_pasta`), and where the host's resolver is on
-its loopback the Run's resolv.conf names pasta's DNS forward (`_resolver`).
+its loopback the Run's resolv.conf names pasta's DNS forward (``netdns.py``).
 
 Why: a sandbox that shares the host's network namespace shares its abstract
 Unix sockets too, and the X server listens on one (``@/tmp/.X11-unix/X0``): any
@@ -73,10 +73,11 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from owl.sandbox import handoff
-else:  # run as a script (-I -S): its sibling, after the standard library
+    from owl.sandbox import handoff, netdns
+else:  # run as a script (-I -S): its siblings, after the standard library
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     import handoff
+    import netdns
 
 READY_TIMEOUT = 10.0
 ROUTES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netroutes.py")
@@ -176,7 +177,7 @@ def _read_now(fd: int) -> str:
 
 
 def _pasta(
-    pasta: str, ports: str, holder: int, folder: str, dns: str | None, userns: bool
+    pasta: str, ports: str, holder: int, folder: str, dns: list[str], userns: bool
 ) -> tuple[str | None, int | None]:
     """Attach pasta to the namespaces of bwrap's child: (why not or None, a
     pidfd of pasta as it runs on in the background).
@@ -195,9 +196,11 @@ def _pasta(
     0700): pasta stays after the sandbox's last process has gone (measured),
     so it is ended here then.
 
-    ``dns``: an address of the namespace's whose port 53 pasta forwards to the
-    host's resolver (the host's one is on its loopback, which the Run's own
-    loopback is not).
+    ``dns``: pasta's options that forward DNS to the host's resolver, on its
+    loopback (``netdns.py``). A pasta that fails with them (Debian 12's has
+    no ``--dns-host``: "unrecognized option") is started again without, and
+    the Run keeps the host's resolv.conf: a network without names rather
+    than none.
 
     It starts with SIGTERM blocked: it has a handler of its own for it, which
     an inherited SIG_IGN does not stop."""
@@ -216,16 +219,24 @@ def _pasta(
         "-U",
         "none",
     ]
-    if _ipv4_default():
+    if netdns.ipv4_default():
         argv.append("-4")  # IPv4 only: its start takes half the time (measured 45 -> 28 ms)
-    if dns is not None:
-        argv += ["--dns-forward", dns]
+    tail: list[str] = []
     if os.getuid() == 0:
-        argv += ["--runas", "0"]  # else it drops to nobody, and cannot join
+        tail += ["--runas", "0"]  # else it drops to nobody, and cannot join
     if userns:
-        argv += ["--userns", f"/proc/{holder}/ns/user"]
+        tail += ["--userns", f"/proc/{holder}/ns/user"]
     pid_file = os.path.join(folder, "pasta.pid")
-    argv += ["--pid", pid_file, "--netns", f"/proc/{holder}/ns/net", "--no-netns-quit"]
+    tail += ["--pid", pid_file, "--netns", f"/proc/{holder}/ns/net", "--no-netns-quit"]
+    why, fd = _start_pasta([*argv, *dns, *tail], pid_file)
+    if why is not None and dns:  # the network matters more than its names
+        netdns.keep_hosts(folder)
+        why, fd = _start_pasta([*argv, *tail], pid_file)
+    return why, fd
+
+
+def _start_pasta(argv: list[str], pid_file: str) -> tuple[str | None, int | None]:
+    """pasta started with ``argv``: (why not or None, its pidfd)."""
     try:
         err_r, err_w = os.pipe()
         try:
@@ -265,18 +276,6 @@ def _own_userns(pid: int) -> bool:
         return os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
     except OSError:
         return os.getuid() != 0
-
-
-def _ipv4_default() -> bool:
-    """Whether the host has an IPv4 default route: then the Run's network is
-    IPv4 only (its start waits no more for IPv6's set-up); a host reached
-    over IPv6 alone keeps both."""
-    try:
-        with open("/proc/net/route", "rb") as f:
-            rows = f.read().splitlines()[1:]
-    except OSError:
-        return False
-    return any(len(r.split()) > 7 and r.split()[1] == b"00000000" for r in rows)
 
 
 def _pidfd(pid: int, pid_file: str) -> int | None:
@@ -387,7 +386,7 @@ class _Pasta:
 
 
 def _attach(
-    helper: str, ports: str, pid: int, folder: str, dns: str | None, holder: _Holder
+    helper: str, ports: str, pid: int, folder: str, dns: list[str], holder: _Holder
 ) -> tuple[str | None, _Pasta | _Slirp | None]:
     """The namespace's network, by whichever helper was named, with the host's
     own addresses and link-local closed in it first (``netroutes.py``): (why
@@ -493,7 +492,7 @@ def _own_folder() -> str:
 
 
 def _clean(folder: str) -> None:
-    for name in ("pasta.pid", "resolv.conf"):
+    for name in ("pasta.pid", netdns.RESOLV):
         try:
             os.unlink(os.path.join(folder, name))
         except OSError:
@@ -502,59 +501,6 @@ def _clean(folder: str) -> None:
         os.rmdir(folder)
     except OSError:
         pass
-
-
-def _on_loopback(address: str) -> bool:
-    return address.startswith("127.") or address in ("::1", "0.0.0.0")
-
-
-def _ipv4_gateway() -> str | None:
-    """The host's IPv4 default gateway (``/proc/net/route``), which pasta
-    gives the Run's namespace as its own."""
-    try:
-        with open("/proc/net/route", "rb") as f:
-            rows = [r.split() for r in f.read().splitlines()[1:]]
-    except OSError:
-        return None
-    for r in rows:
-        if len(r) > 7 and r[1] == b"00000000" and r[2] != b"00000000":
-            return ".".join(str(b) for b in int(r[2], 16).to_bytes(4, "little"))
-    return None
-
-
-def _resolver(folder: str) -> tuple[str | None, list[str]]:
-    """Where the host's resolver is on its loopback (systemd-resolved's stub
-    at 127.0.0.53, dnsmasq's at 127.0.0.1), which the Run's own loopback is
-    not: (the address pasta forwards DNS from, the bwrap options that lay a
-    resolv.conf naming it over the host's); else (None, []).
-
-    The address is the namespace's gateway (the host's, which pasta gives
-    it): port 53 there is pasta's forward to the host's resolver; what else
-    goes there went to the gateway before. Every other line of the host's
-    file (search, options, its other name servers) is kept."""
-    try:
-        with open("/etc/resolv.conf", "rb") as f:
-            text = f.read(1 << 16).decode(errors="replace")
-    except OSError:
-        return None, []
-    lines = text.splitlines()
-    servers = [
-        ln.split()[1] for ln in lines if ln.split()[:1] == ["nameserver"] and len(ln.split()) > 1
-    ]
-    if not any(_on_loopback(a) for a in servers):
-        return None, []
-    gateway = _ipv4_gateway()
-    if gateway is None:
-        return None, []
-    kept = [ln for ln in lines if ln.split()[:1] != ["nameserver"]]
-    others = [f"nameserver {a}" for a in servers if not _on_loopback(a)][:2]
-    path = os.path.join(folder, "resolv.conf")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, "\n".join([f"nameserver {gateway}", *others, *kept, ""]).encode())
-    finally:
-        os.close(fd)
-    return gateway, ["--ro-bind", path, os.path.realpath("/etc/resolv.conf")]
 
 
 def _with_options(bwrap: list[str], more: list[str]) -> list[str]:
@@ -651,9 +597,9 @@ def _run(
     options and filter handed over by fds; bwrap's exit status once it has
     ended, and whether it failed at its own start said in ``--setup``'s file."""
     net = args.helper != "-" and folder is not None
-    dns: str | None = None
+    dns: list[str] = []
     if net and folder is not None and not cut and not _is_slirp(args.helper):
-        dns, options = _resolver(folder)
+        dns, options = netdns.resolver(folder)
         bwrap = _with_options(bwrap, options)
     status_r, status_w = os.pipe()
     extra = ["--json-status-fd", str(status_w)]
@@ -695,7 +641,7 @@ def _is_slirp(helper: str) -> bool:
 
 
 def _network(
-    args: _Args, info_r: int, ports: str, folder: str, dns: str | None, holder: _Holder
+    args: _Args, info_r: int, ports: str, folder: str, dns: list[str], holder: _Holder
 ) -> _Pasta | _Slirp | None:
     """The Run's network, once bwrap has said its child's pid (None: none made)."""
     pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
