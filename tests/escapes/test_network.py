@@ -173,15 +173,40 @@ def verdict(log: str, label: str) -> None:
     assert ", own network" in label, label
 
 
+# Another pasta to run the tests with (Debian 13's: `dpkg-deb -x` of
+# trixie's passt, run through trixie's ld.so where the host's glibc is older).
+PASTAS = ["pasta", *filter(None, [os.environ.get("OWL_TEST_PASTA")])]
+INTERNET6 = 'if reach $INTERNET6; then echo "reached: the internet, IPv6"; fi\n'
+
+
+def on_path(pasta: str, folder: Path) -> dict[str, str]:
+    """The daemon's PATH, finding ``pasta`` under that name first."""
+    if pasta == "pasta":
+        return {}
+    bin_dir = folder / "pasta-bin"
+    bin_dir.mkdir(mode=0o755)
+    (bin_dir / "pasta").symlink_to(pasta)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def forwards_to_a_loopback_resolver(pasta: str) -> bool:
+    """Whether this pasta can forward IPv6 DNS to the host's resolver on its
+    IPv4 loopback (``--dns-host``; Debian 12's has none)."""
+    asked = [pasta, "--dns-host", "::1", "--version"]  # "unrecognized option" where none
+    return subprocess.run(asked, capture_output=True, check=False).returncode == 0
+
+
 @pytest.mark.timeout(600)
-def test_a_roots_run_reaches_no_address_of_the_host_and_resolves_names(base: Path) -> None:
-    programs("bwrap", "pasta", "ip")
+@pytest.mark.parametrize("pasta", PASTAS)
+def test_a_roots_run_reaches_no_address_of_the_host_and_resolves_names(
+    base: Path, pasta: str
+) -> None:
+    programs("bwrap", pasta, "ip")
     home = person(base)
     proj = project(base)
     with T.test_net() as net:
-        d = NetOwl(
-            net, base / "owl", config(script(base, net)), env={"HOME": str(home), "AGENT_PIDS": ""}
-        )
+        env = {"HOME": str(home), "AGENT_PIDS": "", **on_path(pasta, base)}
+        d = NetOwl(net, base / "owl", config(script(base, net)), env=env)
         with d:
             job = d.add("do the work", proj)
             d.ok("start")
@@ -228,29 +253,6 @@ def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names
         j, _ = run_once(d, proj)
         label = j["runs"][-1]["contained"]
         assert ", no network: pasta: " in label and "own network" not in label, label
-
-
-# Another pasta to run the IPv6 test with (Debian 13's: `dpkg-deb -x` of
-# trixie's passt, run through trixie's ld.so where the host's glibc is older).
-PASTAS = ["pasta", *filter(None, [os.environ.get("OWL_TEST_PASTA")])]
-INTERNET6 = 'if reach $INTERNET6; then echo "reached: the internet, IPv6"; fi\n'
-
-
-def on_path(pasta: str, folder: Path) -> dict[str, str]:
-    """The daemon's PATH, finding ``pasta`` under that name first."""
-    if pasta == "pasta":
-        return {}
-    bin_dir = folder / "pasta-bin"
-    bin_dir.mkdir(mode=0o755)
-    (bin_dir / "pasta").symlink_to(pasta)
-    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-
-
-def forwards_to_a_loopback_resolver(pasta: str) -> bool:
-    """Whether this pasta can forward IPv6 DNS to the host's resolver on its
-    IPv4 loopback (``--dns-host``; Debian 12's has none)."""
-    asked = [pasta, "--dns-host", "::1", "--version"]  # "unrecognized option" where none
-    return subprocess.run(asked, capture_output=True, check=False).returncode == 0
 
 
 @pytest.mark.timeout(900)
