@@ -41,9 +41,21 @@ host, port = sys.argv[1], int(sys.argv[2])
 family = socket.AF_INET6 if ":" in host else socket.AF_INET
 s = socket.socket(family)
 s.settimeout(5)
-s.connect((host, port))
+s.connect(socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4])  # with its zone
 assert s.recv(5) == b"hello"' "$1" "$PORT"
 }
+# The Run's own link-local address out of its duplicate check (a second or
+# so after its interface came up), so that the way below is tried in earnest.
+python3 -c 'import time
+end = time.monotonic() + 10
+while time.monotonic() < end:
+    rows = [r.split() for r in open("/proc/net/if_inet6")]
+    if not any(r[0].startswith("fe80") and int(r[4], 16) & 0x40 for r in rows):
+        break
+    time.sleep(0.05)'
+ZONE=$(python3 -c 'import socket; print([n for _, n in socket.if_nameindex() if n != "lo"][0])')
+try "a link-local address of the host's, IPv6, named with its zone" 'reach $LINK_LOCAL6%$ZONE'
+try "a link-local address on the host's link (a metadata service)" 'reach $METADATA'
 try "a link-local address of the host's" 'reach $LINK_LOCAL'
 try "another address of the host's (a bridge's)" 'reach $OTHER'
 try "the host's LAN address" 'reach $LAN'
@@ -52,6 +64,8 @@ try "another address of the host's, IPv6" 'reach $OTHER6'
 if getent hosts "$NAME" | grep -q "$ADDRESS"; then echo "resolved: $NAME"; else echo "unresolved: $NAME"; fi
 """
 WAYS = (
+    "a link-local address of the host's, IPv6, named with its zone",
+    "a link-local address on the host's link (a metadata service)",
     "a link-local address of the host's",
     "another address of the host's (a bridge's)",
     "the host's LAN address",
@@ -60,6 +74,7 @@ WAYS = (
 )
 KNOWN = {
     "PORT": T.PORT,
+    "METADATA": T.METADATA,
     "LINK_LOCAL": T.LINK_LOCAL,
     "OTHER": T.OTHER,
     "LAN": T.LAN,
@@ -70,11 +85,15 @@ KNOWN = {
 }
 
 
-def script(folder: Path, resolve: bool = True) -> list[str]:
+def known(net: T.TestNet) -> dict[str, object]:
+    """What the attack's script is told of the stand-in host."""
+    return {**KNOWN, "LINK_LOCAL6": T.link_local6(net), "INTERNET6": T.INTERNET6}
+
+
+def script(folder: Path, net: T.TestNet, more: str = "") -> list[str]:
     path = folder / "attack.sh"
-    head = "".join(f"{k}={v}\n" for k, v in KNOWN.items())
-    probe = PROBE if resolve else PROBE.split("if getent")[0]
-    path.write_text(TRY + head + probe + WORK)
+    head = "".join(f"{k}={v}\n" for k, v in known(net).items())
+    path.write_text(TRY + head + PROBE + more + WORK)
     path.chmod(0o755)
     return ["bash", str(path)]
 
@@ -142,21 +161,52 @@ class NetUserOwl(UserOwl):
 QUIET = {"AGENT_PIDS": ""}  # a contained Run cannot note its pids in the home
 
 
+def said(log: str, line: str) -> bool:
+    """Whether the Run's log has ``line`` as a line of its own ("resolved: …"
+    is also the tail of "unresolved: …")."""
+    return line in log.splitlines()
+
+
 def verdict(log: str, label: str) -> None:
     refused(log, *WAYS)
-    assert f"resolved: {T.NAME}" in log, log  # through pasta, to the host's 127.0.0.53
+    assert said(log, f"resolved: {T.NAME}"), log  # through pasta, to the host's 127.0.0.53
     assert ", own network" in label, label
 
 
+# Another pasta to run the tests with (Debian 13's: `dpkg-deb -x` of
+# trixie's passt, run through trixie's ld.so where the host's glibc is older).
+PASTAS = ["pasta", *filter(None, [os.environ.get("OWL_TEST_PASTA")])]
+INTERNET6 = 'if reach $INTERNET6; then echo "reached: the internet, IPv6"; fi\n'
+
+
+def on_path(pasta: str, folder: Path) -> dict[str, str]:
+    """The daemon's PATH, finding ``pasta`` under that name first."""
+    if pasta == "pasta":
+        return {}
+    bin_dir = folder / "pasta-bin"
+    bin_dir.mkdir(mode=0o755)
+    (bin_dir / "pasta").symlink_to(pasta)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def forwards_to_a_loopback_resolver(pasta: str) -> bool:
+    """Whether this pasta can forward IPv6 DNS to the host's resolver on its
+    IPv4 loopback (``--dns-host``; Debian 12's has none)."""
+    asked = [pasta, "--dns-host", "::1", "--version"]  # "unrecognized option" where none
+    return subprocess.run(asked, capture_output=True, check=False).returncode == 0
+
+
 @pytest.mark.timeout(600)
-def test_a_roots_run_reaches_no_address_of_the_host_and_resolves_names(base: Path) -> None:
-    programs("bwrap", "pasta", "ip")
+@pytest.mark.parametrize("pasta", PASTAS)
+def test_a_roots_run_reaches_no_address_of_the_host_and_resolves_names(
+    base: Path, pasta: str
+) -> None:
+    programs("bwrap", pasta, "ip")
     home = person(base)
     proj = project(base)
     with T.test_net() as net:
-        d = NetOwl(
-            net, base / "owl", config(script(base)), env={"HOME": str(home), "AGENT_PIDS": ""}
-        )
+        env = {"HOME": str(home), "AGENT_PIDS": "", **on_path(pasta, base)}
+        d = NetOwl(net, base / "owl", config(script(base, net)), env=env)
         with d:
             job = d.add("do the work", proj)
             d.ok("start")
@@ -194,7 +244,7 @@ def run_once(d: OwlDaemon, proj: Path) -> tuple[dict, str]:
 def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names() -> None:
     programs("bwrap", "pasta", "ip", "setpriv")
     with ordinary_user() as (user, root, shared, proj), T.test_net() as net:
-        cfg = config(script(root))
+        cfg = config(script(root, net))
         d = NetUserOwl(net, True, root / "owl", user, shared, config=cfg, env=QUIET)
         j, log = run_once(d, proj)
         verdict(log, j["runs"][-1]["contained"])
@@ -206,26 +256,38 @@ def test_an_ordinary_users_run_reaches_no_address_of_the_host_and_resolves_names
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("pasta", PASTAS)
 @pytest.mark.parametrize("who", ["root", "an ordinary user"])
 def test_on_a_machine_with_ipv6_alone_no_address_of_the_host_is_reached(
-    base: Path, who: str
+    base: Path, who: str, pasta: str
 ) -> None:
     """Where the machine's only default route is IPv6's, pasta gives the Run
-    IPv6 too, and another of the host's IPv6 addresses answered from inside."""
-    programs("bwrap", "pasta", "ip", "setpriv")
+    IPv6 too: another of the host's IPv6 addresses answered from inside, and
+    so did the host's link-local address named with the Run's interface as
+    its zone (the kernel's fe80::/64 route on it outranked a prohibit route).
+    The Run still reaches the internet by IPv6 through a link-local gateway,
+    and resolves names through the resolver on the host's loopback."""
+    programs("bwrap", pasta, "ip", "setpriv")
     home = person(base)
     with T.test_net(ipv4=False) as net:
         if who == "root":
-            cfg = config(script(base, resolve=False))
-            d: OwlDaemon = NetOwl(net, base / "owl", cfg, env={"HOME": str(home), **QUIET})
+            cfg = config(script(base, net, INTERNET6))
+            env = {"HOME": str(home), **QUIET, **on_path(pasta, base)}
+            d: OwlDaemon = NetOwl(net, base / "owl", cfg, env=env)
             j, log = run_once(d, project(base))
         else:
             with ordinary_user() as (user, root, shared, proj):
-                cfg = config(script(root, resolve=False))
-                d = NetUserOwl(net, True, root / "owl", user, shared, config=cfg, env=QUIET)
+                cfg = config(script(root, net, INTERNET6))
+                env = {**QUIET, **on_path(pasta, root)}  # a folder the user can enter
+                d = NetUserOwl(net, True, root / "owl", user, shared, config=cfg, env=env)
                 j, log = run_once(d, proj)
     refused(log, *WAYS)
     assert ", own network" in j["runs"][-1]["contained"]
+    assert said(log, "reached: the internet, IPv6"), log
+    if forwards_to_a_loopback_resolver(pasta):
+        assert said(log, f"resolved: {T.NAME}"), log
+    else:  # the Run keeps the host's resolv.conf: a network without names
+        assert said(log, f"unresolved: {T.NAME}"), log
 
 
 ALLOW_PROBE = r"""
@@ -252,22 +314,24 @@ ALLOW_WAYS = (
     "a name not on the allow-list, through the proxy",
     "the allowed host's address, directly",
     "another address, directly",
+    "a link-local address of the host's, IPv6, named with its zone",
+    "a link-local address on the host's link (a metadata service)",
     "a link-local address of the host's",
     "another address of the host's (a bridge's)",
 )
 
 
-def allow_config(folder: Path) -> dict:
+def allow_config(folder: Path, net: T.TestNet) -> dict:
     """A config whose Runs try the ways out of an allow-list (and do their work)."""
     path = folder / "attack.sh"
-    known = {
-        **KNOWN,
+    told = {
+        **known(net),
         "ALLOWED": T.ALLOWED,
         "DENIED": T.DENIED,
         "ALLOWED_AT": T.ALLOWED_AT,
         "DENIED_AT": T.DENIED_AT,
     }
-    head = "".join(f"{k}={v}\n" for k, v in known.items())
+    head = "".join(f"{k}={v}\n" for k, v in told.items())
     path.write_text(TRY + head + PROBE.split("if getent")[0] + ALLOW_PROBE + WORK)
     path.chmod(0o755)
     cfg = config(["bash", str(path)])
@@ -285,16 +349,16 @@ def test_an_allow_list_lets_through_its_hosts_only(base: Path, who: str) -> None
     with T.test_net() as net:
         if who == "root":
             proj = project(base)
-            cfg = allow_config(base)
+            cfg = allow_config(base, net)
             d: OwlDaemon = NetOwl(net, base / "owl", cfg, env={"HOME": str(home), **QUIET})
             j, log = run_once(d, proj)
         else:
             with ordinary_user() as (user, root, shared, proj):
-                cfg = allow_config(root)
+                cfg = allow_config(root, net)
                 d = NetUserOwl(net, True, root / "owl", user, shared, config=cfg, env=QUIET)
                 j, log = run_once(d, proj)
     refused(log, *ALLOW_WAYS)
-    assert f"reached: {T.ALLOWED}" in log, log
+    assert said(log, f"reached: {T.ALLOWED}"), log
     label = j["runs"][-1]["contained"]
     assert label.endswith(", network: allow-list (1 host); unix sockets: none"), label
     if who == "root":

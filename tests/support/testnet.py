@@ -27,14 +27,21 @@ from support.need import missing, programs
 
 PORT = 47077
 # The stand-in host: its LAN address (the default route's), a second
-# interface's (a bridge's, a VPN's), a link-local one, and IPv6 alike.
+# interface's (a bridge's, a VPN's), a link-local one, and IPv6 alike; and
+# a link-local address of another machine on its link (a cloud's metadata
+# service: the other end of the host's interface).
 LAN, OTHER, LINK_LOCAL = "10.77.0.2", "10.88.0.2", "169.254.77.77"
 LAN6, OTHER6, GATEWAY6 = "fd77::2", "fd88::2", "fd77::1"
+METADATA = "169.254.169.254"
+# Where the default route is IPv6's alone, its gateway is a router's
+# link-local address, as on most IPv6 networks (pasta gives it the Run).
+GATEWAY6_LINK = "fe80::1"
 NAME, ADDRESS = "owl-test.example", "10.99.0.9"  # what the stand-in resolver answers
 # "The internet": a namespace beyond the stand-in host's, reached through it,
 # with a host for an allowed name and one for a name not allowed.
 ALLOWED, DENIED = "allowed.example", "denied.example"
 ALLOWED_AT, DENIED_AT = "198.51.100.10", "198.51.100.11"
+INTERNET6 = "2001:db8:51::10"  # the internet's host, by IPv6
 
 SERVER = r"""
 import socket, sys, threading
@@ -102,7 +109,8 @@ def test_net(*, ipv4: bool = True) -> Iterator[TestNet]:
     """The stand-in machine, with a listener on every one of its addresses
     (port ``PORT``, answering ``hello``) and a resolver on 127.0.0.53 that
     answers ``NAME`` with ``ADDRESS``. ``ipv4=False``: the machine's default
-    route is IPv6's only (pasta then gives the Run IPv6 too)."""
+    route is IPv6's only, through a link-local gateway (pasta then gives the
+    Run IPv6 too); its IPv4 addresses stay (pasta copies them to the Run)."""
     programs("ip", "setpriv", "mount")
     if os.geteuid() != 0:
         missing("a network namespace of the test's own needs root")
@@ -126,20 +134,24 @@ def test_net(*, ipv4: bool = True) -> Iterator[TestNet]:
         _ip("addr", "add", f"{LAN}/24", "dev", "eth0", name=name)
         _ip("addr", "add", f"{LINK_LOCAL}/16", "dev", "eth0", name=name)
         _ip("addr", "add", f"{OTHER}/24", "dev", "br0", name=name)
+        _ip("addr", "add", f"{METADATA}/16", "dev", "br0", name=name)
         _ip("-6", "addr", "add", f"{LAN6}/64", "dev", "eth0", "nodad", name=name)
         _ip("-6", "addr", "add", f"{OTHER6}/64", "dev", "br0", "nodad", name=name)
         if ipv4:
             _ip("route", "add", "default", "via", "10.77.0.1", "dev", "eth0", name=name)
-        _ip("-6", "route", "add", "default", "via", GATEWAY6, "dev", "eth0", name=name)
+        gateway6 = GATEWAY6 if ipv4 else GATEWAY6_LINK
+        _ip("-6", "route", "add", "default", "via", gateway6, "dev", "eth0", name=name)
         _ip("netns", "add", inet)
         _ip("link", "add", "up0", "type", "veth", "peer", "name", "down0", name=name)
         _ip("link", "set", "down0", "netns", inet, name=name)
         _ip("link", "set", "up0", "up", name=name)
         _ip("addr", "add", "198.51.100.1/24", "dev", "up0", name=name)
+        _ip("-6", "addr", "add", "2001:db8:51::1/64", "dev", "up0", "nodad", name=name)
         _ip("link", "set", "lo", "up", name=inet)
         _ip("link", "set", "down0", "up", name=inet)
         for at in (ALLOWED_AT, DENIED_AT):
             _ip("addr", "add", f"{at}/24", "dev", "down0", name=inet)
+        _ip("-6", "addr", "add", f"{INTERNET6}/64", "dev", "down0", "nodad", name=inet)
         names = f"{NAME}={ADDRESS},{ALLOWED}={ALLOWED_AT},{DENIED}={DENIED_AT},*={ADDRESS}"
         for where, dns in ((name, names), (inet, "-")):
             server = subprocess.Popen(

@@ -13,8 +13,8 @@ other destination is closed in its namespace.
 
 In every case the host's own addresses and link-local are closed in the
 Run's namespace before the agent starts (``netroutes.py``, which also names
-the namespace to pasta: see `_pasta`), and where the host's resolver is on
-its loopback the Run's resolv.conf names pasta's DNS forward (`_resolver`).
+the namespace to pasta: see `netpasta.start`), and where the host's resolver is on
+its loopback the Run's resolv.conf names pasta's DNS forward (``netdns.py``).
 
 Why: a sandbox that shares the host's network namespace shares its abstract
 Unix sockets too, and the X server listens on one (``@/tmp/.X11-unix/X0``): any
@@ -73,12 +73,16 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from owl.sandbox import handoff
-else:  # run as a script (-I -S): its sibling, after the standard library
+    from owl.sandbox import handoff, netdns, netpasta, netproc, netslirp
+else:  # run as a script (-I -S): its siblings, after the standard library
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     import handoff
+    import netdns
+    import netpasta
+    import netproc
+    import netslirp
 
-READY_TIMEOUT = 10.0
+READY_TIMEOUT = netproc.READY_TIMEOUT
 ROUTES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netroutes.py")
 EGRESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "egress.py")
 # With an allow-list: every destination but the namespace's own (its loopback,
@@ -86,66 +90,6 @@ EGRESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "egress.py")
 # default route pasta lays.
 CUT = ("0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1")
 PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
-TERM = {signal.SIGTERM}
-# Python ignores these for itself; what it starts gets them back (as subprocess does).
-RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
-
-
-def _spawn(
-    argv: list[str], keep: tuple[int, ...] = (), *, quiet: int | None = None, block: bool = False
-) -> int:
-    """Start ``argv`` (searched on PATH) with the fds ``keep`` open in it; with
-    ``quiet`` (an fd for its stderr) its stdin and stdout are /dev/null, else
-    they are ours (the agent's); SIGTERM blocked in it when ``block``. Every
-    other fd of ours is close-on-exec (Python's default). Returns its pid.
-
-    A plain fork and exec (this helper has no threads): ``os.posix_spawn``
-    would leave glibc's own signals (32, 33) ignored in what it starts."""
-    pid = os.fork()
-    if pid:
-        return pid
-    try:  # the child: nothing here may return
-        if quiet is not None:
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-            os.dup2(quiet, 2)
-        for fd in keep:
-            os.set_inheritable(fd, True)
-        for sig in RESTORED:
-            signal.signal(sig, signal.SIG_DFL)
-        if block:
-            signal.pthread_sigmask(signal.SIG_BLOCK, TERM)
-        os.execvp(argv[0], argv)
-    except BaseException as e:
-        try:
-            os.write(2, f"owl: cannot start {argv[0]}: {e}\n".encode())
-        finally:
-            os._exit(127)
-    os._exit(127)  # pragma: no cover - execvp does not return
-
-
-def _wait(pid: int, timeout: float | None = None) -> int | None:
-    """The exit status of our child ``pid`` as subprocess gives it (negative:
-    a signal), or None if it is still running after ``timeout`` seconds."""
-    if timeout is not None:
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                if not select.select([fd], [], [], timeout)[0]:
-                    return None
-            finally:
-                os.close(fd)
-    while True:
-        try:
-            _, raw = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return 127
-        except InterruptedError:  # pragma: no cover - PEP 475 retries
-            continue
-        return os.waitstatus_to_exitcode(raw)
 
 
 def _child_pid(fd: int) -> int | None:
@@ -162,197 +106,6 @@ def _child_pid(fd: int) -> int | None:
         if not chunk:
             return None
         data += chunk
-
-
-def _read_now(fd: int) -> str:
-    """What is in the pipe now, without waiting (a writer may hold it open)."""
-    os.set_blocking(fd, False)
-    try:
-        return os.read(fd, 4096).decode(errors="replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
-
-
-def _pasta(
-    pasta: str, ports: str, holder: int, folder: str, dns: str | None, userns: bool
-) -> tuple[str | None, int | None]:
-    """Attach pasta to the namespaces of bwrap's child: (why not or None, a
-    pidfd of pasta as it runs on in the background).
-
-    pasta is handed real paths, never fds: newer pastas (Debian 13's) close
-    every inherited fd as they start, so ``/proc/self/fd/N`` names nothing by
-    the time they open it ("Couldn't open PID file /proc/self/fd/8"). The
-    namespaces are named by the ``/proc/PID/ns`` of ``holder``, a process of
-    ours that has joined them and stays until pasta has started (`_Holder`):
-    bwrap's child is not dumpable while it waits, so pasta, which drops its
-    capabilities first, cannot open its ``/proc/PID/ns`` (measured), nor
-    (run by root) the fds of this helper, which keeps root's capabilities
-    (measured: EACCES); the holder is dumpable, and its own user's in the
-    Run's user namespace. ``--no-netns-quit``: pasta stays once the holder
-    has gone. Its pid comes back in a file of ``folder`` (this helper's own,
-    0700): pasta stays after the sandbox's last process has gone (measured),
-    so it is ended here then.
-
-    ``dns``: an address of the namespace's whose port 53 pasta forwards to the
-    host's resolver (the host's one is on its loopback, which the Run's own
-    loopback is not).
-
-    It starts with SIGTERM blocked: it has a handler of its own for it, which
-    an inherited SIG_IGN does not stop."""
-    forward = ports if ports != "-" else "none"
-    argv = [
-        pasta,
-        "--config-net",
-        "--quiet",
-        "--no-map-gw",
-        "-t",
-        "none",
-        "-u",
-        "none",
-        "-T",
-        forward,
-        "-U",
-        "none",
-    ]
-    if _ipv4_default():
-        argv.append("-4")  # IPv4 only: its start takes half the time (measured 45 -> 28 ms)
-    if dns is not None:
-        argv += ["--dns-forward", dns]
-    if os.getuid() == 0:
-        argv += ["--runas", "0"]  # else it drops to nobody, and cannot join
-    if userns:
-        argv += ["--userns", f"/proc/{holder}/ns/user"]
-    pid_file = os.path.join(folder, "pasta.pid")
-    argv += ["--pid", pid_file, "--netns", f"/proc/{holder}/ns/net", "--no-netns-quit"]
-    try:
-        err_r, err_w = os.pipe()
-        try:
-            child = _spawn(argv, quiet=err_w, block=True)
-        finally:
-            os.close(err_w)
-    except OSError as e:
-        return str(e), None
-    code = _wait(child, READY_TIMEOUT)
-    if code is None:
-        os.kill(child, signal.SIGKILL)
-        _wait(child)
-    err = _read_now(err_r)
-    said = _read_file(pid_file)
-    try:  # read: a helper killed later leaves no more than its folder
-        os.unlink(pid_file)
-    except OSError:
-        pass
-    if code != 0:
-        lines = [ln for ln in err.splitlines() if "syslog" not in ln and "AVX2" not in ln]
-        return (lines[-1] if lines else f"exit {code}"), None
-    return None, _pidfd(int(said), pid_file) if said.isdigit() else None
-
-
-def _read_file(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read(64).decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def _own_userns(pid: int) -> bool:
-    """Whether bwrap's child ``pid`` is in a user namespace other than ours
-    (always, but for root where none could be made): the helper must join it."""
-    try:
-        return os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
-    except OSError:
-        return os.getuid() != 0
-
-
-def _ipv4_default() -> bool:
-    """Whether the host has an IPv4 default route: then the Run's network is
-    IPv4 only (its start waits no more for IPv6's set-up); a host reached
-    over IPv6 alone keeps both."""
-    try:
-        with open("/proc/net/route", "rb") as f:
-            rows = f.read().splitlines()[1:]
-    except OSError:
-        return False
-    return any(len(r.split()) > 7 and r.split()[1] == b"00000000" for r in rows)
-
-
-def _pidfd(pid: int, pid_file: str) -> int | None:
-    """A pidfd of ``pid`` if it is the pasta started with ``pid_file`` (a path
-    of this helper's own folder, in its arguments whatever runs it: its
-    re-execution as passt.avx2, a loader): signalled through it later, never
-    a process that took the pid over once pasta was gone."""
-    try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return None
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            same = os.fsencode(pid_file) in f.read().split(b"\0")
-    except OSError:
-        same = False
-    if not same:
-        os.close(fd)
-        return None
-    return fd
-
-
-class _Slirp:
-    """slirp4netns running for the sandbox; ``end()`` once the sandbox has ended."""
-
-    def __init__(self, pid: int, exit_w: int) -> None:
-        self.pid, self.exit_w = pid, exit_w
-
-    def end(self) -> None:
-        os.close(self.exit_w)  # its word to leave
-        if _wait(self.pid, READY_TIMEOUT) is None:
-            os.kill(self.pid, signal.SIGKILL)
-            _wait(self.pid)
-
-
-def _slirp(slirp: str, pid: int) -> tuple[str | None, _Slirp | None]:
-    """Attach slirp4netns to bwrap's child's namespaces (by open fds, as pasta):
-    (why not or None, what ends it once the sandbox has)."""
-    fds: list[int] = []
-    ready_r, ready_w = os.pipe()
-    exit_r, exit_w = os.pipe()
-    try:
-        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-        fds.append(net)
-        argv = [
-            slirp,
-            "--configure",
-            "--mtu=65520",
-            "--disable-host-loopback",
-            f"--ready-fd={ready_w}",
-            f"--exit-fd={exit_r}",
-            "--netns-type=path",
-        ]
-        if _own_userns(pid):
-            user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
-            fds.append(user)
-            argv.append(f"--userns-path=/proc/self/fd/{user}")
-        argv += [f"/proc/self/fd/{net}", "tap0"]
-        null = os.open(os.devnull, os.O_WRONLY)
-        fds.append(null)
-        # chatty on stderr; SIGTERM blocked as for pasta
-        child = _spawn(argv, (*fds[:-1], ready_w, exit_r), quiet=null, block=True)
-    except OSError as e:
-        os.close(exit_w)
-        os.close(ready_r)
-        return str(e), None
-    finally:
-        for fd in (*fds, ready_w, exit_r):
-            os.close(fd)
-    up = select.select([ready_r], [], [], READY_TIMEOUT)[0] and os.read(ready_r, 1) == b"1"
-    os.close(ready_r)
-    helper = _Slirp(child, exit_w)
-    if not up:
-        helper.end()
-        return "slirp4netns did not bring the network up", None
-    return None, helper
 
 
 def _loopback_set(pid: int) -> None:
@@ -372,23 +125,9 @@ def _loopback_set(pid: int) -> None:
         pause = min(pause * 2, 0.01)
 
 
-class _Pasta:
-    """pasta running in the background for the sandbox, by its pidfd."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def end(self) -> None:
-        try:
-            signal.pidfd_send_signal(self.fd, signal.SIGKILL)  # nothing left to carry
-        except OSError:
-            pass
-        os.close(self.fd)
-
-
 def _attach(
-    helper: str, ports: str, pid: int, folder: str, dns: str | None, holder: _Holder
-) -> tuple[str | None, _Pasta | _Slirp | None]:
+    helper: str, ports: str, pid: int, folder: str, dns: list[str], holder: _Holder
+) -> tuple[str | None, netpasta.Pasta | netslirp.Slirp | None]:
     """The namespace's network, by whichever helper was named, with the host's
     own addresses and link-local closed in it first (``netroutes.py``): (why
     not, its end). Without those routes the Run has no network, never one
@@ -404,9 +143,9 @@ def _attach(
         if why is not None:
             return f"the host's addresses could not be closed to it ({why})", None
         if os.path.basename(helper).startswith("slirp4netns"):
-            return _slirp(helper, pid)
-        why, fd = _pasta(helper, ports, holder.pid, folder, dns, _own_userns(pid))
-        return why, None if fd is None else _Pasta(fd)
+            return netslirp.start(helper, pid)
+        why, fd = netpasta.start(helper, ports, holder.pid, folder, dns, netproc.own_userns(pid))
+        return why, None if fd is None else netpasta.Pasta(fd)
     finally:
         holder.end()
 
@@ -414,7 +153,7 @@ def _attach(
 class _Holder:
     """``netroutes.py`` in the Run's namespaces: it closes the host's addresses
     there, then stays until ``end()``, so that pasta can be named them by its
-    ``/proc/PID/ns`` (see `_pasta`). Started before bwrap, so that its own
+    ``/proc/PID/ns`` (see `netpasta.start`). Started before bwrap, so that its own
     start (an interpreter's) is made while bwrap sets the sandbox up; told
     the namespaces once bwrap has said its child's pid (``go``)."""
 
@@ -426,7 +165,7 @@ class _Holder:
         self.err, err_w = os.pipe()
         argv = [sys.executable, "-I", "-S", ROUTES, str(ready_w), str(hold_r), *cut]
         try:
-            self.pid = _spawn(argv, (ready_w, hold_r), quiet=err_w)
+            self.pid = netproc.spawn(argv, (ready_w, hold_r), quiet=err_w)
         finally:
             for fd in (ready_w, hold_r, err_w):
                 os.close(fd)
@@ -440,7 +179,7 @@ class _Holder:
         try:
             self.fds.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
             userns = "-"
-            if _own_userns(pid):
+            if netproc.own_userns(pid):
                 self.fds.append(os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC))
                 userns = f"/proc/{me}/fd/{self.fds[1]}"
             os.write(self.hold_w, f"{userns} /proc/{me}/fd/{self.fds[0]}\n".encode())
@@ -449,7 +188,7 @@ class _Holder:
         up = select.select([self.ready_r], [], [], READY_TIMEOUT)[0]
         if up and os.read(self.ready_r, 16).startswith(b"ready"):
             return None
-        lines = _read_now(self.err).strip().splitlines()
+        lines = netproc.read_now(self.err).strip().splitlines()
         self.err = -1
         return lines[-1] if lines else "it did not start"
 
@@ -459,9 +198,9 @@ class _Holder:
                 os.close(fd)
         self.ready_r = self.hold_w = self.err = -1
         self.fds = []
-        if self.pid > 0 and _wait(self.pid, READY_TIMEOUT) is None:
+        if self.pid > 0 and netproc.wait(self.pid, READY_TIMEOUT) is None:
             os.kill(self.pid, signal.SIGKILL)
-            _wait(self.pid)
+            netproc.wait(self.pid)
         self.pid = -1
 
 
@@ -493,7 +232,7 @@ def _own_folder() -> str:
 
 
 def _clean(folder: str) -> None:
-    for name in ("pasta.pid", "resolv.conf"):
+    for name in ("pasta.pid", netdns.RESOLV):
         try:
             os.unlink(os.path.join(folder, name))
         except OSError:
@@ -502,59 +241,6 @@ def _clean(folder: str) -> None:
         os.rmdir(folder)
     except OSError:
         pass
-
-
-def _on_loopback(address: str) -> bool:
-    return address.startswith("127.") or address in ("::1", "0.0.0.0")
-
-
-def _ipv4_gateway() -> str | None:
-    """The host's IPv4 default gateway (``/proc/net/route``), which pasta
-    gives the Run's namespace as its own."""
-    try:
-        with open("/proc/net/route", "rb") as f:
-            rows = [r.split() for r in f.read().splitlines()[1:]]
-    except OSError:
-        return None
-    for r in rows:
-        if len(r) > 7 and r[1] == b"00000000" and r[2] != b"00000000":
-            return ".".join(str(b) for b in int(r[2], 16).to_bytes(4, "little"))
-    return None
-
-
-def _resolver(folder: str) -> tuple[str | None, list[str]]:
-    """Where the host's resolver is on its loopback (systemd-resolved's stub
-    at 127.0.0.53, dnsmasq's at 127.0.0.1), which the Run's own loopback is
-    not: (the address pasta forwards DNS from, the bwrap options that lay a
-    resolv.conf naming it over the host's); else (None, []).
-
-    The address is the namespace's gateway (the host's, which pasta gives
-    it): port 53 there is pasta's forward to the host's resolver; what else
-    goes there went to the gateway before. Every other line of the host's
-    file (search, options, its other name servers) is kept."""
-    try:
-        with open("/etc/resolv.conf", "rb") as f:
-            text = f.read(1 << 16).decode(errors="replace")
-    except OSError:
-        return None, []
-    lines = text.splitlines()
-    servers = [
-        ln.split()[1] for ln in lines if ln.split()[:1] == ["nameserver"] and len(ln.split()) > 1
-    ]
-    if not any(_on_loopback(a) for a in servers):
-        return None, []
-    gateway = _ipv4_gateway()
-    if gateway is None:
-        return None, []
-    kept = [ln for ln in lines if ln.split()[:1] != ["nameserver"]]
-    others = [f"nameserver {a}" for a in servers if not _on_loopback(a)][:2]
-    path = os.path.join(folder, "resolv.conf")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, "\n".join([f"nameserver {gateway}", *others, *kept, ""]).encode())
-    finally:
-        os.close(fd)
-    return gateway, ["--ro-bind", path, os.path.realpath("/etc/resolv.conf")]
 
 
 def _with_options(bwrap: list[str], more: list[str]) -> list[str]:
@@ -620,7 +306,7 @@ def main(argv: list[str]) -> int:
     finally:
         if proxy is not None:
             os.kill(proxy, signal.SIGKILL)
-            _wait(proxy)
+            netproc.wait(proxy)
         _clean(folder)
 
 
@@ -630,7 +316,7 @@ def _proxy(hosts: list[str]) -> tuple[int, int | None]:
     ready_r, ready_w = os.pipe()
     null = os.open(os.devnull, os.O_WRONLY)
     try:
-        pid = _spawn(
+        pid = netproc.spawn(
             [sys.executable, "-I", "-S", EGRESS, str(ready_w), *hosts], (ready_w,), quiet=null
         )
     finally:
@@ -651,9 +337,9 @@ def _run(
     options and filter handed over by fds; bwrap's exit status once it has
     ended, and whether it failed at its own start said in ``--setup``'s file."""
     net = args.helper != "-" and folder is not None
-    dns: str | None = None
+    dns: list[str] = []
     if net and folder is not None and not cut and not _is_slirp(args.helper):
-        dns, options = _resolver(folder)
+        dns, options = netdns.resolver(folder)
         bwrap = _with_options(bwrap, options)
     status_r, status_w = os.pipe()
     extra = ["--json-status-fd", str(status_w)]
@@ -665,7 +351,7 @@ def _run(
     command, fds = handoff.hidden(bwrap, extra, args.seccomp)
     passed = (status_w, info_w, block_r, *fds) if net else (status_w, *fds)
     holder = _Holder(cut) if net else None
-    proc = _spawn(command, passed)
+    proc = netproc.spawn(command, passed)
     for fd in passed:
         os.close(fd)
     network = None
@@ -676,7 +362,7 @@ def _run(
         except OSError:
             pass
         os.close(block_w)
-    code = _wait(proc)
+    code = netproc.wait(proc)
     set_up = handoff.set_up(status_r)  # bwrap has ended: the pipe holds all it wrote
     os.close(status_r)
     if info_r >= 0:
@@ -695,8 +381,8 @@ def _is_slirp(helper: str) -> bool:
 
 
 def _network(
-    args: _Args, info_r: int, ports: str, folder: str, dns: str | None, holder: _Holder
-) -> _Pasta | _Slirp | None:
+    args: _Args, info_r: int, ports: str, folder: str, dns: list[str], holder: _Holder
+) -> netpasta.Pasta | netslirp.Slirp | None:
     """The Run's network, once bwrap has said its child's pid (None: none made)."""
     pid = _child_pid(info_r)  # kept open: bwrap writes more (a closed pipe kills it)
     if pid is None:

@@ -23,6 +23,18 @@ sees a packet: ``connect()`` fails at once with EACCES. The host's 127.0.0.1
 ports the config names are reached through pasta's own forwarding (``-T``),
 not by address, and stay.
 
+Link-local is closed by a policy rule as well (``prohibit`` ahead of the
+main table, after the local one): a route cannot close it whole. The kernel
+lays ``fe80::/64 dev eth0`` on the Run's interface, longer than any prohibit
+route but one of the same /64 (which the kernel then picks by metric, or by
+interface when the address names its zone), and pasta carried a connection to
+``fe80::…%eth0`` out to the host's link; Debian 13's pasta copies each of the
+host's addresses, a 169.254 one too, and the ``169.254.0.0/16 dev eth0``
+route that comes with it answered for 169.254.169.254 on the host's link. A
+rule is looked up before any table, for any interface a socket names, and
+after the local table, so the Run's own addresses stay its own. NDP (to
+pasta's gateway, link-local on most hosts) is not routed and still works.
+
 The routes are laid before the agent starts and while bwrap's child still
 waits, by this process joining the namespaces (it owns the Run's user
 namespace, so it has every capability there; the agent has none, so it
@@ -48,11 +60,15 @@ CLONE_NEWNET = 0x40000000
 # Always closed: IPv4 and IPv6 link-local.
 LINK_LOCAL = ("169.254.0.0/16", "fe80::/10")
 
-RTM_NEWROUTE = 24
+RTM_NEWROUTE, RTM_NEWRULE = 24, 32
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
 NLMSG_ERROR = 2
 RT_TABLE_MAIN, RTPROT_STATIC, RT_SCOPE_UNIVERSE, RTN_PROHIBIT = 254, 4, 0, 8
 RTA_DST = 1
+FR_ACT_PROHIBIT, FRA_DST, FRA_PRIORITY = 8, 1, 6
+# The rules' place: after the local table's rule (0), so the Run's own
+# addresses stay reachable by itself, and before the main table's (32766).
+RULE_PRIORITY = 100
 
 
 def host_addresses(fib_trie: str, if_inet6: str) -> list[str]:
@@ -97,10 +113,29 @@ def route_message(prefix: str, seq: int) -> bytes:
         RTN_PROHIBIT,
         0,
     )
-    attr = struct.pack("HH", 4 + len(dst), RTA_DST) + dst
-    body = rtmsg + attr
+    return _request(RTM_NEWROUTE, seq, rtmsg + _attr(RTA_DST, dst))
+
+
+def rule_message(prefix: str, seq: int) -> bytes:
+    """An RTM_NEWRULE netlink request: ``to PREFIX prohibit``, at
+    ``RULE_PRIORITY`` (as ``ip rule add to PREFIX prohibit pref 100``)."""
+    net = ipaddress.ip_network(prefix, strict=False)
+    family = socket.AF_INET if net.version == 4 else socket.AF_INET6
+    # struct fib_rule_hdr: family, dst_len, src_len, tos, table, res1, res2, action, flags
+    hdr = struct.pack("BBBBBBBBI", family, net.prefixlen, 0, 0, 0, 0, 0, FR_ACT_PROHIBIT, 0)
+    attrs = _attr(FRA_DST, net.network_address.packed)
+    attrs += _attr(FRA_PRIORITY, struct.pack("I", RULE_PRIORITY))
+    return _request(RTM_NEWRULE, seq, hdr + attrs)
+
+
+def _attr(kind: int, value: bytes) -> bytes:
+    """A netlink attribute (every value here is 4 or 16 bytes: no padding)."""
+    return struct.pack("HH", 4 + len(value), kind) + value
+
+
+def _request(kind: int, seq: int, body: bytes) -> bytes:
     flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
-    return struct.pack("IHHII", 16 + len(body), RTM_NEWROUTE, flags, seq, 0) + body
+    return struct.pack("IHHII", 16 + len(body), kind, flags, seq, 0) + body
 
 
 def _setns(fd: int, kind: int) -> None:
@@ -143,18 +178,21 @@ def join(userns: str, netns: str) -> None:
             os.close(fd)
 
 
-def prohibit(prefixes: list[str]) -> None:
-    """Lay a ``prohibit`` route for each prefix in the current namespace."""
+def prohibit(prefixes: list[str], rules: tuple[str, ...] = LINK_LOCAL) -> None:
+    """Lay a ``prohibit`` route for each prefix in the current namespace, and
+    a ``prohibit`` rule for each of ``rules``."""
+    asks = [(route_message, p, f"prohibit {p}") for p in prefixes]
+    asks += [(rule_message, p, f"rule to {p} prohibit") for p in rules]
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as s:
-        for seq, prefix in enumerate(prefixes, 1):
-            s.send(route_message(prefix, seq))
+        for seq, (message, prefix, what) in enumerate(asks, 1):
+            s.send(message(prefix, seq))
             reply = s.recv(65536)
             kind = struct.unpack_from("H", reply, 4)[0]
             if kind != NLMSG_ERROR:
                 continue
             err = -struct.unpack_from("i", reply, 16)[0]
             if err not in (0, 17):  # 17: EEXIST, laid already
-                raise OSError(err, f"{os.strerror(err)}: prohibit {prefix}")
+                raise OSError(err, f"{os.strerror(err)}: {what}")
 
 
 def _read(path: str) -> str:
