@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from owl.git import safegit
+from owl.git import disarm, gitprocess, safegit
 from owl.git import jobstore, storing, workspace
 from support.plaingit import GIT_ENV, git as sh
 
@@ -143,7 +143,7 @@ def test_what_git_leaves_behind_is_ended(tmp_path: Path, repo: Path) -> None:
 
 def test_overrides_blank_every_driver_command() -> None:
     got = dict(
-        safegit.overrides(
+        disarm.overrides(
             [
                 "filter.lfs.process",
                 "filter.a.b.smudge",
@@ -388,7 +388,7 @@ def test_a_reused_pid_is_never_taken_for_gits_session() -> None:
     stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)  # as a Run's leader is
     try:
         # as if git had had the stranger's pid, exited and been reaped
-        safegit.end_leftovers(stranger.pid, "no-such-tag", mark)
+        gitprocess.end_leftovers(stranger.pid, "no-such-tag", mark)
         assert stranger.poll() is None, "a stranger's group was killed for git's"
     finally:
         stranger.kill()

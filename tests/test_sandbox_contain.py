@@ -11,7 +11,7 @@ from pathlib import Path
 
 from owl.engine import containing
 from owl.git import storing
-from owl.sandbox import contain, policy
+from owl.sandbox import bwrapstart, contain, policy
 from support.need import programs as need
 
 
@@ -96,13 +96,13 @@ def test_mode_off_is_not_contained_and_says_so():
 
 def test_pasta_first_then_slirp4netns_when_no_host_port_must_be_kept():
     found = {"pasta": "/usr/bin/pasta", "slirp4netns": "/usr/bin/slirp4netns"}
-    assert contain.user_net("-", found.get) == ("/usr/bin/pasta", "")
-    assert contain.user_net("4000", found.get) == ("/usr/bin/pasta", "")
+    assert bwrapstart.user_net("-", found.get) == ("/usr/bin/pasta", "")
+    assert bwrapstart.user_net("4000", found.get) == ("/usr/bin/pasta", "")
     only_slirp = {"slirp4netns": "/usr/bin/slirp4netns"}.get
-    assert contain.user_net("-", only_slirp) == ("/usr/bin/slirp4netns", "")
-    helper, why = contain.user_net("4000", only_slirp)
+    assert bwrapstart.user_net("-", only_slirp) == ("/usr/bin/slirp4netns", "")
+    helper, why = bwrapstart.user_net("4000", only_slirp)
     assert helper is None and "cannot forward the host's 127.0.0.1 ports (4000)" in why
-    helper, why = contain.user_net("-", {}.get)
+    helper, why = bwrapstart.user_net("-", {}.get)
     assert helper is None and why == "no user-mode networking (sudo apt install passt)"
 
 
@@ -185,7 +185,7 @@ def test_codex_s_own_provider_gives_its_port_and_key_and_a_broken_file_gives_not
     # the sandbox (and so the agent) starts with the key its provider names, not the other
     assert w.env.get("X_API_KEY") == "k" and "OTHER_API_KEY" not in w.env
     assert "OTHER_API_KEY" not in " ".join(w.argv)
-    assert w.argv[w.argv.index(contain.NETNS) + 2] == "11434"
+    assert w.argv[w.argv.index(bwrapstart.NETNS) + 2] == "11434"
     for broken in (b"[model_providers.x\n", b"\xff\xfe", b"model_providers = 3\n"):
         (codex / "config.toml").write_bytes(broken)
         assert agentconf.needs("codex", str(tmp_path), env) == agentconf.Needs()

@@ -163,7 +163,7 @@ def test_a_held_credential_must_be_private_and_alone(tmp_path):
 
 
 def test_the_programs_folders_are_read_never_a_folder_holding_the_home(tmp_path):
-    from owl.sandbox import contain
+    from owl.sandbox import toolplaces
 
     home = tmp_path / "home"
     (home / "bin").mkdir(parents=True)
@@ -177,7 +177,7 @@ def test_the_programs_folders_are_read_never_a_folder_holding_the_home(tmp_path)
     script.write_text("")
     (home / "bin" / "key.sh").write_text("")
     env = {"HOME": str(home), "PATH": f"{home / 'bin'}:{tmp_path}:/usr/bin"}
-    got = contain.programs([str(pkg / "bin" / "agent"), str(script)], env)
+    got = toolplaces.programs([str(pkg / "bin" / "agent"), str(script)], env)
     # the install (the folder above bin, above node_modules), the script alone
     # (its folder holds the home), the PATH's own folder of the home's
     assert set(got) == {str(pkg), str(pkg / "lib"), str(script), str(home / "bin")}

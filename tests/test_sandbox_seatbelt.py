@@ -23,6 +23,7 @@ from owl.sandbox import (
     policy,
     seatbelt,
     seatexec,
+    toolplaces,
 )
 from support.seatbelt_eval import allowed, parse, rules
 
@@ -643,7 +644,7 @@ def test_macos_caches_folder_is_never_made_on_linux(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = {"PATH": "/usr/bin:/bin"}
-    caches = [c for c in folders.DEFAULT_CACHES if contain.wanted_cache(c, env)]
+    caches = [c for c in folders.DEFAULT_CACHES if toolplaces.wanted_cache(c, env)]
     assert "~/Library/Caches" not in caches and "~/.cache" in caches
     own = ownhome.make(
         str(tmp_path / "keep"),

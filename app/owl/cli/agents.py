@@ -39,19 +39,20 @@ from owl.cli.common import (
     paths,
     print_json,
     verb,
+    with_actions,
 )
 from owl.errors import Refused, StoreError
 from owl.rules import money
 
 
 def register(sub: Any) -> None:
-    s = verb(
+    acts = with_actions(
         sub,
         "agents",
         help="the agents Owl can start: found, version, waiting, Runs and cost today",
         description="The agents Owl can start. `owl agents` alone lists them.",
+        dest="agents_action",
     )
-    acts = s.add_subparsers(dest="agents_action", metavar="ACTION", required=True)
     register_list(acts)
     register_wake(acts)
 

@@ -166,6 +166,12 @@ def verb(sub: Any, name: str, **kw: Any) -> Parser:
     return sub.add_parser(name, **kw)
 
 
+def with_actions(sub: Any, name: str, *, dest: str = "action", **kw: Any) -> Any:
+    """A verb that must be followed by one of its ACTION words (`owl db
+    check`): made as `verb` makes it; its list of actions, to add them to."""
+    return verb(sub, name, **kw).add_subparsers(dest=dest, metavar="ACTION", required=True)
+
+
 def json_flag(
     p: argparse.ArgumentParser,
     what: str = 'the answer as JSON on stdout (errors too, as {"error": ..., "exit": N})',

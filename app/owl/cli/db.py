@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from owl.cli.common import EXIT_OK, EXIT_REFUSED, json_flag, paths, print_json, verb
+from owl.cli.common import EXIT_OK, EXIT_REFUSED, json_flag, paths, print_json, verb, with_actions
 from owl.errors import Refused
 
 
 def register(sub: Any) -> None:
-    d = verb(
+    acts = with_actions(
         sub,
         "db",
         help="the database: check it, or recover what can still be read",
@@ -18,7 +18,6 @@ def register(sub: Any) -> None:
         "Runs. recover (with no daemon running): copy every row SQLite can still read "
         "into a fresh file; the damaged one is kept beside it.",
     )
-    acts = d.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = verb(acts, "check", help="read every page of the database")
     json_flag(s)
     s.set_defaults(fn=cmd_check)

@@ -19,6 +19,7 @@ from owl.cli.common import (
     offline,
     print_json,
     verb,
+    with_actions,
 )
 from owl.errors import NoDaemon, Refused, StoreError
 
@@ -37,13 +38,12 @@ ACTIONS = ("list", "show", "drop", "accept", "extend", "move", "verify", "review
 def register_jobs(sub: Any) -> None:
     from owl.cli.carry import register_reply
 
-    j = verb(
+    acts = with_actions(
         sub,
         "jobs",
         help="the Jobs: list, show, drop, accept, extend, move, verify, reply",
         description="The Jobs. `owl jobs` alone lists the queue.",
     )
-    acts = j.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = verb(
         acts,
         "list",

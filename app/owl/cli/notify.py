@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from owl import textsafe
-from owl.cli.common import EXIT_OK, EXIT_REFUSED, json_flag, print_json, verb
+from owl.cli.common import EXIT_OK, EXIT_REFUSED, json_flag, print_json, verb, with_actions
 from owl.errors import Refused
 
 TEST_TITLE = "Owl: a test"
@@ -22,8 +22,7 @@ TEST_BODY = "Owl can reach you here while you are away from {host}."
 
 
 def register(sub: Any) -> None:
-    s = verb(sub, "notify", help="the channels that reach you while you are away")
-    acts = s.add_subparsers(dest="action", metavar="ACTION", required=True)
+    acts = with_actions(sub, "notify", help="the channels that reach you while you are away")
     t = verb(
         acts,
         "test",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from owl.cli.common import EXIT_OK, json_flag, paths, print_json, verb
+from owl.cli.common import EXIT_OK, json_flag, paths, print_json, verb, with_actions
 from owl.errors import Refused
 
 if TYPE_CHECKING:
@@ -14,8 +14,7 @@ if TYPE_CHECKING:
 
 
 def register_config(sub: Any) -> None:
-    c = verb(sub, "config", help="the config file: path, show, check")
-    acts = c.add_subparsers(dest="action", metavar="ACTION", required=True)
+    acts = with_actions(sub, "config", help="the config file: path, show, check")
     for name, text in (
         ("path", "where the config file is"),
         ("show", "the config in force, every key with its value"),
@@ -27,7 +26,7 @@ def register_config(sub: Any) -> None:
 
 
 def register_autostart(sub: Any) -> None:
-    au = verb(
+    acts = with_actions(
         sub,
         "autostart",
         help="start Owl at login: on, off, or status",
@@ -35,7 +34,6 @@ def register_autostart(sub: Any) -> None:
         "(XDG autostart, or a LaunchAgent on macOS); or, with --service, the daemon "
         "alone as a systemd user unit, for machines without a desktop.",
     )
-    acts = au.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = verb(acts, "on", help="start Owl at login")
     s.add_argument(
         "--service",

@@ -8,7 +8,7 @@ import json
 from typing import Any, Callable
 
 from owl import textsafe
-from owl.cli.common import EXIT_OK, ask, json_flag, print_json, verb
+from owl.cli.common import EXIT_OK, ask, json_flag, print_json, verb, with_actions
 from owl.rules.timefmt import duration
 
 
@@ -71,7 +71,7 @@ def register_stop(sub: Any) -> None:
 
 
 def register_shift(sub: Any) -> None:
-    sh = verb(
+    acts = with_actions(
         sub,
         "shift",
         help="work while you are here: start, stop, or status of a Shift",
@@ -82,7 +82,6 @@ def register_shift(sub: Any) -> None:
         "(the machine is yours again), and carry on if not. `owl pause` holds "
         "a Shift; its clock keeps running.",
     )
-    acts = sh.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = verb(acts, "start", help="start a Shift, or extend the one that is on")
     s.add_argument(
         "--for",

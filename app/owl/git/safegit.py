@@ -6,66 +6,23 @@ An agent works as the person. Contained, it writes only its Job's own store
 (`core.fsmonitor = ./payload.sh`), its hooks folder, `info/attributes`, even
 `~/.gitconfig`; and a `.gitattributes` is the agent's either way. Any git Owl
 runs in that repository would then run the agent's code inside the daemon,
-unfrozen and untagged. So every git call Owl makes goes through `run()`, which:
+unfrozen and untagged. So every git call Owl makes goes through `run()` (or
+`stream()`), which:
 
 - turns off every setting that makes git start a program: hooks
   (`core.hooksPath=/dev/null`), fsmonitor, editors, pagers, askpass and
   credential helpers, remote transports, signing and signature checks,
   automatic gc, submodule recursion; and blanks each filter driver
-  (clean/smudge/process) and merge driver the config defines;
+  (clean/smudge/process) and merge driver the config defines, as listed by
+  `configured()` where the call runs (``disarm`` says how, and why so);
 - passes `--no-ext-diff --no-textconv` to the commands that diff, and
   `--ignore-submodules=all` to those that would look into a submodule (a
   repository with a config of its own);
 - drops the daemon's own `GIT_*` variables, the system config and the
   system and global attributes files;
-- starts git under a sweeper (`owl.tree.SWEEPER`): a child subreaper in a
-  session of its own, so whatever git starts stays beneath it however it
-  hides (`setsid env -i sleep &` from a driver), and is killed when git
-  exits, when its time is up, or when the daemon dies (PR_SET_PDEATHSIG).
-  The sweeper is a Python process (some 10 ms, more on a loaded machine), so
-  the commands that touch refs and objects only (`_OBJECTS_ONLY`), where no
-  driver applies, run without it and without the listing below: git alone,
-  in a session whose leftovers `end_leftovers` ends as before.
-
-How the drivers are found, and why so. A driver runs when an attribute
-(`filter=x`, `merge=x`) names it and the config gives `filter.x.smudge`
-(or `.clean`, `.process`, `merge.x.driver`) a command. Attributes come from
-files git 2.39 cannot be told to skip (`info/attributes`, every
-`.gitattributes` of the tree being checked out or merged; `--attr-source`
-is 2.40+, and leaves `info/attributes` read all the same), so the names an
-attribute may use cannot be controlled. The commands can: settings given
-in the environment (GIT_CONFIG_COUNT) are read after every file, so a
-blank there wins over any file. So every call first lists the config names
-git sees (`git config --list --includes`) *in the same directory the call
-runs in*, which is what makes conditional includes (`includeIf` gitdir:,
-onbranch:, hasconfig:remote.*.url:), `include.path` and a worktree's
-`config.worktree` come out as git itself will read them, and blanks every
-driver listed. A driver defined nowhere git reads is no driver, whatever
-the attributes say.
-
-The one place where git reads config in another directory than the one it
-was started in is a git that starts another git elsewhere: `worktree add`
-checks the new tree out from inside it (where `includeIf
-"gitdir:**/worktrees/**"` applies and the project's checkout sees nothing),
-and `worktree remove` without `--force` runs a `git status` inside the tree.
-So `owl.git.workspace` adds worktrees with `--no-checkout` and then checks
-out with a call made in the new tree, and removes them with `--force` after
-its own look for uncommitted changes there.
-
-Rejected: `GIT_CONFIG_GLOBAL` pointing to a file Owl builds. It leaves the
-repository's own config (where an agent plants) read as before, and takes
-away the person's name for a merge commit; the person's global file is
-listed like the rest, so its drivers are blanked too. Rejected: reading the
-config files in Python, since only git knows how git evaluates its
-includes. Rejected: blanking every name found in an attributes file: the
-`.gitattributes` of every tree git may read would have to be found first,
-and a name in an attribute is harmless unless the config gives it a
-command, which the listing finds. Rejected for now: closing the race below
-by showing git a copy of the config in a mount namespace (Linux only, and
-the user namespaces it needs are often turned off). What is left: an agent that is live in another Run of the same
-project could add a driver in the moment between the listing and git's own
-read of its config. What it starts then is still ended with git, by the
-sweeper.
+- starts git under a sweeper, so that nothing it starts outlives it
+  (``gitprocess``); the commands that touch refs and objects only, where no
+  driver applies, run without the sweeper and without the listing.
 
 None of the person's hooks run for Owl's calls; the person's own git
 commands in their checkout are theirs, with their hooks.
@@ -81,10 +38,8 @@ finds every such call rather than a person's slow repository.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import os
-import signal
 import subprocess
 import tempfile
 import threading
@@ -92,68 +47,11 @@ from collections.abc import Iterator
 from typing import IO, cast
 from pathlib import Path
 
-from owl import tree
-
+from .disarm import FIXED, argv, environment, objects_only, overrides
+from .gitprocess import GitTimeout as GitTimeout
+from .gitprocess import end_in_time, end_leftovers, given_input, launch, spawn
 
 TIMEOUT = 60.0
-_TAG = "OWL_GIT"
-_counter = itertools.count(1)
-
-# Settings that would start a program, each set to a value that does not.
-FIXED: tuple[tuple[str, str], ...] = (
-    ("core.hooksPath", "/dev/null"),
-    ("core.fsmonitor", "false"),
-    ("core.editor", ":"),
-    ("sequence.editor", ":"),
-    ("core.pager", "cat"),
-    ("core.askPass", ""),
-    ("credential.helper", ""),
-    ("core.sshCommand", "false"),
-    ("protocol.allow", "never"),
-    ("log.showSignature", "false"),
-    ("commit.gpgSign", "false"),
-    ("tag.gpgSign", "false"),
-    ("merge.verifySignatures", "false"),
-    ("merge.stat", "false"),
-    ("gc.auto", "0"),
-    ("maintenance.auto", "false"),
-    ("submodule.recurse", "false"),
-    ("status.submoduleSummary", "false"),
-    # Attributes name the drivers; the person's (or an agent's) global file is one
-    # source fewer to read. The repository's own are read, and their names blanked.
-    ("core.attributesFile", os.devnull),
-    ("diff.ignoreSubmodules", "all"),
-)
-
-# <section>.<name>.<key> settings whose value is a command line.
-_DRIVER_KEYS = {
-    "filter": ("clean", "smudge", "process"),
-    "merge": ("driver",),
-    "credential": ("helper",),
-}
-_DIFFING = {"diff", "log", "show"}
-# A submodule is another repository with its own config: never look inside one.
-_NO_SUBMODULES = {"diff", "status"}
-
-_ENV = {
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_ASKPASS": "",
-    "SSH_ASKPASS": "",
-    "GIT_EDITOR": ":",
-    "GIT_SEQUENCE_EDITOR": ":",
-    "GIT_PAGER": "cat",
-    "PAGER": "cat",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_ATTR_NOSYSTEM": "1",
-    "GIT_PROTOCOL_FROM_USER": "0",
-    "GIT_OPTIONAL_LOCKS": "0",
-    "LC_ALL": "C",
-}
-
-
-class GitTimeout(Exception):
-    """git ran past its time and its process tree was ended."""
-
 
 _local = threading.local()
 log = logging.getLogger("owl.git")
@@ -202,48 +100,11 @@ def tagged(**env: str) -> Iterator[None]:
         _local.env = before
 
 
-def overrides(keys: list[str]) -> list[tuple[str, str]]:
-    """The fixed settings plus a blank for every command-line driver among `keys`.
-
-    Pure: `keys` are config names as `git config --list --name-only` gives
-    them (section and key in lower case, the driver's name as written)."""
-    out = list(FIXED)
-    for key in keys:
-        section, _, rest = key.partition(".")
-        name, _, leaf = rest.rpartition(".")
-        if not name or section not in _DRIVER_KEYS or leaf not in _DRIVER_KEYS[section]:
-            continue
-        out.append((key, ""))
-        if section == "filter":
-            out.append((f"filter.{name}.required", "false"))
-    return out
-
-
-def environment(
-    settings: list[tuple[str, str]], extra: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The daemon's environment without GIT_*, plus `settings` as GIT_CONFIG_* pairs.
-
-    The pairs go through GIT_CONFIG_COUNT/KEY/VALUE rather than `-c`: a
-    driver's name may hold `=`, which `-c` would split on."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(_ENV)
-    env.update(extra or {})
-    env["GIT_CONFIG_COUNT"] = str(len(settings))
-    for i, (key, value) in enumerate(settings):
-        env[f"GIT_CONFIG_KEY_{i}"] = key
-        env[f"GIT_CONFIG_VALUE_{i}"] = value
+def _env(settings: list[tuple[str, str]], extra: dict[str, str] | None = None) -> dict[str, str]:
+    """git's environment (``disarm.environment``) with this thread's tags (`tagged`)."""
+    env = environment(settings, extra)
+    env.update(getattr(_local, "env", {}))
     return env
-
-
-def argv(cwd: Path | str, args: tuple[str, ...]) -> list[str]:
-    """`git --no-pager -C cwd ARGS`, with diff commands told not to run drivers."""
-    rest = list(args)
-    if rest and rest[0] in _DIFFING:
-        rest[1:1] = ["--no-ext-diff", "--no-textconv"]
-    if rest and rest[0] in _NO_SUBMODULES:
-        rest[1:1] = ["--ignore-submodules=all"]
-    return ["git", "--no-pager", "-C", str(cwd), *rest]
 
 
 def run(
@@ -280,43 +141,11 @@ def run_bytes(
     """`run`, its output as git wrote it: what must come back byte for byte
     (a commit's raw object, whose message need not be UTF-8)."""
     _refuse_if_forbidden(args)
-    if _objects_only(args):
+    if objects_only(args):
         settings = [*FIXED, *config]
-        return _spawn(argv(cwd, args), environment(settings, env), timeout, False, stdin)
+        return spawn(argv(cwd, args), _env(settings, env), timeout, False, stdin)
     settings = [*overrides(configured(cwd, timeout)), *config]
-    return _spawn(argv(cwd, args), environment(settings, env), timeout, stdin=stdin)
-
-
-# Commands that read or write refs and objects only: no filter or merge driver
-# applies to them (the diffs of `log` and `show` are between objects, with
-# external diff and textconv off), and whatever else could start a program is
-# turned off by FIXED whatever the files say. They need neither the listing
-# nor the sweeper, which is what keeps most of Owl's git calls one process.
-_OBJECTS_ONLY = frozenset(
-    {
-        "rev-parse",
-        "for-each-ref",
-        "update-ref",
-        "symbolic-ref",
-        "merge-base",
-        "rev-list",
-        "show-ref",
-        "config",
-        "log",
-        "show",
-        "check-attr",
-    }
-)
-
-
-def _objects_only(args: tuple[str, ...]) -> bool:
-    if not args:
-        return False
-    if args[0] == "worktree":
-        return len(args) > 1 and args[1] in ("list", "prune")
-    if args[0] == "cat-file":  # an object as stored, not through a filter or textconv
-        return not any(a.startswith(("--textconv", "--filters", "--path")) for a in args)
-    return args[0] in _OBJECTS_ONLY
+    return spawn(argv(cwd, args), _env(settings, env), timeout, stdin=stdin)
 
 
 def configured(cwd: Path | str, timeout: float = TIMEOUT) -> list[str]:
@@ -326,99 +155,14 @@ def configured(cwd: Path | str, timeout: float = TIMEOUT) -> list[str]:
     Raises GitTimeout past `timeout`; [] when git cannot list (not a repository:
     then git finds no repository config either)."""
     # No sweeper for this one: `git config --list` reads files and starts nothing.
-    listed = _spawn(
+    listed = spawn(
         argv(cwd, ("config", "--list", "--includes", "--name-only", "-z")),
-        environment(list(FIXED)),
+        _env(list(FIXED)),
         timeout,
         swept=False,
     )
     names = listed.stdout.decode("utf-8", "replace").split("\0")
     return [k for k in names if k] if listed.returncode == 0 else []
-
-
-def drivers(keys: list[str]) -> list[str]:
-    """The command-line drivers among config names `keys` (`filter.x.smudge`, …)."""
-    return [key for key, _ in overrides(keys)[len(FIXED) :] if not key.endswith(".required")]
-
-
-def _input(
-    stdin: bytes | IO[bytes] | None,
-) -> contextlib.AbstractContextManager[IO[bytes] | int]:
-    """What git reads: `stdin` in a file with no name, or nothing (most calls);
-    a file the caller wrote (as large as it likes) is read from where it stands."""
-    if stdin is None:
-        return contextlib.nullcontext(subprocess.DEVNULL)
-    if not isinstance(stdin, bytes):
-        return contextlib.nullcontext(stdin)
-    given = tempfile.TemporaryFile()
-    given.write(stdin)
-    given.seek(0)
-    return given
-
-
-def _spawn(
-    command: list[str],
-    env: dict[str, str],
-    timeout: float,
-    swept: bool = True,
-    stdin: bytes | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    # What git reads comes from a file with no name (as its output goes to
-    # two): nothing else can swap it under git, as it could a named one in
-    # a temporary folder that another program of the person's may write.
-    with (
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-        _input(stdin) as given,
-    ):
-        popen, tag, mark = _launch(command, env, swept, given, out, err)
-        try:
-            code = popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            _end_in_time(popen, tag)
-            raise GitTimeout(
-                f"git {command[4] if len(command) > 4 else ''} ran longer "
-                f"than {timeout:g} s and was ended"
-            ) from None
-        end_leftovers(popen.pid, tag, mark)
-        out.seek(0)
-        err.seek(0)
-        stdout = out.read()
-        stderr = err.read()
-    return subprocess.CompletedProcess(command, code, stdout, stderr)
-
-
-def _launch(
-    command: list[str],
-    env: dict[str, str],
-    swept: bool,
-    stdin: IO[bytes] | int,
-    stdout: IO[bytes] | int,
-    stderr: IO[bytes],
-) -> tuple[subprocess.Popen[bytes], str, int | None]:
-    """Start git as Owl's own, in a session of its own, tagged so whatever it
-    leaves can be found (under the sweeper unless `swept` is False); the
-    Popen, its tag and the pid counter's mark before it (`end_leftovers`)."""
-    env.update(getattr(_local, "env", {}))
-    env[_TAG] = tag = f"{os.getpid()}-{next(_counter)}"
-    mark = tree.backend.last_pid()
-    command_line, child_env = command, env
-    if swept:
-        command_line, child_env = tree.helper_command(
-            tree.SWEEPER, [str(os.getpid()), *command], env
-        )
-    with tree.SPAWN_LOCK:
-        popen = subprocess.Popen(
-            command_line,
-            env=child_env,
-            stdin=stdin,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-            close_fds=True,
-        )
-        tree.own(popen, locked=True)
-    return popen, tag, mark
 
 
 class _Reading:
@@ -474,18 +218,18 @@ def stream(
     it. Past `timeout` git is ended even while the reader waits on the pipe.
     Raises OSError if git cannot be started, GitTimeout past `timeout`."""
     _refuse_if_forbidden(args)
-    if _objects_only(args):
+    if objects_only(args):
         settings, swept = [*FIXED, *config], False
     else:
         settings, swept = [*overrides(configured(cwd, timeout)), *config], True
-    child_env = environment(settings, env)
-    with tempfile.TemporaryFile() as err, _input(stdin) as given:
-        popen, tag, mark = _launch(argv(cwd, args), child_env, swept, given, subprocess.PIPE, err)
+    child_env = _env(settings, env)
+    with tempfile.TemporaryFile() as err, given_input(stdin) as given:
+        popen, tag, mark = launch(argv(cwd, args), child_env, swept, given, subprocess.PIPE, err)
         late = threading.Event()
 
         def _too_late() -> None:
             late.set()
-            _end_in_time(popen, tag)
+            end_in_time(popen, tag)
 
         timer = threading.Timer(timeout, _too_late)
         timer.daemon = True
@@ -509,55 +253,3 @@ def stream(
         raise GitTimeout(
             f"git {args[0] if args else ''} ran longer than {timeout:g} s and was ended"
         )
-
-
-def _end_in_time(popen: subprocess.Popen[bytes], tag: str) -> None:
-    """A git past its time: the sweeper ends its whole tree; should the sweeper
-    itself not answer, its tree is ended from here."""
-    with contextlib.suppress(ProcessLookupError):
-        popen.terminate()
-    try:
-        popen.wait(5.0)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    with tree.ProcessTree((_TAG, tag), popen.pid) as pt:
-        pt.kill()
-    popen.wait()
-
-
-def end_leftovers(leader: int, tag: str, mark: int | None) -> None:
-    """Kill whatever git started and left behind when it exited.
-
-    Its session (one signal, if anything is left in it), then whatever left
-    the session, as a process tree. Only processes started after `mark` are
-    read (all of them where the backend cannot tell), and of those the ones
-    carrying git's tag, and what they started, are git's. A full sweep of the
-    process table after every call would cost a third of a second each on a
-    machine running a thousand processes.
-    """
-    backend = tree.backend
-    last = backend.last_pid()
-    since = mark if mark is not None and last is not None and last >= mark else None
-    rows = backend.snapshot(since)
-    # git was reaped before this look, so its pid is free again. A process that
-    # has it now is another's (on a machine that forks fast the counter comes
-    # round in moments): its session and group are its own, and git's session
-    # is empty (a session keeps its leader's number from being handed out).
-    reused = leader in rows
-    ours = set() if reused else {pid for pid, row in rows.items() if row.sid == leader}
-    if ours:
-        try:
-            os.killpg(leader, signal.SIGKILL)  # the group git led: stopped at once
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pid in rows:
-        if pid not in ours and (backend.environ(pid) or {}).get(_TAG) == tag:
-            ours.add(pid)
-    if not ours:
-        return
-    pt = tree.ProcessTree((_TAG, tag))
-    for pid in ours:
-        pt.add_leader(pid)
-    with pt:
-        pt.kill()

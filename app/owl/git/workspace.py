@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from owl.git import safegit
+from owl.git import disarm, safegit
 from owl.git.gitdir import common_dir, store_path
 from owl.errors import Refused
 
@@ -94,7 +94,7 @@ def drivers(cwd: Path | str) -> list[str]:
     """The driver commands (`filter.x.smudge`, `merge.y.driver`, …) the config
     git reads in `cwd` sets: what a git the person runs there could run."""
     try:
-        return safegit.drivers(safegit.configured(cwd, GIT_TIMEOUT))
+        return disarm.drivers(safegit.configured(cwd, GIT_TIMEOUT))
     except safegit.GitTimeout as e:
         raise WorkspaceError(str(e)) from None
 

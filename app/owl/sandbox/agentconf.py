@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from owl import filesafe
 
 from .envplan import loopback_ports
 from .folders import expand
@@ -45,20 +46,7 @@ class Needs:
 
 def _read(path: str) -> bytes | None:
     """A regular file's bytes (never through a symlink, never past READ_MAX)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > READ_MAX:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(READ_MAX)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return filesafe.read_bounded(path, READ_MAX, follow=False)
 
 
 def _env_name(value: object) -> str | None:

@@ -1,7 +1,9 @@
 """One Run's agent command wrapped in its sandbox, with the label the views show.
 
 The glue between the facts of a Run (its worktree, its project's git directory,
-Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``.
+Owl's folders, the agent's environment) and ``policy`` / ``bwrap`` / ``netns``
+(started as ``bwrapstart`` says), or ``seatbelt`` on macOS; where the Run's
+programs live and which caches it gets come from ``toolplaces``.
 The git places come from Owl's records (``GitPlaces``): no file of the worktree
 is read, since the agent writes them. Reads the host's lists of bound unix
 sockets, its own network namespace's and the others' (``hostsockets``, about
@@ -10,7 +12,6 @@ sockets, its own network namespace's and the others' (``hostsockets``, about
 
 from __future__ import annotations
 
-import functools
 import os
 import pwd
 import re
@@ -18,7 +19,6 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from owl.tree import pyhelper
 
@@ -27,6 +27,7 @@ from . import (
     agentstate,
     allowlist,
     bwrap,
+    bwrapstart,
     folders,
     hostsockets,
     mactemp,
@@ -37,9 +38,8 @@ from . import (
     seatbelt,
     seatexec,
     syscalls,
+    toolplaces,
 )
-
-NETNS = str(Path(__file__).with_name("netns.py"))
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def wrap(
         host_sockets=hostsockets.host_sockets(
             skip=(*(p for p in private if p not in folders.SYSTEM_OWN), "/dev/shm")
         ),
-        programs=programs(command, env),
+        programs=toolplaces.programs(command, env),
     )
     try:
         pol = decide(settings, agent, env, facts, keep)
@@ -157,13 +157,13 @@ def wrap(
         opened += f"; {filt}"
     else:
         opened = f"; unix sockets: {pol.sockets_words()}"
-    own = [*seccomp(filt), *(["--setup", setup_report] if setup_report else [])]
+    own = [*bwrapstart.seccomp(filt), *(["--setup", setup_report] if setup_report else [])]
     if signing(git.project_git, facts.home):
         # the keys are out of the Run's reach; owl jobs accept signs (owl.review.signing)
         opened += "; commits unsigned here, signed at accept (commit.gpgSign)"
     if pol.network == "none":
         return Wrapped(
-            alone(argv, own),
+            bwrapstart.alone(argv, own),
             f"contained: bwrap {version}, no network{opened}",
             True,
             inside,
@@ -173,10 +173,10 @@ def wrap(
         )
     ports = ",".join(str(p) for p in pol.host_ports) or "-"
     allow = pol.network == "allow"
-    helper, why_not = user_net("allow" if allow else ports, which)
+    helper, why_not = bwrapstart.user_net("allow" if allow else ports, which)
     if helper is None and allow:  # never the host's network in its place
         return Wrapped(
-            alone(argv_none(pol, command, path, env_path, version), own),
+            bwrapstart.alone(bwrapstart.argv_none(pol, command, path, env_path, version), own),
             f"contained: bwrap {version}, no network: the allow-list needs pasta "
             f"(sudo apt install passt){opened}",
             True,
@@ -188,7 +188,7 @@ def wrap(
     if helper is None:
         # bwrap.argv shares the host's network unless told "none"
         return Wrapped(
-            alone(argv, own),
+            bwrapstart.alone(argv, own),
             f"contained: bwrap {version}; the X server stays reachable: {why_not}{opened}",
             True,
             inside,
@@ -204,7 +204,7 @@ def wrap(
         n = len(pol.allow_hosts)
         net = f"network: allow-list ({n} host{'' if n == 1 else 's'})"
     return Wrapped(
-        [sys.executable, "-I", "-S", NETNS, helper, ports, *report, *own, "--", *argv],
+        bwrapstart.networked(helper, ports, [*report, *own], argv),
         f"contained: bwrap {version}, {net}{opened}",
         True,
         inside,
@@ -273,7 +273,7 @@ def decide(
         allow_hosts=allowlist.hosts(agent, env, settings.allow_hosts),
         read=(*settings.read, *said.reads),
     )
-    caches = [c for c in settings.caches if wanted_cache(c, env)]
+    caches = [c for c in settings.caches if toolplaces.wanted_cache(c, env)]
     own = ownhome.make(
         keep, os.path.basename(facts.worktree), facts.project, home, env, caches, agent, state
     )
@@ -289,12 +289,6 @@ def mend_binds(own: ownhome.Own, pol: policy.Policy, home: str) -> None:
     ownhome.mend_places(own, home, bwrap.places_in(pol, home))
 
 
-def wanted_cache(cache: str, env: Mapping[str, str]) -> bool:
-    """A default cache only where its tool is on the agent's PATH."""
-    tools = CACHE_TOOLS.get(cache)
-    return tools is None or any(_on_path(t, env.get("PATH", os.defpath)) for t in tools)
-
-
 def with_held(env: Mapping[str, str], agent: str, held: str | None) -> Mapping[str, str]:
     """The agent's environment with the headless credential Owl holds for it
     (``ownhome.held_token``) in its variable, unless the variable is set."""
@@ -303,59 +297,6 @@ def with_held(env: Mapping[str, str], agent: str, held: str | None) -> Mapping[s
         return env
     token = ownhome.held_token(held, agent)
     return env if token is None else {**env, name: token}
-
-
-def programs(command: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
-    """The folders outside the system's that the Run's programs live in,
-    read-only inside: the command's own (its install: the folder above a
-    ``bin``, the package a ``node_modules/.bin`` link leads into), the
-    folders of the files it names, and the folders of its PATH. A folder
-    that holds a home as a whole (``~/.local``, ``/var/tmp/x`` with the
-    person's home in it) is narrowed to the file or the ``bin`` itself."""
-    homes = {
-        os.path.realpath(os.path.expanduser("~")),
-        env.get("HOME", ""),
-        pwd.getpwuid(os.getuid()).pw_dir,
-    }
-    out: list[str] = []
-
-    def add(path: str) -> None:
-        if path and path not in out and not folders.system(path) and path != "/":
-            if not any(folders.under(h, path) for h in homes if h):
-                out.append(path)
-
-    first = command[0] if command else ""
-    found = shutil.which(first, path=env.get("PATH")) if first and "/" not in first else first
-    for i, arg in enumerate([found or "", *command[1:]]):
-        if not arg.startswith("/") or not os.path.exists(arg):
-            continue
-        for path in dict.fromkeys((os.path.abspath(arg), os.path.realpath(arg))):
-            folder = os.path.dirname(path)
-            if i == 0:
-                top = _install(path)
-                if top and not any(folders.under(h, top) for h in homes if h):
-                    add(top)
-                    continue
-            if any(folders.under(h, folder) for h in homes if h) or folder in ("/tmp", "/var/tmp"):
-                add(path)
-            else:
-                add(folder)
-    for entry in env.get("PATH", "").split(":"):
-        if entry.startswith("/") and os.path.isdir(entry):
-            add(os.path.normpath(entry))
-    return tuple(out)
-
-
-def _install(path: str) -> str | None:
-    """The folder a program was installed into: above ``node_modules``, or
-    above its ``bin``."""
-    parts = path.split("/")
-    if "node_modules" in parts:
-        return "/".join(parts[: parts.index("node_modules")]) or None
-    folder = os.path.dirname(path)
-    if os.path.basename(folder) == "bin":
-        return os.path.dirname(folder)
-    return None
 
 
 _SIGNS = re.compile(rb"^\s*gpgsign\s*=\s*(true|yes|on|1)\s*$", re.IGNORECASE | re.MULTILINE)
@@ -380,78 +321,6 @@ def signing(common: str | None, home: str) -> bool:
         except OSError:
             continue
     return False
-
-
-def alone(argv: list[str], own: list[str]) -> list[str]:
-    """bwrap's argv started with no network helper, through netns.py all the
-    same (``-``): it hands bwrap its options and its seccomp filter by fds, so
-    that pid 1 inside shows none of them, and leaves out a host socket gone
-    between the argv's making and bwrap's start (bwrap cannot make the file to
-    cover on the read-only root, and the Run would fail), and says whether
-    bwrap failed at its own start (``own``: those options); SIGTERM ignored."""
-    return [sys.executable, "-I", "-S", NETNS, "-", "-", *own, "--", *argv]
-
-
-def seccomp(filt: bytes | str) -> list[str]:
-    """netns.py's option that hands bwrap the filter (none where it could not be built)."""
-    return ["--filter", filt.hex()] if isinstance(filt, bytes) else []
-
-
-def argv_none(
-    pol: policy.Policy, command: Sequence[str], path: str | None, env_path: str | None, version: str
-) -> list[str]:
-    """bwrap's argv for ``pol`` with no network at all."""
-    return bwrap.argv(
-        replace(pol, network="none"),
-        list(command),
-        bwrap=path or "bwrap",
-        term_env=env_path,
-        root=os.getuid() == 0,
-        sizes=bwrap.sized(version),
-    )
-
-
-# A default cache given to a Run only where its tool is on the agent's PATH
-# (no ~/go in the home of someone who has never used Go); one the person names
-# in `sandbox.caches` is given anyway, as is ~/.cache.
-CACHE_TOOLS = {
-    "~/.npm": ("npm",),
-    "~/.cargo/registry": ("cargo",),
-    "~/.cargo/git": ("cargo",),
-    "~/.gradle/caches": ("gradle",),
-    "~/.m2/repository": ("mvn",),
-    "~/go/pkg/mod": ("go",),
-    "~/.local/share/pnpm": ("pnpm",),
-    "~/.yarn": ("yarn",),
-    "~/Library/Caches": ("sw_vers",),  # macOS's own (sw_vers is too): never made elsewhere
-}
-
-
-@functools.lru_cache(maxsize=64)
-def _on_path(tool: str, path: str) -> bool:
-    """Whether ``tool`` is on ``path`` (asked once per PATH: a scan of every
-    folder on it for each missing cache would be most of a Run's wrapping)."""
-    return shutil.which(tool, path=path) is not None
-
-
-def user_net(
-    ports: str, which: Callable[[str], str | None] = shutil.which
-) -> tuple[str | None, str]:
-    """The helper that gives the Run a network of its own (pasta, else
-    slirp4netns when no host port must be forwarded: it cannot), or None
-    and why not, with the command that fixes it."""
-    pasta = which("pasta")
-    if pasta is not None:
-        return pasta, ""
-    slirp = which("slirp4netns")
-    if slirp is None:
-        return None, "no user-mode networking (sudo apt install passt)"
-    if ports != "-":
-        return None, (
-            f"slirp4netns cannot forward the host's 127.0.0.1 ports ({ports}) "
-            "(sudo apt install passt)"
-        )
-    return slirp, ""
 
 
 @dataclass(frozen=True)
@@ -485,7 +354,7 @@ def wrap_darwin(
     real = os.path.realpath
     facts = replace(
         gather(env, where.worktree, where.project, where.owl_dirs, where.git, real),
-        programs=programs(command, env),
+        programs=toolplaces.programs(command, env),
     )
     try:
         os.makedirs(where.keep, mode=0o700, exist_ok=True)

@@ -46,6 +46,8 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from owl import filesafe
+
 from . import gitconfig
 from .agentstate import AgentState, Credential
 from .folders import expand, under
@@ -191,20 +193,7 @@ def _write_at(d: int, name: str, data: bytes) -> None:
 def read_person(path: str) -> bytes | None:
     """A file of the person's (a link of theirs followed: no Run writes their
     home), when it is a regular file and not too large."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > READ_MAX:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(READ_MAX)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return filesafe.read_bounded(path, READ_MAX)
 
 
 # ------------------------------------------------------------ the Run's places
@@ -377,20 +366,16 @@ def held_token(folder: str, agent: str) -> str | None:
     person's own file: mode 0600 or stricter, theirs), or None when there is none."""
     path = os.path.join(folder, agent)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with filesafe.opened(path, follow=False) as (fd, st):
+            if st.st_mode & 0o077 or st.st_uid != os.getuid():
+                raise TokenProblem(f"{path}: must be yours and private (chmod 600 {path})")
+            text = os.read(fd, TOKEN_MAX).decode("utf-8", "replace").strip()
     except FileNotFoundError:
         return None
+    except filesafe.NotRegular:
+        raise TokenProblem(f"{path}: not a plain file") from None
     except OSError as e:
         raise TokenProblem(f"{path}: cannot be read: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise TokenProblem(f"{path}: not a plain file")
-        if st.st_mode & 0o077 or st.st_uid != os.getuid():
-            raise TokenProblem(f"{path}: must be yours and private (chmod 600 {path})")
-        text = os.read(fd, TOKEN_MAX).decode("utf-8", "replace").strip()
-    finally:
-        os.close(fd)
     if not text or any(c.isspace() for c in text):
         raise TokenProblem(f"{path}: must hold the token alone, on one line")
     return text

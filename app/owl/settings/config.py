@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from owl import filesafe
 from owl.rules import lifecycle, runcaps, timefmt
 from owl.sandbox import keys as sandbox_keys
 from owl.rules.budget import Caps
@@ -314,53 +315,30 @@ def _load_projects(cfg: Config, body: Any, where: str) -> None:
 MAX_BYTES = 1024 * 1024  # a config file is a few hundred bytes; more is not one
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a folder"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def read_bytes(path: Path) -> bytes | None:
     """The file's bytes, None if it does not exist; ConfigError if it is not a
     regular file (a FIFO or a device would block the reader, or never end).
 
-    Opened non-blocking and checked again after opening, so a file swapped
-    for a FIFO between the two looks is refused too."""
+    Looked at before opening (opening a device may already act on it), and
+    checked again once open, so a file swapped for a FIFO between the two
+    looks is refused too."""
     try:
         before = os.stat(path)
+        if not stat.S_ISREG(before.st_mode):
+            raise filesafe.NotRegular(path, before.st_mode)
+        with filesafe.opened(path) as (fd, st):
+            if st.st_size > MAX_BYTES:
+                raise ConfigError(f"{path}: is {st.st_size} bytes, too large for a config file")
+            chunks = []
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
     except FileNotFoundError:
         return None
+    except filesafe.NotRegular as e:
+        raise ConfigError(f"{e}; not read") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read: {e.strerror}") from None
-    if not stat.S_ISREG(before.st_mode):
-        raise ConfigError(f"{path}: is {_kind(before.st_mode)}, not a regular file; not read")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot be read: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{path}: is {_kind(st.st_mode)}, not a regular file; not read")
-        if st.st_size > MAX_BYTES:
-            raise ConfigError(f"{path}: is {st.st_size} bytes, too large for a config file")
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot be read: {e.strerror}") from None
-    finally:
-        os.close(fd)
 
 
 def load(path: Path) -> Config:

@@ -49,6 +49,17 @@ def _own_path() -> str | None:
     return None
 
 
+def instance_folder(base: Path, instance: str) -> Path:
+    """The folder of one Owl home's Run cgroups under ``base`` (the layout above;
+    v1's controllers keep the same)."""
+    return base / f"owl-{instance[:12] or 'x'}"
+
+
+def run_folder(base: Path, instance: str, run: str) -> Path:
+    """The folder of one Run's cgroup under ``base``."""
+    return instance_folder(base, instance) / f"run-{run}"
+
+
 def delegated_base() -> Path | None:
     """Our own cgroup directory, if we may make cgroups under it; else None.
     Looked for once."""
@@ -159,7 +170,7 @@ class RunGroup:
         base = delegated_base()
         if base is None:
             return None
-        path = base / f"owl-{instance[:12] or 'x'}" / f"run-{run}"
+        path = run_folder(base, instance, run)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError:
@@ -270,7 +281,7 @@ def leftovers(instance: str) -> list[RunGroup]:
     base = delegated_base()
     if base is None:
         return []
-    folder = base / f"owl-{instance[:12] or 'x'}"
+    folder = instance_folder(base, instance)
     try:
         return [RunGroup(p) for p in folder.iterdir() if p.name.startswith("run-")]
     except OSError:

@@ -174,7 +174,7 @@ def _v1_write(caps: KernelCaps, name: str, value: int, instance: str, run: str) 
     base = _v1_base(name)
     if base is None:
         return False
-    folder = base / f"owl-{instance[:12] or 'x'}" / f"run-{run}"
+    folder = cgroup.run_folder(base, instance, run)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -231,7 +231,7 @@ def clear_leftovers(instance: str) -> None:
         base = _v1_base(controller)
         if base is None:
             continue
-        folder = base / f"owl-{instance[:12] or 'x'}"
+        folder = cgroup.instance_folder(base, instance)
         try:
             runs = list(folder.iterdir())
         except OSError:
