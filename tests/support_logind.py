@@ -13,8 +13,10 @@ descriptor, exactly as logind does. This module is both:
   dies) - the same FIFO trick logind itself uses. It also answers
   ``Calls()`` on the interface ``owl.test.LogindStandIn``: every Inhibit
   call ever made, held or not, so a test can tell "one lock" from "two locks,
-  one already gone"; and ``SetRefuse(b)``, to make it start or stop refusing
-  Inhibit the way a logind behind a strict polkit policy would.
+  one already gone"; ``SetRefuse(b)``, to make it start or stop refusing
+  Inhibit the way a logind behind a strict polkit policy would; and
+  ``SetIdle(s, t)``, the ``IdleAction`` and ``IdleActionUSec`` its properties
+  then answer (``org.freedesktop.DBus.Properties.Get``).
 * a test helper (:class:`StandIn`) that starts a private ``dbus-daemon`` and
   the script on it, and asks the script what it holds.
 """
@@ -71,6 +73,8 @@ class _Service:
     def __init__(self, refuse: bool) -> None:
         self.refuse = refuse
         self.locks: list[_Lock] = []
+        # logind's own suspend-on-idle timer, as its properties say (its defaults)
+        self.idle: dict[str, str | int] = {"IdleAction": "ignore", "IdleActionUSec": 1800 * 10**6}
         self.mutex = threading.Lock()
 
     def watch(self, lock: _Lock, read_fd: int) -> None:
@@ -138,6 +142,19 @@ def _handle(conn, service: _Service, msg):
         with service.mutex:
             rows = [(lk.what, lk.who, lk.why, lk.mode, lk.held) for lk in service.locks]
         return new_method_return(msg, "a(ssssb)", (rows,))
+
+    if (iface, member) == ("org.freedesktop.DBus.Properties", "Get"):
+        _, name = msg.body
+        if name not in service.idle:
+            return new_error(msg, "org.freedesktop.DBus.Error.UnknownProperty", "s", (name,))
+        value = service.idle[name]
+        return new_method_return(
+            msg, "v", ((("s", value) if isinstance(value, str) else ("t", value)),)
+        )
+
+    if (iface, member) == (STANDIN_IFACE, "SetIdle"):
+        service.idle["IdleAction"], service.idle["IdleActionUSec"] = msg.body
+        return new_method_return(msg)
 
     if (iface, member) == (STANDIN_IFACE, "SetRefuse"):
         (service.refuse,) = msg.body
@@ -233,6 +250,10 @@ class StandIn:
     def set_refuse(self, refuse: bool) -> None:
         """From now on, refuse (or grant) every Inhibit call."""
         self._call(STANDIN_IFACE, "SetRefuse", "b", (refuse,))
+
+    def set_idle(self, action: str, seconds: int) -> None:
+        """logind's IdleAction and IdleActionSec, as its properties will say."""
+        self._call(STANDIN_IFACE, "SetIdle", "st", (action, seconds * 10**6))
 
     def held(self) -> list[tuple[str, str, str, str, int, int]]:
         """The locks held right now: (what, who, why, mode, uid, pid)."""

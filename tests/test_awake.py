@@ -233,6 +233,31 @@ def test_after_a_failure_holds_wait_before_asking_again(standin):
     assert standin.calls() == []  # a refusal records nothing
 
 
+def test_a_standing_wish_refused_is_asked_for_again_after_the_back_off(standin):
+    """A Run that works on (or a Job that waits on) does not change the engine's
+    wish: the keeper itself asks again once the backend's back-off has passed,
+    as when the system bus is too slow to answer at the daemon's start."""
+    from types import SimpleNamespace
+
+    from owl.power.keeper import AwakeKeeper
+
+    owner = SimpleNamespace(inhibitor=LogindInhibitor(retry_after=0.3))
+    keeper = AwakeKeeper(owner, "work")
+    try:
+        standin.set_refuse(True)
+        keeper.want(True, True)
+        assert keeper.settled()
+        assert not owner.inhibitor.held and owner.inhibitor.problem is not None
+        standin.set_refuse(False)
+        standin.wait_held(1, timeout=5.0)  # the wish never changed
+        assert owner.inhibitor.problem is None
+        keeper.want(False, True)
+        standin.wait_held(0, timeout=2.0)
+    finally:
+        keeper.stop()
+        owner.inhibitor.close()
+
+
 # -- systemd-inhibit, the fallback -----------------------------------------
 
 

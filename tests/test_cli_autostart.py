@@ -196,7 +196,8 @@ def test_service_with_systemctl_enables_the_unit(tmp_path):
     assert calls.read_text().splitlines() == [
         "--user show-environment",
         "--user daemon-reload",
-        "--user enable --now owl.service",
+        "--user enable owl.service",
+        "--user restart owl.service",  # a daemon running from the unit before starts anew
     ]
     st = json.loads(owl(home, "autostart", "status", "--json", **env).stdout)
     assert st["service"] is True and st["unit"] == str(unit)

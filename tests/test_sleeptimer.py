@@ -42,12 +42,36 @@ def test_logind_files_the_last_one_wins(tmp_path: Path) -> None:
     d.mkdir()
     (d / "10-owl.conf").write_text("[Login]\nIdleActionSec=5min\n")
     patterns = (str(tmp_path / "logind.conf"), str(d / "*.conf"))
-    t = sleeptimer.logind(patterns)
+    t = sleeptimer.logind_files(patterns)
     assert t is not None and (t.source, t.after_s) == ("logind", 300.0)
     assert "IdleAction=ignore" in t.fix
     (d / "20-off.conf").write_text("[Login]\nIdleAction=ignore\n")
-    assert sleeptimer.logind(patterns) is None
-    assert sleeptimer.logind((str(tmp_path / "none.conf"),)) is None  # logind's defaults
+    assert sleeptimer.logind_files(patterns) is None
+    assert sleeptimer.logind_files((str(tmp_path / "none.conf"),)) is None  # logind's defaults
+
+
+def test_logind_read_live_from_its_properties(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The running logind's IdleAction and IdleActionUSec, over D-Bus (a stand-in
+    logind on a bus of this test's own): what a reload made live, whatever the files say."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from support_logind import StandIn
+
+    need.programs("dbus-daemon")
+    with StandIn() as standin:
+        monkeypatch.setenv("OWL_LOGIND_BUS", "session")
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", standin.address)
+        assert sleeptimer.logind_live() == ("ignore", 1800.0)
+        assert sleeptimer.logind() is None  # logind's defaults: no action
+        standin.set_idle("suspend", 300)
+        t = sleeptimer.logind()
+        assert t is not None and (t.source, t.after_s) == ("logind", 300.0)
+        assert t.setting == "IdleAction=suspend, IdleActionSec=5m"
+        standin.set_idle("lock", 60)
+        assert sleeptimer.logind() is None  # locking the screen puts nothing to sleep
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/owl-test-bus")
+    assert sleeptimer.logind_live() is None  # no logind: its files are read instead
 
 
 def test_pmset_ac_profile() -> None:

@@ -2,7 +2,7 @@
 (no tray, no XDG autostart), where the session has systemd.
 
 `owl autostart on --service` writes `$XDG_CONFIG_HOME/systemd/user/owl.service`
-and enables it with `systemctl --user enable --now`; without a login
+and enables and (re)starts it with `systemctl --user`; without a login
 session the user's manager starts it at boot only with lingering on
 (`loginctl enable-linger`), which the answer says.
 
@@ -110,7 +110,10 @@ def enable(argv: list[str], env: dict[str, str]) -> Path:
 
     target = install(unit_path(), render(argv, env).encode())
     _systemctl("daemon-reload")
-    _systemctl("enable", "--now", UNIT)
+    _systemctl("enable", UNIT)
+    # a restart, not `enable --now`: a daemon already running (the unit turned on
+    # before) starts again from the rewritten unit, as the answer says
+    _systemctl("restart", UNIT)
     return target
 
 

@@ -107,6 +107,12 @@ class Inhibitor(Generic[H]):
             return self._handle is not None and self._alive(self._handle)
 
     @property
+    def retry_after(self) -> float:
+        """Seconds between attempts after a failed hold: a caller whose wish
+        stands (a Run works on, a Job waits on) asks again after as long."""
+        return self._retry_after
+
+    @property
     def problem(self) -> str | None:
         """Why the machine may sleep during a Run, or None if nothing is wrong."""
         return self._problem

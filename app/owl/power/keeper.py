@@ -51,9 +51,10 @@ class AwakeKeeper:
         self._thread.join(timeout)
 
     def _loop(self) -> None:
+        retry: float | None = None  # a hold that failed is asked for again after this
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._stop or self._wish != self._done)
+                self._cond.wait_for(lambda: self._stop or self._wish != self._done, retry)
                 if self._stop:
                     return
                 wish = self._wish
@@ -64,6 +65,17 @@ class AwakeKeeper:
             with self._cond:
                 self._done = wish
                 self._cond.notify_all()
+            retry = self._retry_in(wish)
+
+    def _retry_in(self, wish: tuple[bool, bool] | None) -> float | None:
+        """When to carry out a standing wish again: a hold wanted and not taken
+        (a bus slow to answer at the daemon's start, a logind that refused)
+        is asked for once the backend's back-off has passed, though the wish
+        itself does not change while a Run works or a Job waits."""
+        inh = self._owner.inhibitor
+        if wish != (True, True) or inh is None or inh.backend == "none" or inh.held:
+            return None
+        return max(inh.retry_after, 0.1)
 
     def _apply(self, hold: bool, keep_awake: bool) -> None:
         inh = self._owner.inhibitor

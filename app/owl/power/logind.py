@@ -117,7 +117,9 @@ class LogindInhibitor(Inhibitor[int]):
             ) as conn:
                 reply = conn.send_and_get_reply(call, timeout=CALL_TIMEOUT_S)
         except (OSError, TimeoutError, ValueError, KeyError) as exc:
-            raise InhibitError(f"logind unreachable: {exc}") from exc
+            # a timeout's own text is empty: say what ran out
+            why = str(exc) or f"the bus did not answer in time ({type(exc).__name__})"
+            raise InhibitError(f"logind unreachable: {why}") from exc
         try:
             (lock,) = unwrap_msg(reply)
         except Exception as exc:

@@ -6,12 +6,13 @@ default), and takes its sleep inhibitor only once a Run works. A laptop on AC
 whose desktop suspends it after its own idle time at or below that never
 reaches Owl's: nothing runs while the person is away. The timers read here:
 GNOME's `sleep-inactive-ac-timeout` (gsettings), logind's `IdleAction` /
-`IdleActionSec` (logind.conf and its .d folders), and macOS's `pmset` sleep
-on AC. `owl status` and the tray say which one, and what to change
-(or `power.hold_while_queued`, which holds the inhibitor while Jobs wait).
+`IdleActionSec` (the running logind's D-Bus properties, else logind.conf and
+its .d folders), and macOS's `pmset` sleep on AC. `owl status` and the tray
+say which one, and what to change (or `power.hold_while_queued`, which holds
+the inhibitor while Jobs wait).
 
-The reads start programs (gsettings, pmset), so they are made on a thread of
-their own and kept: `cached()` never waits; views read what it has.
+The reads start programs (gsettings, pmset) or ask the system bus, so they are
+made on a thread of their own and kept: `cached()` never waits; views read what it has.
 """
 
 from __future__ import annotations
@@ -93,12 +94,44 @@ LOGIND_FILES = (
 SLEEPS = ("suspend", "hibernate", "hybrid-sleep", "suspend-then-hibernate", "sleep")
 
 
-def logind(patterns: tuple[str, ...] = LOGIND_FILES) -> Timer | None:
+def logind() -> Timer | None:
     """logind's IdleAction (ignore by default) after IdleActionSec (30 min by
-    default), the last file to set each winning, as systemd reads them; only
-    where systemd runs the machine (`/run/systemd/system`), and logind with it."""
-    if patterns == LOGIND_FILES and not os.path.isdir("/run/systemd/system"):
+    default): as the running logind holds them (its D-Bus properties: every
+    drop-in merged in systemd's own order, a reload seen), else from its files;
+    only where systemd runs the machine (`/run/systemd/system`), and logind with it."""
+    if not os.path.isdir("/run/systemd/system") and "OWL_LOGIND_BUS" not in os.environ:
         return None
+    live = logind_live()
+    if live is None:
+        return logind_files()
+    action, after = live
+    return logind_timer(action, after, duration(after))
+
+
+def logind_live() -> tuple[str, float] | None:
+    """(IdleAction, IdleActionSec in seconds) from the running logind; None when
+    no logind answers (no system bus, a logind too old to have them)."""
+    from jeepney import Properties
+    from jeepney.io.blocking import open_dbus_connection
+    from jeepney.wrappers import unwrap_msg
+
+    from owl.power import logind as bus
+
+    props = Properties(bus.MANAGER)
+    try:
+        with open_dbus_connection(bus.bus_name(), auth_timeout=bus.AUTH_TIMEOUT_S) as conn:
+            got = [
+                unwrap_msg(conn.send_and_get_reply(props.get(name), timeout=bus.CALL_TIMEOUT_S))
+                for name in ("IdleAction", "IdleActionUSec")
+            ]
+        (_, action), (_, usec) = got[0][0], got[1][0]
+        return str(action), float(usec) / 1e6
+    except Exception:  # no bus, no logind, no such property, a reply not as documented
+        return None
+
+
+def logind_files(patterns: tuple[str, ...] = LOGIND_FILES) -> Timer | None:
+    """The same two keys from logind's files, the last file to set each winning."""
     keys: dict[str, str] = {}
     for pattern in patterns:
         for name in sorted(glob.glob(pattern)):
@@ -106,16 +139,22 @@ def logind(patterns: tuple[str, ...] = LOGIND_FILES) -> Timer | None:
                 keys.update(parse_logind(open(name, encoding="utf-8").read()))
             except (OSError, UnicodeDecodeError):
                 continue
-    action = keys.get("IdleAction", "ignore").strip()
-    if action not in SLEEPS:
-        return None
     after = systemd_seconds(keys.get("IdleActionSec", "30min"))
     if after is None:
+        return None
+    return logind_timer(
+        keys.get("IdleAction", "ignore").strip(), after, keys.get("IdleActionSec", "30min")
+    )
+
+
+def logind_timer(action: str, after: float, said: str) -> Timer | None:
+    """The timer, where the action puts the machine to sleep (pure)."""
+    if action not in SLEEPS or after <= 0:
         return None
     return Timer(
         "logind",
         after,
-        f"IdleAction={action}, IdleActionSec={keys.get('IdleActionSec', '30min')}",
+        f"IdleAction={action}, IdleActionSec={said}",
         "set IdleAction=ignore in /etc/systemd/logind.conf.d/ (then restart systemd-logind)",
     )
 
