@@ -45,6 +45,11 @@ log = logging.getLogger("owl.daemon")
 CRASH_REASON = crash_recovery.CRASH_REASON
 LOCK_WAIT = 15.0  # how long a start waits for a dead daemon's watchdog
 PEEK_WAIT = 0.5  # how long it waits out a command's look at the lock
+# How long a stop waits for the engine to end every Run (TERM, KILL 5 s later,
+# then each Run's last git): a slow disk or a busy machine can take past 10 s,
+# and the systemd unit allows 30 (TimeoutStopSec). Past this the daemon goes
+# without its clean word and the watchdog ends what is left.
+STOP_WAIT = 20.0
 
 
 class StartupError(Exception):
@@ -224,8 +229,11 @@ class Daemon:
         held = fd is not None  # this daemon ran: its stop is said once
         if fd is not None:  # a command meanwhile waits for it to be gone, rather than refuse
             daemonlock.record(fd, os.getpid(), str(self.paths.socket), daemonlock.STOPPING)
-        if self.engine is not None and not self.engine.stopped:
-            self.engine.stop()
+        if self.engine is not None and not self.engine.stopped and not self.engine.stop(STOP_WAIT):
+            log.warning(
+                "the Runs were not all ended %.0f s after the stop: the watchdog ends what is left",
+                STOP_WAIT,
+            )
         if self.notifier is not None:
             self.notifier.stop()
         if self.server is not None:
