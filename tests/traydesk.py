@@ -176,9 +176,27 @@ def find_tray_icon(env: dict) -> tuple[str, tuple[int, int, int, int]]:
     return wait_for(docked, "Owl's icon in the tray")
 
 
+def window_type(env: dict, wid: str) -> str:
+    """The window's _NET_WM_WINDOW_TYPE as xprop says it ("" if unset or gone)."""
+    out = subprocess.run(
+        ["xprop", "-id", wid, "_NET_WM_WINDOW_TYPE"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    return out.stdout.split("=", 1)[1].strip() if "=" in out.stdout else ""
+
+
 def open_menus(env: dict) -> list[tuple[int, int, int, int]]:
-    """The geometry of each open menu (an Owl window wider than any icon)."""
-    return [g for _, g in owl_windows(env) if g[2] > 64]
+    """The geometry of each open menu: an Owl window GTK marks as a popup menu.
+    Not any wide one: the icon's hover text is a tooltip window of Owl's too, and
+    GTK shows it at times over an open menu when the pointer rests on the icon."""
+    return [g for wid, g in owl_windows(env) if is_menu(env, wid)]
+
+
+def is_menu(env: dict, wid: str) -> bool:
+    return "_NET_WM_WINDOW_TYPE_POPUP_MENU" in window_type(env, wid)
 
 
 def find_tray_icon_geometry(env: dict) -> tuple[int, int, int, int]:
@@ -342,7 +360,7 @@ def choose_in(env: dict, t: "Tray", status: dict[str, Any], *labels: str) -> Non
     def its_menu() -> tuple[int, int, int, int] | None:
         # this tray's own (another one docked may have a menu of its own)
         mine = pid_windows(env, t.proc.pid)
-        return next((g for wid, g in owl_windows(env) if wid in mine and g[2] > 64), None)
+        return next((g for wid, g in owl_windows(env) if wid in mine and is_menu(env, wid)), None)
 
     popped(
         env,
