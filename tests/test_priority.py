@@ -205,13 +205,15 @@ sh = subprocess.Popen(
     ["sh", "-c", "for i in 1 2 3 4; do setsid sleep 60 & done; exec sleep 60"],
     start_new_session=True,
 )
-# sweeps as the daemon's, until the five sessions are there: one that has not
-# yet called setsid is still in sh's, and the next sweep meets its own
+# sweeps as the daemon's, until one is made after all five sessions began: a
+# child that has not yet called setsid is read in sh's, a later sweep reads its own
 pt = tree.ProcessTree(None, sh.pid, nice=11)
-seen = pt.sweep()
-while len({os.getsid(p.pid) for p in seen}) < 5:
-    time.sleep(0.05)
+while True:
+    began = len({os.getsid(p.pid) for p in pt.sweep()}) == 5
     seen = pt.sweep()
+    if began:
+        break
+    time.sleep(0.05)
 print(" ".join(str(p.pid) for p in seen), flush=True)
 sys.stdin.read()  # until the test has read the groups
 sh.kill()
