@@ -31,8 +31,10 @@ test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x
            dbus-x11 dbus-daemon zsh fish groff-base man-db slirp4netns
            # signing at accept, with real keys: gpg (and its agent), ssh-keygen
            gnupg openssh-client
-           # ordinary builds in a contained Run: go build, go test ./...
-           golang-go
+           # ordinary builds in a contained Run: go build, go test ./..., make, mvn -o and java
+           golang-go make maven default-jdk-headless
+           # what tests look through: strace (a Run's syscalls), gsettings (GNOME's power keys)
+           strace libglib2.0-bin
            # headless Wayland compositors for the idle tests, and a StatusNotifier watcher
            mutter kwin-wayland sway wtype plasma-wayland-protocols haskell-status-notifier-item-utils
            # the system tier: a Debian 13 desktop machine built and booted (tools/desktop-vm)
