@@ -123,7 +123,7 @@ def test_a_rate_limit_is_a_wait_that_spends_no_attempt(tmp_path):
         aider_daemon(tmp_path, stub, fast_aider(tmp_path)) as d,
     ):
         # the provider's "Please try again in 7m12s.", passed through by aider
-        j = waits_out_a_rate_limit(d, project, "aider", 90)
+        j = waits_out_a_rate_limit(d, project, "aider", 200)
         # aider gave up after its own retries (9 tries, each retried by the client)
         assert len(stub.turns()) >= 9 and len(j["runs"]) == 1
         log = d.ok("logs", str(j["id"]), "--run", str(j["runs"][0]["id"]))

@@ -125,11 +125,16 @@ def test_a_runs_end_keeps_its_time_and_jobs_and_status_agree(
         filler2 = fill(small_disk, "filler2")
         go.touch()
         # the Run ends; its end cannot be written yet
-        status = wait_for(
-            lambda: (s := d.status()) and any(r.get("unrecorded") for r in s["runs"]) and s,
-            timeout=20,
-            what="the Run to end unrecorded",
-        )
+        try:
+            status = wait_for(
+                lambda: (s := d.status()) and any(r.get("unrecorded") for r in s["runs"]) and s,
+                timeout=60,
+                what="the Run to end unrecorded",
+            )
+        except AssertionError as e:  # what the daemon saw, for the one who reads the failure
+            free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+            log = d.log.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"{e}; {free} bytes free; job {d.job(job)}; log:\n{log}") from None
         ended = time.time()
         [r] = [r for r in status["runs"] if r["job_id"] == job]
         assert r["state"] == "ending" and "disk is full" in status["attention"]

@@ -57,5 +57,5 @@ def test_a_rate_limit_is_a_wait_that_spends_no_attempt(tmp_path):
     # OpenCode retries a 429 five times itself (here 10 ms apart, as the
     # provider's retry-after-ms asks), then gives the provider's words
     with ChatStub([RateLimit(6, retry_after_ms=10)]) as stub, opencode_daemon(tmp_path, stub) as d:
-        j = waits_out_a_rate_limit(d, project, "opencode", 90)
+        j = waits_out_a_rate_limit(d, project, "opencode", 200)
         assert len(stub.turns()) == 6 and len(j["runs"]) == 1

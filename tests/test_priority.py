@@ -208,7 +208,8 @@ sh = subprocess.Popen(
 # sweeps as the daemon's, until one is made after all five sessions began: a
 # child that has not yet called setsid is read in sh's, a later sweep reads its own
 pt = tree.ProcessTree(None, sh.pid, nice=11)
-while True:
+until = time.monotonic() + 60
+while time.monotonic() < until:
     began = len({os.getsid(p.pid) for p in pt.sweep()}) == 5
     seen = pt.sweep()
     if began:

@@ -275,6 +275,13 @@ def keyboard_grabbed(env: dict) -> bool:
         d.close()
 
 
+def menus_closed(env: dict) -> None:
+    """Wait until no menu is open and none holds the keyboard: the menu of the
+    last choice goes away a moment after its Return, and while it does a click
+    on the icon lands on it (closing it) and keys go to it, and are lost."""
+    wait_for(lambda: not open_menus(env) and not keyboard_grabbed(env), "the last menu to close")
+
+
 def close_menus(env: dict) -> None:
     for _ in range(3):
         if not open_menus(env):
@@ -321,6 +328,7 @@ def walk_menu(
 
 def choose(env: dict, status: dict[str, Any], *labels: str, autostart_on: bool = False) -> None:
     """Open the menu and pick `labels` (a path through submenus) by keyboard."""
+    menus_closed(env)
     open_menu(env)
     keys = menu_keys(status, list(labels), autostart_on)
     for key in keys[:-1]:
