@@ -32,7 +32,7 @@ test_pkgs=(xvfb xdotool trayer dunst imagemagick xprintidle desktop-file-utils x
            # signing at accept, with real keys: gpg (and its agent), ssh-keygen
            gnupg openssh-client
            # ordinary builds in a contained Run: go build, go test ./..., make, mvn -o and java
-           golang-go make maven default-jdk-headless
+           golang-go make maven default-jdk-headless python3-setuptools python3-wheel
            # what tests look through: strace (a Run's syscalls), gsettings (GNOME's power keys)
            strace libglib2.0-bin
            # headless Wayland compositors for the idle tests, and a StatusNotifier watcher

@@ -100,9 +100,13 @@ def fill(folder: Path, name: str = "filler") -> Path:
     closed, for whatever part of a write the full disk did not take."""
     filler = folder / name
     with open(filler, "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError:
-            pass
+        # to the last byte: ext4 refuses a large write while a few blocks are still
+        # free (what it holds back for the write's own metadata), and a record
+        # small enough would then still fit
+        for size in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass
     return filler
