@@ -145,12 +145,14 @@ def test_linux_reaches_the_distributions_packages_by_path(mac: dict) -> None:
     (mac["stubs"] / "uname").write_text("#!/bin/sh\necho Linux\n")
     for tool in ("mkdir", "grep", "sed"):
         (mac["stubs"] / tool).symlink_to(shutil.which(tool))
-    forced = _stub(mac["stubs"] / "python3", "3.11", mac["log"])
+    # the stub says this interpreter's own version: site's paths are named by it
+    ours = "%d.%d" % sys.version_info[:2]
+    forced = _stub(mac["stubs"] / "python3", ours, mac["log"])
     out = _run(mac, OWL_PYTHON=str(forced))
     assert out.returncode == 0, out.stderr
     assert _calls(mac)[0] == f"{forced} -m venv .venv"
     venv = mac["repo"] / ".venv"
-    pth = venv / "lib" / "python3.11" / "site-packages" / "owl-distribution-packages.pth"
+    pth = venv / "lib" / f"python{ours}" / "site-packages" / "owl-distribution-packages.pth"
     # The stub runs this very interpreter's code: its site directories are listed.
     want = [p for p in site.getsitepackages() if Path(p).is_dir()]
     assert want and pth.read_text().split() == want
