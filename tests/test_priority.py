@@ -196,29 +196,7 @@ def test_a_program_that_cannot_be_executed_is_a_clear_permission_error(tmp_path)
         tree.spawn([str(tmp_path)], cwd=str(tmp_path), env={}, stdout=None, stderr=None)
 
 
-AS_USER = """
-import os, subprocess, sys, time
-from owl import tree
-from owl.tree import linux
-# four sessions begun at once, as an agent's tools begin them (setsid)
-sh = subprocess.Popen(
-    ["sh", "-c", "for i in 1 2 3 4; do setsid sleep 60 & done; exec sleep 60"],
-    start_new_session=True,
-)
-# sweeps as the daemon's, until one is made after all five sessions began: a
-# child that has not yet called setsid is read in sh's, a later sweep reads its own
-pt = tree.ProcessTree(None, sh.pid, nice=11)
-until = time.monotonic() + 60
-while time.monotonic() < until:
-    began = len({os.getsid(p.pid) for p in pt.sweep()}) == 5
-    seen = pt.sweep()
-    if began:
-        break
-    time.sleep(0.05)
-print(" ".join(str(p.pid) for p in seen), flush=True)
-sys.stdin.read()  # until the test has read the groups
-sh.kill()
-"""
+FIVE_SESSIONS = Path(__file__).parent / "agents" / "five_sessions.py"
 
 
 @pytest.mark.skipif(not LINUX, reason="autogroups are Linux's")
@@ -239,7 +217,7 @@ def test_every_session_is_weighed_as_an_ordinary_user_within_the_kernels_limit(t
             root.chmod(0o755)
             shared = shared_install(root / "lib")
             proc = subprocess.Popen(
-                [sys._base_executable, "-c", AS_USER],
+                [sys._base_executable, "-c", FIVE_SESSIONS.read_text()],
                 env={"PATH": os.environ["PATH"], "PYTHONPATH": str(shared), "HOME": str(root)},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

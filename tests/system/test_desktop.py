@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
+from pathlib import Path
 
 from system.conftest import OWL, Desktop
 
@@ -60,32 +61,8 @@ def test_the_machine_is_a_desktop_and_owl_was_set_up_by_its_user(desktop: Deskto
     assert "/swapfile" in out and "nameserver 127.0.0.53" in out
 
 
-PRIORITY = r"""
-cd ~/owl && .venv/bin/python - <<'PY'
-import os, subprocess, time
-from owl import tree
-sh = subprocess.Popen(["sh", "-c", "for i in 1 2 3 4; do setsid sleep 60 & done; exec sleep 60"],
-                      start_new_session=True)
-# sweeps as the daemon's, until one is made after all five sessions began: a
-# child that has not yet called setsid is read in sh's, a later sweep reads its own
-pt = tree.ProcessTree(None, sh.pid, nice=11)
-until = time.monotonic() + 60
-while time.monotonic() < until:
-    began = len({os.getsid(p.pid) for p in pt.sweep()}) == 5
-    seen = pt.sweep()
-    if began:
-        break
-    time.sleep(0.05)
-pids = [p.pid for p in seen]
-deadline = time.monotonic() + 10
-def nice(pid):
-    return open(f"/proc/{pid}/autogroup").read().split()[-1]
-while any(nice(p) != "11" for p in pids) and time.monotonic() < deadline:
-    time.sleep(0.05)
-print(" ".join(nice(p) for p in pids))
-sh.kill()
-PY
-"""
+FIVE_SESSIONS = Path(__file__).parents[1] / "agents" / "five_sessions.py"
+PRIORITY = f"cd ~/owl && .venv/bin/python - --report <<'PY'\n{FIVE_SESSIONS.read_text()}PY\n"
 
 
 def test_every_session_of_a_run_is_lowered_as_dev(desktop: Desktop) -> None:
