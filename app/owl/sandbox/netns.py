@@ -144,7 +144,7 @@ def _attach(
             return f"the host's addresses could not be closed to it ({why})", None
         if os.path.basename(helper).startswith("slirp4netns"):
             return netslirp.start(helper, pid)
-        why, fd = netpasta.start(helper, ports, holder.pid, folder, dns, netproc.own_userns(pid))
+        why, fd = netpasta.start(helper, ports, holder.pid, folder, dns, holder.userns)
         return why, None if fd is None else netpasta.Pasta(fd)
     finally:
         holder.end()
@@ -160,6 +160,7 @@ class _Holder:
     def __init__(self, cut: tuple[str, ...] = ()) -> None:
         self.pid = -1
         self.fds: list[int] = []
+        self.userns = False  # whether it joined a user namespace besides the network's
         self.ready_r, ready_w = os.pipe()
         hold_r, self.hold_w = os.pipe()
         self.err, err_w = os.pipe()
@@ -171,18 +172,18 @@ class _Holder:
                 os.close(fd)
 
     def go(self, pid: int) -> str | None:
-        """Join bwrap's child ``pid``'s namespaces and close the host's
+        """Join bwrap's child ``pid``'s network namespace (and the user
+        namespace that owns it, see `netproc.namespaces`) and close the host's
         addresses there: None once done, else why not. The namespaces are
         opened here (bwrap's child is not dumpable: only we may open them)
         and named to it by our fds, which stay open until ``end()``."""
         me = os.getpid()
         try:
-            self.fds.append(os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC))
-            userns = "-"
-            if netproc.own_userns(pid):
-                self.fds.append(os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC))
-                userns = f"/proc/{me}/fd/{self.fds[1]}"
-            os.write(self.hold_w, f"{userns} /proc/{me}/fd/{self.fds[0]}\n".encode())
+            net, user = netproc.namespaces(pid)
+            self.fds += [net] if user is None else [net, user]
+            self.userns = user is not None
+            userns = "-" if user is None else f"/proc/{me}/fd/{user}"
+            os.write(self.hold_w, f"{userns} /proc/{me}/fd/{net}\n".encode())
         except OSError as e:
             return str(e)
         up = select.select([self.ready_r], [], [], READY_TIMEOUT)[0]

@@ -9,11 +9,13 @@ mask and dispositions set in between, and waited for through a pidfd.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import signal
 
 READY_TIMEOUT = 10.0
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace that owns a namespace
 TERM = {signal.SIGTERM}
 # Python ignores these for itself; what it starts gets them back (as subprocess does).
 RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
@@ -87,10 +89,27 @@ def read_now(fd: int) -> str:
         os.close(fd)
 
 
-def own_userns(pid: int) -> bool:
-    """Whether bwrap's child ``pid`` is in a user namespace other than ours
-    (always, but for root where none could be made): the helper must join it."""
+def namespaces(pid: int) -> tuple[int, int | None]:
+    """Open bwrap's child ``pid``'s network namespace and the user namespace
+    that owns it: (their fds, close-on-exec; the second None where that is
+    ours, as for root where none could be made). A helper joins the second to
+    have the rights to join the first.
+
+    Not the child's own ``/proc/PID/ns/user``: for an ordinary user bwrap maps
+    the user to 0 in the namespace it makes (to mount ``/dev``'s devpts), then
+    makes a second one inside it that maps the user back, before it waits on
+    ``--block-fd``. Opened after that, the child's is the second, which has no
+    rights over the network namespace its parent owns: joining it, setns
+    failed with EPERM and the Run had no network (seen once in a while, when
+    bwrap's set-up outran ours). The owner, asked of the network namespace
+    itself (``NS_GET_USERNS``), is the same whenever it is asked."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino
+        user = fcntl.ioctl(net, NS_GET_USERNS)
     except OSError:
-        return os.getuid() != 0
+        os.close(net)
+        raise
+    if os.fstat(user).st_ino == os.stat("/proc/self/ns/user").st_ino:
+        os.close(user)
+        return net, None
+    return net, user

@@ -39,8 +39,8 @@ def start(slirp: str, pid: int) -> tuple[str | None, Slirp | None]:
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
     try:
-        net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-        fds.append(net)
+        net, user = netproc.namespaces(pid)
+        fds += [net] if user is None else [net, user]
         argv = [
             slirp,
             "--configure",
@@ -50,9 +50,7 @@ def start(slirp: str, pid: int) -> tuple[str | None, Slirp | None]:
             f"--exit-fd={exit_r}",
             "--netns-type=path",
         ]
-        if netproc.own_userns(pid):
-            user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
-            fds.append(user)
+        if user is not None:
             argv.append(f"--userns-path=/proc/self/fd/{user}")
         argv += [f"/proc/self/fd/{net}", "tap0"]
         null = os.open(os.devnull, os.O_WRONLY)
