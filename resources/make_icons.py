@@ -33,7 +33,9 @@ def main() -> None:
     states = ROOT / "resources" / "icons" / "states"
     states.mkdir(parents=True, exist_ok=True)
     for state in STATES:
-        draw_icon(state, 48, 0.4 if state == "frozen" else None).save(states / f"{state}.png", optimize=True)
+        draw_icon(state, 48, 0.4 if state == "frozen" else None).save(
+            states / f"{state}.png", optimize=True
+        )
 
 
 if __name__ == "__main__":
