@@ -160,7 +160,6 @@ class _Holder:
     def __init__(self, cut: tuple[str, ...] = ()) -> None:
         self.pid = -1
         self.fds: list[int] = []
-        self.userns = False  # whether it joined a user namespace besides the network's
         self.ready_r, ready_w = os.pipe()
         hold_r, self.hold_w = os.pipe()
         self.err, err_w = os.pipe()
@@ -181,7 +180,6 @@ class _Holder:
         try:
             net, user = netproc.namespaces(pid)
             self.fds += [net] if user is None else [net, user]
-            self.userns = user is not None
             userns = "-" if user is None else f"/proc/{me}/fd/{user}"
             os.write(self.hold_w, f"{userns} /proc/{me}/fd/{net}\n".encode())
         except OSError as e:
@@ -192,6 +190,11 @@ class _Holder:
         lines = netproc.read_now(self.err).strip().splitlines()
         self.err = -1
         return lines[-1] if lines else "it did not start"
+
+    @property
+    def userns(self) -> bool:
+        """Whether it joined a user namespace besides the network's."""
+        return len(self.fds) > 1
 
     def end(self) -> None:
         for fd in (self.ready_r, self.hold_w, self.err, *self.fds):
